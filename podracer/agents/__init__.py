@@ -1,0 +1,58 @@
+"""Agents: ``Agent(init, act, loss)`` bundles that run unchanged in every mode."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+
+from podracer.agents.a2c import A2CConfig, make_a2c
+from podracer.agents.base import Agent, Transitions, make_policy_fns, masked_mean, policy_terms, transitions
+from podracer.agents.ppo import PPOBatch, PPOConfig, make_ppo
+from podracer.envs.base import EnvSpec
+
+_AGENTS = {
+    "a2c": (make_a2c, A2CConfig),
+    "ppo": (make_ppo, PPOConfig),
+}
+
+
+def names() -> list[str]:
+    """Names accepted by :func:`make`."""
+    return sorted(_AGENTS)
+
+
+def config_class(name: str):
+    """The frozen config dataclass of the agent called ``name``."""
+    if name not in _AGENTS:
+        close = difflib.get_close_matches(name, list(_AGENTS), n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise ValueError(f"Unknown agent {name!r}; available: {', '.join(names())}.{hint}")
+    return _AGENTS[name][1]
+
+
+def make(name: str, spec: EnvSpec, **hyper) -> Agent:
+    """An agent by name; ``hyper`` sets fields of its config (unknown fields are an error)."""
+    config_cls = config_class(name)
+    fields = {f.name for f in dataclasses.fields(config_cls)}
+    unknown = sorted(set(hyper) - fields)
+    if unknown:
+        raise ValueError(f"Agent {name!r} has no hyper-parameter(s) {unknown}; it takes {sorted(fields)}.")
+    return _AGENTS[name][0](spec, config_cls(**hyper))
+
+
+__all__ = [
+    "A2CConfig",
+    "Agent",
+    "PPOBatch",
+    "PPOConfig",
+    "Transitions",
+    "config_class",
+    "make",
+    "make_a2c",
+    "make_policy_fns",
+    "make_ppo",
+    "masked_mean",
+    "names",
+    "policy_terms",
+    "transitions",
+]

@@ -1,0 +1,71 @@
+"""Advantage actor-critic with lambda or n-step returns (rlax)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import rlax
+
+from podracer.agents.base import Agent, make_policy_fns, masked_mean, policy_terms, transitions
+from podracer.envs.base import EnvSpec
+from podracer.networks import ActorCritic
+from podracer.types import Trajectory
+
+
+@dataclasses.dataclass(frozen=True)
+class A2CConfig:
+    discount: float = 0.99
+    lambda_: float = 0.95  # lambda of the lambda returns (used when n_step is None)
+    n_step: int | None = None  # n-step bootstrapped returns instead of lambda returns
+    value_coef: float = 0.5
+    entropy_coef: float = 0.01
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    shared_torso: bool = False
+
+    def __post_init__(self):
+        if not 0.0 <= self.discount <= 1.0:
+            raise ValueError(f"discount must be in [0, 1], got {self.discount}.")
+        if not 0.0 <= self.lambda_ <= 1.0:
+            raise ValueError(f"lambda_ must be in [0, 1], got {self.lambda_}.")
+        if self.n_step is not None and self.n_step < 1:
+            raise ValueError(f"n_step must be >= 1, got {self.n_step}.")
+
+
+def make_a2c(spec: EnvSpec, config: A2CConfig = A2CConfig()) -> Agent:
+    """A2C: one gradient step per trajectory on policy-gradient, value and entropy terms."""
+    network = ActorCritic(
+        num_actions=spec.num_actions,
+        obs_rank=len(spec.observation.shape),
+        hidden_sizes=config.hidden_sizes,
+        shared_torso=config.shared_torso,
+    )
+    init, act = make_policy_fns(network)
+
+    def returns_fn(r_t, discount_t, continues_t, v_t):
+        if config.n_step is None:
+            return rlax.lambda_returns(r_t, discount_t, v_t, config.lambda_ * continues_t)
+        return rlax.n_step_bootstrapped_returns(r_t, discount_t, v_t, config.n_step, lambda_t=continues_t)
+
+    def loss(params, trajectory: Trajectory, key):
+        del key
+        logits, values = network.apply(params, trajectory.timestep.observation)
+        tr = transitions(trajectory, config.discount)
+        v_tm1, v_t = values[:-1], values[1:]
+        returns = jax.vmap(returns_fn, in_axes=1, out_axes=1)(tr.r_t, tr.discount_t, tr.continues_t, v_t)
+        returns = jax.lax.stop_gradient(returns)
+        advantage = returns - v_tm1
+        log_prob, entropy = policy_terms(logits[:-1], trajectory.action[:-1])
+        policy_loss = -masked_mean(log_prob * jax.lax.stop_gradient(advantage), tr.mask_t)
+        value_loss = 0.5 * masked_mean(jnp.square(advantage), tr.mask_t)
+        entropy = masked_mean(entropy, tr.mask_t)
+        total = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy
+        return total, {
+            "loss": total,
+            "policy_loss": policy_loss,
+            "value_loss": value_loss,
+            "entropy": entropy,
+        }
+
+    return Agent(init=init, act=act, loss=loss)

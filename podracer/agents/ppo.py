@@ -1,0 +1,119 @@
+"""PPO: clipped surrogate objective, GAE (rlax), several epochs of minibatches."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+import rlax
+
+from podracer.agents.base import Agent, make_policy_fns, masked_mean, policy_terms, transitions
+from podracer.envs.base import EnvSpec
+from podracer.networks import ActorCritic
+from podracer.types import Trajectory
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOConfig:
+    discount: float = 0.99
+    gae_lambda: float = 0.95
+    clip_epsilon: float = 0.2
+    value_coef: float = 0.5
+    entropy_coef: float = 0.01
+    num_epochs: int = 4
+    num_minibatches: int = 4
+    normalize_advantages: bool = True
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    shared_torso: bool = False
+
+    def __post_init__(self):
+        if not 0.0 <= self.discount <= 1.0:
+            raise ValueError(f"discount must be in [0, 1], got {self.discount}.")
+        if not 0.0 <= self.gae_lambda <= 1.0:
+            raise ValueError(f"gae_lambda must be in [0, 1], got {self.gae_lambda}.")
+        if self.clip_epsilon <= 0:
+            raise ValueError(f"clip_epsilon must be > 0, got {self.clip_epsilon}.")
+        if self.num_epochs < 1 or self.num_minibatches < 1:
+            raise ValueError(
+                f"num_epochs and num_minibatches must be >= 1, got {self.num_epochs} and {self.num_minibatches}."
+            )
+
+
+class PPOBatch(NamedTuple):
+    """Flattened samples ``[N]`` (N = T x B) with their fixed targets."""
+
+    observation: chex.ArrayTree  # o_t
+    action: chex.Array  # int32: a_t
+    behaviour_log_prob: chex.Array  # float32: log mu(a_t | o_t) of the acting policy
+    advantage: chex.Array  # float32: GAE at t
+    value_target: chex.Array  # float32: advantage + v(o_t)
+    mask: chex.Array  # float32: 1 where the transition lies inside an episode
+
+
+def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig()) -> Agent:
+    """PPO whose advantages are computed once per learner step with the learner's parameters."""
+    network = ActorCritic(
+        num_actions=spec.num_actions,
+        obs_rank=len(spec.observation.shape),
+        hidden_sizes=config.hidden_sizes,
+        shared_torso=config.shared_torso,
+    )
+    init, act = make_policy_fns(network)
+    gae = jax.vmap(rlax.truncated_generalized_advantage_estimation, in_axes=1, out_axes=1)
+
+    def prepare(params, trajectory: Trajectory) -> PPOBatch:
+        observation = trajectory.timestep.observation
+        _, values = network.apply(params, observation)
+        tr = transitions(trajectory, config.discount)
+        advantage = gae(tr.r_t, tr.discount_t, config.gae_lambda * tr.continues_t, values)
+        actions = trajectory.action[:-1]
+        behaviour_log_prob, _ = policy_terms(trajectory.extras["logits"][:-1], actions)
+        batch = PPOBatch(
+            observation=jax.tree.map(lambda x: x[:-1], observation),
+            action=actions,
+            behaviour_log_prob=behaviour_log_prob,
+            advantage=advantage,
+            value_target=advantage + values[:-1],
+            mask=tr.mask_t,
+        )
+        flat = jax.tree.map(lambda x: jnp.reshape(x, (-1, *x.shape[2:])), batch)
+        return jax.lax.stop_gradient(flat)
+
+    def loss(params, batch: PPOBatch, key):
+        del key
+        logits, values = network.apply(params, batch.observation)
+        log_prob, entropy = policy_terms(logits, batch.action)
+        advantage = batch.advantage
+        if config.normalize_advantages:
+            count = jnp.maximum(jnp.sum(batch.mask), 1.0)
+            mean = jnp.sum(advantage * batch.mask) / count
+            std = jnp.sqrt(jnp.sum(jnp.square(advantage - mean) * batch.mask) / count)
+            advantage = (advantage - mean) / (std + 1e-8)
+        log_ratio = log_prob - batch.behaviour_log_prob
+        ratio = jnp.exp(log_ratio)
+        clipped = jnp.clip(ratio, 1.0 - config.clip_epsilon, 1.0 + config.clip_epsilon)
+        policy_loss = -masked_mean(jnp.minimum(ratio * advantage, clipped * advantage), batch.mask)
+        value_loss = 0.5 * masked_mean(jnp.square(values - batch.value_target), batch.mask)
+        entropy = masked_mean(entropy, batch.mask)
+        total = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy
+        return total, {
+            "loss": total,
+            "policy_loss": policy_loss,
+            "value_loss": value_loss,
+            "entropy": entropy,
+            "approx_kl": masked_mean(ratio - 1.0 - log_ratio, batch.mask),
+            "clip_fraction": masked_mean((jnp.abs(ratio - 1.0) > config.clip_epsilon).astype(jnp.float32), batch.mask),
+        }
+
+    return Agent(
+        init=init,
+        act=act,
+        loss=loss,
+        prepare=prepare,
+        num_epochs=config.num_epochs,
+        num_minibatches=config.num_minibatches,
+        minibatch_axis=0,
+    )

@@ -1,0 +1,268 @@
+"""Anakin: JAX environments and the learner in one compiled program per device.
+
+The per-device update is a pure function ``update(state) -> (state, metrics)``: a
+rollout (``lax.scan`` over ``vmap(env.step)``) followed by the shared learner step,
+whose gradients are averaged over the device axis. Wrap it yourself::
+
+    update = anakin.make_update(env, agent, optimizer, rollout_length=16)
+    p_update = jax.pmap(update, axis_name=parallel.DEVICE_AXIS)
+    state = anakin.init(env, agent, optimizer, jax.random.key(0), num_envs_per_device=64)
+    state, metrics = p_update(state)
+
+or let :func:`run` pmap it over every device of every process and scan many updates
+per host call.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from podracer import parallel
+from podracer.agents.base import Agent
+from podracer.envs import wrappers
+from podracer.envs.base import Environment, State
+from podracer.learner import init_learner_state, make_learner_step
+from podracer.types import LearnerState, Metrics, TimeStep, Trajectory
+
+
+class RolloutState(NamedTuple):
+    """The acting side of one device, carried from rollout to rollout (leading axis B = envs)."""
+
+    env_state: State  # [B, ...] state of the wrapped environments
+    timestep: TimeStep  # [B, ...] the time step the environments are at
+    action: chex.Array  # int32 [B]: the action chosen at ``timestep``, executed first in the next rollout
+    extras: chex.ArrayTree  # [B, ...] actor outputs at ``timestep``
+    key: chex.PRNGKey  # the actor's key
+
+
+class AnakinState(NamedTuple):
+    """Everything one device carries between updates."""
+
+    learner: LearnerState
+    rollout: RolloutState
+
+
+def make_rollout(env: Environment, agent: Agent, rollout_length: int):
+    """``rollout(params, rollout_state) -> (rollout_state, trajectory, episode_metrics)``.
+
+    ``env`` is the unwrapped environment; the rollout steps its auto-resetting,
+    statistics-keeping version. The trajectory is ``[rollout_length + 1, B]``; its last
+    entry is the carried state's time step, from which the next rollout continues.
+    Episode metrics (``episode_return``, ``episode_length``: sums over episodes that
+    ended in this rollout; ``episodes``: their count) are per device.
+    """
+    if rollout_length < 1:
+        raise ValueError(f"rollout_length must be >= 1, got {rollout_length}.")
+    env = wrappers.wrap(env)
+    step_envs = jax.vmap(env.step)
+
+    def rollout(params, state: RolloutState):
+        def body(state: RolloutState, _):
+            key, act_key = jax.random.split(state.key)
+            env_state, timestep = step_envs(state.env_state, state.action)
+            action, extras = agent.act(params, timestep.observation, act_key)
+            emitted = (state.timestep, state.action, state.extras)
+            last = timestep.last.astype(jnp.float32)
+            episode = (
+                last,
+                env_state.stats.episode_return * last,
+                env_state.stats.episode_length.astype(jnp.float32) * last,
+            )
+            return RolloutState(env_state, timestep, action, extras, key), (emitted, episode)
+
+        state, (emitted, episode) = jax.lax.scan(body, state, None, length=rollout_length)
+        final = (state.timestep, state.action, state.extras)
+        timestep, action, extras = jax.tree.map(lambda xs, x: jnp.concatenate([xs, x[None]]), emitted, final)
+        episodes, returns, lengths = (jnp.sum(x) for x in episode)
+        metrics = {"episodes": episodes, "episode_return": returns, "episode_length": lengths}
+        return state, Trajectory(timestep, action, extras), metrics
+
+    return rollout
+
+
+def make_update(
+    env: Environment,
+    agent: Agent,
+    optimizer: optax.GradientTransformation,
+    *,
+    rollout_length: int,
+    axis_names: Sequence[str] = (parallel.DEVICE_AXIS,),
+    unroll: bool = False,
+) -> Callable[[AnakinState], tuple[AnakinState, Metrics]]:
+    """The per-device update: one rollout, then one learner step (grads averaged over ``axis_names``).
+
+    Metrics are the same on every device: learner metrics averaged, and
+    ``episode_return`` / ``episode_length`` the means over all episodes that ended on
+    any device during the rollout (NaN when none did), ``episodes`` their count.
+    """
+    axis_names = tuple(axis_names)
+    rollout = make_rollout(env, agent, rollout_length)
+    learner_step = make_learner_step(agent, optimizer, axis_names=axis_names, unroll=unroll)
+
+    def update(state: AnakinState) -> tuple[AnakinState, Metrics]:
+        rollout_state, trajectory, episode = rollout(state.learner.params, state.rollout)
+        learner_state, metrics = learner_step(state.learner, trajectory)
+        for axis in axis_names:
+            episode = jax.lax.psum(episode, axis)
+        count = episode["episodes"]
+        safe = jnp.maximum(count, 1.0)
+        metrics = {
+            **metrics,
+            "episodes": count,
+            "episode_return": jnp.where(count > 0, episode["episode_return"] / safe, jnp.nan),
+            "episode_length": jnp.where(count > 0, episode["episode_length"] / safe, jnp.nan),
+        }
+        return AnakinState(learner_state, rollout_state), metrics
+
+    return update
+
+
+def init_state(
+    env: Environment,
+    agent: Agent,
+    optimizer: optax.GradientTransformation,
+    key: chex.PRNGKey,
+    num_envs: int,
+    *,
+    actor_index: chex.Array | int = 0,
+) -> AnakinState:
+    """One device's initial state with ``num_envs`` environments.
+
+    Parameters come from ``key`` alone, so every device that gets the same ``key``
+    starts from the same parameters; environments and actor keys also fold in
+    ``actor_index`` (the device's index along the device axis), so devices differ there.
+    """
+    if num_envs < 1:
+        raise ValueError(f"num_envs must be >= 1, got {num_envs}.")
+    env = wrappers.wrap(env)
+    learner_key, actor_key = jax.random.split(key)
+    actor_key = jax.random.fold_in(actor_key, actor_index)
+    actor_key, reset_key, act_key = jax.random.split(actor_key, 3)
+    env_state, timestep = jax.vmap(env.reset)(jax.random.split(reset_key, num_envs))
+    learner = init_learner_state(agent, optimizer, learner_key, timestep.observation)
+    action, extras = agent.act(learner.params, timestep.observation, act_key)
+    return AnakinState(learner, RolloutState(env_state, timestep, action, extras, actor_key))
+
+
+def init(
+    env: Environment,
+    agent: Agent,
+    optimizer: optax.GradientTransformation,
+    key: chex.PRNGKey,
+    num_envs_per_device: int,
+    devices: Sequence[jax.Device] | None = None,
+) -> AnakinState:
+    """Initial states for ``devices`` (default: every local device), stacked on a leading device axis.
+
+    Made by a pmap-ed :func:`init_state`, so each device's index along the device axis
+    (global across processes) seeds its environments, and parameters are identical.
+    """
+    devices = parallel.local_devices(devices)
+    init_fn = functools.partial(init_state, env, agent, optimizer, num_envs=num_envs_per_device)
+    p_init = jax.pmap(
+        lambda k: init_fn(jax.random.wrap_key_data(k), actor_index=jax.lax.axis_index(parallel.DEVICE_AXIS)),
+        axis_name=parallel.DEVICE_AXIS,
+        devices=devices,
+    )
+    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+        key = jax.random.key_data(key)
+    return p_init(parallel.replicate(key, devices))
+
+
+def make_multi_update(update, num_updates: int):
+    """``num_updates`` updates in one ``lax.scan``; metrics stacked ``[num_updates]``."""
+    if num_updates < 1:
+        raise ValueError(f"updates per call must be >= 1, got {num_updates}.")
+
+    def multi_update(state):
+        return jax.lax.scan(lambda s, _: update(s), state, None, length=num_updates)
+
+    return multi_update
+
+
+def summarize(metrics: Metrics) -> dict[str, float]:
+    """Host-side summary of metrics stacked over several updates.
+
+    Episode statistics are weighted by the episodes that ended in each update; other
+    metrics are averaged.
+    """
+    metrics = {k: np.asarray(v, dtype=np.float64) for k, v in metrics.items()}
+    count = metrics.get("episodes")
+    out = {}
+    for name, values in metrics.items():
+        if name in ("episode_return", "episode_length") and count is not None:
+            total = count.sum()
+            out[name] = float(np.nansum(values * count) / total) if total > 0 else float("nan")
+        elif name == "episodes":
+            out[name] = float(values.sum())
+        else:
+            out[name] = float(values.mean())
+    return out
+
+
+class RunResult(NamedTuple):
+    state: AnakinState  # final state, stacked over local devices
+    history: list[dict[str, float]]  # one summary per host call
+    compile_seconds: float  # first call (compilation included) minus a steady call's time
+    env_steps_per_second: float  # median steady-state throughput across calls after the first
+
+
+def run(
+    env: Environment,
+    agent: Agent,
+    optimizer: optax.GradientTransformation,
+    *,
+    key: chex.PRNGKey,
+    num_envs_per_device: int,
+    rollout_length: int,
+    num_updates: int,
+    updates_per_call: int,
+    devices: Sequence[jax.Device] | None = None,
+    log: Callable[[dict[str, float]], None] | None = None,
+) -> RunResult:
+    """Trains with the update pmap-ed over ``devices`` (default: all local devices).
+
+    Every process of a multi-process run calls this with the same arguments; the
+    device axis then spans all of their devices. Each host call scans
+    ``updates_per_call`` updates; ``log`` receives one summary per call with
+    ``env_steps`` (global), ``sps`` and the averaged metrics.
+    """
+    devices = parallel.local_devices(devices)
+    num_calls = parallel.check_divisible(num_updates, updates_per_call, "num_updates", "updates per call (--updates-per-call)")
+    num_global = len(devices) * jax.process_count()
+    steps_per_update = rollout_length * num_envs_per_device * num_global
+
+    update = make_update(env, agent, optimizer, rollout_length=rollout_length)
+    p_multi = jax.pmap(make_multi_update(update, updates_per_call), axis_name=parallel.DEVICE_AXIS, devices=devices)
+    state = init(env, agent, optimizer, key, num_envs_per_device, devices)
+
+    history, call_seconds = [], []
+    for call in range(num_calls):
+        start = time.perf_counter()
+        state, metrics = p_multi(state)
+        metrics = parallel.unreplicate(metrics)
+        summary = summarize(jax.device_get(metrics))
+        seconds = time.perf_counter() - start
+        call_seconds.append(seconds)
+        env_steps = (call + 1) * updates_per_call * steps_per_update
+        summary = {"env_steps": float(env_steps), "sps": updates_per_call * steps_per_update / seconds, **summary}
+        history.append(summary)
+        if log is not None:
+            log(summary)
+
+    steady = float(np.median(call_seconds[1:])) if len(call_seconds) > 1 else call_seconds[0]
+    return RunResult(
+        state=state,
+        history=history,
+        compile_seconds=max(call_seconds[0] - steady, 0.0),
+        env_steps_per_second=updates_per_call * steps_per_update / steady,
+    )

@@ -1,0 +1,68 @@
+"""Environment protocols.
+
+:class:`Environment` is one JAX environment, functional and unbatched: the caller
+vmaps it (Anakin). :class:`HostEnv` is a batch of host environments stepped in numpy
+(Sebulba, envpool). Both speak :class:`~podracer.types.TimeStep`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+import chex
+import jax
+import numpy as np
+
+from podracer.types import TimeStep
+
+State = Any
+
+
+class EnvSpec(NamedTuple):
+    """What an agent needs to know about an environment."""
+
+    observation: jax.ShapeDtypeStruct  # one observation, without batch axes
+    num_actions: int  # discrete actions 0 ... num_actions - 1
+
+
+@runtime_checkable
+class Environment(Protocol):
+    """One environment in JAX. Pure functions of their arguments; vmap them for a batch."""
+
+    def reset(self, key: chex.PRNGKey) -> tuple[State, TimeStep]:
+        """Starts an episode: the first time step has reward 0, discount 1, last False."""
+
+    def step(self, state: State, action: chex.Array) -> tuple[State, TimeStep]:
+        """Advances one step. Stepping past a ``last`` time step is the wrappers' job."""
+
+    def spec(self) -> EnvSpec:
+        """Observation and action spaces."""
+
+
+@runtime_checkable
+class HostEnv(Protocol):
+    """A batch of ``num_envs`` environments stepped on the host (numpy arrays, leading axis B)."""
+
+    num_envs: int
+
+    def reset(self) -> TimeStep:
+        """Starts every environment; returns their first time steps."""
+
+    def step(self, action: np.ndarray) -> TimeStep:
+        """Steps every environment; one after ``last`` starts a new episode."""
+
+    def spec(self) -> EnvSpec:
+        """Observation and action spaces of one environment."""
+
+    def close(self) -> None:
+        """Releases the environments' threads and memory."""
+
+
+def first_timestep(observation: chex.ArrayTree) -> TimeStep:
+    """The time step that starts an episode."""
+    return TimeStep(
+        observation=observation,
+        reward=jax.numpy.zeros((), jax.numpy.float32),
+        discount=jax.numpy.ones((), jax.numpy.float32),
+        last=jax.numpy.zeros((), jax.numpy.bool_),
+    )

@@ -1,0 +1,87 @@
+"""Wrappers that turn one episodic JAX environment into an endless stream of time steps."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+
+from podracer.envs.base import EnvSpec, Environment, State
+from podracer.types import EpisodeStats, TimeStep
+
+
+def _select(pred: chex.Array, on_true, on_false):
+    return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
+
+
+class AutoResetState(NamedTuple):
+    env_state: State  # the wrapped environment's state
+    key: chex.PRNGKey  # for the next reset
+    last: chex.Array  # bool []: the previous time step ended an episode
+
+
+class AutoReset:
+    """After a ``last`` time step, the next ``step`` starts a new episode (reward 0, discount 1).
+
+    This is envpool's and dm_env's convention, so Anakin and Sebulba produce the same
+    trajectories: the action given on the step after ``last`` is ignored.
+    """
+
+    def __init__(self, env: Environment):
+        self.env = env
+
+    def spec(self) -> EnvSpec:
+        return self.env.spec()
+
+    def reset(self, key: chex.PRNGKey) -> tuple[AutoResetState, TimeStep]:
+        key, reset_key = jax.random.split(key)
+        env_state, timestep = self.env.reset(reset_key)
+        return AutoResetState(env_state, key, jnp.zeros((), jnp.bool_)), timestep
+
+    def step(self, state: AutoResetState, action: chex.Array) -> tuple[AutoResetState, TimeStep]:
+        key, reset_key = jax.random.split(state.key)
+        stepped = self.env.step(state.env_state, action)
+        restarted = self.env.reset(reset_key)
+        env_state, timestep = _select(state.last, restarted, stepped)
+        return AutoResetState(env_state, key, timestep.last), timestep
+
+
+class EpisodeStatsState(NamedTuple):
+    env_state: State  # the wrapped environment's state
+    stats: EpisodeStats  # of the episode in progress (complete at a ``last`` step)
+    last: chex.Array  # bool []: the previous time step ended an episode
+
+
+class EpisodeStatistics:
+    """Keeps the return and length of the current episode in its state.
+
+    At a ``last`` time step, ``state.stats`` holds the finished episode's return and
+    length; the step after it (the first of the next episode) counts from zero.
+    """
+
+    def __init__(self, env: Environment):
+        self.env = env
+
+    def spec(self) -> EnvSpec:
+        return self.env.spec()
+
+    def reset(self, key: chex.PRNGKey) -> tuple[EpisodeStatsState, TimeStep]:
+        env_state, timestep = self.env.reset(key)
+        stats = EpisodeStats(jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32))
+        return EpisodeStatsState(env_state, stats, jnp.zeros((), jnp.bool_)), timestep
+
+    def step(self, state: EpisodeStatsState, action: chex.Array) -> tuple[EpisodeStatsState, TimeStep]:
+        env_state, timestep = self.env.step(state.env_state, action)
+        new_episode = state.last
+        stats = EpisodeStats(
+            episode_return=jnp.where(new_episode, 0.0, state.stats.episode_return + timestep.reward),
+            episode_length=jnp.where(new_episode, 0, state.stats.episode_length + 1).astype(jnp.int32),
+        )
+        return EpisodeStatsState(env_state, stats, timestep.last), timestep
+
+
+def wrap(env: Environment) -> EpisodeStatistics:
+    """An endless, statistics-keeping version of ``env``: what Anakin steps."""
+    return EpisodeStatistics(AutoReset(env))

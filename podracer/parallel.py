@@ -1,0 +1,131 @@
+"""Device layout: the only module that knows how work is spread over devices and hosts.
+
+One pmap axis, :data:`DEVICE_AXIS`, spans every device of every process. Arrays that
+enter a pmap-ed function carry a leading axis with one entry per *local* device; the
+collectives inside (``pmean`` over :data:`DEVICE_AXIS`) reach the devices of all
+processes. Only process 0 prints and writes files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+# The pmap axis over devices (of all processes).
+DEVICE_AXIS = "device"
+# The vmap axis over independent learners inside one device, for users who vmap an update.
+BATCH_AXIS = "batch"
+
+
+def initialize(
+    coordinator_address: str | None = None,
+    num_processes: int | None = None,
+    process_id: int | None = None,
+    *,
+    auto_detect: bool = False,
+) -> None:
+    """Joins this process to a multi-process run, before any JAX computation.
+
+    Either give all three of ``coordinator_address`` (``HOST:PORT`` of process 0),
+    ``num_processes`` and ``process_id``, or set ``auto_detect`` to let JAX find them
+    (TPU pod slices, Slurm, Open MPI). With neither, this is a single-process run and
+    nothing happens.
+    """
+    explicit = (coordinator_address, num_processes, process_id)
+    if all(v is None for v in explicit):
+        if auto_detect:
+            jax.distributed.initialize()
+        return
+    if any(v is None for v in explicit):
+        raise ValueError(
+            "A multi-process run needs all of coordinator_address, num_processes and "
+            f"process_id; got coordinator_address={coordinator_address!r}, "
+            f"num_processes={num_processes!r}, process_id={process_id!r}."
+        )
+    if num_processes < 1:
+        raise ValueError(f"num_processes must be >= 1, got {num_processes}.")
+    if not 0 <= process_id < num_processes:
+        raise ValueError(
+            f"process_id {process_id} is out of range for {num_processes} processes "
+            f"(expected 0 ... {num_processes - 1})."
+        )
+    host, sep, port = coordinator_address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(
+            f"coordinator_address must be HOST:PORT, got {coordinator_address!r}."
+        )
+    jax.distributed.initialize(
+        coordinator_address=coordinator_address,
+        num_processes=num_processes,
+        process_id=process_id,
+    )
+
+
+def is_main_process() -> bool:
+    """True in the process that prints, logs and writes checkpoints."""
+    return jax.process_index() == 0
+
+
+def local_devices(devices: Sequence[jax.Device] | None = None) -> list[jax.Device]:
+    """The devices this process feeds: ``devices`` if given, else all local devices."""
+    return list(jax.local_devices() if devices is None else devices)
+
+
+def num_global_devices() -> int:
+    """Devices along :data:`DEVICE_AXIS` across all processes."""
+    return jax.device_count()
+
+
+def device_sharding(devices: Sequence[jax.Device] | None = None) -> NamedSharding:
+    """Leading axis split over ``devices``: the layout pmap-ed functions take and return."""
+    mesh = Mesh(np.asarray(local_devices(devices)), (DEVICE_AXIS,))
+    return NamedSharding(mesh, PartitionSpec(DEVICE_AXIS))
+
+
+def replicate(tree, devices: Sequence[jax.Device] | None = None):
+    """A copy of ``tree`` on each device, stacked along a new leading axis."""
+    devices = local_devices(devices)
+    sharding = device_sharding(devices)
+    n = len(devices)
+    return jax.tree.map(
+        lambda x: jax.device_put(np.broadcast_to(np.asarray(x), (n, *np.shape(x))), sharding),
+        tree,
+    )
+
+
+def shard(tree, devices: Sequence[jax.Device] | None = None):
+    """Splits the leading axis of every leaf over ``devices`` (a leading axis of size ``len(devices)``)."""
+    devices = local_devices(devices)
+    sharding = device_sharding(devices)
+    n = len(devices)
+
+    def put(x):
+        x = np.asarray(x)
+        if x.shape[:1] != (n,):
+            raise ValueError(
+                f"Cannot shard an array of shape {x.shape} over {n} devices: "
+                f"its leading axis must be {n}."
+            )
+        return jax.device_put(x, sharding)
+
+    return jax.tree.map(put, tree)
+
+
+def unreplicate(tree):
+    """The first local device's copy of a replicated (pmap-ed) tree."""
+    return jax.tree.map(lambda x: x[0], tree)
+
+
+def check_divisible(total: int, parts: int, what: str, among: str) -> int:
+    """``total // parts``, or a clear error when ``total`` does not split evenly."""
+    if parts < 1:
+        raise ValueError(f"Cannot split {what} among {parts} {among}.")
+    if total % parts:
+        raise ValueError(
+            f"{what} = {total} is not divisible by the {parts} {among}; "
+            f"choose a multiple of {parts}."
+        )
+    return total // parts

@@ -1,0 +1,60 @@
+"""The data that flows between environments, actors and learners.
+
+Every array is time-major where it has a time axis: ``[T, B, ...]``. A field's
+comment gives its shape and dtype for one environment and one time step; the
+containers add their leading axes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import chex
+import jax
+
+Params = chex.ArrayTree
+Metrics = dict[str, jax.Array]
+
+
+class TimeStep(NamedTuple):
+    """What an environment returns on arriving at an observation (dm_env convention).
+
+    After a step with ``last`` set, the next step starts a new episode: it returns
+    the new episode's first observation with reward 0 and discount 1, whatever the
+    action was. The transition from a ``last`` step to that first step belongs to no
+    episode and learners must not learn from it.
+    """
+
+    observation: chex.ArrayTree  # o_t, the environment's observation spec
+    reward: chex.Array  # r_t, float32 []: reward received on arriving at o_t
+    discount: chex.Array  # float32 []: 0. when the episode terminated at o_t, 1. otherwise (truncation keeps 1.)
+    last: chex.Array  # bool []: the episode ended at o_t (terminated or truncated)
+
+
+class Trajectory(NamedTuple):
+    """``T + 1`` consecutive time steps of ``B`` environments, time-major ``[T + 1, B, ...]``.
+
+    ``action[t]`` and ``extras[t]`` were produced by the actor at ``timestep[t]``. The
+    last entry (index ``T``) is the first entry of the next trajectory: it supplies the
+    bootstrap observation, and its action is executed at the start of the next rollout.
+    """
+
+    timestep: TimeStep  # [T + 1, B, ...]
+    action: chex.Array  # int32 [T + 1, B]: a_t, taken at o_t
+    extras: chex.ArrayTree  # [T + 1, B, ...]: actor outputs at o_t (e.g. behaviour logits)
+
+
+class LearnerState(NamedTuple):
+    """Everything the learner step changes."""
+
+    params: Params  # the agent's parameters
+    opt_state: Any  # optax state for ``params``
+    key: chex.PRNGKey  # key for the learner's own randomness (minibatch shuffles, loss sampling)
+    step: chex.Array  # int32 []: learner updates done so far
+
+
+class EpisodeStats(NamedTuple):
+    """Running statistics of the current episode of one environment."""
+
+    episode_return: chex.Array  # float32 []: sum of rewards so far (the full return at a last step)
+    episode_length: chex.Array  # int32 []: steps so far (the full length at a last step)
