@@ -15,6 +15,7 @@ per host call.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Callable, Sequence
@@ -266,3 +267,120 @@ def run(
         compile_seconds=max(call_seconds[0] - steady, 0.0),
         env_steps_per_second=updates_per_call * steps_per_update / steady,
     )
+
+
+def _field(default, help_text: str, **metadata):
+    return dataclasses.field(default=default, metadata={"help": help_text, **metadata})
+
+
+@dataclasses.dataclass(frozen=True)
+class AnakinConfig:
+    """A training run in Anakin mode; ``python examples/anakin_catch.py --help`` lists the same fields."""
+
+    env: str = _field("catch", "JAX environment", choices=("catch", "cartpole"))
+    agent: str = _field("a2c", "agent", choices=("a2c", "ppo"))
+    seed: int = _field(0, "random seed")
+    num_envs_per_device: int = _field(64, "environments stepped on each device")
+    num_envs: int | None = _field(None, "total environments over all devices of all processes; overrides --num-envs-per-device")
+    rollout_length: int = _field(16, "environment steps per rollout (per update)")
+    num_updates: int = _field(240, "learner updates in the run")
+    updates_per_call: int = _field(20, "updates scanned on the device per host call; one log line per call")
+    learning_rate: float = _field(3e-3, "Adam learning rate")
+    max_grad_norm: float = _field(0.5, "global gradient-norm clip")
+    discount: float = _field(0.99, "discount gamma")
+    entropy_coef: float = _field(0.01, "entropy bonus weight")
+    hidden_sizes: tuple[int, ...] = _field((64, 64), "hidden layer sizes of the policy and value MLPs")
+    num_epochs: int | None = _field(None, "PPO: epochs per update (default: the agent's)")
+    num_minibatches: int | None = _field(None, "PPO: minibatches per epoch (default: the agent's)")
+    log_dir: str | None = _field(None, "write DIR/metrics.jsonl and TensorBoard events there")
+    cpu_devices: int | None = _field(None, "CPU devices to expose when JAX runs on the CPU (default: one per core)")
+    coordinator: str | None = _field(None, "multi-process: HOST:PORT of process 0")
+    num_processes: int | None = _field(None, "multi-process: number of processes")
+    process_id: int | None = _field(None, "multi-process: index of this process, 0 ... num_processes - 1")
+    distributed: bool = _field(False, "multi-process: let JAX detect the cluster (TPU pod slice, Slurm)")
+
+    def __post_init__(self):
+        from podracer import agents, envs
+
+        envs.make(self.env)  # unknown names fail here, with the list of known ones
+        agents.config_class(self.agent)
+        for name in ("num_envs_per_device", "rollout_length", "num_updates", "updates_per_call"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
+        if self.num_envs is not None and self.num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {self.num_envs}.")
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}.")
+        parallel.check_divisible(self.num_updates, self.updates_per_call, "num_updates", "updates per call (--updates-per-call)")
+        if self.num_processes is not None and self.process_id is not None:
+            if not 0 <= self.process_id < self.num_processes:
+                raise ValueError(
+                    f"process_id {self.process_id} is out of range for {self.num_processes} processes "
+                    f"(expected 0 ... {self.num_processes - 1})."
+                )
+
+    def agent_hyperparameters(self) -> dict:
+        """The agent's config fields that this run sets."""
+        from podracer import agents
+
+        fields = {f.name for f in dataclasses.fields(agents.config_class(self.agent))}
+        hyper = {"discount": self.discount, "entropy_coef": self.entropy_coef, "hidden_sizes": self.hidden_sizes}
+        for name in ("num_epochs", "num_minibatches"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if name not in fields:
+                raise ValueError(f"--{name.replace('_', '-')} does not apply to agent {self.agent!r}.")
+            hyper[name] = value
+        return hyper
+
+    def envs_per_device(self, num_global_devices: int) -> int:
+        """Environments on each device, checking that a total splits evenly."""
+        if self.num_envs is None:
+            return self.num_envs_per_device
+        return parallel.check_divisible(self.num_envs, num_global_devices, "num_envs", "devices of this run")
+
+
+def train(config: AnakinConfig) -> RunResult:
+    """Runs ``config`` on every device of every process; only process 0 logs.
+
+    Call :func:`podracer.parallel.initialize` first in a multi-process run (the
+    example's entry point does, from the config's multi-process fields).
+    """
+    from podracer import agents, envs
+    from podracer.learner import make_optimizer
+    from podracer.logging import make_logger
+
+    env = envs.make(config.env)
+    agent = agents.make(config.agent, env.spec(), **config.agent_hyperparameters())
+    num_global = parallel.num_global_devices()
+    per_device = config.envs_per_device(num_global)
+    if agent.num_minibatches > 1:
+        parallel.check_divisible(
+            per_device * config.rollout_length,
+            agent.num_minibatches,
+            "the per-device batch (envs per device x rollout length)",
+            "minibatches",
+        )
+    optimizer = make_optimizer(config.learning_rate, config.max_grad_norm)
+    total_steps = config.num_updates * config.rollout_length * per_device * num_global
+    logger = make_logger(config.log_dir, is_main=parallel.is_main_process(), total_env_steps=total_steps)
+    if parallel.is_main_process():
+        print(
+            f"podracer anakin: {config.agent} on {config.env}, {num_global} device(s) in "
+            f"{jax.process_count()} process(es) [{jax.default_backend()}], {per_device} envs per device, "
+            f"rollout {config.rollout_length}, {config.num_updates} updates",
+            flush=True,
+        )
+    with logger:
+        return run(
+            env,
+            agent,
+            optimizer,
+            key=jax.random.key(config.seed),
+            num_envs_per_device=per_device,
+            rollout_length=config.rollout_length,
+            num_updates=config.num_updates,
+            updates_per_call=config.updates_per_call,
+            log=logger,
+        )

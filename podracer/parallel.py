@@ -8,6 +8,7 @@ processes. Only process 0 prints and writes files.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import jax
@@ -62,6 +63,30 @@ def initialize(
         num_processes=num_processes,
         process_id=process_id,
     )
+
+
+def set_cpu_device_count(count: int) -> None:
+    """Exposes ``count`` CPU devices to XLA (for entry points, before JAX starts its backends).
+
+    Each CPU device runs its own computation concurrently, so on a CPU-only machine
+    one device per core lets pmap use every core. Accelerator platforms are unaffected.
+    """
+    if count < 1:
+        raise ValueError(f"The number of CPU devices must be >= 1, got {count}.")
+    from jax._src import xla_bridge
+
+    if xla_bridge.backends_are_initialized():
+        raise RuntimeError("set_cpu_device_count must be called before JAX initialises its backends.")
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform_device_count")]
+    os.environ["XLA_FLAGS"] = " ".join([*flags, f"--xla_force_host_platform_device_count={count}"])
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def is_main_process() -> bool:

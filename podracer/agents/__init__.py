@@ -24,7 +24,7 @@ def names() -> list[str]:
 def config_class(name: str):
     """The frozen config dataclass of the agent called ``name``."""
     if name not in _AGENTS:
-        close = difflib.get_close_matches(name, list(_AGENTS), n=3, cutoff=0.5)
+        close = difflib.get_close_matches(name, list(_AGENTS), n=3, cutoff=0.6)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise ValueError(f"Unknown agent {name!r}; available: {', '.join(names())}.{hint}")
     return _AGENTS[name][1]

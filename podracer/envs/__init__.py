@@ -22,7 +22,7 @@ def make(name: str, **kwargs) -> Environment:
     aliases = {"cartpole-v1": "cartpole"}
     key = aliases.get(key, key)
     if key not in _JAX_ENVS:
-        close = difflib.get_close_matches(key, list(_JAX_ENVS), n=3, cutoff=0.5)
+        close = difflib.get_close_matches(key, list(_JAX_ENVS), n=3, cutoff=0.6)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise ValueError(
             f"Unknown JAX environment {name!r}; available: {', '.join(sorted(_JAX_ENVS))}.{hint}"

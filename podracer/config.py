@@ -1,0 +1,73 @@
+"""Command-line interfaces generated from frozen config dataclasses.
+
+Every field becomes ``--field-name`` with the field's type, default and the ``help``
+in its metadata; ``bool`` fields get ``--name/--no-name``; ``tuple[int, ...]`` fields
+take several values; ``X | None`` fields accept ``none``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def _unwrap_optional(tp):
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0], True
+    return tp, False
+
+
+def _scalar_parser(tp, optional: bool):
+    def parse(text: str):
+        if optional and text.lower() == "none":
+            return None
+        return tp(text)
+
+    parse.__name__ = tp.__name__
+    return parse
+
+
+def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
+    """Adds one option per field of the dataclass ``cls`` to ``parser``."""
+    hints = typing.get_type_hints(cls)
+    for field in dataclasses.fields(cls):
+        tp, optional = _unwrap_optional(hints[field.name])
+        flag = "--" + field.name.replace("_", "-").rstrip("-")
+        default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+        help_text = field.metadata.get("help", "")
+        shown = " ".join(map(str, default)) if isinstance(default, tuple) else default
+        help_text = f"{help_text} (default: {shown})" if help_text else f"default: {shown}"
+        kwargs: dict[str, Any] = {"dest": field.name, "default": default, "help": help_text}
+        choices = field.metadata.get("choices")
+        if choices:
+            kwargs["choices"] = choices
+        if tp is bool:
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, **kwargs)
+        elif typing.get_origin(tp) is tuple:
+            item = typing.get_args(tp)[0]
+            parser.add_argument(flag, nargs="+", type=item, metavar=item.__name__.upper(), **kwargs)
+        else:
+            parser.add_argument(flag, type=_scalar_parser(tp, optional), metavar=tp.__name__.upper(), **kwargs)
+
+
+def parse(cls: type[T], argv: Sequence[str] | None = None, description: str | None = None) -> T:
+    """Parses ``argv`` (default ``sys.argv[1:]``) into an instance of the dataclass ``cls``.
+
+    A ``ValueError`` from the config's own checks is reported as a usage error.
+    """
+    parser = argparse.ArgumentParser(description=description)
+    add_arguments(parser, cls)
+    namespace = parser.parse_args(argv)
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in vars(namespace).items()}
+    try:
+        return cls(**values)
+    except ValueError as error:
+        parser.error(str(error))

@@ -1,0 +1,133 @@
+"""Metrics sinks: a progress line on the console, ``metrics.jsonl`` and TensorBoard events.
+
+Only the main process (process 0) writes; :func:`make_logger` gives other processes
+a logger with no sinks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import Protocol, TextIO
+
+
+class Sink(Protocol):
+    def write(self, metrics: Mapping[str, float]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _finite_or_none(value: float):
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+class ConsoleSink:
+    """One progress line per log step: env steps, env steps/s, mean episode return, and chosen extras."""
+
+    def __init__(self, total_env_steps: float | None = None, keys: Sequence[str] = (), stream: TextIO | None = None):
+        self.total = total_env_steps
+        self.keys = tuple(keys)
+        self.stream = stream or sys.stdout
+        self.start = time.perf_counter()
+
+    def write(self, metrics: Mapping[str, float]) -> None:
+        steps = metrics.get("env_steps", float("nan"))
+        progress = f"{steps:>12,.0f}"
+        if self.total:
+            progress += f"/{self.total:,.0f} ({100 * steps / self.total:5.1f}%)"
+        parts = [
+            f"[{time.perf_counter() - self.start:7.1f}s]",
+            f"env steps {progress}",
+            f"sps {metrics.get('sps', float('nan')):>10,.0f}",
+            f"return {metrics.get('episode_return', float('nan')):8.3f}",
+        ]
+        parts += [f"{k} {metrics[k]:.4g}" for k in self.keys if k in metrics]
+        print(" | ".join(parts), file=self.stream, flush=True)
+
+    def close(self) -> None:
+        pass
+
+
+class JsonlSink:
+    """Appends one JSON object per log step to ``path`` (non-finite values become null)."""
+
+    def __init__(self, path: str):
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self.path = path
+        self.file = open(path, "a", encoding="utf-8")
+
+    def write(self, metrics: Mapping[str, float]) -> None:
+        record = {k: _finite_or_none(v) for k, v in metrics.items()}
+        self.file.write(json.dumps(record) + "\n")
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+class TensorBoardSink:
+    """TensorBoard event files in ``log_dir``; every metric is a scalar against ``env_steps``."""
+
+    def __init__(self, log_dir: str):
+        from tensorboardX import SummaryWriter
+
+        self.writer = SummaryWriter(log_dir)
+
+    def write(self, metrics: Mapping[str, float]) -> None:
+        step = int(metrics.get("env_steps", 0))
+        for name, value in metrics.items():
+            if name != "env_steps" and math.isfinite(float(value)):
+                self.writer.add_scalar(name, float(value), step)
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class Logger:
+    """Fans one metrics dict out to every sink; usable as a callable and a context manager."""
+
+    def __init__(self, sinks: Sequence[Sink] = ()):
+        self.sinks = list(sinks)
+
+    def __call__(self, metrics: Mapping[str, float]) -> None:
+        for sink in self.sinks:
+            sink.write(metrics)
+
+    def close(self) -> None:
+        for sink in self.sinks:
+            sink.close()
+
+    def __enter__(self) -> Logger:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def make_logger(
+    log_dir: str | None = None,
+    *,
+    is_main: bool = True,
+    console: bool = True,
+    total_env_steps: float | None = None,
+    console_keys: Sequence[str] = (),
+) -> Logger:
+    """Console progress, and with ``log_dir`` also ``log_dir/metrics.jsonl`` and TensorBoard events.
+
+    On processes other than the main one the logger writes nothing.
+    """
+    if not is_main:
+        return Logger()
+    sinks: list[Sink] = []
+    if console:
+        sinks.append(ConsoleSink(total_env_steps, console_keys))
+    if log_dir:
+        sinks.append(JsonlSink(os.path.join(log_dir, "metrics.jsonl")))
+        sinks.append(TensorBoardSink(log_dir))
+    return Logger(sinks)

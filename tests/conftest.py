@@ -1,0 +1,19 @@
+"""Eight CPU devices for every test, so pmap, device splits and collectives really run."""
+
+import os
+
+os.environ["XLA_FLAGS"] = " ".join(
+    [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform_device_count")]
+    + ["--xla_force_host_platform_device_count=8"]
+)
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def devices():
+    found = jax.devices()
+    assert len(found) == 8, f"tests expect 8 CPU devices, found {found}"
+    return found
