@@ -170,12 +170,10 @@ def init(
     devices = parallel.local_devices(devices)
     init_fn = functools.partial(init_state, env, agent, optimizer, num_envs=num_envs_per_device)
     p_init = jax.pmap(
-        lambda k: init_fn(jax.random.wrap_key_data(k), actor_index=jax.lax.axis_index(parallel.DEVICE_AXIS)),
+        lambda k: init_fn(k, actor_index=jax.lax.axis_index(parallel.DEVICE_AXIS)),
         axis_name=parallel.DEVICE_AXIS,
         devices=devices,
     )
-    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
-        key = jax.random.key_data(key)
     return p_init(parallel.replicate(key, devices))
 
 

@@ -109,7 +109,7 @@ def make_learner_step(
         grads = _pmean(grads, axis_names)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
-        metrics = {**metrics, "grad_norm": optax.global_norm(grads)}
+        metrics = {**metrics, "grad_norm": optax.tree.norm(grads)}
         return (params, opt_state, key), metrics
 
     def learner_step(state: LearnerState, trajectory: Trajectory) -> tuple[LearnerState, Metrics]:

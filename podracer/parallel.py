@@ -110,15 +110,27 @@ def device_sharding(devices: Sequence[jax.Device] | None = None) -> NamedShardin
     return NamedSharding(mesh, PartitionSpec(DEVICE_AXIS))
 
 
+def _is_key(x) -> bool:
+    return isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def _place(put, x):
+    """``put`` applied to a numpy array, or to the raw data of a typed PRNG key array."""
+    if _is_key(x):
+        return jax.random.wrap_key_data(put(np.asarray(jax.random.key_data(x))), impl=jax.random.key_impl(x))
+    return put(np.asarray(x))
+
+
 def replicate(tree, devices: Sequence[jax.Device] | None = None):
     """A copy of ``tree`` on each device, stacked along a new leading axis."""
     devices = local_devices(devices)
     sharding = device_sharding(devices)
     n = len(devices)
-    return jax.tree.map(
-        lambda x: jax.device_put(np.broadcast_to(np.asarray(x), (n, *np.shape(x))), sharding),
-        tree,
-    )
+
+    def put(x):
+        return jax.device_put(np.broadcast_to(x, (n, *x.shape)), sharding)
+
+    return jax.tree.map(lambda x: _place(put, x), tree)
 
 
 def shard(tree, devices: Sequence[jax.Device] | None = None):
@@ -128,7 +140,6 @@ def shard(tree, devices: Sequence[jax.Device] | None = None):
     n = len(devices)
 
     def put(x):
-        x = np.asarray(x)
         if x.shape[:1] != (n,):
             raise ValueError(
                 f"Cannot shard an array of shape {x.shape} over {n} devices: "
@@ -136,7 +147,7 @@ def shard(tree, devices: Sequence[jax.Device] | None = None):
             )
         return jax.device_put(x, sharding)
 
-    return jax.tree.map(put, tree)
+    return jax.tree.map(lambda x: _place(put, x), tree)
 
 
 def unreplicate(tree):

@@ -1,0 +1,132 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from podracer import agents, anakin, envs, learner, parallel
+from podracer.anakin import AnakinConfig
+
+
+def _setup(agent_name="a2c", env_name="catch", **hyper):
+    env = envs.make(env_name)
+    agent = agents.make(agent_name, env.spec(), **hyper)
+    return env, agent, learner.make_optimizer(3e-3)
+
+
+def test_parameters_stay_identical_on_every_device_while_environments_differ(devices):
+    env, agent, optimizer = _setup()
+    result = anakin.run(
+        env, agent, optimizer, key=jax.random.key(1), num_envs_per_device=4,
+        rollout_length=8, num_updates=6, updates_per_call=3, devices=devices,
+    )
+    params = result.state.learner.params
+    for leaf in jax.tree.leaves(params):
+        assert leaf.shape[0] == 8
+        for d in range(1, 8):
+            np.testing.assert_array_equal(leaf[d], leaf[0])
+    assert int(result.state.learner.step[0]) == 6
+    # Each device has its own environments and actor key.
+    ball = np.asarray(result.state.rollout.env_state.env_state.env_state.ball_x)
+    assert len({tuple(row) for row in ball}) > 1
+    keys = np.asarray(jax.random.key_data(result.state.rollout.key))
+    assert len({tuple(k) for k in keys}) == 8
+
+
+def test_trajectories_overlap_by_one_step_and_actions_come_from_the_carried_state():
+    env, agent, optimizer = _setup()
+    state = anakin.init_state(env, agent, optimizer, jax.random.key(0), 4)
+    rollout = jax.jit(anakin.make_rollout(env, agent, 5))
+    rs1, traj1, _ = rollout(state.learner.params, state.rollout)
+    rs2, traj2, _ = rollout(state.learner.params, rs1)
+    assert traj1.timestep.observation.shape == (6, 4, 10, 5)
+    assert traj1.action.shape == (6, 4) and traj1.extras["logits"].shape == (6, 4, 3)
+    for a, b in zip(jax.tree.leaves((traj1.timestep, traj1.action)), jax.tree.leaves((traj2.timestep, traj2.action))):
+        np.testing.assert_array_equal(a[-1], b[0])
+    np.testing.assert_array_equal(traj1.action[0], state.rollout.action)
+
+
+def test_second_call_of_the_compiled_update_does_not_recompile(devices):
+    env, agent, optimizer = _setup("ppo", num_minibatches=2, num_epochs=2)
+    compiles = []
+    listener = lambda event, duration, **kw: compiles.append(event) if event == "/jax/core/compile/backend_compile_duration" else None  # noqa: E731
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        traces = []
+        update = anakin.make_update(env, agent, optimizer, rollout_length=4)
+
+        def counted(state):
+            traces.append(1)
+            return update(state)
+
+        p_update = jax.pmap(counted, axis_name=parallel.DEVICE_AXIS, devices=devices[:2])
+        state = anakin.init(env, agent, optimizer, jax.random.key(0), 4, devices[:2])
+        state, _ = p_update(state)
+        jax.block_until_ready(state)
+        compiled = len(compiles)
+        for _ in range(3):
+            state, metrics = p_update(state)
+        jax.block_until_ready(metrics)
+        assert len(traces) == 1
+        assert len(compiles) == compiled
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+
+
+@pytest.mark.parametrize(
+    "agent_name, hyper, num_envs, rollout, updates",
+    [
+        ("a2c", dict(), 32, 16, 160),
+        ("ppo", dict(num_epochs=4, num_minibatches=4), 32, 32, 60),
+    ],
+)
+def test_agents_learn_catch(agent_name, hyper, num_envs, rollout, updates, devices):
+    """From a random policy (mean return about -0.6) to >= 0.9 (the optimum is 1)."""
+    env, agent, optimizer = _setup(agent_name, **hyper)
+    result = anakin.run(
+        env, agent, optimizer, key=jax.random.key(0), num_envs_per_device=num_envs,
+        rollout_length=rollout, num_updates=updates, updates_per_call=4, devices=devices[:2],
+    )
+    first, final = result.history[0]["episode_return"], result.history[-1]["episode_return"]
+    assert first < 0.0, first
+    assert final >= 0.9, final
+
+
+def test_metrics_report_episodes_from_all_devices(devices):
+    env, agent, optimizer = _setup()
+    update = anakin.make_update(env, agent, optimizer, rollout_length=9)
+    p_update = jax.pmap(update, axis_name=parallel.DEVICE_AXIS, devices=devices[:4])
+    state = anakin.init(env, agent, optimizer, jax.random.key(0), 3, devices[:4])
+    _, metrics = p_update(state)
+    # Catch episodes last 9 steps: in the first 9 steps every environment of every device ends one.
+    np.testing.assert_array_equal(metrics["episodes"], 12.0)
+    np.testing.assert_array_equal(metrics["episode_length"], 9.0)
+    assert set(np.unique(np.abs(metrics["episode_return"] * 12))) <= set(range(0, 13))
+
+
+def test_summarize_weights_episode_statistics_by_episode_counts():
+    summary = anakin.summarize(
+        {"episodes": jnp.array([0.0, 1.0, 3.0]), "episode_return": jnp.array([jnp.nan, 1.0, -1.0]), "loss": jnp.array([1.0, 2.0, 3.0])}
+    )
+    assert summary == {"episodes": 4.0, "episode_return": -0.5, "loss": 2.0}
+
+
+def test_clear_errors_for_bad_input():
+    with pytest.raises(ValueError, match=r"Unknown agent 'dqnn'; available: a2c, ppo\."):
+        AnakinConfig(agent="dqnn")
+    with pytest.raises(ValueError, match=r"Unknown JAX environment 'pong'; available: cartpole, catch\."):
+        AnakinConfig(env="pong")
+    with pytest.raises(ValueError, match=r"process_id 2 is out of range for 2 processes \(expected 0 \.\.\. 1\)\."):
+        AnakinConfig(num_processes=2, process_id=2, coordinator="127.0.0.1:1234")
+    with pytest.raises(ValueError, match=r"process_id 5 is out of range for 2 processes"):
+        parallel.initialize("127.0.0.1:1234", 2, 5)
+    with pytest.raises(ValueError, match=r"num_envs = 10 is not divisible by the 8 devices of this run; choose a multiple of 8\."):
+        AnakinConfig(num_envs=10).envs_per_device(8)
+    assert AnakinConfig(num_envs=16).envs_per_device(8) == 2
+    with pytest.raises(ValueError, match=r"num_updates = 50 is not divisible by the 20 updates per call"):
+        AnakinConfig(num_updates=50, updates_per_call=20)
+    with pytest.raises(ValueError, match=r"--num-epochs does not apply to agent 'a2c'\."):
+        AnakinConfig(agent="a2c", num_epochs=3).agent_hyperparameters()
+    with pytest.raises(ValueError, match=r"A multi-process run needs all of coordinator_address, num_processes and process_id"):
+        parallel.initialize("127.0.0.1:1234", 2, None)
+    with pytest.raises(ValueError, match=r"coordinator_address must be HOST:PORT, got 'localhost'\."):
+        parallel.initialize("localhost", 2, 0)
