@@ -31,7 +31,7 @@ from podracer import parallel
 from podracer.agents.base import Agent
 from podracer.envs import wrappers
 from podracer.envs.base import Environment, State
-from podracer.learner import init_learner_state, make_learner_step
+from podracer.learner import init_learner_state, make_learner_step, psum_flat
 from podracer.types import LearnerState, Metrics, TimeStep, Trajectory
 
 
@@ -112,8 +112,7 @@ def make_update(
     def update(state: AnakinState) -> tuple[AnakinState, Metrics]:
         rollout_state, trajectory, episode = rollout(state.learner.params, state.rollout)
         learner_state, metrics = learner_step(state.learner, trajectory)
-        for axis in axis_names:
-            episode = jax.lax.psum(episode, axis)
+        episode = psum_flat(episode, axis_names)
         count = episode["episodes"]
         safe = jnp.maximum(count, 1.0)
         metrics = {
@@ -162,18 +161,13 @@ def init(
     num_envs_per_device: int,
     devices: Sequence[jax.Device] | None = None,
 ) -> AnakinState:
-    """Initial states for ``devices`` (default: every local device), stacked on a leading device axis.
+    """Initial states for the local ones of ``devices`` (default: all devices), stacked on a leading axis.
 
     Made by a pmap-ed :func:`init_state`, so each device's index along the device axis
     (global across processes) seeds its environments, and parameters are identical.
     """
-    devices = parallel.local_devices(devices)
     init_fn = functools.partial(init_state, env, agent, optimizer, num_envs=num_envs_per_device)
-    p_init = jax.pmap(
-        lambda k: init_fn(k, actor_index=jax.lax.axis_index(parallel.DEVICE_AXIS)),
-        axis_name=parallel.DEVICE_AXIS,
-        devices=devices,
-    )
+    p_init = parallel.pmap(lambda k: init_fn(k, actor_index=jax.lax.axis_index(parallel.DEVICE_AXIS)), devices)
     return p_init(parallel.replicate(key, devices))
 
 
@@ -228,20 +222,18 @@ def run(
     devices: Sequence[jax.Device] | None = None,
     log: Callable[[dict[str, float]], None] | None = None,
 ) -> RunResult:
-    """Trains with the update pmap-ed over ``devices`` (default: all local devices).
+    """Trains with the update pmap-ed over ``devices`` (default: all devices of all processes).
 
     Every process of a multi-process run calls this with the same arguments; the
     device axis then spans all of their devices. Each host call scans
     ``updates_per_call`` updates; ``log`` receives one summary per call with
     ``env_steps`` (global), ``sps`` and the averaged metrics.
     """
-    devices = parallel.local_devices(devices)
     num_calls = parallel.check_divisible(num_updates, updates_per_call, "num_updates", "updates per call (--updates-per-call)")
-    num_global = len(devices) * jax.process_count()
-    steps_per_update = rollout_length * num_envs_per_device * num_global
+    steps_per_update = rollout_length * num_envs_per_device * parallel.num_global_devices(devices)
 
     update = make_update(env, agent, optimizer, rollout_length=rollout_length)
-    p_multi = jax.pmap(make_multi_update(update, updates_per_call), axis_name=parallel.DEVICE_AXIS, devices=devices)
+    p_multi = parallel.pmap(make_multi_update(update, updates_per_call), devices)
     state = init(env, agent, optimizer, key, num_envs_per_device, devices)
 
     history, call_seconds = [], []

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 
 import chex
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import optax
 
@@ -22,10 +23,27 @@ def init_learner_state(agent: Agent, optimizer: optax.GradientTransformation, ke
     return LearnerState(params, optimizer.init(params), learner_key, jnp.zeros((), jnp.int32))
 
 
-def _pmean(tree, axis_names: Sequence[str]):
+def _reduce_flat(tree, axis_names: Sequence[str], reduce):
+    if not axis_names:
+        return tree
+    flat, unravel = jax.flatten_util.ravel_pytree(tree)
     for axis in axis_names:
-        tree = jax.lax.pmean(tree, axis)
-    return tree
+        flat = reduce(flat, axis)
+    return unravel(flat)
+
+
+def pmean_flat(tree, axis_names: Sequence[str]):
+    """``tree`` averaged over each of ``axis_names``, as one collective per axis.
+
+    The leaves travel as one flat vector: across processes (gloo, NCCL, ICI) one large
+    all-reduce costs far less than one per leaf.
+    """
+    return _reduce_flat(tree, axis_names, jax.lax.pmean)
+
+
+def psum_flat(tree, axis_names: Sequence[str]):
+    """``tree`` summed over each of ``axis_names``, as one collective per axis."""
+    return _reduce_flat(tree, axis_names, jax.lax.psum)
 
 
 def _loop(body, carry, xs, length: int, unroll: bool):
@@ -106,7 +124,7 @@ def make_learner_step(
         params, opt_state, key = carry
         key, loss_key = jax.random.split(key)
         (_, metrics), grads = grad_fn(params, minibatch, loss_key)
-        grads = _pmean(grads, axis_names)
+        grads = pmean_flat(grads, axis_names)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
         metrics = {**metrics, "grad_norm": optax.tree.norm(grads)}
@@ -132,7 +150,7 @@ def make_learner_step(
         (params, opt_state), metrics = _loop(
             epoch, (state.params, state.opt_state), epoch_keys, agent.num_epochs, unroll
         )
-        metrics = _pmean(jax.tree.map(jnp.mean, metrics), axis_names)
+        metrics = pmean_flat(jax.tree.map(jnp.mean, metrics), axis_names)
         return LearnerState(params, opt_state, key, state.step + 1), metrics
 
     return learner_step
@@ -144,4 +162,4 @@ def make_optimizer(learning_rate: float, max_grad_norm: float | None = 0.5, eps:
     return adam if max_grad_norm is None else optax.chain(optax.clip_by_global_norm(max_grad_norm), adam)
 
 
-__all__ = ["LearnerStep", "init_learner_state", "make_learner_step", "make_optimizer", "Params"]
+__all__ = ["LearnerStep", "init_learner_state", "make_learner_step", "make_optimizer", "permutation", "pmean_flat", "psum_flat"]

@@ -95,17 +95,39 @@ def is_main_process() -> bool:
 
 
 def local_devices(devices: Sequence[jax.Device] | None = None) -> list[jax.Device]:
-    """The devices this process feeds: ``devices`` if given, else all local devices."""
-    return list(jax.local_devices() if devices is None else devices)
+    """The devices of this process among ``devices`` (default: all devices of all processes).
+
+    A pmap-ed function takes ``devices`` (the same global list in every process, or
+    None for all) and arrays with one leading entry per local device.
+    """
+    if devices is None:
+        return list(jax.local_devices())
+    return [d for d in devices if d.process_index == jax.process_index()]
 
 
-def num_global_devices() -> int:
+def num_global_devices(devices: Sequence[jax.Device] | None = None) -> int:
     """Devices along :data:`DEVICE_AXIS` across all processes."""
-    return jax.device_count()
+    return jax.device_count() if devices is None else len(devices)
+
+
+def pmap(fn, devices: Sequence[jax.Device] | None = None, **kwargs):
+    """``jax.pmap`` over :data:`DEVICE_AXIS` and ``devices`` (global; default all devices).
+
+    Checks that every process takes part: a process with none of ``devices`` would
+    hang the others' collectives.
+    """
+    if devices is not None:
+        devices = list(devices)
+        if not local_devices(devices):
+            raise ValueError(
+                f"None of the devices {devices} belongs to process {jax.process_index()}; "
+                "in a multi-process run, pass the same global device list in every process."
+            )
+    return jax.pmap(fn, axis_name=DEVICE_AXIS, devices=devices, **kwargs)
 
 
 def device_sharding(devices: Sequence[jax.Device] | None = None) -> NamedSharding:
-    """Leading axis split over ``devices``: the layout pmap-ed functions take and return."""
+    """Leading axis split over the local ones of ``devices``: the layout pmap-ed functions take and return."""
     mesh = Mesh(np.asarray(local_devices(devices)), (DEVICE_AXIS,))
     return NamedSharding(mesh, PartitionSpec(DEVICE_AXIS))
 
@@ -122,7 +144,7 @@ def _place(put, x):
 
 
 def replicate(tree, devices: Sequence[jax.Device] | None = None):
-    """A copy of ``tree`` on each device, stacked along a new leading axis."""
+    """A copy of ``tree`` on each local device of ``devices``, stacked along a new leading axis."""
     devices = local_devices(devices)
     sharding = device_sharding(devices)
     n = len(devices)
@@ -134,7 +156,7 @@ def replicate(tree, devices: Sequence[jax.Device] | None = None):
 
 
 def shard(tree, devices: Sequence[jax.Device] | None = None):
-    """Splits the leading axis of every leaf over ``devices`` (a leading axis of size ``len(devices)``)."""
+    """Splits the leading axis of every leaf over the local ones of ``devices`` (one entry per local device)."""
     devices = local_devices(devices)
     sharding = device_sharding(devices)
     n = len(devices)
