@@ -16,8 +16,12 @@ from podracer import anakin, config, parallel
 def main(argv=None) -> int:
     cfg = config.parse(anakin.AnakinConfig, argv, description=__doc__.split("\n\n")[0])
     parallel.set_cpu_device_count(cfg.cpu_devices or parallel.available_cores())
-    parallel.initialize(cfg.coordinator, cfg.num_processes, cfg.process_id, auto_detect=cfg.distributed)
-    result = anakin.train(cfg)
+    try:
+        parallel.initialize(cfg.coordinator, cfg.num_processes, cfg.process_id, auto_detect=cfg.distributed)
+        result = anakin.train(cfg)
+    except ValueError as error:  # a layout that does not fit the devices found
+        print(f"anakin_catch.py: error: {error}", file=sys.stderr)
+        return 2
     final = result.history[-1]["episode_return"]
     if parallel.is_main_process():
         print(

@@ -1,0 +1,120 @@
+"""The command-line example, its multi-process mode, and the notebook, run as a user runs them."""
+
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "anakin_catch.py"
+
+
+def _env():
+    env = dict(os.environ)
+    env.pop("XLA_FLAGS", None)  # the example sets its own device count
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _run(*args, timeout=300):
+    return subprocess.run(
+        [sys.executable, str(EXAMPLE), *args], capture_output=True, text=True, timeout=timeout, env=_env(), cwd=ROOT
+    )
+
+
+def _records(log_dir: Path):
+    return [json.loads(line) for line in (log_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_help_lists_the_flags():
+    out = _run("--help")
+    assert out.returncode == 0, out.stderr
+    for flag in ("--seed", "--num-envs-per-device", "--rollout-length", "--num-updates", "--log-dir",
+                 "--agent", "--env", "--coordinator", "--num-processes", "--process-id", "--distributed"):
+        assert flag in out.stdout
+
+
+def test_default_example_solves_catch_and_writes_jsonl_and_tensorboard(tmp_path):
+    out = _run("--cpu-devices", "2", "--log-dir", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert "env steps" in out.stdout and "sps" in out.stdout and "return" in out.stdout
+    records = _records(tmp_path)
+    assert len(records) == 12
+    for record in records:
+        assert {"env_steps", "sps", "episode_return"} <= set(record)
+    assert records[-1]["env_steps"] == 240 * 16 * 64 * 2
+    assert records[-1]["episode_return"] >= 0.9
+    assert list(tmp_path.glob("events.out.tfevents.*"))
+
+
+def test_bad_command_lines_fail_with_clear_messages():
+    out = _run("--agent", "sac")
+    assert out.returncode == 2 and "invalid choice: 'sac'" in out.stderr
+    out = _run("--num-processes", "2", "--process-id", "2", "--coordinator", "127.0.0.1:1")
+    assert out.returncode == 2
+    assert "process_id 2 is out of range for 2 processes (expected 0 ... 1)." in out.stderr
+    out = _run("--cpu-devices", "4", "--num-envs", "10")
+    assert out.returncode == 2
+    assert "num_envs = 10 is not divisible by the 4 devices of this run; choose a multiple of 4." in out.stderr
+
+
+def test_two_processes_solve_catch_as_one_process_with_the_same_devices(tmp_path):
+    """2 processes x 2 CPU devices joined by jax.distributed on 127.0.0.1 == 1 process x 4 devices."""
+    args = ["--num-envs", "64", "--num-updates", "120", "--updates-per-call", "20"]
+    port = _free_port()
+    multi = tmp_path / "multi"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(EXAMPLE), "--cpu-devices", "2", "--coordinator", f"127.0.0.1:{port}",
+             "--num-processes", "2", "--process-id", str(i), "--log-dir", str(multi / str(i)), *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT,
+        )
+        for i in range(2)
+    ]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    for p, (stdout, stderr) in zip(procs, outputs):
+        assert p.returncode == 0, stderr
+    assert "4 device(s) in 2 process(es)" in outputs[0][0]
+    assert "env steps" not in outputs[1][0]  # only process 0 prints progress ...
+    assert not (multi / "1").exists()  # ... and writes files
+
+    single = tmp_path / "single"
+    out = _run("--cpu-devices", "4", "--log-dir", str(single), *args)
+    assert out.returncode == 0, out.stderr
+    multi_records, single_records = _records(multi / "0"), _records(single)
+    assert [r["env_steps"] for r in multi_records] == [r["env_steps"] for r in single_records]
+    # Same devices, same seeds: the learning curves agree (up to float summation order in the all-reduce).
+    for m, s in zip(multi_records[:3], single_records[:3]):
+        assert math.isclose(m["episode_return"], s["episode_return"], abs_tol=0.02)
+    assert multi_records[-1]["episode_return"] >= 0.9
+    assert single_records[-1]["episode_return"] >= 0.9
+
+
+def test_notebook_executes_and_learns(tmp_path, monkeypatch):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+    notebook = nbformat.read(ROOT / "examples" / "anakin_notebook.ipynb", as_version=4)
+    client = nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+    outputs = "".join(
+        output.get("text", "") for cell in notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", [])
+    )
+    assert "pmap over 2 device(s)" in outputs
+    final = float(outputs.split("final mean episode return")[1].split()[0])
+    assert final >= 0.9
+    assert any(
+        "image/png" in output.get("data", {})
+        for cell in notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", [])
+    )
