@@ -27,7 +27,8 @@ class ActorCritic(nn.Module):
     """Policy logits and a state value from one observation (any leading batch axes).
 
     The last ``obs_rank`` axes of the input are one observation; they are flattened.
-    ``shared_torso`` puts both heads on one MLP; otherwise policy and value have their own.
+    ``shared_torso`` puts both heads on one MLP; otherwise policy and value have their
+    own, and :meth:`policy` (what actors call) skips the value network.
     """
 
     num_actions: int
@@ -36,13 +37,28 @@ class ActorCritic(nn.Module):
     shared_torso: bool = False
     activation: str = "tanh"
 
-    @nn.compact
-    def __call__(self, observation):
+    def setup(self):
+        if self.shared_torso:
+            self.torso = MLP(self.hidden_sizes, self.activation)
+        else:
+            self.policy_torso = MLP(self.hidden_sizes, self.activation)
+            self.value_torso = MLP(self.hidden_sizes, self.activation)
+        self.policy_head = nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(0.01))
+        self.value_head = nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0))
+
+    def _flatten(self, observation):
         batch_shape = observation.shape[: observation.ndim - self.obs_rank]
-        x = jnp.reshape(observation, (*batch_shape, -1)).astype(jnp.float32)
-        policy_torso = MLP(self.hidden_sizes, self.activation, name="torso" if self.shared_torso else "policy_torso")
-        h_pi = policy_torso(x)
-        h_v = h_pi if self.shared_torso else MLP(self.hidden_sizes, self.activation, name="value_torso")(x)
-        logits = nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(0.01), name="policy_head")(h_pi)
-        value = nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0), name="value_head")(h_v)
-        return logits, jnp.squeeze(value, -1)
+        return jnp.reshape(observation, (*batch_shape, -1)).astype(jnp.float32)
+
+    def __call__(self, observation):
+        x = self._flatten(observation)
+        if self.shared_torso:
+            h_pi = h_v = self.torso(x)
+        else:
+            h_pi, h_v = self.policy_torso(x), self.value_torso(x)
+        return self.policy_head(h_pi), jnp.squeeze(self.value_head(h_v), -1)
+
+    def policy(self, observation):
+        """The logits alone."""
+        x = self._flatten(observation)
+        return self.policy_head(self.torso(x) if self.shared_torso else self.policy_torso(x))

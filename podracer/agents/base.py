@@ -37,14 +37,18 @@ def make_policy_fns(network):
     """``init`` and ``act`` for a network that maps observations to (logits, value).
 
     ``act`` samples from the softmax policy and returns the behaviour logits as extras,
-    which off-policy corrections (PPO ratios, V-trace) need.
+    which off-policy corrections (PPO ratios, V-trace) need. It calls the network's
+    ``policy`` method when it has one, so acting skips the value head.
     """
 
     def init(key, observation):
         return network.init(key, observation)
 
     def act(params, observation, key):
-        logits, _ = network.apply(params, observation)
+        if hasattr(network, "policy"):
+            logits = network.apply(params, observation, method="policy")
+        else:
+            logits, _ = network.apply(params, observation)
         action = jax.random.categorical(key, logits).astype(jnp.int32)
         return action, {"logits": logits}
 
