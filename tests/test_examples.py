@@ -105,6 +105,7 @@ def test_notebook_executes_and_learns(tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+    monkeypatch.delenv("MPLBACKEND", raising=False)  # importing envpool sets it to Agg, which hides inline plots
     notebook = nbformat.read(ROOT / "examples" / "anakin_notebook.ipynb", as_version=4)
     client = nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
     client.execute()
@@ -114,7 +115,8 @@ def test_notebook_executes_and_learns(tmp_path, monkeypatch):
     assert "pmap over 2 device(s)" in outputs
     final = float(outputs.split("final mean episode return")[1].split()[0])
     assert final >= 0.9
+    plot_outputs = [cell.get("outputs") for cell in notebook.cells if "plt.show()" in cell.source]
     assert any(
         "image/png" in output.get("data", {})
         for cell in notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", [])
-    )
+    ), plot_outputs
