@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import flax.linen as nn
@@ -47,18 +48,22 @@ class ActorCritic(nn.Module):
         self.value_head = nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0))
 
     def _flatten(self, observation):
+        # All batch axes become one: XLA:CPU runs 2-D matmuls (and their gradients)
+        # markedly faster than the same work with extra batch axes.
         batch_shape = observation.shape[: observation.ndim - self.obs_rank]
-        return jnp.reshape(observation, (*batch_shape, -1)).astype(jnp.float32)
+        return jnp.reshape(observation, (-1, math.prod(observation.shape[len(batch_shape) :]))).astype(jnp.float32), batch_shape
 
     def __call__(self, observation):
-        x = self._flatten(observation)
+        x, batch_shape = self._flatten(observation)
         if self.shared_torso:
             h_pi = h_v = self.torso(x)
         else:
             h_pi, h_v = self.policy_torso(x), self.value_torso(x)
-        return self.policy_head(h_pi), jnp.squeeze(self.value_head(h_v), -1)
+        logits = self.policy_head(h_pi).reshape(*batch_shape, self.num_actions)
+        return logits, self.value_head(h_v).reshape(batch_shape)
 
     def policy(self, observation):
         """The logits alone."""
-        x = self._flatten(observation)
-        return self.policy_head(self.torso(x) if self.shared_torso else self.policy_torso(x))
+        x, batch_shape = self._flatten(observation)
+        h_pi = self.torso(x) if self.shared_torso else self.policy_torso(x)
+        return self.policy_head(h_pi).reshape(*batch_shape, self.num_actions)

@@ -22,7 +22,7 @@ class A2CConfig:
     value_coef: float = 0.5
     entropy_coef: float = 0.01
     hidden_sizes: tuple[int, ...] = (64, 64)
-    shared_torso: bool = False
+    shared_torso: bool = True  # one MLP under both heads (as in DeepMind's Anakin colab)
 
     def __post_init__(self):
         if not 0.0 <= self.discount <= 1.0:
