@@ -27,11 +27,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from podracer import parallel
+from podracer import agents, envs, parallel
 from podracer.agents.base import Agent
 from podracer.envs import wrappers
 from podracer.envs.base import Environment, State
-from podracer.learner import init_learner_state, make_learner_step, psum_flat
+from podracer.learner import init_learner_state, make_learner_step, make_optimizer, psum_flat
+from podracer.logging import make_logger
 from podracer.types import LearnerState, Metrics, TimeStep, Trajectory
 
 
@@ -290,8 +291,6 @@ class AnakinConfig:
     distributed: bool = _field(False, "multi-process: let JAX detect the cluster (TPU pod slice, Slurm)")
 
     def __post_init__(self):
-        from podracer import agents, envs
-
         envs.make(self.env)  # unknown names fail here, with the list of known ones
         agents.config_class(self.agent)
         for name in ("num_envs_per_device", "rollout_length", "num_updates", "updates_per_call"):
@@ -311,8 +310,6 @@ class AnakinConfig:
 
     def agent_hyperparameters(self) -> dict:
         """The agent's config fields that this run sets."""
-        from podracer import agents
-
         fields = {f.name for f in dataclasses.fields(agents.config_class(self.agent))}
         hyper = {"discount": self.discount, "entropy_coef": self.entropy_coef, "hidden_sizes": self.hidden_sizes}
         for name in ("num_epochs", "num_minibatches"):
@@ -337,10 +334,6 @@ def train(config: AnakinConfig) -> RunResult:
     Call :func:`podracer.parallel.initialize` first in a multi-process run (the
     example's entry point does, from the config's multi-process fields).
     """
-    from podracer import agents, envs
-    from podracer.learner import make_optimizer
-    from podracer.logging import make_logger
-
     env = envs.make(config.env)
     agent = agents.make(config.agent, env.spec(), **config.agent_hyperparameters())
     num_global = parallel.num_global_devices()
