@@ -1,0 +1,71 @@
+import numpy as np
+import pytest
+
+pytest.importorskip("envpool")
+
+from podracer.envs.envpool import EnvpoolEnv, resolve_task_id  # noqa: E402
+
+
+def test_short_names_and_unknown_ids():
+    assert resolve_task_id("Pong") == "Pong-v5"
+    assert resolve_task_id("breakout") == "Breakout-v5"
+    assert resolve_task_id("CartPole") == "CartPole-v1"
+    assert resolve_task_id("CartPole-v0") == "CartPole-v0"
+    with pytest.raises(ValueError, match=r"Unknown envpool task 'Pongg'\. Close matches: .*Pong-v5"):
+        resolve_task_id("Pongg")
+    with pytest.raises(ValueError, match=r"Unknown envpool task 'Brekout-v5'\. Close matches: .*Breakout-v5"):
+        resolve_task_id("Brekout-v5")
+
+
+def test_cartpole_termination_resets_and_episode_statistics():
+    env = EnvpoolEnv("CartPole", num_envs=8, seed=1)
+    spec = env.spec()
+    assert spec.num_actions == 2 and spec.observation.shape == (4,) and spec.observation.dtype == np.float32
+    ts = env.reset()
+    assert ts.observation.shape == (8, 4) and ts.reward.dtype == np.float32 and ts.last.dtype == bool
+    rng = np.random.default_rng(0)
+    ended = 0
+    previous_last = np.zeros(8, bool)
+    for _ in range(200):
+        ts = env.step(rng.integers(0, 2, 8))
+        # the step after an episode's end is a reset: reward 0, counters at 0
+        np.testing.assert_array_equal(ts.reward[previous_last], 0.0)
+        np.testing.assert_array_equal(env.stats.episode_length[previous_last], 0)
+        # CartPole pays 1 per step, so a finished episode's return is its length
+        np.testing.assert_array_equal(env.stats.episode_return[ts.last], env.stats.episode_length[ts.last])
+        np.testing.assert_array_equal(ts.discount[ts.last], 0.0)  # falling terminates
+        ended += int(ts.last.sum())
+        previous_last = ts.last
+    assert ended > 20
+    env.close()
+
+
+def test_cartpole_truncation_keeps_discount_one():
+    env = EnvpoolEnv("CartPole-v1", num_envs=4, seed=0, max_episode_steps=10)
+    env.reset()
+    for t in range(10):
+        ts = env.step(np.zeros(4, np.int32) + t % 2)  # alternate: the pole stays up for 10 steps
+    assert ts.last.all()
+    np.testing.assert_array_equal(ts.discount, 1.0)
+    np.testing.assert_array_equal(env.stats.episode_length, 10)
+
+
+def test_pong_preprocessing_and_clipped_rewards_with_raw_returns():
+    env = EnvpoolEnv("Pong", num_envs=2, seed=0)
+    config = env._pool.spec.config
+    assert config.repeat_action_probability == 0.25 and config.frame_skip == 4 and config.stack_num == 4
+    assert not config.full_action_space and config.gray_scale
+    spec = env.spec()
+    assert spec.observation.shape == (4, 84, 84) and spec.observation.dtype == np.uint8 and spec.num_actions == 6
+    ts = env.reset()
+    assert ts.observation.shape == (2, 4, 84, 84) and ts.observation.dtype == np.uint8
+    rewards = []
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        ts = env.step(rng.integers(0, 6, 2))
+        rewards.append(ts.reward)
+    rewards = np.concatenate(rewards)
+    assert set(np.unique(rewards)) <= {-1.0, 0.0, 1.0} and (rewards != 0).any()
+    # Pong's raw points are also +-1, so the raw running return equals the sum of clipped rewards
+    np.testing.assert_array_equal(env.stats.episode_return, np.sum(np.stack(np.split(rewards, 300)), axis=0))
+    env.close()
