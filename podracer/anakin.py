@@ -269,7 +269,7 @@ class AnakinConfig:
     """A training run in Anakin mode; ``python examples/anakin_catch.py --help`` lists the same fields."""
 
     env: str = _field("catch", "JAX environment", choices=("catch", "cartpole"))
-    agent: str = _field("a2c", "agent", choices=("a2c", "ppo"))
+    agent: str = _field("a2c", "agent", choices=("a2c", "impala", "ppo"))
     seed: int = _field(0, "random seed")
     num_envs_per_device: int = _field(64, "environments stepped on each device")
     num_envs: int | None = _field(None, "total environments over all devices of all processes; overrides --num-envs-per-device")

@@ -10,6 +10,65 @@ import jax.numpy as jnp
 import numpy as np
 
 
+class NatureCNN(nn.Module):
+    """The DQN torso (Mnih et al., 2015): three convolutions and a 512-unit layer."""
+
+    @nn.compact
+    def __call__(self, x):
+        x = nn.relu(nn.Conv(32, (8, 8), (4, 4), padding="VALID")(x))
+        x = nn.relu(nn.Conv(64, (4, 4), (2, 2), padding="VALID")(x))
+        x = nn.relu(nn.Conv(64, (3, 3), (1, 1), padding="VALID")(x))
+        x = x.reshape(x.shape[0], -1)
+        return nn.relu(nn.Dense(512)(x))
+
+
+class ResidualBlock(nn.Module):
+    channels: int
+
+    @nn.compact
+    def __call__(self, x):
+        y = nn.Conv(self.channels, (3, 3))(nn.relu(x))
+        y = nn.Conv(self.channels, (3, 3))(nn.relu(y))
+        return x + y
+
+
+class ImpalaResNet(nn.Module):
+    """The IMPALA residual torso (Espeholt et al., 2018): 3 sections of conv, max-pool, 2 residual blocks."""
+
+    channels: Sequence[int] = (16, 32, 32)
+    hidden: int = 256
+
+    @nn.compact
+    def __call__(self, x):
+        for channels in self.channels:
+            x = nn.Conv(channels, (3, 3))(x)
+            x = nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
+            x = ResidualBlock(channels)(x)
+            x = ResidualBlock(channels)(x)
+        x = nn.relu(x).reshape(x.shape[0], -1)
+        return nn.relu(nn.Dense(self.hidden)(x))
+
+
+TORSOS = ("auto", "mlp", "impala", "nature")
+
+
+def choose_torso(torso: str, obs_rank: int) -> str:
+    """``auto`` picks the IMPALA ResNet for images (rank 3) and an MLP for everything else."""
+    if torso not in TORSOS:
+        raise ValueError(f"Unknown torso {torso!r}; choose one of {', '.join(TORSOS)}.")
+    if torso == "auto":
+        return "impala" if obs_rank == 3 else "mlp"
+    if torso != "mlp" and obs_rank != 3:
+        raise ValueError(f"The {torso!r} torso needs image observations (rank 3), got rank {obs_rank}.")
+    return torso
+
+
+def to_nhwc(observation):
+    """Stacked frames ``[..., C, H, W]`` (uint8, as envpool gives them) to float ``[N, H, W, C]`` in [0, 1]."""
+    x = observation.reshape(-1, *observation.shape[-3:]).astype(jnp.float32) / 255.0
+    return jnp.transpose(x, (0, 2, 3, 1))
+
+
 class MLP(nn.Module):
     """Fully-connected layers with orthogonal initialisation, activation after every layer."""
 
@@ -27,9 +86,11 @@ class MLP(nn.Module):
 class ActorCritic(nn.Module):
     """Policy logits and a state value from one observation (any leading batch axes).
 
-    The last ``obs_rank`` axes of the input are one observation; they are flattened.
-    ``shared_torso`` puts both heads on one MLP; otherwise policy and value have their
-    own, and :meth:`policy` (what actors call) skips the value network.
+    The last ``obs_rank`` axes of the input are one observation. ``torso`` is
+    ``mlp`` (observations flattened), ``impala`` or ``nature`` (stacked frames
+    ``[C, H, W]``, uint8); ``auto`` chooses from the observation's rank. Image torsos
+    are always shared by both heads; an MLP is shared when ``shared_torso``, and
+    otherwise :meth:`policy` (what actors call) skips the value network.
     """
 
     num_actions: int
@@ -37,10 +98,18 @@ class ActorCritic(nn.Module):
     hidden_sizes: Sequence[int] = (64, 64)
     shared_torso: bool = False
     activation: str = "tanh"
+    torso: str = "auto"
 
     def setup(self):
-        if self.shared_torso:
-            self.torso = MLP(self.hidden_sizes, self.activation)
+        kind = choose_torso(self.torso, self.obs_rank)
+        self._image = kind != "mlp"
+        self._shared = self.shared_torso or self._image
+        if kind == "impala":
+            self.torso_net = ImpalaResNet()
+        elif kind == "nature":
+            self.torso_net = NatureCNN()
+        elif self.shared_torso:
+            self.torso_net = MLP(self.hidden_sizes, self.activation)
         else:
             self.policy_torso = MLP(self.hidden_sizes, self.activation)
             self.value_torso = MLP(self.hidden_sizes, self.activation)
@@ -51,12 +120,15 @@ class ActorCritic(nn.Module):
         # All batch axes become one: XLA:CPU runs 2-D matmuls (and their gradients)
         # markedly faster than the same work with extra batch axes.
         batch_shape = observation.shape[: observation.ndim - self.obs_rank]
-        return jnp.reshape(observation, (-1, math.prod(observation.shape[len(batch_shape) :]))).astype(jnp.float32), batch_shape
+        if self._image:
+            return to_nhwc(observation), batch_shape
+        features = math.prod(observation.shape[len(batch_shape) :])
+        return jnp.reshape(observation, (-1, features)).astype(jnp.float32), batch_shape
 
     def __call__(self, observation):
         x, batch_shape = self._flatten(observation)
-        if self.shared_torso:
-            h_pi = h_v = self.torso(x)
+        if self._shared:
+            h_pi = h_v = self.torso_net(x)
         else:
             h_pi, h_v = self.policy_torso(x), self.value_torso(x)
         logits = self.policy_head(h_pi).reshape(*batch_shape, self.num_actions)
@@ -65,5 +137,5 @@ class ActorCritic(nn.Module):
     def policy(self, observation):
         """The logits alone."""
         x, batch_shape = self._flatten(observation)
-        h_pi = self.torso(x) if self.shared_torso else self.policy_torso(x)
+        h_pi = self.torso_net(x) if self._shared else self.policy_torso(x)
         return self.policy_head(h_pi).reshape(*batch_shape, self.num_actions)

@@ -76,6 +76,7 @@ def test_second_call_of_the_compiled_update_does_not_recompile(devices):
     "agent_name, hyper, num_envs, rollout, updates",
     [
         ("a2c", dict(), 32, 16, 160),
+        ("impala", dict(), 32, 16, 160),
         ("ppo", dict(num_epochs=4, num_minibatches=4), 32, 32, 60),
     ],
 )
@@ -111,7 +112,7 @@ def test_summarize_weights_episode_statistics_by_episode_counts():
 
 
 def test_clear_errors_for_bad_input():
-    with pytest.raises(ValueError, match=r"Unknown agent 'dqnn'; available: a2c, ppo\."):
+    with pytest.raises(ValueError, match=r"Unknown agent 'dqnn'; available: a2c, impala, ppo\."):
         AnakinConfig(agent="dqnn")
     with pytest.raises(ValueError, match=r"Unknown JAX environment 'pong'; available: cartpole, catch\."):
         AnakinConfig(env="pong")

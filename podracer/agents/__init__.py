@@ -6,12 +6,14 @@ import dataclasses
 import difflib
 
 from podracer.agents.a2c import A2CConfig, make_a2c
-from podracer.agents.base import Agent, Transitions, make_policy_fns, masked_mean, policy_terms, transitions
+from podracer.agents.base import Agent, Transitions, make_network, make_policy_fns, masked_mean, policy_terms, transitions
+from podracer.agents.impala import IMPALAConfig, make_impala
 from podracer.agents.ppo import PPOBatch, PPOConfig, make_ppo
 from podracer.envs.base import EnvSpec
 
 _AGENTS = {
     "a2c": (make_a2c, A2CConfig),
+    "impala": (make_impala, IMPALAConfig),
     "ppo": (make_ppo, PPOConfig),
 }
 
@@ -43,12 +45,15 @@ def make(name: str, spec: EnvSpec, **hyper) -> Agent:
 __all__ = [
     "A2CConfig",
     "Agent",
+    "IMPALAConfig",
     "PPOBatch",
     "PPOConfig",
     "Transitions",
     "config_class",
     "make",
     "make_a2c",
+    "make_impala",
+    "make_network",
     "make_policy_fns",
     "make_ppo",
     "masked_mean",

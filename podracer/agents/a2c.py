@@ -8,9 +8,8 @@ import jax
 import jax.numpy as jnp
 import rlax
 
-from podracer.agents.base import Agent, make_policy_fns, masked_mean, policy_terms, transitions
+from podracer.agents.base import Agent, make_network, make_policy_fns, masked_mean, policy_terms, transitions
 from podracer.envs.base import EnvSpec
-from podracer.networks import ActorCritic
 from podracer.types import Trajectory
 
 
@@ -23,6 +22,7 @@ class A2CConfig:
     entropy_coef: float = 0.01
     hidden_sizes: tuple[int, ...] = (64, 64)
     shared_torso: bool = True  # one MLP under both heads (as in DeepMind's Anakin colab)
+    torso: str = "auto"  # mlp, impala or nature; auto: impala for images, mlp otherwise
 
     def __post_init__(self):
         if not 0.0 <= self.discount <= 1.0:
@@ -35,12 +35,7 @@ class A2CConfig:
 
 def make_a2c(spec: EnvSpec, config: A2CConfig = A2CConfig()) -> Agent:
     """A2C: one gradient step per trajectory on policy-gradient, value and entropy terms."""
-    network = ActorCritic(
-        num_actions=spec.num_actions,
-        obs_rank=len(spec.observation.shape),
-        hidden_sizes=config.hidden_sizes,
-        shared_torso=config.shared_torso,
-    )
+    network = make_network(spec, config)
     init, act = make_policy_fns(network)
 
     def returns_fn(r_t, discount_t, continues_t, v_t):

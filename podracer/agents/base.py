@@ -9,6 +9,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from podracer.networks import ActorCritic
 from podracer.types import Metrics, Params, Trajectory
 
 Batch = Any
@@ -31,6 +32,17 @@ class Agent(NamedTuple):
     num_epochs: int = 1
     num_minibatches: int = 1
     minibatch_axis: int = 1
+
+
+def make_network(spec, config) -> ActorCritic:
+    """The actor-critic network for ``spec`` from an agent config's ``hidden_sizes``, ``shared_torso`` and ``torso``."""
+    return ActorCritic(
+        num_actions=spec.num_actions,
+        obs_rank=len(spec.observation.shape),
+        hidden_sizes=config.hidden_sizes,
+        shared_torso=config.shared_torso,
+        torso=config.torso,
+    )
 
 
 def make_policy_fns(network):
@@ -98,4 +110,4 @@ def policy_terms(logits: chex.Array, actions: chex.Array):
     return log_prob, entropy
 
 
-__all__ = ["Agent", "Transitions", "make_policy_fns", "masked_mean", "policy_terms", "transitions"]
+__all__ = ["Agent", "Transitions", "make_network", "make_policy_fns", "masked_mean", "policy_terms", "transitions"]

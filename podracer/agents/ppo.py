@@ -10,9 +10,8 @@ import jax
 import jax.numpy as jnp
 import rlax
 
-from podracer.agents.base import Agent, make_policy_fns, masked_mean, policy_terms, transitions
+from podracer.agents.base import Agent, make_network, make_policy_fns, masked_mean, policy_terms, transitions
 from podracer.envs.base import EnvSpec
-from podracer.networks import ActorCritic
 from podracer.types import Trajectory
 
 
@@ -28,6 +27,7 @@ class PPOConfig:
     normalize_advantages: bool = True
     hidden_sizes: tuple[int, ...] = (64, 64)
     shared_torso: bool = False
+    torso: str = "auto"  # mlp, impala or nature; auto: impala for images, mlp otherwise
 
     def __post_init__(self):
         if not 0.0 <= self.discount <= 1.0:
@@ -55,12 +55,7 @@ class PPOBatch(NamedTuple):
 
 def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig()) -> Agent:
     """PPO whose advantages are computed once per learner step with the learner's parameters."""
-    network = ActorCritic(
-        num_actions=spec.num_actions,
-        obs_rank=len(spec.observation.shape),
-        hidden_sizes=config.hidden_sizes,
-        shared_torso=config.shared_torso,
-    )
+    network = make_network(spec, config)
     init, act = make_policy_fns(network)
     gae = jax.vmap(rlax.truncated_generalized_advantage_estimation, in_axes=1, out_axes=1)
 

@@ -1,0 +1,72 @@
+"""IMPALA: actor-critic with V-trace off-policy corrections (rlax), for actors that lag the learner."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import rlax
+
+from podracer.agents.base import Agent, make_network, make_policy_fns, masked_mean, policy_terms, transitions
+from podracer.envs.base import EnvSpec
+from podracer.types import Trajectory
+
+
+@dataclasses.dataclass(frozen=True)
+class IMPALAConfig:
+    discount: float = 0.99
+    lambda_: float = 1.0  # V-trace lambda
+    clip_rho_threshold: float = 1.0
+    clip_pg_rho_threshold: float = 1.0
+    value_coef: float = 0.5
+    entropy_coef: float = 0.01
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    shared_torso: bool = True
+    torso: str = "auto"  # mlp, impala or nature; auto: impala for images, mlp otherwise
+
+    def __post_init__(self):
+        if not 0.0 <= self.discount <= 1.0:
+            raise ValueError(f"discount must be in [0, 1], got {self.discount}.")
+        if not 0.0 <= self.lambda_ <= 1.0:
+            raise ValueError(f"lambda_ must be in [0, 1], got {self.lambda_}.")
+        if self.clip_rho_threshold <= 0 or self.clip_pg_rho_threshold <= 0:
+            raise ValueError("V-trace clipping thresholds must be > 0.")
+
+
+def make_impala(spec: EnvSpec, config: IMPALAConfig = IMPALAConfig()) -> Agent:
+    """IMPALA: one gradient step per trajectory; V-trace corrects for the actors' older policy."""
+    network = make_network(spec, config)
+    init, act = make_policy_fns(network)
+
+    def vtrace_fn(v_tm1, v_t, r_t, discount_t, rho_tm1, lambda_):
+        return rlax.vtrace_td_error_and_advantage(
+            v_tm1, v_t, r_t, discount_t, rho_tm1, lambda_,
+            clip_rho_threshold=config.clip_rho_threshold,
+            clip_pg_rho_threshold=config.clip_pg_rho_threshold,
+        )
+
+    vtrace = jax.vmap(vtrace_fn, in_axes=1, out_axes=1)
+
+    def loss(params, trajectory: Trajectory, key):
+        del key
+        logits, values = network.apply(params, trajectory.timestep.observation)
+        tr = transitions(trajectory, config.discount)
+        actions = trajectory.action[:-1]
+        log_prob, entropy = policy_terms(logits[:-1], actions)
+        behaviour_log_prob, _ = policy_terms(trajectory.extras["logits"][:-1], actions)
+        rho = jnp.exp(jax.lax.stop_gradient(log_prob) - behaviour_log_prob)
+        out = vtrace(values[:-1], values[1:], tr.r_t, tr.discount_t, rho, config.lambda_ * tr.continues_t)
+        policy_loss = -masked_mean(log_prob * jax.lax.stop_gradient(out.pg_advantage), tr.mask_t)
+        value_loss = 0.5 * masked_mean(jnp.square(out.errors), tr.mask_t)
+        entropy = masked_mean(entropy, tr.mask_t)
+        total = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy
+        return total, {
+            "loss": total,
+            "policy_loss": policy_loss,
+            "value_loss": value_loss,
+            "entropy": entropy,
+            "rho": masked_mean(rho, tr.mask_t),
+        }
+
+    return Agent(init=init, act=act, loss=loss)
