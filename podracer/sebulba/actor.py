@@ -1,0 +1,89 @@
+"""An actor thread: one host environment batch, one device, one key."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+import jax
+import numpy as np
+
+from podracer import parallel
+from podracer.agents.base import Agent
+from podracer.envs.base import HostEnv
+from podracer.sebulba.pipeline import ParamStore, Rollout, StopAwareQueue
+from podracer.types import TimeStep, Trajectory
+
+
+def make_act(agent: Agent):
+    """``act(params, observation, key) -> (action, extras, next key)``, jitted; it runs where its inputs live."""
+
+    def act(params, observation, key):
+        key, act_key = jax.random.split(key)
+        action, extras = agent.act(params, observation, act_key)
+        return action, extras, key
+
+    return jax.jit(act)
+
+
+def _stack(entries):
+    timesteps, actions, extras = zip(*entries)
+    stack = lambda *xs: np.stack(xs)  # noqa: E731
+    return Trajectory(jax.tree.map(stack, *timesteps), np.stack(actions), jax.tree.map(stack, *extras))
+
+
+def _split_for_learners(trajectory: Trajectory, num_learners: int) -> Trajectory:
+    """``[T + 1, B, ...]`` -> ``[num_learners, T + 1, B / num_learners, ...]``."""
+
+    def split(x):
+        t, b = x.shape[:2]
+        return np.moveaxis(x.reshape(t, num_learners, b // num_learners, *x.shape[2:]), 1, 0)
+
+    return jax.tree.map(split, trajectory)
+
+
+def run_actor(
+    *,
+    env: HostEnv,
+    act,
+    device: jax.Device,
+    learner_devices: Sequence[jax.Device],
+    rollout_length: int,
+    key: jax.Array,
+    store: ParamStore,
+    queue: StopAwareQueue,
+    stop: threading.Event,
+) -> None:
+    """Steps ``env`` with the newest parameters and ships ``[T + 1, B]`` trajectories until ``stop``.
+
+    Each trajectory starts with the previous one's last entry (observation and the action
+    already chosen there). Parameters are refreshed between rollouts without waiting.
+    """
+    num_learners = len(parallel.local_devices(learner_devices))
+    params, version = store.latest(device, stop)
+    key = jax.device_put(key, device)
+    timestep: TimeStep = env.reset()
+    action, extras, key = act(params, jax.device_put(timestep.observation, device), key)
+    entry = (timestep, np.asarray(action), jax.device_get(extras))
+    while not stop.is_set():
+        seconds = {"env": 0.0, "act": 0.0, "ship": 0.0, "put_wait": 0.0}
+        entries, returns, lengths = [entry], [], []
+        for _ in range(rollout_length):
+            start = time.perf_counter()
+            env.send(entry[1])
+            timestep = env.recv()
+            now = time.perf_counter()
+            seconds["env"] += now - start
+            if timestep.last.any():
+                returns.extend(env.stats.episode_return[timestep.last].tolist())
+                lengths.extend(env.stats.episode_length[timestep.last].tolist())
+            action, extras, key = act(params, jax.device_put(timestep.observation, device), key)
+            entry = (timestep, np.asarray(action), jax.device_get(extras))
+            seconds["act"] += time.perf_counter() - now
+            entries.append(entry)
+        start = time.perf_counter()
+        trajectory = parallel.shard(_split_for_learners(_stack(entries), num_learners), learner_devices)
+        seconds["ship"] = time.perf_counter() - start
+        seconds["put_wait"] = queue.put(Rollout(trajectory, version, returns, lengths, seconds), stop)
+        params, version = store.latest(device, stop)

@@ -1,0 +1,90 @@
+"""What flows between Sebulba's threads: trajectories (actors -> learner) and parameters (learner -> actors)."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import jax
+
+
+class Stopped(Exception):
+    """Raised inside a thread when the run's stop event is set while it waits."""
+
+
+class ParamStore:
+    """The newest parameters, copied to every actor device when the learner publishes them.
+
+    Actors read without blocking (``latest``); ``version`` counts learner updates, so an
+    actor can tell how far its policy lags.
+    """
+
+    def __init__(self, actor_devices: Sequence[jax.Device]):
+        self._devices = list(actor_devices)
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+        self._params: dict[jax.Device, Any] = {}
+        self._version = -1
+
+    def publish(self, params, version: int) -> None:
+        placed = {d: jax.device_put(params, d) for d in self._devices}
+        with self._lock:
+            self._params, self._version = placed, version
+        self._ready.set()
+
+    @property
+    def version(self) -> int:
+        with self._lock:
+            return self._version
+
+    def latest(self, device: jax.Device, stop: threading.Event, timeout: float = 0.1):
+        """``(params on device, version)``; waits only until the first publish."""
+        while not self._ready.wait(timeout):
+            if stop.is_set():
+                raise Stopped
+        with self._lock:
+            return self._params[device], self._version
+
+
+class Rollout(NamedTuple):
+    """One actor thread's contribution to one learner update."""
+
+    trajectory: Any  # Trajectory with a leading axis of learner devices, already on them
+    policy_version: int  # the parameter version that acted
+    episode_returns: list[float]  # raw returns of the episodes that ended in it
+    episode_lengths: list[int]
+    actor_seconds: dict[str, float]  # where the actor's time went: env, act, ship, put_wait
+
+
+class StopAwareQueue:
+    """A bounded queue whose ``put`` and ``get`` give up when the run stops."""
+
+    def __init__(self, maxsize: int):
+        self._queue: queue.Queue = queue.Queue(maxsize)
+
+    def put(self, item, stop: threading.Event, poll: float = 0.05) -> float:
+        """Blocks while full; returns the seconds spent waiting."""
+        start = time.perf_counter()
+        while True:
+            try:
+                self._queue.put(item, timeout=poll)
+                return time.perf_counter() - start
+            except queue.Full:
+                if stop.is_set():
+                    raise Stopped from None
+
+    def get(self, stop: threading.Event, poll: float = 0.05):
+        """Blocks while empty; returns ``(item, seconds spent waiting)``."""
+        start = time.perf_counter()
+        while True:
+            try:
+                return self._queue.get(timeout=poll), time.perf_counter() - start
+            except queue.Empty:
+                if stop.is_set():
+                    raise Stopped from None
+
+    def qsize(self) -> int:
+        return self._queue.qsize()

@@ -1,0 +1,277 @@
+"""Sebulba: actor threads step host environments; a pmap-ed learner trains on what they send.
+
+Devices split into an actor group (batched inference, ``actor_threads`` Python threads
+per device, each owning an envpool batch) and a learner group (the shared learner step,
+pmap-ed). Trajectories flow through a bounded queue; parameters flow back through a
+:class:`~podracer.sebulba.pipeline.ParamStore`. The learner runs in the calling
+thread; a stop event ends every actor; any thread's exception ends the run and is
+raised again here with its traceback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import jax
+import numpy as np
+
+from podracer import agents, parallel
+from podracer.envs.base import HostEnv
+from podracer.learner import init_learner_state, make_learner_step, make_optimizer
+from podracer.logging import make_logger
+from podracer.sebulba.actor import make_act, run_actor
+from podracer.sebulba.pipeline import ParamStore, StopAwareQueue, Stopped
+from podracer.types import LearnerState
+
+
+def _field(default, help_text: str, **metadata):
+    return dataclasses.field(default=default, metadata={"help": help_text, **metadata})
+
+
+@dataclasses.dataclass(frozen=True)
+class SebulbaConfig:
+    """A Sebulba run; ``python -m podracer.sebulba --help`` lists the same fields."""
+
+    env: str = _field("Pong", "envpool task id or short name (Pong, Breakout, CartPole)")
+    agent: str = _field("auto", "agent; auto: impala for images (Atari), ppo for vectors", choices=("auto", "a2c", "impala", "ppo"))
+    total_env_steps: int = _field(10_000_000, "environment steps to train for (all actors together)")
+    seed: int = _field(0, "random seed")
+    actor_devices: tuple[int, ...] | None = _field(None, "indices of the local devices that act (default: 0)")
+    learner_devices: tuple[int, ...] | None = _field(None, "indices of the local devices that learn (default: all but 0, or 0 alone)")
+    actor_threads: int = _field(1, "actor threads per actor device, each with its own envpool batch")
+    num_envs: int = _field(32, "environments per actor thread (must divide over the learner devices)")
+    envpool_threads: int = _field(0, "envpool worker threads per batch (0: envpool's default)")
+    rollout_length: int = _field(20, "environment steps per trajectory")
+    queue_size: int = _field(2, "trajectories the queue holds before actors wait")
+    learning_rate: float = _field(6e-4, "Adam learning rate")
+    max_grad_norm: float | None = _field(None, "global gradient-norm clip (default: 40 for impala, 0.5 otherwise)")
+    discount: float = _field(0.99, "discount gamma")
+    entropy_coef: float = _field(0.01, "entropy bonus weight")
+    hidden_sizes: tuple[int, ...] = _field((64, 64), "MLP sizes for vector observations")
+    torso: str = _field("auto", "image torso: impala (ResNet) or nature (CNN); auto picks impala", choices=("auto", "impala", "nature", "mlp"))
+    num_epochs: int | None = _field(None, "PPO: epochs per update (default: the agent's)")
+    num_minibatches: int | None = _field(None, "PPO: minibatches per epoch (default: the agent's)")
+    log_every: int = _field(10, "learner updates between log lines")
+    cpu_devices: int | None = _field(None, "CPU devices to expose when JAX runs on the CPU (default: one per core)")
+    log_dir: str | None = _field(None, "write DIR/metrics.jsonl and TensorBoard events there")
+
+    def __post_init__(self):
+        if self.agent != "auto":
+            agents.config_class(self.agent)
+        for name in ("total_env_steps", "actor_threads", "num_envs", "rollout_length", "queue_size", "log_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
+        if self.envpool_threads < 0:
+            raise ValueError(f"envpool_threads must be >= 0, got {self.envpool_threads}.")
+
+    def agent_name(self, observation_rank: int) -> str:
+        """The agent to run: ``auto`` is IMPALA for images and PPO for vectors."""
+        if self.agent != "auto":
+            return self.agent
+        return "impala" if observation_rank == 3 else "ppo"
+
+    def grad_clip(self, agent_name: str) -> float:
+        if self.max_grad_norm is not None:
+            return self.max_grad_norm
+        return 40.0 if agent_name == "impala" else 0.5
+
+    def agent_hyperparameters(self, agent_name: str) -> dict:
+        fields = {f.name for f in dataclasses.fields(agents.config_class(agent_name))}
+        hyper = {"discount": self.discount, "entropy_coef": self.entropy_coef,
+                 "hidden_sizes": self.hidden_sizes, "torso": self.torso}
+        for name in ("num_epochs", "num_minibatches"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if name not in fields:
+                raise ValueError(f"--{name.replace('_', '-')} does not apply to agent {agent_name!r}.")
+            hyper[name] = value
+        return hyper
+
+
+class Layout(NamedTuple):
+    actor_devices: list[jax.Device]
+    learner_devices: list[jax.Device]  # local learner devices
+
+
+def resolve_layout(actor_ids: Sequence[int] | None, learner_ids: Sequence[int] | None, num_envs: int) -> Layout:
+    """Actor and learner devices from local device indices, with checks that fail at start-up."""
+    devices = jax.local_devices()
+    n = len(devices)
+    if actor_ids is None:
+        actor_ids = (0,)
+    if learner_ids is None:
+        learner_ids = (0,) if n == 1 else tuple(i for i in range(n) if i not in actor_ids) or (0,)
+    for name, ids in (("--actor-devices", actor_ids), ("--learner-devices", learner_ids)):
+        if not ids:
+            raise ValueError(f"{name} needs at least one device index.")
+        bad = [i for i in ids if not 0 <= i < n]
+        if bad:
+            raise ValueError(f"{name} {list(ids)}: device index {bad[0]} is out of range; this process has {n} device(s) (0 ... {n - 1}).")
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"{name} {list(ids)} lists a device twice.")
+    learners = [devices[i] for i in learner_ids]
+    parallel.check_divisible(num_envs, len(learners), "num_envs (environments per actor thread)", "learner devices")
+    return Layout([devices[i] for i in actor_ids], learners)
+
+
+class SebulbaResult(NamedTuple):
+    state: LearnerState  # replicated over the learner devices
+    history: list[dict[str, float]]
+    updates: int
+
+
+def train(
+    config: SebulbaConfig,
+    *,
+    make_env: Callable[[int, int], HostEnv] | None = None,
+    stop: threading.Event | None = None,
+    log: Callable[[dict[str, float]], None] | None = None,
+) -> SebulbaResult:
+    """Runs ``config`` until ``total_env_steps`` or ``stop`` is set.
+
+    ``make_env(seed, num_envs)`` builds each actor thread's host environment (default:
+    envpool for ``config.env``). Returns the learner state and one summary per log line.
+    """
+    from podracer.envs.envpool import EnvpoolEnv
+
+    layout = resolve_layout(config.actor_devices, config.learner_devices, config.num_envs)
+    if make_env is None:
+        def make_env(seed, num_envs):
+            return EnvpoolEnv(config.env, num_envs, seed=seed, num_threads=config.envpool_threads)
+
+    stop = stop or threading.Event()
+    num_actors = len(layout.actor_devices) * config.actor_threads
+    envs = [make_env(config.seed + 1000 * i, config.num_envs) for i in range(num_actors)]
+    try:
+        spec = envs[0].spec()
+        agent_name = config.agent_name(len(spec.observation.shape))
+        agent = agents.make(agent_name, spec, **config.agent_hyperparameters(agent_name))
+        steps_per_update = config.rollout_length * config.num_envs
+        num_updates = math.ceil(config.total_env_steps / steps_per_update)
+        frame_skip = 4 if getattr(envs[0], "atari", False) else 1
+        is_cpu = layout.learner_devices[0].platform == "cpu"
+        image = len(spec.observation.shape) == 3
+        optimizer = make_optimizer(config.learning_rate, config.grad_clip(agent_name))
+        # XLA:CPU runs conv gradients inside while-loops ~50x slower (jax-ml/jax#12868): unroll there.
+        learner_step = make_learner_step(agent, optimizer, axis_names=(parallel.DEVICE_AXIS,), unroll=is_cpu and image)
+        p_step = parallel.pmap(learner_step, layout.learner_devices)
+        key = jax.random.key(config.seed)
+        learner_key, actor_key = jax.random.split(key)
+        example = np.zeros((1, *spec.observation.shape), spec.observation.dtype)
+        state = parallel.replicate(init_learner_state(agent, optimizer, learner_key, example), layout.learner_devices)
+
+        store = ParamStore(layout.actor_devices)
+        queue = StopAwareQueue(config.queue_size)
+        errors: list[tuple[str, BaseException]] = []
+        act = make_act(agent)
+
+        def guarded(name, **kwargs):
+            try:
+                run_actor(**kwargs)
+            except Stopped:
+                pass
+            except BaseException as error:  # noqa: BLE001 - any failure ends the run
+                errors.append((name, error))
+                stop.set()
+
+        threads = []
+        for i in range(num_actors):
+            device = layout.actor_devices[i // config.actor_threads]
+            name = f"actor-{i}-device-{device.id}"
+            kwargs = dict(env=envs[i], act=act, device=device, learner_devices=layout.learner_devices,
+                          rollout_length=config.rollout_length, key=jax.random.fold_in(actor_key, i),
+                          store=store, queue=queue, stop=stop)
+            threads.append(threading.Thread(target=guarded, args=(name,), kwargs=kwargs, name=name, daemon=True))
+
+        history: list[dict[str, float]] = []
+        updates = 0
+        try:
+            store.publish(parallel.unreplicate(state.params), 0)
+            for thread in threads:
+                thread.start()
+            window = _Window()
+            last_time, last_steps = time.perf_counter(), 0
+            while updates < num_updates and not stop.is_set():
+                try:
+                    rollout, waited = queue.get(stop)
+                except Stopped:
+                    break
+                learn_start = time.perf_counter()
+                state, metrics = p_step(state, rollout.trajectory)
+                updates += 1
+                store.publish(parallel.unreplicate(state.params), updates)
+                jax.block_until_ready(state.params)
+                window.add(rollout, metrics, waited, time.perf_counter() - learn_start, updates - rollout.policy_version - 1)
+                if updates % config.log_every == 0 or updates == num_updates:
+                    now, steps = time.perf_counter(), updates * steps_per_update
+                    summary = window.summary(steps, (steps - last_steps) / (now - last_time), frame_skip, queue.qsize())
+                    history.append(summary)
+                    if log is not None:
+                        log(summary)
+                    window, last_time, last_steps = _Window(), now, steps
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=30)
+            alive = [t.name for t in threads if t.is_alive()]
+            if alive:
+                raise RuntimeError(f"actor threads did not stop within 30 s: {alive}")
+        if errors:
+            name, error = errors[0]
+            raise RuntimeError(f"{name} failed: {error!r}") from error
+        return SebulbaResult(state, history, updates)
+    finally:
+        for env in envs:
+            env.close()
+
+
+class _Window:
+    """Metrics gathered between two log lines."""
+
+    def __init__(self):
+        self.returns: deque = deque(maxlen=1000)
+        self.lengths: deque = deque(maxlen=1000)
+        self.metrics: list = []
+        self.learner_wait = self.learn = 0.0
+        self.actor = {"env": 0.0, "act": 0.0, "ship": 0.0, "put_wait": 0.0}
+        self.lags: list[int] = []
+
+    def add(self, rollout, metrics, waited, learn_seconds, lag):
+        self.returns.extend(rollout.episode_returns)
+        self.lengths.extend(rollout.episode_lengths)
+        self.metrics.append(metrics)
+        self.learner_wait += waited
+        self.learn += learn_seconds
+        for k, v in rollout.actor_seconds.items():
+            self.actor[k] += v
+        self.lags.append(lag)
+
+    def summary(self, env_steps, sps, frame_skip, queue_size) -> dict[str, float]:
+        metrics = jax.device_get(parallel.unreplicate(jax.tree.map(lambda *x: np.stack(x), *self.metrics)))
+        out = {"env_steps": float(env_steps), "sps": sps, "fps": sps * frame_skip}
+        out["episode_return"] = float(np.mean(self.returns)) if self.returns else float("nan")
+        out["episode_length"] = float(np.mean(self.lengths)) if self.lengths else float("nan")
+        out["episodes"] = float(len(self.returns))
+        out.update({k: float(np.mean(v)) for k, v in metrics.items()})
+        out["learner_wait_s"] = self.learner_wait
+        out["learn_s"] = self.learn
+        out.update({f"actor_{k}_s": v for k, v in self.actor.items()})
+        out["policy_lag"] = float(statistics.mean(self.lags))
+        out["queue_size"] = float(queue_size)
+        return out
+
+
+def run(config: SebulbaConfig) -> SebulbaResult:
+    """The command line's run: console progress and, with ``log_dir``, JSONL and TensorBoard."""
+    logger = make_logger(config.log_dir, is_main=parallel.is_main_process(), total_env_steps=config.total_env_steps,
+                         console_keys=("fps", "learner_wait_s", "actor_put_wait_s", "policy_lag"))
+    with logger:
+        return train(config, log=logger)
