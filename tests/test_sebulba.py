@@ -1,0 +1,138 @@
+import threading
+import time
+
+import jax
+import numpy as np
+import pytest
+
+from podracer import parallel
+from podracer.envs.base import EnvSpec
+from podracer.sebulba import SebulbaConfig, resolve_layout, train
+from podracer.types import EpisodeStats, TimeStep
+
+
+class FakeHostEnv:
+    """A deterministic batch: observation [step in episode, env id], reward 1, episodes of ``length`` steps."""
+
+    def __init__(self, num_envs, length=5, fail_after=None, delay=0.0):
+        self.num_envs, self.length, self.fail_after, self.delay = num_envs, length, fail_after, delay
+        self.steps = 0
+        self.closed = False
+        self._t = np.zeros(num_envs, np.int32)
+        self.stats = EpisodeStats(np.zeros(num_envs, np.float32), np.zeros(num_envs, np.int32))
+
+    def spec(self):
+        return EnvSpec(jax.ShapeDtypeStruct((2,), np.float32), num_actions=2)
+
+    def _timestep(self, reward, last):
+        obs = np.stack([self._t.astype(np.float32), np.arange(self.num_envs, dtype=np.float32)], axis=1)
+        return TimeStep(obs, reward, np.where(last, 0.0, 1.0).astype(np.float32), last)
+
+    def reset(self):
+        self._t[:] = 0
+        return self._timestep(np.zeros(self.num_envs, np.float32), np.zeros(self.num_envs, bool))
+
+    def send(self, action):
+        assert action.shape == (self.num_envs,)
+        self.steps += 1
+        if self.fail_after is not None and self.steps > self.fail_after:
+            raise RuntimeError("injected environment failure")
+        time.sleep(self.delay)
+
+    def recv(self):
+        restart = self._t >= self.length
+        self._t = np.where(restart, 0, self._t + 1)
+        last = self._t >= self.length
+        reward = np.where(restart, 0.0, 1.0).astype(np.float32)
+        self.stats = EpisodeStats(self._t.astype(np.float32), self._t.copy())
+        return self._timestep(reward, last)
+
+    def step(self, action):
+        self.send(action)
+        return self.recv()
+
+    def close(self):
+        self.closed = True
+
+
+def _config(**overrides):
+    base = dict(env="fake", agent="impala", total_env_steps=8 * 4 * 6, num_envs=8, rollout_length=4,
+                actor_devices=(0,), learner_devices=(1, 2), log_every=2, hidden_sizes=(8,))
+    return SebulbaConfig(**{**base, **overrides})
+
+
+def _threads():
+    return {t.name for t in threading.enumerate() if t.name.startswith("actor-")}
+
+
+def test_runs_the_exact_number_of_updates_and_joins_every_thread(devices):
+    made = []
+
+    def make_env(seed, num_envs):
+        made.append(FakeHostEnv(num_envs))
+        return made[-1]
+
+    config = _config(actor_threads=2)
+    result = train(config, make_env=make_env)
+    assert result.updates == 6
+    assert int(result.state.step[0]) == 6 and result.state.step.shape == (2,)  # on both learner devices
+    leaves = jax.tree.leaves(result.state.params)
+    assert all(np.array_equal(leaf[0], leaf[1]) for leaf in leaves)
+    assert len(made) == 2 and all(env.closed for env in made)
+    assert not _threads()
+    assert [h["env_steps"] for h in result.history] == [64.0, 128.0, 192.0]
+    # Episodes of 5 steps paying 1 per step.
+    assert result.history[-1]["episode_return"] == 5.0 and result.history[-1]["episode_length"] == 5.0
+    assert {"sps", "fps", "learner_wait_s", "actor_env_s", "actor_put_wait_s", "policy_lag"} <= set(result.history[-1])
+
+
+def test_an_actor_exception_ends_the_run_with_its_traceback(devices):
+    config = _config(total_env_steps=10**9)
+    start = time.perf_counter()
+    with pytest.raises(RuntimeError, match=r"actor-0-device-0 failed: RuntimeError\('injected environment failure'\)") as info:
+        train(config, make_env=lambda seed, n: FakeHostEnv(n, fail_after=30))
+    assert time.perf_counter() - start < 60
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert "send" in "".join(__import__("traceback").format_tb(info.value.__cause__.__traceback__))
+    assert not _threads()
+
+
+def test_the_stop_event_ends_the_run(devices):
+    stop = threading.Event()
+    timer = threading.Timer(3.0, stop.set)
+    timer.start()
+    start = time.perf_counter()
+    result = train(_config(total_env_steps=10**9), make_env=lambda seed, n: FakeHostEnv(n, delay=0.001), stop=stop)
+    timer.cancel()
+    assert time.perf_counter() - start < 60
+    assert 0 < result.updates < 10**9 // 32
+    assert not _threads()
+
+
+def test_bad_layouts_fail_at_start_up(devices):
+    with pytest.raises(ValueError, match=r"--actor-devices \[9\]: device index 9 is out of range; this process has 8 device\(s\) \(0 \.\.\. 7\)\."):
+        resolve_layout((9,), None, 8)
+    with pytest.raises(ValueError, match=r"num_envs \(environments per actor thread\) = 6 is not divisible by the 4 learner devices; choose a multiple of 4\."):
+        resolve_layout((0,), (1, 2, 3, 4), 6)
+    with pytest.raises(ValueError, match=r"--learner-devices \[1, 1\] lists a device twice\."):
+        resolve_layout((0,), (1, 1), 8)
+    layout = resolve_layout(None, None, 7)
+    assert layout.actor_devices == [jax.devices()[0]] and layout.learner_devices == jax.devices()[1:]
+    with pytest.raises(ValueError, match=r"Unknown agent 'dqnn'"):
+        SebulbaConfig(agent="dqnn")
+    with pytest.raises(ValueError, match=r"Unknown envpool task 'Pongg'\. Close matches: .*Pong-v5"):
+        train(SebulbaConfig(env="Pongg", learner_devices=(1,)))
+
+
+@pytest.mark.parametrize(
+    "agent, num_envs, rollout, learning_rate, target",
+    [("ppo", 32, 32, 1e-3, 300.0), ("impala", 16, 16, 3e-3, 100.0)],
+)
+def test_agents_learn_cartpole_through_sebulba(agent, num_envs, rollout, learning_rate, target, devices):
+    """envpool CartPole-v1, 200k env steps: from a random policy (return about 22) to the target."""
+    config = SebulbaConfig(env="CartPole-v1", agent=agent, total_env_steps=200_000, num_envs=num_envs,
+                           rollout_length=rollout, learning_rate=learning_rate, actor_devices=(0,),
+                           learner_devices=(1,), log_every=20)
+    result = train(config)
+    first, final = result.history[0]["episode_return"], result.history[-1]["episode_return"]
+    assert first < 60.0 and final >= target, (first, final)
