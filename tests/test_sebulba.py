@@ -136,3 +136,33 @@ def test_agents_learn_cartpole_through_sebulba(agent, num_envs, rollout, learnin
     result = train(config)
     first, final = result.history[0]["episode_return"], result.history[-1]["episode_return"]
     assert first < 60.0 and final >= target, (first, final)
+
+
+def _cli(*args, timeout=300):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    return subprocess.run([sys.executable, "-m", "podracer.sebulba", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def test_cli_help_bad_layout_and_a_short_logged_run(tmp_path):
+    import json
+
+    out = _cli("--help")
+    assert out.returncode == 0
+    for flag in ("--env", "--agent", "--total-env-steps", "--actor-devices", "--learner-devices", "--actor-threads",
+                 "--num-envs", "--envpool-threads", "--rollout-length", "--log-dir", "--seed"):
+        assert flag in out.stdout
+    out = _cli("--env", "CartPole", "--cpu-devices", "2", "--learner-devices", "5")
+    assert out.returncode == 2
+    assert "--learner-devices [5]: device index 5 is out of range; this process has 2 device(s) (0 ... 1)." in out.stderr
+    out = _cli("--env", "CartPole", "--cpu-devices", "2", "--total-env-steps", "20000", "--log-every", "5",
+               "--log-dir", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["env_steps"] >= 20000
+    assert {"env_steps", "sps", "fps", "episode_return", "learner_wait_s", "actor_put_wait_s", "policy_lag"} <= set(records[-1])
+    assert list(tmp_path.glob("events.out.tfevents.*"))
