@@ -24,7 +24,7 @@ import numpy as np
 
 from podracer import agents, parallel
 from podracer.envs.base import HostEnv
-from podracer.learner import init_learner_state, make_learner_step, make_optimizer
+from podracer.learner import init_learner_state, make_learner_step, make_optimizer, should_unroll
 from podracer.logging import make_logger
 from podracer.sebulba.actor import make_act, run_actor
 from podracer.sebulba.pipeline import ParamStore, StopAwareQueue, Stopped
@@ -157,11 +157,9 @@ def train(
         steps_per_update = config.rollout_length * config.num_envs
         num_updates = math.ceil(config.total_env_steps / steps_per_update)
         frame_skip = 4 if getattr(envs[0], "atari", False) else 1
-        is_cpu = layout.learner_devices[0].platform == "cpu"
-        image = len(spec.observation.shape) == 3
         optimizer = make_optimizer(config.learning_rate, config.grad_clip(agent_name))
-        # XLA:CPU runs conv gradients inside while-loops ~50x slower (jax-ml/jax#12868): unroll there.
-        learner_step = make_learner_step(agent, optimizer, axis_names=(parallel.DEVICE_AXIS,), unroll=is_cpu and image)
+        unroll = should_unroll(len(spec.observation.shape), layout.learner_devices[0].platform)
+        learner_step = make_learner_step(agent, optimizer, axis_names=(parallel.DEVICE_AXIS,), unroll=unroll)
         p_step = parallel.pmap(learner_step, layout.learner_devices)
         key = jax.random.key(config.seed)
         learner_key, actor_key = jax.random.split(key)

@@ -1,0 +1,67 @@
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from podracer import agents, learner
+from podracer.envs.base import EnvSpec
+from podracer.networks import ActorCritic
+from podracer.types import TimeStep, Trajectory
+
+ATARI = EnvSpec(jax.ShapeDtypeStruct((4, 84, 84), jnp.uint8), 6)
+
+
+@pytest.mark.parametrize("torso, params", [("impala", 1_091_031), ("nature", 1_687_719)])
+def test_image_torsos_take_stacked_uint8_frames_with_any_batch_axes(torso, params):
+    net = ActorCritic(num_actions=6, obs_rank=3, torso=torso)
+    obs = jnp.zeros((2, 3, 4, 84, 84), jnp.uint8)
+    variables = net.init(jax.random.key(0), obs)
+    assert sum(x.size for x in jax.tree.leaves(variables)) == params
+    logits, value = net.apply(variables, obs)
+    assert logits.shape == (2, 3, 6) and value.shape == (2, 3)
+    np.testing.assert_allclose(net.apply(variables, obs, method="policy"), logits, rtol=1e-6)
+
+
+def test_mlp_torsos_and_bad_torso_choices():
+    obs = jnp.ones((5, 10, 5))
+    separate = ActorCritic(num_actions=3, obs_rank=2)
+    variables = separate.init(jax.random.key(0), obs)
+    assert set(variables["params"]) == {"policy_torso", "value_torso", "policy_head", "value_head"}
+    logits, value = separate.apply(variables, obs)
+    assert logits.shape == (5, 3) and value.shape == (5,)
+    with pytest.raises(ValueError, match=r"The 'impala' torso needs image observations \(rank 3\), got rank 2\."):
+        ActorCritic(num_actions=3, obs_rank=2, torso="impala").init(jax.random.key(0), obs)
+    with pytest.raises(ValueError, match=r"Unknown torso 'resnet'"):
+        ActorCritic(num_actions=3, obs_rank=2, torso="resnet").init(jax.random.key(0), obs)
+
+
+def test_atari_learner_step_on_cpu_is_a_small_multiple_of_forward_backward():
+    """Guards the XLA:CPU trap (jax-ml/jax#12868): conv gradients in scanned loops run ~20x slower here."""
+    assert learner.should_unroll(3, "cpu") and not learner.should_unroll(1, "cpu") and not learner.should_unroll(3, "gpu")
+    agent = agents.make("ppo", ATARI, num_epochs=2, num_minibatches=2)
+    t, b = 2, 8
+    rng = np.random.default_rng(0)
+    ts = TimeStep(rng.integers(0, 255, (t + 1, b, 4, 84, 84), dtype=np.uint8), np.zeros((t + 1, b), np.float32),
+                  np.ones((t + 1, b), np.float32), np.zeros((t + 1, b), bool))
+    trajectory = Trajectory(ts, rng.integers(0, 6, (t + 1, b)).astype(np.int32), {"logits": np.zeros((t + 1, b, 6), np.float32)})
+    optimizer = learner.make_optimizer(1e-4)
+    state = learner.init_learner_state(agent, optimizer, jax.random.key(0), ts.observation[0])
+    batch = jax.jit(agent.prepare)(state.params, trajectory)
+    grad = jax.jit(jax.grad(lambda p, x: agent.loss(p, x, None)[0]))
+    step = jax.jit(learner.make_learner_step(agent, optimizer, unroll=learner.should_unroll(3, jax.default_backend())))
+
+    def median_seconds(f, *args):
+        jax.block_until_ready(f(*args))
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            jax.block_until_ready(f(*args))
+            times.append(time.perf_counter() - start)
+        return float(np.median(times))
+
+    forward_backward = median_seconds(grad, state.params, batch)
+    learner_step = median_seconds(step, state, trajectory)
+    # Two epochs over the batch: about 2x; the scanned loops take about 20x.
+    assert learner_step < 5 * forward_backward, (learner_step, forward_backward)
