@@ -1,0 +1,182 @@
+"""Sebulba pipeline efficiency: end-to-end env steps/s against the bound its stages allow.
+
+In one run, at the run's own batch sizes:
+1. the raw envpool ceiling (random actions, the same task, envs and threads);
+2. each stage alone: envpool step, ``act`` on the actor batch, the learner step on the
+   learner batch, as seconds per environment step;
+3. the bound: per-step times added when the stages share the same cores (JAX on the
+   CPU), the slowest stage when they run on separate hardware (actors and learners on
+   accelerators, environments on the host);
+4. Sebulba's end-to-end env steps/s while learning (median over log windows after the
+   first, which holds compilation), its ratio to the bound, and where the time went.
+Prints a Markdown table and saves it (and JSON) under ``benchmarks/results/``.
+
+    python benchmarks/sebulba_throughput.py --env Pong --updates 8
+    python benchmarks/sebulba_throughput.py --env CartPole --updates 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import threading
+import time
+from pathlib import Path
+
+from podracer import config as config_cli
+from podracer import parallel
+
+
+def _median_seconds(fn, repeats: int) -> float:
+    fn()  # warm-up (compilation)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def envpool_ceiling(cfg, steps: int) -> float:
+    """Env steps/s of ``actor threads`` envpool batches stepped with random actions, concurrently."""
+    import numpy as np
+
+    from podracer.envs.envpool import EnvpoolEnv
+
+    layout_actors = len(cfg.actor_devices or (0,)) * cfg.actor_threads
+    envs = [EnvpoolEnv(cfg.env, cfg.num_envs, seed=i, num_threads=cfg.envpool_threads) for i in range(layout_actors)]
+    n = envs[0].spec().num_actions
+
+    def drive(env, seed):
+        rng = np.random.default_rng(seed)
+        env.reset()
+        for _ in range(steps):
+            env.step(rng.integers(0, n, env.num_envs))
+
+    threads = [threading.Thread(target=drive, args=(env, i)) for i, env in enumerate(envs)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    seconds = time.perf_counter() - start
+    for env in envs:
+        env.close()
+    return layout_actors * cfg.num_envs * steps / seconds
+
+
+def stage_seconds(cfg, repeats: int) -> dict[str, float]:
+    """Seconds per environment step of each stage alone, at the run's batch sizes."""
+    import jax
+    import numpy as np
+
+    from podracer import agents
+    from podracer.envs.envpool import EnvpoolEnv
+    from podracer.learner import init_learner_state, make_learner_step, make_optimizer, should_unroll
+    from podracer.sebulba.actor import _split_for_learners, make_act
+    from podracer.sebulba.run import resolve_layout
+    from podracer.types import TimeStep, Trajectory
+
+    layout = resolve_layout(cfg.actor_devices, cfg.learner_devices, cfg.num_envs)
+    env = EnvpoolEnv(cfg.env, cfg.num_envs, seed=0, num_threads=cfg.envpool_threads)
+    spec = env.spec()
+    b, t = cfg.num_envs, cfg.rollout_length
+    rng = np.random.default_rng(0)
+    env.reset()
+    env_step = _median_seconds(lambda: env.step(rng.integers(0, spec.num_actions, b)), repeats * 10)
+    env.close()
+
+    name = cfg.agent_name(len(spec.observation.shape))
+    agent = agents.make(name, spec, **cfg.agent_hyperparameters(name))
+    optimizer = make_optimizer(cfg.learning_rate, cfg.grad_clip(name))
+    obs = np.zeros((b, *spec.observation.shape), spec.observation.dtype)
+    state = init_learner_state(agent, optimizer, jax.random.key(0), obs[:1])
+    device = layout.actor_devices[0]
+    params = jax.device_put(state.params, device)
+    act = make_act(agent)
+    key = jax.device_put(jax.random.key(1), device)
+
+    def act_once():
+        action, extras, _ = act(params, jax.device_put(obs, device), key)
+        np.asarray(action), jax.device_get(extras)
+
+    act_step = _median_seconds(act_once, repeats * 5)
+
+    unroll = should_unroll(len(spec.observation.shape), layout.learner_devices[0].platform)
+    p_step = parallel.pmap(make_learner_step(agent, optimizer, axis_names=(parallel.DEVICE_AXIS,), unroll=unroll), layout.learner_devices)
+    ts = TimeStep(np.zeros((t + 1, b, *spec.observation.shape), spec.observation.dtype), np.zeros((t + 1, b), np.float32),
+                  np.ones((t + 1, b), np.float32), np.zeros((t + 1, b), bool))
+    trajectory = Trajectory(ts, np.zeros((t + 1, b), np.int32), jax.device_get(act(params, jax.device_put(obs, device), key)[1]))
+    trajectory = trajectory._replace(extras=jax.tree.map(lambda x: np.broadcast_to(x, (t + 1, *x.shape)), trajectory.extras))
+    sharded = parallel.shard(_split_for_learners(trajectory, len(layout.learner_devices)), layout.learner_devices)
+    replicated = parallel.replicate(state, layout.learner_devices)
+    learn = _median_seconds(lambda: jax.block_until_ready(p_step(replicated, sharded)), repeats)
+    return {"env": env_step / b, "act": act_step / b, "learn": learn / (t * b), "platform": layout.learner_devices[0].platform,
+            "agent": name}
+
+
+def main(argv=None):
+    from podracer.sebulba.run import SebulbaConfig
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    config_cli.add_arguments(parser, SebulbaConfig)
+    parser.add_argument("--updates", type=int, default=8, help="learner updates in the end-to-end run")
+    parser.add_argument("--repeats", type=int, default=3, help="timed repeats of each stage")
+    parser.add_argument("--ceiling-steps", type=int, default=200, help="envpool steps per batch for the ceiling")
+    parser.add_argument("--out", default=None, help="output path without extension (default: benchmarks/results/sebulba_<env>)")
+    args = parser.parse_args(argv)
+    fields = {k: (tuple(v) if isinstance(v, list) else v) for k, v in vars(args).items()
+              if k not in ("updates", "repeats", "ceiling_steps", "out")}
+    cfg = SebulbaConfig(**fields)
+    parallel.set_cpu_device_count(cfg.cpu_devices or parallel.available_cores())
+    import jax
+
+    from podracer.sebulba.run import train
+
+    steps_per_update = cfg.rollout_length * cfg.num_envs
+    cfg = SebulbaConfig(**{**fields, "total_env_steps": args.updates * steps_per_update, "log_every": 1})
+    machine = f"{platform.node()}: {jax.devices()[0].device_kind} x{jax.device_count()} [{jax.default_backend()}], {parallel.available_cores()} cores"
+    print(f"# Sebulba throughput on {machine}, jax {jax.__version__}: {cfg.env}, {cfg.num_envs} envs x {cfg.actor_threads} actor thread(s), rollout {cfg.rollout_length}", flush=True)
+
+    ceiling = envpool_ceiling(cfg, args.ceiling_steps)
+    print(f"envpool ceiling (random actions): {ceiling:,.0f} env steps/s", flush=True)
+    stages = stage_seconds(cfg, args.repeats)
+    per_step = {k: stages[k] for k in ("env", "act", "learn")}
+    shared = stages["platform"] == "cpu"
+    bound = 1.0 / (sum(per_step.values()) if shared else max(per_step["env"], per_step["act"], per_step["learn"]))
+    print("stage alone, ms per 1000 env steps: " + ", ".join(f"{k} {v * 1e6:.1f}" for k, v in per_step.items())
+          + f"; bound ({'sum: shared cores' if shared else 'slowest stage'}) {bound:,.1f} env steps/s", flush=True)
+
+    result = train(cfg)
+    windows = [h["sps"] for h in result.history[1:]] or [result.history[-1]["sps"]]
+    end_to_end = statistics.median(windows)
+    last = result.history[1:] or result.history
+    breakdown = {k: sum(h[k] for h in last) for k in ("learn_s", "learner_wait_s", "actor_env_s", "actor_act_s", "actor_ship_s", "actor_put_wait_s")}
+    row = {
+        "env": cfg.env, "agent": stages["agent"], "num_envs": cfg.num_envs, "actor_threads": cfg.actor_threads,
+        "rollout_length": cfg.rollout_length, "envpool_ceiling_sps": ceiling, "bound_sps": bound,
+        "end_to_end_sps": end_to_end, "efficiency": end_to_end / bound, "of_ceiling": end_to_end / ceiling,
+        "stage_seconds_per_step": per_step, "breakdown_s": breakdown, "policy_lag": statistics.mean(h["policy_lag"] for h in last),
+    }
+    text = (
+        f"Sebulba throughput on {machine}, jax {jax.__version__}\n\n"
+        "| env | agent | envs x threads | rollout | envpool ceiling | env ms/1k steps | act ms/1k | learn ms/1k | bound | end to end | of bound | of ceiling |\n"
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        f"| {cfg.env} | {row['agent']} | {cfg.num_envs} x {cfg.actor_threads} | {cfg.rollout_length} | {ceiling:,.0f} | "
+        f"{per_step['env'] * 1e6:.1f} | {per_step['act'] * 1e6:.1f} | {per_step['learn'] * 1e6:.1f} | {bound:,.1f} | "
+        f"{end_to_end:,.1f} | {100 * end_to_end / bound:.0f} % | {100 * end_to_end / ceiling:.1f} % |\n\n"
+        "Time over the measured windows (s): " + ", ".join(f"{k} {v:.2f}" for k, v in breakdown.items())
+        + f"; mean policy lag {row['policy_lag']:.2f} updates.\n"
+    )
+    print("\n" + text)
+    out = Path(args.out or Path(__file__).parent / "results" / f"sebulba_{cfg.env.lower()}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".md").write_text(text)
+    out.with_suffix(".json").write_text(json.dumps({"machine": machine, "jax": jax.__version__, "row": row}, indent=1))
+    print(f"saved {out.with_suffix('.md')} and {out.with_suffix('.json')}")
+
+
+if __name__ == "__main__":
+    main()
