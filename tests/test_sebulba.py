@@ -166,3 +166,27 @@ def test_cli_help_bad_layout_and_a_short_logged_run(tmp_path):
     assert records[-1]["env_steps"] >= 20000
     assert {"env_steps", "sps", "fps", "episode_return", "learner_wait_s", "actor_put_wait_s", "policy_lag"} <= set(records[-1])
     assert list(tmp_path.glob("events.out.tfevents.*"))
+
+
+def test_checkpoint_then_resume_continues_the_step_count_from_the_saved_parameters(tmp_path, devices):
+    from podracer import checkpoint
+
+    directory = str(tmp_path / "ckpt")
+    make_env = lambda seed, n: FakeHostEnv(n)  # noqa: E731
+    first = train(_config(checkpoint_dir=directory, checkpoint_every=2), make_env=make_env)
+    assert checkpoint.steps(directory) == [2, 4, 6]
+    saved, metadata = checkpoint.restore(directory, parallel.unreplicate(first.state))
+    assert metadata["updates"] == 6 and metadata["env_steps"] == 6 * 32 and metadata["agent"] == "impala"
+    for a, b in zip(jax.tree.leaves(saved.params), jax.tree.leaves(parallel.unreplicate(first.state.params))):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(jax.random.key_data(saved.key), jax.random.key_data(parallel.unreplicate(first.state.key)))
+
+    with pytest.raises(ValueError, match=r"already holds checkpoints; pass --resume to continue that run"):
+        train(_config(checkpoint_dir=directory), make_env=make_env)
+    with pytest.raises(ValueError, match=r"--resume: no checkpoint in '.*empty' to resume from\."):
+        train(_config(checkpoint_dir=str(tmp_path / "empty"), resume=True), make_env=make_env)
+
+    resumed = train(_config(checkpoint_dir=directory, resume=True, total_env_steps=9 * 32, checkpoint_every=100), make_env=make_env)
+    assert resumed.updates == 9 and int(resumed.state.step[0]) == 9
+    assert [h["env_steps"] for h in resumed.history] == [8 * 32, 9 * 32]
+    assert checkpoint.steps(directory) == [4, 6, 9]  # the final save at the end; the oldest dropped

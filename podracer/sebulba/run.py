@@ -22,7 +22,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from podracer import agents, parallel
+from podracer import agents, checkpoint, parallel
 from podracer.envs.base import HostEnv
 from podracer.learner import init_learner_state, make_learner_step, make_optimizer, should_unroll
 from podracer.logging import make_logger
@@ -59,6 +59,9 @@ class SebulbaConfig:
     num_epochs: int | None = _field(None, "PPO: epochs per update (default: the agent's)")
     num_minibatches: int | None = _field(None, "PPO: minibatches per epoch (default: the agent's)")
     log_every: int = _field(10, "learner updates between log lines")
+    checkpoint_dir: str | None = _field(None, "save the learner there (orbax) every --checkpoint-every updates and at the end")
+    checkpoint_every: int = _field(100, "learner updates between checkpoints")
+    resume: bool = _field(False, "continue from the newest checkpoint in --checkpoint-dir (step count, parameters, optimizer)")
     cpu_devices: int | None = _field(None, "CPU devices to expose when JAX runs on the CPU (default: one per core)")
     log_dir: str | None = _field(None, "write DIR/metrics.jsonl and TensorBoard events there")
 
@@ -68,6 +71,10 @@ class SebulbaConfig:
         for name in ("total_env_steps", "actor_threads", "num_envs", "rollout_length", "queue_size", "log_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
+        if self.resume and not self.checkpoint_dir:
+            raise ValueError("--resume needs --checkpoint-dir.")
+        if self.checkpoint_every < 1:
+            raise ValueError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}.")
         if self.envpool_threads < 0:
             raise ValueError(f"envpool_threads must be >= 0, got {self.envpool_threads}.")
 
@@ -164,7 +171,29 @@ def train(
         key = jax.random.key(config.seed)
         learner_key, actor_key = jax.random.split(key)
         example = np.zeros((1, *spec.observation.shape), spec.observation.dtype)
-        state = parallel.replicate(init_learner_state(agent, optimizer, learner_key, example), layout.learner_devices)
+        state = init_learner_state(agent, optimizer, learner_key, example)
+        metadata = {"mode": "sebulba", "env": getattr(envs[0], "task_id", config.env), "agent": agent_name,
+                    "agent_hyperparameters": config.agent_hyperparameters(agent_name), "seed": config.seed}
+        updates = 0
+        if config.checkpoint_dir:
+            found = checkpoint.steps(config.checkpoint_dir)
+            if config.resume:
+                if not found:
+                    raise ValueError(f"--resume: no checkpoint in {config.checkpoint_dir!r} to resume from.")
+                state, saved = checkpoint.restore(config.checkpoint_dir, state)
+                if (saved["env"], saved["agent"]) != (metadata["env"], agent_name):
+                    raise ValueError(f"--resume: {config.checkpoint_dir!r} holds {saved['agent']} on {saved['env']}, "
+                                     f"not {agent_name} on {metadata['env']}.")
+                updates = int(state.step)
+            elif found:
+                raise ValueError(f"{config.checkpoint_dir!r} already holds checkpoints; pass --resume to continue "
+                                 "that run or choose another --checkpoint-dir.")
+        state = parallel.replicate(state, layout.learner_devices)
+
+        def save_checkpoint():
+            if config.checkpoint_dir and parallel.is_main_process():
+                checkpoint.save(config.checkpoint_dir, parallel.unreplicate(state),
+                                {**metadata, "env_steps": updates * steps_per_update})
 
         store = ParamStore(layout.actor_devices)
         queue = StopAwareQueue(config.queue_size)
@@ -190,13 +219,13 @@ def train(
             threads.append(threading.Thread(target=guarded, args=(name,), kwargs=kwargs, name=name, daemon=True))
 
         history: list[dict[str, float]] = []
-        updates = 0
+        saved_at = updates
         try:
-            store.publish(parallel.unreplicate(state.params), 0)
+            store.publish(parallel.unreplicate(state.params), updates)
             for thread in threads:
                 thread.start()
             window = _Window()
-            last_time, last_steps = time.perf_counter(), 0
+            last_time, last_steps = time.perf_counter(), updates * steps_per_update
             while updates < num_updates and not stop.is_set():
                 try:
                     rollout, waited = queue.get(stop)
@@ -208,6 +237,9 @@ def train(
                 store.publish(parallel.unreplicate(state.params), updates)
                 jax.block_until_ready(state.params)
                 window.add(rollout, metrics, waited, time.perf_counter() - learn_start, updates - rollout.policy_version - 1)
+                if updates % config.checkpoint_every == 0:
+                    save_checkpoint()
+                    saved_at = updates
                 if updates % config.log_every == 0 or updates == num_updates:
                     now, steps = time.perf_counter(), updates * steps_per_update
                     summary = window.summary(steps, (steps - last_steps) / (now - last_time), frame_skip, queue.qsize())
@@ -219,6 +251,8 @@ def train(
             stop.set()
             for thread in threads:
                 thread.join(timeout=30)
+            if updates > saved_at:  # the end of the run, a stop or Ctrl-C: keep what was learned
+                save_checkpoint()
             alive = [t.name for t in threads if t.is_alive()]
             if alive:
                 raise RuntimeError(f"actor threads did not stop within 30 s: {alive}")
