@@ -1,0 +1,110 @@
+"""Watch a trained agent: ``python -m podracer.evaluate --checkpoint DIR --episodes N [--gif out.gif]``.
+
+Rebuilds the agent from the checkpoint's metadata, plays ``N`` episodes (one per
+environment, all at once), prints their returns, and can write a GIF of the first
+episode (image observations: the newest of the stacked frames).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+
+def _agent_for(metadata, spec):
+    from podracer import agents
+
+    hyper = {k: tuple(v) if isinstance(v, list) else v for k, v in metadata["agent_hyperparameters"].items()}
+    return agents.make(metadata["agent"], spec, **hyper)
+
+
+def load(directory: str, spec):
+    """``(agent, params, metadata)`` from the newest checkpoint in ``directory``."""
+    import jax
+
+    from podracer import checkpoint
+    from podracer.learner import init_learner_state, make_optimizer
+
+    metadata = checkpoint.read_metadata(directory)
+    agent = _agent_for(metadata, spec)
+    example = np.zeros((1, *spec.observation.shape), spec.observation.dtype)
+    template = init_learner_state(agent, make_optimizer(1.0, 1.0), jax.random.key(0), example)
+    state, metadata = checkpoint.restore(directory, template)
+    return agent, state.params, metadata
+
+
+def play(directory: str, episodes: int, *, seed: int = 0, greedy: bool = False, max_steps: int = 100_000, record: bool = False):
+    """Returns of ``episodes`` episodes, and the first episode's frames when ``record``."""
+    import jax
+
+    from podracer import checkpoint
+    from podracer.envs.envpool import EnvpoolEnv
+
+    metadata = checkpoint.read_metadata(directory)
+    if metadata.get("mode") != "sebulba":
+        raise ValueError(f"{directory!r} holds a {metadata.get('mode')!r} checkpoint; evaluate plays sebulba checkpoints.")
+    env = EnvpoolEnv(metadata["env"], episodes, seed=seed)
+    try:
+        agent, params, _ = load(directory, env.spec())
+        image = len(env.spec().observation.shape) == 3
+        if record and not image:
+            raise ValueError(f"--gif needs image observations; {metadata['env']} has observations of shape {env.spec().observation.shape}.")
+
+        @jax.jit
+        def policy(params, observation, key):
+            action, extras = agent.act(params, observation, key)
+            return jax.numpy.argmax(extras["logits"], axis=-1) if greedy else action
+
+        key = jax.random.key(seed)
+        timestep = env.reset()
+        returns = np.full(episodes, np.nan)
+        frames = [timestep.observation[0, -1]] if record else []
+        for _ in range(max_steps):
+            key, act_key = jax.random.split(key)
+            timestep = env.step(np.asarray(policy(params, timestep.observation, act_key)))
+            if record and np.isnan(returns[0]):
+                frames.append(timestep.observation[0, -1])
+            finished = timestep.last & np.isnan(returns)
+            returns[finished] = env.stats.episode_return[finished]
+            if not np.isnan(returns).any():
+                break
+        return returns, frames
+    finally:
+        env.close()
+
+
+def write_gif(frames, path: str, fps: int = 15) -> None:
+    from PIL import Image
+
+    images = [Image.fromarray(np.asarray(f, np.uint8)).resize((168, 168), Image.NEAREST) for f in frames]
+    images[0].save(path, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip("`"))
+    parser.add_argument("--checkpoint", required=True, help="a --checkpoint-dir of a run")
+    parser.add_argument("--episodes", type=int, default=5, help="episodes to play (default: 5)")
+    parser.add_argument("--gif", default=None, help="write the first episode to this GIF (image observations)")
+    parser.add_argument("--greedy", action="store_true", help="take the most likely action instead of sampling")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    args = parser.parse_args(argv)
+    if args.episodes < 1:
+        parser.error(f"--episodes must be >= 1, got {args.episodes}.")
+    try:
+        returns, frames = play(args.checkpoint, args.episodes, seed=args.seed, greedy=args.greedy, record=bool(args.gif))
+    except (ValueError, FileNotFoundError) as error:
+        print(f"podracer.evaluate: error: {error}", file=sys.stderr)
+        return 2
+    for i, value in enumerate(returns):
+        print(f"episode {i}: return {value:.1f}")
+    print(f"mean return {np.nanmean(returns):.2f} over {len(returns)} episodes")
+    if args.gif:
+        write_gif(frames, args.gif)
+        print(f"wrote {args.gif} ({len(frames)} frames)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
