@@ -28,6 +28,14 @@ def _to_tree(state: LearnerState) -> dict[str, Any]:
     return jax.device_get({"params": state.params, "opt_state": state.opt_state, "key": key, "step": state.step})
 
 
+def _checkpointer():
+    """An orbax checkpointer that this process drives alone (only process 0 saves in a multi-process run)."""
+    import orbax.checkpoint as ocp
+
+    me = jax.process_index()
+    return ocp.StandardCheckpointer(multiprocessing_options=ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me}))
+
+
 def steps(directory: str) -> list[int]:
     """Update counts of the complete checkpoints in ``directory``, oldest first."""
     if not os.path.isdir(directory):
@@ -42,15 +50,13 @@ def steps(directory: str) -> list[int]:
 
 def save(directory: str, state: LearnerState, metadata: dict[str, Any], *, keep: int = 3) -> str:
     """Writes ``state`` (one device's copy, host arrays) and ``metadata`` as ``step_<state.step>``."""
-    import orbax.checkpoint as ocp
-
     directory = os.path.abspath(directory)
     os.makedirs(directory, exist_ok=True)
     step = int(np.asarray(state.step))
     path = os.path.join(directory, f"step_{step}")
     if os.path.exists(path):
         shutil.rmtree(path)
-    checkpointer = ocp.StandardCheckpointer()
+    checkpointer = _checkpointer()
     checkpointer.save(path, _to_tree(state))
     checkpointer.wait_until_finished()
     with open(f"{path}.json", "w", encoding="utf-8") as f:
@@ -82,7 +88,7 @@ def restore(directory: str, template: LearnerState, step: int | None = None) -> 
     directory = os.path.abspath(directory)
     step = latest(directory) if step is None else step
     abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, _to_tree(template))
-    tree = ocp.StandardCheckpointer().restore(os.path.join(directory, f"step_{step}"), abstract)
+    tree = _checkpointer().restore(os.path.join(directory, f"step_{step}"), abstract)
     key = tree["key"]
     if jax.dtypes.issubdtype(template.key.dtype, jax.dtypes.prng_key):
         key = jax.random.wrap_key_data(key, impl=jax.random.key_impl(template.key))

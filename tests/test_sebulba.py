@@ -190,3 +190,61 @@ def test_checkpoint_then_resume_continues_the_step_count_from_the_saved_paramete
     assert resumed.updates == 9 and int(resumed.state.step[0]) == 9
     assert [h["env_steps"] for h in resumed.history] == [8 * 32, 9 * 32]
     assert checkpoint.steps(directory) == [4, 6, 9]  # the final save at the end; the oldest dropped
+
+
+def test_ctrl_c_stops_within_seconds_joins_and_writes_a_final_checkpoint(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from podracer import checkpoint
+
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    directory, logs = tmp_path / "ckpt", tmp_path / "logs"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "podracer.sebulba", "--env", "CartPole", "--cpu-devices", "2", "--total-env-steps",
+         "1000000000", "--log-every", "5", "--log-dir", str(logs), "--checkpoint-dir", str(directory),
+         "--checkpoint-every", "1000000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    deadline = time.time() + 180
+    metrics = logs / "metrics.jsonl"
+    while not (metrics.exists() and metrics.read_text().strip()) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.5)  # until the first log line: some updates are done
+    assert proc.poll() is None, proc.communicate()[1]
+    start = time.perf_counter()
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert time.perf_counter() - start < 15
+    assert proc.returncode == 130, stderr
+    assert "interrupted; every thread stopped." in stderr
+    assert checkpoint.steps(str(directory)), "no final checkpoint"
+
+
+def test_two_processes_average_their_learners(tmp_path):
+    """2 processes x (1 actor + 1 learner device) on 127.0.0.1: one learner axis over both processes."""
+    import os
+    import re
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    here = os.path.dirname(__file__)
+    env["PYTHONPATH"] = os.pathsep.join([here, env.get("PYTHONPATH", "")])
+    procs = [subprocess.Popen([sys.executable, os.path.join(here, "sebulba_worker.py"), str(port), str(i)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for i in range(2)]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    results = []
+    for p, (stdout, stderr) in zip(procs, outputs):
+        assert p.returncode == 0, stderr
+        results.append(re.search(r"RESULT updates=(\d+) env_steps=(\d+) checksum=([\d.]+)", stdout).groups())
+    assert "learner devices [1, 2049] in 2 process(es)" in outputs[0][0]
+    # Both processes made 5 updates, each of 2 trajectories (one per process) ...
+    assert results[0][:2] == results[1][:2] == ("5", str(5 * 2 * 8 * 4))
+    # ... and hold the same parameters, though their environments differ: gradients were averaged.
+    assert results[0][2] == results[1][2]

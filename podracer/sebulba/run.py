@@ -63,6 +63,10 @@ class SebulbaConfig:
     checkpoint_every: int = _field(100, "learner updates between checkpoints")
     resume: bool = _field(False, "continue from the newest checkpoint in --checkpoint-dir (step count, parameters, optimizer)")
     cpu_devices: int | None = _field(None, "CPU devices to expose when JAX runs on the CPU (default: one per core)")
+    coordinator: str | None = _field(None, "multi-process: HOST:PORT of process 0")
+    num_processes: int | None = _field(None, "multi-process: number of processes")
+    process_id: int | None = _field(None, "multi-process: index of this process, 0 ... num_processes - 1")
+    distributed: bool = _field(False, "multi-process: let JAX detect the cluster (TPU pod slice, Slurm)")
     log_dir: str | None = _field(None, "write DIR/metrics.jsonl and TensorBoard events there")
 
     def __post_init__(self):
@@ -71,6 +75,11 @@ class SebulbaConfig:
         for name in ("total_env_steps", "actor_threads", "num_envs", "rollout_length", "queue_size", "log_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
+        if self.num_processes is not None and self.process_id is not None and not 0 <= self.process_id < self.num_processes:
+            raise ValueError(
+                f"process_id {self.process_id} is out of range for {self.num_processes} processes "
+                f"(expected 0 ... {self.num_processes - 1})."
+            )
         if self.resume and not self.checkpoint_dir:
             raise ValueError("--resume needs --checkpoint-dir.")
         if self.checkpoint_every < 1:
@@ -104,12 +113,16 @@ class SebulbaConfig:
 
 
 class Layout(NamedTuple):
-    actor_devices: list[jax.Device]
-    learner_devices: list[jax.Device]  # local learner devices
+    actor_devices: list[jax.Device]  # this process's actor devices
+    learner_devices: list[jax.Device]  # the learner devices of every process (the learner's pmap axis)
 
 
 def resolve_layout(actor_ids: Sequence[int] | None, learner_ids: Sequence[int] | None, num_envs: int) -> Layout:
-    """Actor and learner devices from local device indices, with checks that fail at start-up."""
+    """Actor and learner devices from local device indices, with checks that fail at start-up.
+
+    In a multi-process run every process passes the same indices; the learner group is
+    those devices of every process, so gradients average over all of them.
+    """
     devices = jax.local_devices()
     n = len(devices)
     if actor_ids is None:
@@ -124,8 +137,11 @@ def resolve_layout(actor_ids: Sequence[int] | None, learner_ids: Sequence[int] |
             raise ValueError(f"{name} {list(ids)}: device index {bad[0]} is out of range; this process has {n} device(s) (0 ... {n - 1}).")
         if len(set(ids)) != len(ids):
             raise ValueError(f"{name} {list(ids)} lists a device twice.")
-    learners = [devices[i] for i in learner_ids]
-    parallel.check_divisible(num_envs, len(learners), "num_envs (environments per actor thread)", "learner devices")
+    parallel.check_divisible(num_envs, len(learner_ids), "num_envs (environments per actor thread)", "learner devices")
+    learners = []
+    for process in range(jax.process_count()):
+        theirs = [d for d in jax.devices() if d.process_index == process]
+        learners += [theirs[i] for i in learner_ids]
     return Layout([devices[i] for i in actor_ids], learners)
 
 
@@ -156,12 +172,14 @@ def train(
 
     stop = stop or threading.Event()
     num_actors = len(layout.actor_devices) * config.actor_threads
-    envs = [make_env(config.seed + 1000 * i, config.num_envs) for i in range(num_actors)]
+    first_actor = jax.process_index() * num_actors  # actors are numbered across processes
+    envs = [make_env(config.seed + 1000 * (first_actor + i), config.num_envs) for i in range(num_actors)]
     try:
         spec = envs[0].spec()
         agent_name = config.agent_name(len(spec.observation.shape))
         agent = agents.make(agent_name, spec, **config.agent_hyperparameters(agent_name))
-        steps_per_update = config.rollout_length * config.num_envs
+        # Every process feeds one trajectory per update; the update averages over all of them.
+        steps_per_update = config.rollout_length * config.num_envs * jax.process_count()
         num_updates = math.ceil(config.total_env_steps / steps_per_update)
         frame_skip = 4 if getattr(envs[0], "atari", False) else 1
         optimizer = make_optimizer(config.learning_rate, config.grad_clip(agent_name))
@@ -189,6 +207,10 @@ def train(
                 raise ValueError(f"{config.checkpoint_dir!r} already holds checkpoints; pass --resume to continue "
                                  "that run or choose another --checkpoint-dir.")
         state = parallel.replicate(state, layout.learner_devices)
+        if parallel.is_main_process():
+            print(f"podracer sebulba: {agent_name} on {metadata['env']}; actor devices {[d.id for d in layout.actor_devices]} "
+                  f"x {config.actor_threads} thread(s) x {config.num_envs} envs; learner devices "
+                  f"{[d.id for d in layout.learner_devices]} in {jax.process_count()} process(es)", flush=True)
 
         def save_checkpoint():
             if config.checkpoint_dir and parallel.is_main_process():
@@ -214,7 +236,7 @@ def train(
             device = layout.actor_devices[i // config.actor_threads]
             name = f"actor-{i}-device-{device.id}"
             kwargs = dict(env=envs[i], act=act, device=device, learner_devices=layout.learner_devices,
-                          rollout_length=config.rollout_length, key=jax.random.fold_in(actor_key, i),
+                          rollout_length=config.rollout_length, key=jax.random.fold_in(actor_key, first_actor + i),
                           store=store, queue=queue, stop=stop)
             threads.append(threading.Thread(target=guarded, args=(name,), kwargs=kwargs, name=name, daemon=True))
 
@@ -301,9 +323,9 @@ class _Window:
         return out
 
 
-def run(config: SebulbaConfig) -> SebulbaResult:
+def run(config: SebulbaConfig, stop: threading.Event | None = None) -> SebulbaResult:
     """The command line's run: console progress and, with ``log_dir``, JSONL and TensorBoard."""
     logger = make_logger(config.log_dir, is_main=parallel.is_main_process(), total_env_steps=config.total_env_steps,
                          console_keys=("fps", "learner_wait_s", "actor_put_wait_s", "policy_lag"))
     with logger:
-        return train(config, log=logger)
+        return train(config, log=logger, stop=stop)
