@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from podracer import agents, envs, parallel
+from podracer import agents, checkpoint, envs, parallel
 from podracer.agents.base import Agent
 from podracer.envs import wrappers
 from podracer.envs.base import Environment, State
@@ -284,6 +284,7 @@ class AnakinConfig:
     num_epochs: int | None = _field(None, "PPO: epochs per update (default: the agent's)")
     num_minibatches: int | None = _field(None, "PPO: minibatches per epoch (default: the agent's)")
     log_dir: str | None = _field(None, "write DIR/metrics.jsonl and TensorBoard events there")
+    checkpoint_dir: str | None = _field(None, "save the final learner there (orbax), for python -m podracer.evaluate")
     cpu_devices: int | None = _field(None, "CPU devices to expose when JAX runs on the CPU (default: one per core)")
     coordinator: str | None = _field(None, "multi-process: HOST:PORT of process 0")
     num_processes: int | None = _field(None, "multi-process: number of processes")
@@ -356,7 +357,7 @@ def train(config: AnakinConfig) -> RunResult:
             flush=True,
         )
     with logger:
-        return run(
+        result = run(
             env,
             agent,
             optimizer,
@@ -367,3 +368,8 @@ def train(config: AnakinConfig) -> RunResult:
             updates_per_call=config.updates_per_call,
             log=logger,
         )
+    if config.checkpoint_dir and parallel.is_main_process():
+        metadata = {"mode": "anakin", "env": config.env, "agent": config.agent,
+                    "agent_hyperparameters": config.agent_hyperparameters(), "seed": config.seed, "env_steps": total_steps}
+        checkpoint.save(config.checkpoint_dir, parallel.unreplicate(result.state.learner), metadata)
+    return result

@@ -1,8 +1,9 @@
 """Watch a trained agent: ``python -m podracer.evaluate --checkpoint DIR --episodes N [--gif out.gif]``.
 
-Rebuilds the agent from the checkpoint's metadata, plays ``N`` episodes (one per
-environment, all at once), prints their returns, and can write a GIF of the first
-episode (image observations: the newest of the stacked frames).
+Rebuilds the agent from the checkpoint's metadata (Sebulba: envpool; Anakin: the JAX
+environment), plays ``N`` episodes (one per environment, all at once), prints their
+returns, and can write a GIF of the first episode (the newest stacked frame of image
+observations, or the board of Catch).
 """
 
 from __future__ import annotations
@@ -35,37 +36,24 @@ def load(directory: str, spec):
     return agent, state.params, metadata
 
 
-def play(directory: str, episodes: int, *, seed: int = 0, greedy: bool = False, max_steps: int = 100_000, record: bool = False):
-    """Returns of ``episodes`` episodes, and the first episode's frames when ``record``."""
+def _play_host(metadata, directory, episodes, seed, greedy, max_steps, record):
     import jax
 
-    from podracer import checkpoint
     from podracer.envs.envpool import EnvpoolEnv
 
-    metadata = checkpoint.read_metadata(directory)
-    if metadata.get("mode") != "sebulba":
-        raise ValueError(f"{directory!r} holds a {metadata.get('mode')!r} checkpoint; evaluate plays sebulba checkpoints.")
     env = EnvpoolEnv(metadata["env"], episodes, seed=seed)
     try:
         agent, params, _ = load(directory, env.spec())
-        image = len(env.spec().observation.shape) == 3
-        if record and not image:
-            raise ValueError(f"--gif needs image observations; {metadata['env']} has observations of shape {env.spec().observation.shape}.")
-
-        @jax.jit
-        def policy(params, observation, key):
-            action, extras = agent.act(params, observation, key)
-            return jax.numpy.argmax(extras["logits"], axis=-1) if greedy else action
-
+        policy = _policy(agent, greedy)
         key = jax.random.key(seed)
         timestep = env.reset()
         returns = np.full(episodes, np.nan)
-        frames = [timestep.observation[0, -1]] if record else []
+        frames = [_frame(timestep.observation[0])] if record else []
         for _ in range(max_steps):
             key, act_key = jax.random.split(key)
             timestep = env.step(np.asarray(policy(params, timestep.observation, act_key)))
             if record and np.isnan(returns[0]):
-                frames.append(timestep.observation[0, -1])
+                frames.append(_frame(timestep.observation[0]))
             finished = timestep.last & np.isnan(returns)
             returns[finished] = env.stats.episode_return[finished]
             if not np.isnan(returns).any():
@@ -75,10 +63,82 @@ def play(directory: str, episodes: int, *, seed: int = 0, greedy: bool = False, 
         env.close()
 
 
+def _play_jax(metadata, directory, episodes, seed, greedy, max_steps, record):
+    import jax
+
+    from podracer import envs
+
+    env = envs.wrap(envs.make(metadata["env"]))
+    agent, params, _ = load(directory, env.spec())
+    policy = _policy(agent, greedy)
+    step = jax.jit(jax.vmap(env.step))
+    key, reset_key = jax.random.split(jax.random.key(seed))
+    state, timestep = jax.jit(jax.vmap(env.reset))(jax.random.split(reset_key, episodes))
+    returns = np.full(episodes, np.nan)
+    frames = [_frame(np.asarray(timestep.observation[0]))] if record else []
+    for _ in range(max_steps):
+        key, act_key = jax.random.split(key)
+        state, timestep = step(state, policy(params, timestep.observation, act_key))
+        if record and np.isnan(returns[0]):
+            frames.append(_frame(np.asarray(timestep.observation[0])))
+        last = np.asarray(timestep.last)
+        finished = last & np.isnan(returns)
+        returns[finished] = np.asarray(state.stats.episode_return)[finished]
+        if not np.isnan(returns).any():
+            break
+    return returns, frames
+
+
+def _policy(agent, greedy: bool):
+    import jax
+
+    @jax.jit
+    def policy(params, observation, key):
+        action, extras = agent.act(params, observation, key)
+        return jax.numpy.argmax(extras["logits"], axis=-1) if greedy else action
+
+    return policy
+
+
+def _frame(observation) -> np.ndarray:
+    """A grayscale picture of one observation: the newest stacked frame, or a board scaled to 0 ... 255."""
+    observation = np.asarray(observation)
+    if observation.ndim == 3:
+        return observation[-1].astype(np.uint8)
+    return (255 * np.clip(observation, 0, 1)).astype(np.uint8)
+
+
+def play(directory: str, episodes: int, *, seed: int = 0, greedy: bool = False, max_steps: int = 100_000, record: bool = False):
+    """Returns of ``episodes`` episodes of a Sebulba (envpool) or Anakin (JAX) checkpoint, and the first
+    episode's frames when ``record`` (image or board observations)."""
+    from podracer import checkpoint
+
+    metadata = checkpoint.read_metadata(directory)
+    mode = metadata.get("mode")
+    if mode not in ("sebulba", "anakin"):
+        raise ValueError(f"{directory!r} holds a checkpoint of unknown mode {mode!r}.")
+    if record:
+        from podracer import envs
+        from podracer.envs.envpool import EnvpoolEnv
+
+        if mode == "anakin":
+            shape = envs.make(metadata["env"]).spec().observation.shape
+        else:
+            probe = EnvpoolEnv(metadata["env"], 1)
+            shape = probe.spec().observation.shape
+            probe.close()
+        if len(shape) < 2:
+            raise ValueError(f"--gif needs image or board observations; {metadata['env']} has observations of shape {shape}.")
+    play_fn = _play_host if mode == "sebulba" else _play_jax
+    return play_fn(metadata, directory, episodes, seed, greedy, max_steps, record)
+
+
 def write_gif(frames, path: str, fps: int = 15) -> None:
     from PIL import Image
 
-    images = [Image.fromarray(np.asarray(f, np.uint8)).resize((168, 168), Image.NEAREST) for f in frames]
+    height, width = np.asarray(frames[0]).shape
+    scale = max(1, 168 // max(height, width))
+    images = [Image.fromarray(np.asarray(f, np.uint8)).resize((width * scale, height * scale), Image.NEAREST) for f in frames]
     images[0].save(path, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
 
 

@@ -32,7 +32,7 @@ def test_evaluate_plays_the_saved_agent(cartpole_checkpoint):
     assert "episode 0: return" in out.stdout and "mean return" in out.stdout
     out = subprocess.run([sys.executable, "-m", "podracer.evaluate", "--checkpoint", directory, "--gif", "x.gif"],
                          capture_output=True, text=True, timeout=300)
-    assert out.returncode == 2 and "--gif needs image observations; CartPole-v1 has observations of shape (4,)" in out.stderr
+    assert out.returncode == 2 and "--gif needs image or board observations; CartPole-v1 has observations of shape (4,)" in out.stderr
 
 
 def test_write_gif_writes_every_frame(tmp_path):
@@ -43,3 +43,24 @@ def test_write_gif_writes_every_frame(tmp_path):
     write_gif(frames, str(path))
     with Image.open(path) as gif:
         assert gif.n_frames == 7 and gif.size == (168, 168)
+
+
+def test_evaluate_plays_an_anakin_checkpoint_and_writes_a_gif(tmp_path):
+    import os
+    from pathlib import Path
+
+    from PIL import Image
+
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    directory, gif = tmp_path / "catch", tmp_path / "catch.gif"
+    out = subprocess.run([sys.executable, str(root / "examples" / "anakin_catch.py"), "--cpu-devices", "2",
+                          "--checkpoint-dir", str(directory)], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr
+    out = subprocess.run([sys.executable, "-m", "podracer.evaluate", "--checkpoint", str(directory), "--episodes", "20",
+                          "--greedy", "--gif", str(gif)], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr
+    mean = float(out.stdout.split("mean return")[1].split()[0])
+    assert mean >= 0.9  # the solved policy catches the ball
+    with Image.open(gif) as image:
+        assert image.n_frames == 10 and image.size == (80, 160)  # reset + 9 steps of a 10 x 5 board, scaled 16x
