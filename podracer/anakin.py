@@ -302,25 +302,15 @@ class AnakinConfig:
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}.")
         parallel.check_divisible(self.num_updates, self.updates_per_call, "num_updates", "updates per call (--updates-per-call)")
-        if self.num_processes is not None and self.process_id is not None:
-            if not 0 <= self.process_id < self.num_processes:
-                raise ValueError(
-                    f"process_id {self.process_id} is out of range for {self.num_processes} processes "
-                    f"(expected 0 ... {self.num_processes - 1})."
-                )
+        parallel.check_process_id(self.num_processes, self.process_id)
 
     def agent_hyperparameters(self) -> dict:
         """The agent's config fields that this run sets."""
-        fields = {f.name for f in dataclasses.fields(agents.config_class(self.agent))}
-        hyper = {"discount": self.discount, "entropy_coef": self.entropy_coef, "hidden_sizes": self.hidden_sizes}
-        for name in ("num_epochs", "num_minibatches"):
-            value = getattr(self, name)
-            if value is None:
-                continue
-            if name not in fields:
-                raise ValueError(f"--{name.replace('_', '-')} does not apply to agent {self.agent!r}.")
-            hyper[name] = value
-        return hyper
+        return agents.select_hyperparameters(
+            self.agent,
+            {"discount": self.discount, "entropy_coef": self.entropy_coef, "hidden_sizes": self.hidden_sizes},
+            {"num_epochs": self.num_epochs, "num_minibatches": self.num_minibatches},
+        )
 
     def envs_per_device(self, num_global_devices: int) -> int:
         """Environments on each device, checking that a total splits evenly."""

@@ -21,6 +21,17 @@ DEVICE_AXIS = "device"
 BATCH_AXIS = "batch"
 
 
+def check_process_id(num_processes: int | None, process_id: int | None) -> None:
+    """A clear error for a process count below 1 or a process id outside 0 ... num_processes - 1."""
+    if num_processes is not None and num_processes < 1:
+        raise ValueError(f"num_processes must be >= 1, got {num_processes}.")
+    if num_processes is not None and process_id is not None and not 0 <= process_id < num_processes:
+        raise ValueError(
+            f"process_id {process_id} is out of range for {num_processes} processes "
+            f"(expected 0 ... {num_processes - 1})."
+        )
+
+
 def initialize(
     coordinator_address: str | None = None,
     num_processes: int | None = None,
@@ -46,13 +57,7 @@ def initialize(
             f"process_id; got coordinator_address={coordinator_address!r}, "
             f"num_processes={num_processes!r}, process_id={process_id!r}."
         )
-    if num_processes < 1:
-        raise ValueError(f"num_processes must be >= 1, got {num_processes}.")
-    if not 0 <= process_id < num_processes:
-        raise ValueError(
-            f"process_id {process_id} is out of range for {num_processes} processes "
-            f"(expected 0 ... {num_processes - 1})."
-        )
+    check_process_id(num_processes, process_id)
     host, sep, port = coordinator_address.rpartition(":")
     if not sep or not host or not port.isdigit():
         raise ValueError(

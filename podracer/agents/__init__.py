@@ -32,6 +32,23 @@ def config_class(name: str):
     return _AGENTS[name][1]
 
 
+def select_hyperparameters(name: str, always: dict, if_set: dict) -> dict:
+    """``always`` plus the entries of ``if_set`` that are not None, which must be fields of agent ``name``'s config.
+
+    For command lines whose flags serve several agents: a flag set for an agent that
+    has no such hyper-parameter is an error naming the flag.
+    """
+    fields = {f.name for f in dataclasses.fields(config_class(name))}
+    hyper = dict(always)
+    for key, value in if_set.items():
+        if value is None:
+            continue
+        if key not in fields:
+            raise ValueError(f"--{key.replace('_', '-')} does not apply to agent {name!r}.")
+        hyper[key] = value
+    return hyper
+
+
 def make(name: str, spec: EnvSpec, **hyper) -> Agent:
     """An agent by name; ``hyper`` sets fields of its config (unknown fields are an error)."""
     config_cls = config_class(name)
@@ -59,5 +76,6 @@ __all__ = [
     "masked_mean",
     "names",
     "policy_terms",
+    "select_hyperparameters",
     "transitions",
 ]

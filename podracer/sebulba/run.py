@@ -75,11 +75,7 @@ class SebulbaConfig:
         for name in ("total_env_steps", "actor_threads", "num_envs", "rollout_length", "queue_size", "log_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
-        if self.num_processes is not None and self.process_id is not None and not 0 <= self.process_id < self.num_processes:
-            raise ValueError(
-                f"process_id {self.process_id} is out of range for {self.num_processes} processes "
-                f"(expected 0 ... {self.num_processes - 1})."
-            )
+        parallel.check_process_id(self.num_processes, self.process_id)
         if self.resume and not self.checkpoint_dir:
             raise ValueError("--resume needs --checkpoint-dir.")
         if self.checkpoint_every < 1:
@@ -99,17 +95,11 @@ class SebulbaConfig:
         return 40.0 if agent_name == "impala" else 0.5
 
     def agent_hyperparameters(self, agent_name: str) -> dict:
-        fields = {f.name for f in dataclasses.fields(agents.config_class(agent_name))}
-        hyper = {"discount": self.discount, "entropy_coef": self.entropy_coef,
-                 "hidden_sizes": self.hidden_sizes, "torso": self.torso}
-        for name in ("num_epochs", "num_minibatches"):
-            value = getattr(self, name)
-            if value is None:
-                continue
-            if name not in fields:
-                raise ValueError(f"--{name.replace('_', '-')} does not apply to agent {agent_name!r}.")
-            hyper[name] = value
-        return hyper
+        return agents.select_hyperparameters(
+            agent_name,
+            {"discount": self.discount, "entropy_coef": self.entropy_coef, "hidden_sizes": self.hidden_sizes, "torso": self.torso},
+            {"num_epochs": self.num_epochs, "num_minibatches": self.num_minibatches},
+        )
 
 
 class Layout(NamedTuple):
