@@ -36,6 +36,34 @@ def load(directory: str, spec):
     return agent, state.params, metadata
 
 
+def _episodes(policy, params, timestep, step, key, episodes: int, max_steps: int, record: bool):
+    """Plays until each of the ``episodes`` environments has ended one episode.
+
+    ``step(action) -> (timestep, running episode returns)``. Returns the returns, and
+    the first environment's frames until its episode ends when ``record``.
+    """
+    import jax
+
+    returns = np.full(episodes, np.nan)
+    frames = [_frame(timestep.observation[0])] if record else []
+    for _ in range(max_steps):
+        key, act_key = jax.random.split(key)
+        timestep, episode_returns = step(policy(params, timestep.observation, act_key))
+        if record and np.isnan(returns[0]):
+            frames.append(_frame(timestep.observation[0]))
+        finished = np.asarray(timestep.last) & np.isnan(returns)
+        returns[finished] = np.asarray(episode_returns)[finished]
+        if not np.isnan(returns).any():
+            break
+    return returns, frames
+
+
+def _check_recordable(metadata, spec) -> None:
+    if len(spec.observation.shape) < 2:
+        raise ValueError(f"--gif needs image or board observations; {metadata['env']} has observations of shape "
+                         f"{spec.observation.shape}.")
+
+
 def _play_host(metadata, directory, episodes, seed, greedy, max_steps, record):
     import jax
 
@@ -43,22 +71,16 @@ def _play_host(metadata, directory, episodes, seed, greedy, max_steps, record):
 
     env = EnvpoolEnv(metadata["env"], episodes, seed=seed)
     try:
+        if record:
+            _check_recordable(metadata, env.spec())
         agent, params, _ = load(directory, env.spec())
-        policy = _policy(agent, greedy)
+
+        def step(action):
+            timestep = env.step(np.asarray(action))
+            return timestep, env.stats.episode_return
+
         key = jax.random.key(seed)
-        timestep = env.reset()
-        returns = np.full(episodes, np.nan)
-        frames = [_frame(timestep.observation[0])] if record else []
-        for _ in range(max_steps):
-            key, act_key = jax.random.split(key)
-            timestep = env.step(np.asarray(policy(params, timestep.observation, act_key)))
-            if record and np.isnan(returns[0]):
-                frames.append(_frame(timestep.observation[0]))
-            finished = timestep.last & np.isnan(returns)
-            returns[finished] = env.stats.episode_return[finished]
-            if not np.isnan(returns).any():
-                break
-        return returns, frames
+        return _episodes(_policy(agent, greedy), params, env.reset(), step, key, episodes, max_steps, record)
     finally:
         env.close()
 
@@ -69,24 +91,19 @@ def _play_jax(metadata, directory, episodes, seed, greedy, max_steps, record):
     from podracer import envs
 
     env = envs.wrap(envs.make(metadata["env"]))
+    if record:
+        _check_recordable(metadata, env.spec())
     agent, params, _ = load(directory, env.spec())
-    policy = _policy(agent, greedy)
-    step = jax.jit(jax.vmap(env.step))
     key, reset_key = jax.random.split(jax.random.key(seed))
     state, timestep = jax.jit(jax.vmap(env.reset))(jax.random.split(reset_key, episodes))
-    returns = np.full(episodes, np.nan)
-    frames = [_frame(np.asarray(timestep.observation[0]))] if record else []
-    for _ in range(max_steps):
-        key, act_key = jax.random.split(key)
-        state, timestep = step(state, policy(params, timestep.observation, act_key))
-        if record and np.isnan(returns[0]):
-            frames.append(_frame(np.asarray(timestep.observation[0])))
-        last = np.asarray(timestep.last)
-        finished = last & np.isnan(returns)
-        returns[finished] = np.asarray(state.stats.episode_return)[finished]
-        if not np.isnan(returns).any():
-            break
-    return returns, frames
+    jitted_step = jax.jit(jax.vmap(env.step))
+
+    def step(action):
+        nonlocal state
+        state, timestep = jitted_step(state, action)
+        return timestep, state.stats.episode_return
+
+    return _episodes(_policy(agent, greedy), params, timestep, step, key, episodes, max_steps, record)
 
 
 def _policy(agent, greedy: bool):
@@ -117,18 +134,6 @@ def play(directory: str, episodes: int, *, seed: int = 0, greedy: bool = False, 
     mode = metadata.get("mode")
     if mode not in ("sebulba", "anakin"):
         raise ValueError(f"{directory!r} holds a checkpoint of unknown mode {mode!r}.")
-    if record:
-        from podracer import envs
-        from podracer.envs.envpool import EnvpoolEnv
-
-        if mode == "anakin":
-            shape = envs.make(metadata["env"]).spec().observation.shape
-        else:
-            probe = EnvpoolEnv(metadata["env"], 1)
-            shape = probe.spec().observation.shape
-            probe.close()
-        if len(shape) < 2:
-            raise ValueError(f"--gif needs image or board observations; {metadata['env']} has observations of shape {shape}.")
     play_fn = _play_host if mode == "sebulba" else _play_jax
     return play_fn(metadata, directory, episodes, seed, greedy, max_steps, record)
 
