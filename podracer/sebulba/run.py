@@ -167,7 +167,8 @@ def train(
     try:
         spec = envs[0].spec()
         agent_name = config.agent_name(len(spec.observation.shape))
-        agent = agents.make(agent_name, spec, **config.agent_hyperparameters(agent_name))
+        hyperparameters = config.agent_hyperparameters(agent_name)
+        agent = agents.make(agent_name, spec, **hyperparameters)
         # Every process feeds one trajectory per update; the update averages over all of them.
         steps_per_update = config.rollout_length * config.num_envs * jax.process_count()
         num_updates = math.ceil(config.total_env_steps / steps_per_update)
@@ -181,7 +182,7 @@ def train(
         example = np.zeros((1, *spec.observation.shape), spec.observation.dtype)
         state = init_learner_state(agent, optimizer, learner_key, example)
         metadata = {"mode": "sebulba", "env": getattr(envs[0], "task_id", config.env), "agent": agent_name,
-                    "agent_hyperparameters": config.agent_hyperparameters(agent_name), "seed": config.seed}
+                    "agent_hyperparameters": hyperparameters, "seed": config.seed}
         updates = 0
         if config.checkpoint_dir:
             found = checkpoint.steps(config.checkpoint_dir)
