@@ -2,7 +2,7 @@
 
 In one run, at the run's own batch sizes:
 1. the raw envpool ceiling (random actions, the same task, envs and threads);
-2. each stage alone: envpool step, ``act`` on the actor batch, the learner step on the
+2. each stage alone: envpool step and ``act`` on one environment group, the learner step on the
    learner batch, as seconds per environment step;
 3. the bound: per-step times added when the stages share the same cores (JAX on the
    CPU), the slowest stage when they run on separate hardware (actors and learners on
@@ -80,18 +80,19 @@ def stage_seconds(cfg, repeats: int) -> dict[str, float]:
     from podracer.types import TimeStep, Trajectory
 
     layout = resolve_layout(cfg.actor_devices, cfg.learner_devices, cfg.num_envs)
-    env = EnvpoolEnv(cfg.env, cfg.num_envs, seed=0, num_threads=cfg.envpool_threads)
-    spec = env.spec()
     b, t = cfg.num_envs, cfg.rollout_length
+    g = b // cfg.groups(layout.actor_devices[0].platform)  # envpool and act see one group at a time
+    env = EnvpoolEnv(cfg.env, g, seed=0, num_threads=cfg.envpool_threads)
+    spec = env.spec()
     rng = np.random.default_rng(0)
     env.reset()
-    env_step = _median_seconds(lambda: env.step(rng.integers(0, spec.num_actions, b)), repeats * 10)
+    env_step = _median_seconds(lambda: env.step(rng.integers(0, spec.num_actions, g)), repeats * 10)
     env.close()
 
     name = cfg.agent_name(len(spec.observation.shape))
     agent = agents.make(name, spec, **cfg.agent_hyperparameters(name))
     optimizer = make_optimizer(cfg.learning_rate, cfg.grad_clip(name))
-    obs = np.zeros((b, *spec.observation.shape), spec.observation.dtype)
+    obs = np.zeros((g, *spec.observation.shape), spec.observation.dtype)
     state = init_learner_state(agent, optimizer, jax.random.key(0), obs[:1])
     device = layout.actor_devices[0]
     params = jax.device_put(state.params, device)
@@ -108,12 +109,13 @@ def stage_seconds(cfg, repeats: int) -> dict[str, float]:
     p_step = parallel.pmap(make_learner_step(agent, optimizer, axis_names=(parallel.DEVICE_AXIS,), unroll=unroll), layout.learner_devices)
     ts = TimeStep(np.zeros((t + 1, b, *spec.observation.shape), spec.observation.dtype), np.zeros((t + 1, b), np.float32),
                   np.ones((t + 1, b), np.float32), np.zeros((t + 1, b), bool))
-    trajectory = Trajectory(ts, np.zeros((t + 1, b), np.int32), jax.device_get(act(params, jax.device_put(obs, device), key)[1]))
+    extras = jax.device_get(act(params, jax.device_put(np.zeros((b, *obs.shape[1:]), obs.dtype), device), key)[1])
+    trajectory = Trajectory(ts, np.zeros((t + 1, b), np.int32), extras)
     trajectory = trajectory._replace(extras=jax.tree.map(lambda x: np.broadcast_to(x, (t + 1, *x.shape)), trajectory.extras))
     sharded = parallel.shard(_split_for_learners(trajectory, len(layout.learner_devices)), layout.learner_devices)
     replicated = parallel.replicate(state, layout.learner_devices)
     learn = _median_seconds(lambda: jax.block_until_ready(p_step(replicated, sharded)), repeats)
-    return {"env": env_step / b, "act": act_step / b, "learn": learn / (t * b), "platform": layout.learner_devices[0].platform,
+    return {"env": env_step / g, "act": act_step / g, "learn": learn / (t * b), "platform": layout.learner_devices[0].platform,
             "agent": name}
 
 
@@ -137,8 +139,10 @@ def main(argv=None):
 
     steps_per_update = cfg.rollout_length * cfg.num_envs
     cfg = SebulbaConfig(**{**fields, "total_env_steps": args.updates * steps_per_update, "log_every": 1})
+    groups = cfg.groups(jax.local_devices()[(cfg.actor_devices or (0,))[0]].platform)
     machine = f"{platform.node()}: {jax.devices()[0].device_kind} x{jax.device_count()} [{jax.default_backend()}], {parallel.available_cores()} cores"
-    print(f"# Sebulba throughput on {machine}, jax {jax.__version__}: {cfg.env}, {cfg.num_envs} envs x {cfg.actor_threads} actor thread(s), rollout {cfg.rollout_length}", flush=True)
+    print(f"# Sebulba throughput on {machine}, jax {jax.__version__}: {cfg.env}, {cfg.num_envs} envs ({groups} group(s)) "
+          f"x {cfg.actor_threads} actor thread(s), rollout {cfg.rollout_length}", flush=True)
 
     ceiling = envpool_ceiling(cfg, args.ceiling_steps)
     print(f"envpool ceiling (random actions): {ceiling:,.0f} env steps/s", flush=True)
@@ -155,16 +159,16 @@ def main(argv=None):
     last = result.history[1:] or result.history
     breakdown = {k: sum(h[k] for h in last) for k in ("learn_s", "learner_wait_s", "actor_env_s", "actor_act_s", "actor_ship_s", "actor_put_wait_s")}
     row = {
-        "env": cfg.env, "agent": stages["agent"], "num_envs": cfg.num_envs, "actor_threads": cfg.actor_threads,
+        "env": cfg.env, "agent": stages["agent"], "num_envs": cfg.num_envs, "env_groups": groups, "actor_threads": cfg.actor_threads,
         "rollout_length": cfg.rollout_length, "envpool_ceiling_sps": ceiling, "bound_sps": bound,
         "end_to_end_sps": end_to_end, "efficiency": end_to_end / bound, "of_ceiling": end_to_end / ceiling,
         "stage_seconds_per_step": per_step, "breakdown_s": breakdown, "policy_lag": statistics.mean(h["policy_lag"] for h in last),
     }
     text = (
         f"Sebulba throughput on {machine}, jax {jax.__version__}\n\n"
-        "| env | agent | envs x threads | rollout | envpool ceiling | env ms/1k steps | act ms/1k | learn ms/1k | bound | end to end | of bound | of ceiling |\n"
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
-        f"| {cfg.env} | {row['agent']} | {cfg.num_envs} x {cfg.actor_threads} | {cfg.rollout_length} | {ceiling:,.0f} | "
+        "| env | agent | envs x threads | groups | rollout | envpool ceiling | env ms/1k steps | act ms/1k | learn ms/1k | bound | end to end | of bound | of ceiling |\n"
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        f"| {cfg.env} | {row['agent']} | {cfg.num_envs} x {cfg.actor_threads} | {groups} | {cfg.rollout_length} | {ceiling:,.0f} | "
         f"{per_step['env'] * 1e6:.1f} | {per_step['act'] * 1e6:.1f} | {per_step['learn'] * 1e6:.1f} | {bound:,.1f} | "
         f"{end_to_end:,.1f} | {100 * end_to_end / bound:.0f} % | {100 * end_to_end / ceiling:.1f} % |\n\n"
         "Time over the measured windows (s): " + ", ".join(f"{k} {v:.2f}" for k, v in breakdown.items())

@@ -72,18 +72,57 @@ def test_runs_the_exact_number_of_updates_and_joins_every_thread(devices):
         made.append(FakeHostEnv(num_envs))
         return made[-1]
 
-    config = _config(actor_threads=2)
+    config = _config(actor_threads=2, env_groups=2)
     result = train(config, make_env=make_env)
     assert result.updates == 6
     assert int(result.state.step[0]) == 6 and result.state.step.shape == (2,)  # on both learner devices
     leaves = jax.tree.leaves(result.state.params)
     assert all(np.array_equal(leaf[0], leaf[1]) for leaf in leaves)
-    assert len(made) == 2 and all(env.closed for env in made)
+    assert len(made) == 4 and all(env.closed for env in made)  # 2 threads x 2 groups of 4 envs
+    assert [env.num_envs for env in made] == [4] * 4
     assert not _threads()
     assert [h["env_steps"] for h in result.history] == [64.0, 128.0, 192.0]
     # Episodes of 5 steps paying 1 per step.
     assert result.history[-1]["episode_return"] == 5.0 and result.history[-1]["episode_length"] == 5.0
     assert {"sps", "fps", "learner_wait_s", "actor_env_s", "actor_put_wait_s", "policy_lag"} <= set(result.history[-1])
+
+
+class _LoggedEnv(FakeHostEnv):
+    def __init__(self, num_envs, name, log):
+        super().__init__(num_envs)
+        self.name, self.log = name, log
+
+    def send(self, action):
+        super().send(action)
+        self.log.append(("send", self.name))
+
+    def recv(self):
+        self.log.append(("recv", self.name))
+        return super().recv()
+
+
+@pytest.mark.parametrize("env_groups", [1, 2])
+def test_one_environment_group_steps_while_another_is_acted_on(env_groups, devices):
+    log, made = [], []
+
+    def make_env(seed, num_envs):
+        made.append(_LoggedEnv(num_envs, len(made), log))
+        return made[-1]
+
+    result = train(_config(env_groups=env_groups), make_env=make_env)
+    assert result.updates == 6 and len(made) == env_groups
+    in_flight, overlapped = set(), []
+    for event, name in log:
+        if event == "recv":
+            in_flight.remove(name)  # every recv follows that group's send
+            overlapped.append(bool(in_flight))  # is another group stepping while this one is acted on?
+        else:
+            assert name not in in_flight
+            in_flight.add(name)
+    assert len(overlapped) >= 6 * 4 * env_groups
+    assert all(overlapped) if env_groups == 2 else not any(overlapped)
+    with pytest.raises(ValueError, match=r"num_envs \(environments per actor thread\) = 8 is not divisible by the 3 env_groups; choose a multiple of 3\."):
+        _config(env_groups=3)
 
 
 def test_an_actor_exception_ends_the_run_with_its_traceback(devices):

@@ -13,7 +13,7 @@ import chex
 import jax
 import numpy as np
 
-from podracer.types import TimeStep
+from podracer.types import EpisodeStats, TimeStep
 
 State = Any
 
@@ -44,12 +44,19 @@ class HostEnv(Protocol):
     """A batch of ``num_envs`` environments stepped on the host (numpy arrays, leading axis B)."""
 
     num_envs: int
+    stats: EpisodeStats  # return and length so far of each environment's episode (raw rewards)
 
     def reset(self) -> TimeStep:
         """Starts every environment; returns their first time steps."""
 
+    def send(self, action: np.ndarray) -> None:
+        """Starts a step of every environment and returns at once (the environments step elsewhere)."""
+
+    def recv(self) -> TimeStep:
+        """Waits for the step :meth:`send` started; an environment after ``last`` starts a new episode."""
+
     def step(self, action: np.ndarray) -> TimeStep:
-        """Steps every environment; one after ``last`` starts a new episode."""
+        """``send`` then ``recv``."""
 
     def spec(self) -> EnvSpec:
         """Observation and action spaces of one environment."""

@@ -43,9 +43,16 @@ def _split_for_learners(trajectory: Trajectory, num_learners: int) -> Trajectory
     return jax.tree.map(split, trajectory)
 
 
+def _concat(parts):
+    """Entries of the environment groups -> one entry over their concatenated batch."""
+    if len(parts) == 1:
+        return parts[0]
+    return jax.tree.map(lambda *xs: np.concatenate(xs), *parts)
+
+
 def run_actor(
     *,
-    env: HostEnv,
+    envs: Sequence[HostEnv],
     act,
     device: jax.Device,
     learner_devices: Sequence[jax.Device],
@@ -55,7 +62,12 @@ def run_actor(
     queue: StopAwareQueue,
     stop: threading.Event,
 ) -> None:
-    """Steps ``env`` with the newest parameters and ships ``[T + 1, B]`` trajectories until ``stop``.
+    """Steps ``envs`` with the newest parameters and ships ``[T + 1, B]`` trajectories until ``stop``.
+
+    ``envs`` are groups of one batch (B is their sizes added up). While one group's
+    actions are being computed, the others step on envpool's threads: each group is
+    received, acted on and sent again in turn, so with two groups stepping and inference
+    overlap. With one group they take turns.
 
     Each trajectory starts with the previous one's last entry (observation and the action
     already chosen there). Parameters are refreshed between rollouts without waiting.
@@ -63,25 +75,34 @@ def run_actor(
     num_learners = len(parallel.local_devices(learner_devices))
     params, version = store.latest(device, stop)
     key = jax.device_put(key, device)
-    timestep: TimeStep = env.reset()
-    action, extras, key = act(params, jax.device_put(timestep.observation, device), key)
-    entry = (timestep, np.asarray(action), jax.device_get(extras))
+
+    def act_on(timestep):
+        nonlocal key
+        action, extras, key = act(params, jax.device_put(timestep.observation, device), key)
+        return timestep, np.asarray(action), jax.device_get(extras)
+
+    parts = [act_on(env.reset()) for env in envs]
+    for env, part in zip(envs, parts):
+        env.send(part[1])
+    entry = _concat(parts)
     while not stop.is_set():
         seconds = {"env": 0.0, "act": 0.0, "ship": 0.0, "put_wait": 0.0}
         entries, returns, lengths = [entry], [], []
         for _ in range(rollout_length):
-            start = time.perf_counter()
-            env.send(entry[1])
-            timestep = env.recv()
-            now = time.perf_counter()
-            seconds["env"] += now - start
-            if timestep.last.any():
-                returns.extend(env.stats.episode_return[timestep.last].tolist())
-                lengths.extend(env.stats.episode_length[timestep.last].tolist())
-            action, extras, key = act(params, jax.device_put(timestep.observation, device), key)
-            entry = (timestep, np.asarray(action), jax.device_get(extras))
-            seconds["act"] += time.perf_counter() - now
-            entries.append(entry)
+            for g, env in enumerate(envs):
+                start = time.perf_counter()
+                timestep = env.recv()
+                now = time.perf_counter()
+                seconds["env"] += now - start
+                if timestep.last.any():
+                    returns.extend(env.stats.episode_return[timestep.last].tolist())
+                    lengths.extend(env.stats.episode_length[timestep.last].tolist())
+                parts[g] = act_on(timestep)
+                env.send(parts[g][1])
+                seconds["act"] += time.perf_counter() - now
+            entries.append(_concat(parts))
+        # Every group is stepping now (its next action sent): shipping overlaps with them.
+        entry = entries[-1]
         start = time.perf_counter()
         trajectory = parallel.shard(_split_for_learners(_stack(entries), num_learners), learner_devices)
         seconds["ship"] = time.perf_counter() - start
