@@ -14,18 +14,19 @@ from podracer.types import EpisodeStats, TimeStep
 class FakeHostEnv:
     """A deterministic batch: observation [step in episode, env id], reward 1, episodes of ``length`` steps."""
 
-    def __init__(self, num_envs, length=5, fail_after=None, delay=0.0):
-        self.num_envs, self.length, self.fail_after, self.delay = num_envs, length, fail_after, delay
+    def __init__(self, num_envs, length=5, fail_after=None, delay=0.0, obs_size=2):
+        self.num_envs, self.length, self.fail_after, self.delay, self.obs_size = num_envs, length, fail_after, delay, obs_size
         self.steps = 0
         self.closed = False
         self._t = np.zeros(num_envs, np.int32)
         self.stats = EpisodeStats(np.zeros(num_envs, np.float32), np.zeros(num_envs, np.int32))
 
     def spec(self):
-        return EnvSpec(jax.ShapeDtypeStruct((2,), np.float32), num_actions=2)
+        return EnvSpec(jax.ShapeDtypeStruct((self.obs_size,), np.float32), num_actions=2)
 
     def _timestep(self, reward, last):
-        obs = np.stack([self._t.astype(np.float32), np.arange(self.num_envs, dtype=np.float32)], axis=1)
+        obs = np.zeros((self.num_envs, self.obs_size), np.float32)
+        obs[:, 0], obs[:, 1] = self._t, np.arange(self.num_envs)
         return TimeStep(obs, reward, np.where(last, 0.0, 1.0).astype(np.float32), last)
 
     def reset(self):
@@ -146,6 +147,16 @@ def test_the_stop_event_ends_the_run(devices):
     assert time.perf_counter() - start < 60
     assert 0 < result.updates < 10**9 // 32
     assert not _threads()
+
+
+def test_host_memory_stays_flat_over_a_long_run(devices):
+    """400 updates of 640 kB trajectories (256 MB if each were kept); resident memory after the
+    first 100 updates (compilation, allocator warm-up) may not grow by more than 32 MB."""
+    config = _config(total_env_steps=8 * 4 * 400, log_every=50, queue_size=4)
+    result = train(config, make_env=lambda seed, n: FakeHostEnv(n, obs_size=4096))
+    memory = [h["host_memory_mb"] for h in result.history]
+    assert len(memory) == 8 and memory[1] > 0
+    assert memory[-1] - memory[1] < 32, memory
 
 
 def test_bad_layouts_fail_at_start_up(devices):

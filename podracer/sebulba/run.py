@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import statistics
+import sys
 import threading
 import time
 from collections import deque
@@ -328,7 +330,20 @@ class _Window:
         out.update({f"actor_{k}_s": v for k, v in self.actor.items()})
         out["policy_lag"] = float(statistics.mean(self.lags))
         out["queue_size"] = float(queue_size)
+        out["host_memory_mb"] = host_memory_mb()
         return out
+
+
+def host_memory_mb() -> float:
+    """This process's resident memory in MiB (peak resident memory where /proc is missing)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
 
 
 def run(config: SebulbaConfig, stop: threading.Event | None = None) -> SebulbaResult:
