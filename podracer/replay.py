@@ -1,0 +1,218 @@
+"""Device-resident replay memory as pure functions: uniform or prioritized (sum tree).
+
+The state is a :class:`ReplayState` of arrays, so the memory lives wherever its
+caller runs: inside Anakin's compiled loop, or on each of Sebulba's learner devices
+(one shard per device under ``pmap``). Items are any pytree whose leaves have a
+leading item axis: single transitions, or fixed-length sequences together with the
+recurrent state at their start.
+
+Prioritized sampling keeps ``priority ** alpha`` of every slot in a sum tree with
+16 children per node (one array per level; node ``n`` of a level holds the sum of
+nodes ``16n ... 16n + 15`` of the level below; slot ``i`` is leaf ``i``), so drawing a
+batch and updating its priorities cost ``O(batch x log capacity)``: five levels for a
+million items, each one row gather and a 16-wide prefix sum per draw. New items get the largest priority seen so far.
+Sampling is stratified: the total mass is cut into ``batch_size`` equal segments and
+one item is drawn from each. Importance weights ``(size x P(i)) ** -beta`` are
+divided by the batch's largest.
+
+Checks: with concrete arguments (outside ``jit``) bad input raises ``ValueError``
+at once; traced, the same checks run as host callbacks whose ``ValueError`` surfaces
+from the compiled call.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+class ReplayState(NamedTuple):
+    items: chex.ArrayTree  # every leaf [capacity, ...]
+    tree: tuple[chex.Array, ...]  # float32 sum tree of priority ** alpha, by level: root [1], [K], [K ** 2], ..., leaves [K ** depth]
+    max_priority: chex.Array  # float32 []: largest priority ** alpha so far; new items get it
+    insert: chex.Array  # int32 []: slot the next item goes to
+    size: chex.Array  # int32 []: filled slots
+
+
+class Sample(NamedTuple):
+    indices: chex.Array  # int32 [batch]: slots, for update_priorities
+    items: chex.ArrayTree  # every leaf [batch, ...]
+    weights: chex.Array  # float32 [batch]: importance weights (1 for uniform sampling)
+    probabilities: chex.Array  # float32 [batch]: the probability each item had of being drawn
+
+
+def capacity_of(state: ReplayState) -> int:
+    return jax.tree.leaves(state.items)[0].shape[0]
+
+
+BRANCHING = 16  # children per node of the sum tree: fewer, wider levels suit vector hardware
+
+
+def _concrete(*xs) -> bool:
+    return not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(xs))
+
+
+def _raise_if(condition, message: str, *args) -> None:
+    """``ValueError(message.format(*args))`` when ``condition``: now if concrete, else from the compiled call."""
+    if _concrete(condition, *args):
+        if bool(np.asarray(condition)):
+            raise ValueError(message.format(*(np.asarray(a).tolist() for a in args)))
+        return
+
+    def check(condition, *args):
+        if bool(condition):
+            raise ValueError(message.format(*(np.asarray(a).tolist() for a in args)))
+
+    # Only a failing check calls back to the host: an unconditional callback costs about 1 ms a call.
+    jax.lax.cond(condition, lambda: jax.debug.callback(check, condition, *args), lambda: None)
+
+
+def init(item: chex.ArrayTree, capacity: int) -> ReplayState:
+    """An empty memory of ``capacity`` slots shaped like ``item`` (one item, no leading axis)."""
+    if capacity < 1:
+        raise ValueError(f"Replay capacity must be >= 1, got {capacity}.")
+    depth = 0
+    while BRANCHING**depth < capacity:
+        depth += 1
+    items = jax.tree.map(lambda x: jnp.zeros((capacity, *jnp.shape(x)), jnp.asarray(x).dtype), item)
+    tree = tuple(jnp.zeros(BRANCHING**level, jnp.float32) for level in range(depth + 1))
+    zero = jnp.zeros((), jnp.int32)
+    return ReplayState(items, tree, jnp.ones((), jnp.float32), zero, zero)
+
+
+def _set_leaves(tree: tuple[chex.Array, ...], slots: chex.Array, values: chex.Array) -> tuple[chex.Array, ...]:
+    """Writes leaf values and recomputes their ancestors, level by level (``O(len(slots) log capacity)``).
+
+    Each parent is recomputed from its children after the level below is written, so
+    slots that share ancestors (or repeat) leave a consistent tree.
+    """
+    levels = list(tree)
+    levels[-1] = levels[-1].at[slots].set(values)
+    nodes = slots
+    for level in range(len(levels) - 1, 0, -1):
+        nodes = nodes // BRANCHING
+        children = levels[level].reshape(-1, BRANCHING)[nodes]
+        levels[level - 1] = levels[level - 1].at[nodes].set(jnp.sum(children, axis=-1))
+    return tuple(levels)
+
+
+def add(state: ReplayState, items: chex.ArrayTree, mask: chex.Array | None = None) -> ReplayState:
+    """Writes ``items`` (leading axis N <= capacity) after the newest, overwriting the oldest when full.
+
+    They get the largest priority seen so far; items where ``mask`` is False get priority
+    0, so prioritized sampling never draws them (uniform sampling still can).
+    """
+    capacity = capacity_of(state)
+    n = jax.tree.leaves(items)[0].shape[0]
+    if n > capacity:
+        raise ValueError(f"Cannot add {n} items at once to a replay of capacity {capacity}.")
+    slots = (state.insert + jnp.arange(n, dtype=jnp.int32)) % capacity
+    stored = jax.tree.map(lambda buf, x: buf.at[slots].set(x.astype(buf.dtype)), state.items, items)
+    priority = jnp.full((n,), state.max_priority)
+    if mask is not None:
+        priority = jnp.where(mask, priority, 0.0)
+    tree = _set_leaves(state.tree, slots, priority)
+    return ReplayState(stored, tree, state.max_priority, (state.insert + n) % capacity, jnp.minimum(state.size + n, capacity))
+
+
+def sample(state: ReplayState, key: chex.PRNGKey, batch_size: int, *, prioritized: bool = True, beta: float = 0.4) -> Sample:
+    """``batch_size`` items: in proportion to ``priority ** alpha`` when ``prioritized``, else uniformly.
+
+    The batch may not be larger than the filled size (nor, prioritized, may all priorities be 0).
+    """
+    _raise_if(state.size < batch_size, "Cannot sample a batch of {} from a replay holding {} items.", batch_size, state.size)
+    if not prioritized:
+        indices = jax.random.randint(key, (batch_size,), 0, jnp.maximum(state.size, 1), dtype=jnp.int32)
+        probabilities = jnp.full((batch_size,), 1.0, jnp.float32) / jnp.maximum(state.size, 1)
+        items = jax.tree.map(lambda x: x[indices], state.items)
+        return Sample(indices, items, jnp.ones((batch_size,), jnp.float32), probabilities)
+    total = state.tree[0][0]
+    _raise_if(total <= 0, "Cannot sample by priority: every priority in the replay is 0.")
+    # Stratified: one draw from each of batch_size equal segments of the total mass.
+    u = (jnp.arange(batch_size, dtype=jnp.float32) + jax.random.uniform(key, (batch_size,))) * (total / batch_size)
+    u = jnp.minimum(u, total * (1.0 - 1e-6))
+    nodes = jnp.zeros((batch_size,), jnp.int32)
+    columns = jnp.arange(BRANCHING, dtype=jnp.int32)
+    prefix = jnp.triu(jnp.ones((BRANCHING, BRANCHING), jnp.float32))  # x @ prefix: running sums (XLA:CPU's cumsum is slow)
+    for level in state.tree[1:]:
+        children = level.at[nodes[:, None] * BRANCHING + columns].get(mode="promise_in_bounds")  # [batch, K]
+        passed = children @ prefix <= u[:, None]  # children whose mass lies wholly below u
+        child = jnp.minimum(jnp.sum(passed, axis=-1, dtype=jnp.int32), BRANCHING - 1)
+        u = u - jnp.sum(jnp.where(passed, children, 0.0), axis=-1)
+        nodes = nodes * BRANCHING + child
+    # Float rounding can step past the last filled slot into empty (priority 0) ones.
+    indices = jnp.minimum(nodes, state.size - 1)
+    probabilities = state.tree[-1][indices] / total
+    weights = (state.size.astype(jnp.float32) * jnp.maximum(probabilities, 1e-12)) ** -beta
+    weights = weights / jnp.max(weights)
+    items = jax.tree.map(lambda x: x[indices], state.items)
+    return Sample(indices, items, weights, probabilities)
+
+
+def update_priorities(state: ReplayState, indices: chex.Array, priorities: chex.Array, *, alpha: float = 0.6) -> ReplayState:
+    """Sets the priorities of ``indices`` (raw, >= 0; stored as ``priority ** alpha``)."""
+    priorities = jnp.asarray(priorities, jnp.float32)
+    _raise_if(jnp.any(jnp.isnan(priorities)), "Replay priorities must not be NaN; got {} NaN value(s).", jnp.sum(jnp.isnan(priorities)))
+    _raise_if(jnp.any(priorities < 0), "Replay priorities must be >= 0; got {}.", jnp.min(priorities))
+    values = priorities**alpha
+    tree = _set_leaves(state.tree, indices.astype(jnp.int32), values)
+    return state._replace(tree=tree, max_priority=jnp.maximum(state.max_priority, jnp.max(values)))
+
+
+def sequence_priorities(abs_td: chex.Array, mask: chex.Array | None = None, *, eta: float = 0.9, axis: int = -1) -> chex.Array:
+    """R2D2's priority of a sequence: ``eta x max |td| + (1 - eta) x mean |td|`` over ``axis``."""
+    if mask is None:
+        mask = jnp.ones_like(abs_td)
+    mask = mask.astype(abs_td.dtype)
+    largest = jnp.max(abs_td * mask, axis=axis)
+    mean = jnp.sum(abs_td * mask, axis=axis) / jnp.maximum(jnp.sum(mask, axis=axis), 1.0)
+    return eta * largest + (1.0 - eta) * mean
+
+
+class RateLimiter(NamedTuple):
+    """Holds ``sampled ~ replay_ratio x (inserted - min_size)``: learning waits for data, and data for learning.
+
+    Counters are items; a learner may take a batch of ``B`` while
+    ``sampled + B <= replay_ratio x (inserted - min_size) + B`` (one batch of slack), so
+    the achieved ratio stays within one batch of the target at every point of a run.
+    """
+
+    inserted: chex.Array  # int32 []: items inserted so far
+    sampled: chex.Array  # int32 []: items sampled for learning so far
+
+    @staticmethod
+    def create() -> RateLimiter:
+        zero = jnp.zeros((), jnp.int32)
+        return RateLimiter(zero, zero)
+
+    def insert(self, n) -> RateLimiter:
+        return self._replace(inserted=self.inserted + n)
+
+    def can_sample(self, batch_size: int, replay_ratio: float, min_size: int) -> chex.Array:
+        ready = self.inserted >= min_size
+        allowance = replay_ratio * (self.inserted - min_size).astype(jnp.float32)
+        return ready & (self.sampled.astype(jnp.float32) <= allowance)
+
+    def sample(self, n) -> RateLimiter:
+        return self._replace(sampled=self.sampled + n)
+
+    def ratio(self, min_size: int) -> chex.Array:
+        """Items sampled per item inserted since learning could start."""
+        return self.sampled.astype(jnp.float32) / jnp.maximum(self.inserted - min_size, 1).astype(jnp.float32)
+
+
+__all__ = [
+    "RateLimiter",
+    "ReplayState",
+    "Sample",
+    "add",
+    "capacity_of",
+    "init",
+    "sample",
+    "sequence_priorities",
+    "update_priorities",
+]
