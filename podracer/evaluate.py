@@ -86,14 +86,24 @@ def _play_host(metadata, directory, episodes, seed, greedy, max_steps, record):
 
 
 def _play_jax(metadata, directory, episodes, seed, greedy, max_steps, record):
+    from podracer import envs
+
+    env = envs.make(metadata["env"])
+    if record:
+        _check_recordable(metadata, env.spec())
+    agent, params, _ = load(directory, env.spec())
+    return play_jax(env, agent, params, episodes, seed=seed, greedy=greedy, max_steps=max_steps, record=record)
+
+
+def play_jax(env, agent, params, episodes: int, *, seed: int = 0, greedy: bool = False, max_steps: int = 100_000,
+             record: bool = False):
+    """Returns of ``episodes`` episodes (one per environment, all at once) of ``agent`` with ``params``
+    (one copy, not replicated) on the JAX environment ``env``; the first one's frames when ``record``."""
     import jax
 
     from podracer import envs
 
-    env = envs.wrap(envs.make(metadata["env"]))
-    if record:
-        _check_recordable(metadata, env.spec())
-    agent, params, _ = load(directory, env.spec())
+    env = envs.wrap(env)
     key, reset_key = jax.random.split(jax.random.key(seed))
     state, timestep = jax.jit(jax.vmap(env.reset))(jax.random.split(reset_key, episodes))
     jitted_step = jax.jit(jax.vmap(env.step))
@@ -112,7 +122,10 @@ def _policy(agent, greedy: bool):
     @jax.jit
     def policy(params, observation, key):
         action, extras = agent.act(params, observation, key)
-        return jax.numpy.argmax(extras["logits"], axis=-1) if greedy else action
+        if not greedy:
+            return action
+        scores = extras["logits"] if "logits" in extras else extras["q_values"]  # policy agents / value agents
+        return jax.numpy.argmax(scores, axis=-1).astype(jax.numpy.int32)
 
     return policy
 
@@ -152,7 +165,7 @@ def main(argv=None) -> int:
     parser.add_argument("--checkpoint", required=True, help="a --checkpoint-dir of a run")
     parser.add_argument("--episodes", type=int, default=5, help="episodes to play (default: 5)")
     parser.add_argument("--gif", default=None, help="write the first episode to this GIF (image observations)")
-    parser.add_argument("--greedy", action="store_true", help="take the most likely action instead of sampling")
+    parser.add_argument("--greedy", action="store_true", help="take the most likely (or, for value-based agents, the highest-valued) action instead of the behaviour policy's")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     args = parser.parse_args(argv)
     if args.episodes < 1:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import chex
 import jax
@@ -10,17 +12,46 @@ import jax.flatten_util
 import jax.numpy as jnp
 import optax
 
+from podracer import replay as replay_lib
 from podracer.agents.base import Agent
-from podracer.types import LearnerState, Metrics, Params, Trajectory
+from podracer.types import LearnerState, Metrics, Params, TimeStep, Trajectory
 
 LearnerStep = Callable[[LearnerState, Trajectory], tuple[LearnerState, Metrics]]
 
 
+class ReplayExtra(NamedTuple):
+    """What the learner of a replay-based agent keeps besides parameters (``LearnerState.extra``)."""
+
+    target_params: Params
+    replay: replay_lib.ReplayState  # this learner device's shard
+    limiter: replay_lib.RateLimiter
+    sgd_steps: chex.Array  # int32 []: gradient steps taken (target updates count them)
+
+
 def init_learner_state(agent: Agent, optimizer: optax.GradientTransformation, key: chex.PRNGKey, observation) -> LearnerState:
-    """Fresh parameters (from ``key``) for ``observation``-shaped inputs, optimizer state, step 0."""
+    """Fresh parameters (from ``key``) for ``observation``-shaped inputs, optimizer state, step 0.
+
+    A replay-based agent also gets its target network and an empty replay shard, whose
+    items are shaped after a trajectory of ``observation[:1]``.
+    """
     params_key, learner_key = jax.random.split(key)
     params = agent.init(params_key, observation)
-    return LearnerState(params, optimizer.init(params), learner_key, jnp.zeros((), jnp.int32))
+    extra = None
+    if agent.replay is not None:
+        spec = agent.replay
+        one = jax.tree.map(lambda x: x[:1], observation)
+
+        def example_items(params):
+            action, extras = agent.act(params, one, jax.random.key(0))
+            timestep = TimeStep(one, jnp.zeros(1), jnp.ones(1), jnp.zeros(1, bool))
+            pair = lambda x: jnp.stack([x, x])  # noqa: E731
+            trajectory = Trajectory(jax.tree.map(pair, timestep), pair(action), jax.tree.map(pair, extras))
+            return spec.make_items(trajectory)[0]
+
+        item = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), jax.eval_shape(example_items, params))
+        zero = jnp.zeros((), jnp.int32)
+        extra = ReplayExtra(params, replay_lib.init(item, spec.capacity), replay_lib.RateLimiter.create(), zero)
+    return LearnerState(params, optimizer.init(params), learner_key, jnp.zeros((), jnp.int32), extra)
 
 
 def _reduce_flat(tree, axis_names: Sequence[str], reduce):
@@ -116,8 +147,12 @@ def make_learner_step(
     batch axis the caller vmaps over) and apply the optimizer. Metrics are averaged over
     minibatches, epochs and ``axis_names``, so they are the same on every device.
     ``unroll`` writes the epoch and minibatch loops out instead of scanning them.
+
+    A replay-based agent (``agent.replay`` set) gets :func:`make_replay_learner_step`.
     """
     axis_names = tuple(axis_names)
+    if agent.replay is not None:
+        return make_replay_learner_step(agent, optimizer, axis_names=axis_names, unroll=unroll)
     grad_fn = jax.value_and_grad(agent.loss, has_aux=True)
 
     def sgd_step(carry, minibatch):
@@ -156,6 +191,78 @@ def make_learner_step(
     return learner_step
 
 
+def make_replay_learner_step(
+    agent: Agent,
+    optimizer: optax.GradientTransformation,
+    *,
+    axis_names: Sequence[str] = (),
+    unroll: bool = False,
+) -> LearnerStep:
+    """``learner_step(state, trajectory) -> (state, metrics)`` for a replay-based agent.
+
+    The trajectory's items go into this device's replay shard; then up to
+    ``ceil(replay_ratio x items / batch_size) + 1`` gradient steps run, each only while
+    the rate limiter allows (a ``lax.cond``, so a skipped step costs nothing): each
+    samples a batch from the shard (by priority or uniformly), averages its gradient
+    over ``axis_names``, updates the priorities and the target network. Every shard
+    receives the same number of items, so every device takes the same steps. Metrics:
+    the loss terms averaged over the steps taken, ``sgd_steps`` taken in this call,
+    ``replay_size`` and the achieved ``replay_ratio`` since learning could start.
+    """
+    spec = agent.replay
+    axis_names = tuple(axis_names)
+    grad_fn = jax.value_and_grad(spec.loss, has_aux=True)
+
+    def target_update(params, target, sgd_steps):
+        if spec.target_tau is not None:
+            return optax.incremental_update(params, target, spec.target_tau)
+        copy = sgd_steps % spec.target_period == 0
+        return jax.tree.map(lambda p, t: jnp.where(copy, p, t), params, target)
+
+    def sgd_step(carry, key):
+        params, opt_state, extra = carry
+        sample_key, loss_key = jax.random.split(key)
+        sample = replay_lib.sample(extra.replay, sample_key, spec.batch_size, prioritized=spec.prioritized,
+                                   beta=spec.importance_exponent)
+        (_, (metrics, priorities)), grads = grad_fn(params, extra.target_params, sample.items, sample.weights, loss_key)
+        grads = pmean_flat(grads, axis_names)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        params = optax.apply_updates(params, updates)
+        memory = extra.replay
+        if spec.prioritized:
+            memory = replay_lib.update_priorities(memory, sample.indices, priorities, alpha=spec.priority_exponent)
+        sgd_steps = extra.sgd_steps + 1
+        extra = ReplayExtra(target_update(params, extra.target_params, sgd_steps), memory,
+                            extra.limiter.sample(spec.batch_size), sgd_steps)
+        return (params, opt_state, extra), {**metrics, "grad_norm": optax.tree.norm(grads)}
+
+    def maybe_step(carry, key):
+        params, opt_state, extra = carry
+        allowed = extra.limiter.can_sample(spec.batch_size, spec.replay_ratio, spec.min_size)
+        zeros = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(sgd_step, carry, key)[1])
+        carry, metrics = jax.lax.cond(allowed, sgd_step, lambda c, k: (c, zeros), carry, key)
+        return carry, (metrics, allowed.astype(jnp.float32))
+
+    def learner_step(state: LearnerState, trajectory: Trajectory) -> tuple[LearnerState, Metrics]:
+        key, step_key = jax.random.split(state.key)
+        items, mask = spec.make_items(trajectory)
+        num_items = jax.tree.leaves(items)[0].shape[0]
+        extra = state.extra
+        extra = extra._replace(replay=replay_lib.add(extra.replay, items, mask), limiter=extra.limiter.insert(num_items))
+        max_steps = math.ceil(spec.replay_ratio * num_items / spec.batch_size) + 1
+        (params, opt_state, extra), (metrics, taken) = _loop(
+            maybe_step, (state.params, state.opt_state, extra), jax.random.split(step_key, max_steps), max_steps, unroll
+        )
+        steps = jnp.sum(taken)
+        metrics = jax.tree.map(lambda m: jnp.sum(m * taken) / jnp.maximum(steps, 1.0), metrics)
+        metrics = pmean_flat(metrics, axis_names)
+        metrics.update(sgd_steps=steps, replay_size=extra.replay.size.astype(jnp.float32),
+                       replay_ratio=extra.limiter.ratio(spec.min_size))
+        return LearnerState(params, opt_state, key, state.step + 1, extra), metrics
+
+    return learner_step
+
+
 def should_unroll(observation_rank: int, platform: str) -> bool:
     """Whether learner loops must be written out: convolutional losses (image observations) on XLA:CPU.
 
@@ -172,4 +279,4 @@ def make_optimizer(learning_rate: float, max_grad_norm: float | None = 0.5, eps:
     return adam if max_grad_norm is None else optax.chain(optax.clip_by_global_norm(max_grad_norm), adam)
 
 
-__all__ = ["LearnerStep", "init_learner_state", "make_learner_step", "make_optimizer", "permutation", "pmean_flat", "psum_flat", "should_unroll"]
+__all__ = ["LearnerStep", "ReplayExtra", "init_learner_state", "make_replay_learner_step", "make_learner_step", "make_optimizer", "permutation", "pmean_flat", "psum_flat", "should_unroll"]

@@ -139,3 +139,27 @@ class ActorCritic(nn.Module):
         x, batch_shape = self._flatten(observation)
         h_pi = self.torso_net(x) if self._shared else self.policy_torso(x)
         return self.policy_head(h_pi).reshape(*batch_shape, self.num_actions)
+
+
+class QNetwork(nn.Module):
+    """Action values from one observation (any leading batch axes): a torso and a linear head.
+
+    ``torso`` as in :class:`ActorCritic` (MLPs use ReLU here, as value-based agents usually do).
+    """
+
+    num_actions: int
+    obs_rank: int
+    hidden_sizes: Sequence[int] = (64, 64)
+    activation: str = "relu"
+    torso: str = "auto"
+
+    @nn.compact
+    def __call__(self, observation):
+        kind = choose_torso(self.torso, self.obs_rank)
+        batch_shape = observation.shape[: observation.ndim - self.obs_rank]
+        if kind == "mlp":
+            x = jnp.reshape(observation, (-1, math.prod(observation.shape[len(batch_shape):]))).astype(jnp.float32)
+            x = MLP(self.hidden_sizes, self.activation)(x)
+        else:
+            x = (ImpalaResNet() if kind == "impala" else NatureCNN())(to_nhwc(observation))
+        return nn.Dense(self.num_actions)(x).reshape(*batch_shape, self.num_actions)

@@ -72,13 +72,13 @@ def _raise_if(condition, message: str, *args) -> None:
 
 
 def init(item: chex.ArrayTree, capacity: int) -> ReplayState:
-    """An empty memory of ``capacity`` slots shaped like ``item`` (one item, no leading axis)."""
+    """An empty memory of ``capacity`` slots shaped like ``item`` (one item, no leading axis; arrays or ShapeDtypeStructs)."""
     if capacity < 1:
         raise ValueError(f"Replay capacity must be >= 1, got {capacity}.")
     depth = 0
     while BRANCHING**depth < capacity:
         depth += 1
-    items = jax.tree.map(lambda x: jnp.zeros((capacity, *jnp.shape(x)), jnp.asarray(x).dtype), item)
+    items = jax.tree.map(lambda x: jnp.zeros((capacity, *x.shape), x.dtype), item)
     tree = tuple(jnp.zeros(BRANCHING**level, jnp.float32) for level in range(depth + 1))
     zero = jnp.zeros((), jnp.int32)
     return ReplayState(items, tree, jnp.ones((), jnp.float32), zero, zero)

@@ -51,6 +51,7 @@ class LearnerState(NamedTuple):
     opt_state: Any  # optax state for ``params``
     key: chex.PRNGKey  # key for the learner's own randomness (minibatch shuffles, loss sampling)
     step: chex.Array  # int32 []: learner updates done so far
+    extra: Any = None  # what else a learner keeps (replay agents: target network, replay memory, rate limiter)
 
 
 class EpisodeStats(NamedTuple):

@@ -1,4 +1,4 @@
-"""Agents: ``Agent(init, act, loss)`` bundles that run unchanged in every mode."""
+"""Agents: ``Agent(init, act, loss | replay)`` bundles that run unchanged in every mode."""
 
 from __future__ import annotations
 
@@ -6,13 +6,15 @@ import dataclasses
 import difflib
 
 from podracer.agents.a2c import A2CConfig, make_a2c
-from podracer.agents.base import Agent, Transitions, make_network, make_policy_fns, masked_mean, policy_terms, transitions
+from podracer.agents.base import Agent, ReplaySpec, Transitions, make_network, make_policy_fns, masked_mean, policy_terms, transitions
+from podracer.agents.dqn import DQNConfig, make_dqn
 from podracer.agents.impala import IMPALAConfig, make_impala
 from podracer.agents.ppo import PPOBatch, PPOConfig, make_ppo
 from podracer.envs.base import EnvSpec
 
 _AGENTS = {
     "a2c": (make_a2c, A2CConfig),
+    "dqn": (make_dqn, DQNConfig),
     "impala": (make_impala, IMPALAConfig),
     "ppo": (make_ppo, PPOConfig),
 }
@@ -62,6 +64,8 @@ def make(name: str, spec: EnvSpec, **hyper) -> Agent:
 __all__ = [
     "A2CConfig",
     "Agent",
+    "DQNConfig",
+    "ReplaySpec",
     "IMPALAConfig",
     "PPOBatch",
     "PPOConfig",
@@ -69,6 +73,7 @@ __all__ = [
     "config_class",
     "make",
     "make_a2c",
+    "make_dqn",
     "make_impala",
     "make_network",
     "make_policy_fns",

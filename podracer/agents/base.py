@@ -15,6 +15,28 @@ from podracer.types import Metrics, Params, Trajectory
 Batch = Any
 
 
+class ReplaySpec(NamedTuple):
+    """How a replay-based agent learns: what it stores of a trajectory, how it samples, how often.
+
+    ``make_items(trajectory) -> (items, mask)``: items with a leading axis N for the
+    replay (:mod:`podracer.replay`), and which of them are real transitions.
+    ``loss(params, target_params, items, importance_weights, key) -> (loss, (metrics,
+    priorities))``: the new priorities (>= 0) of the sampled items.
+    """
+
+    make_items: Callable[[Trajectory], tuple[chex.ArrayTree, chex.Array]]
+    loss: Callable[..., tuple[jax.Array, tuple[Metrics, chex.Array]]]
+    capacity: int  # items per replay shard (one per learner device)
+    batch_size: int  # items per gradient step per shard
+    replay_ratio: float  # items learned from per item inserted (held by a rate limiter)
+    min_size: int  # items inserted into a shard before learning starts
+    prioritized: bool = True
+    priority_exponent: float = 0.6  # alpha
+    importance_exponent: float = 0.4  # beta
+    target_period: int = 100  # gradient steps between target-network copies
+    target_tau: float | None = None  # Polyak averaging instead, each gradient step
+
+
 class Agent(NamedTuple):
     """An RL algorithm as pure functions, made by a factory that closes over its hyper-parameters.
 
@@ -22,16 +44,18 @@ class Agent(NamedTuple):
     that ``prepare`` made of a time-major trajectory (``prepare`` runs once per learner
     step, before the epochs; ``None`` passes the trajectory through). The learner splits
     that batch into ``num_minibatches`` along ``minibatch_axis`` and makes ``num_epochs``
-    passes over it.
+    passes over it. A replay-based agent sets ``replay`` instead of ``loss``: the learner
+    then stores what it receives and learns from samples (:class:`ReplaySpec`).
     """
 
     init: Callable[[chex.PRNGKey, chex.ArrayTree], Params]
     act: Callable[[Params, chex.ArrayTree, chex.PRNGKey], tuple[chex.Array, chex.ArrayTree]]
-    loss: Callable[[Params, Batch, chex.PRNGKey], tuple[jax.Array, Metrics]]
+    loss: Callable[[Params, Batch, chex.PRNGKey], tuple[jax.Array, Metrics]] | None
     prepare: Callable[[Params, Trajectory], Batch] | None = None
     num_epochs: int = 1
     num_minibatches: int = 1
     minibatch_axis: int = 1
+    replay: ReplaySpec | None = None
 
 
 def make_network(spec, config) -> ActorCritic:
@@ -110,4 +134,4 @@ def policy_terms(logits: chex.Array, actions: chex.Array):
     return log_prob, entropy
 
 
-__all__ = ["Agent", "Transitions", "make_network", "make_policy_fns", "masked_mean", "policy_terms", "transitions"]
+__all__ = ["Agent", "ReplaySpec", "Transitions", "make_network", "make_policy_fns", "masked_mean", "policy_terms", "transitions"]

@@ -1,0 +1,157 @@
+"""DQN family: double Q-learning with n-step returns, a target network and prioritized replay.
+
+Actors are epsilon-greedy with an Ape-X ladder over the environments of a batch:
+environment ``i`` of ``N`` explores with ``epsilon ** (1 + alpha * i / (N - 1))``, so
+one batch holds actors from eager explorers (0.4) to nearly greedy ones. The learner
+(:func:`podracer.learner.make_learner_step`, which sees ``agent.replay``) stores the
+n-step transitions of every trajectory it receives, then samples and learns from
+them as often as the replay ratio allows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import rlax
+
+from podracer.agents.base import Agent, ReplaySpec, transitions
+from podracer.envs.base import EnvSpec
+from podracer.networks import QNetwork
+from podracer.types import Trajectory
+
+
+@dataclasses.dataclass(frozen=True)
+class DQNConfig:
+    discount: float = 0.99
+    n_step: int = 3  # bootstrapped returns over up to n steps (fewer at episode and trajectory ends)
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    torso: str = "auto"  # mlp, impala or nature; auto: impala for images, mlp otherwise
+    epsilon: float = 0.4  # Ape-X ladder: the most exploring actor's epsilon ...
+    epsilon_alpha: float = 7.0  # ... and the ladder's exponent range
+    huber_delta: float = 1.0
+    replay_capacity: int = 100_000  # items per replay shard (one shard per learner device)
+    batch_size: int = 128  # items per gradient step, per learner device
+    replay_ratio: float = 1.0  # items learned from per item inserted
+    min_replay_size: int = 1_000  # items inserted before learning starts (per shard)
+    prioritized: bool = True
+    priority_exponent: float = 0.6  # alpha
+    importance_exponent: float = 0.4  # beta
+    target_period: int = 100  # gradient steps between copies of the online network to the target
+    target_tau: float | None = None  # Polyak averaging each step instead of periodic copies
+
+    def __post_init__(self):
+        if not 0.0 <= self.discount <= 1.0:
+            raise ValueError(f"discount must be in [0, 1], got {self.discount}.")
+        for name in ("n_step", "replay_capacity", "batch_size", "target_period"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
+        if self.replay_ratio <= 0:
+            raise ValueError(f"replay_ratio must be > 0, got {self.replay_ratio}.")
+        if not self.batch_size <= self.min_replay_size <= self.replay_capacity:
+            raise ValueError(f"Need batch_size <= min_replay_size <= replay_capacity, got {self.batch_size}, "
+                             f"{self.min_replay_size}, {self.replay_capacity}.")
+        if not 0.0 <= self.epsilon <= 1.0:
+            raise ValueError(f"epsilon must be in [0, 1], got {self.epsilon}.")
+        if self.target_tau is not None and not 0.0 < self.target_tau <= 1.0:
+            raise ValueError(f"target_tau must be in (0, 1], got {self.target_tau}.")
+
+
+def epsilon_ladder(num_actors: int, epsilon: float = 0.4, alpha: float = 7.0) -> jax.Array:
+    """Ape-X exploration rates ``epsilon ** (1 + alpha * i / (N - 1))`` for ``i = 0 ... N - 1``."""
+    i = jnp.arange(num_actors, dtype=jnp.float32)
+    return epsilon ** (1.0 + alpha * i / max(num_actors - 1, 1))
+
+
+def n_step_targets(trajectory: Trajectory, n: int, discount: float):
+    """Per transition ``t -> t + 1`` of a ``[T + 1, B]`` trajectory: the n-step reward sum, its bootstrap
+    discount and the time index to bootstrap from (``[T, B]`` each), and the validity mask.
+
+    Sums stop at the end of an episode (terminal: bootstrap discount 0; truncated: bootstrap
+    from the last observation) and at the end of the trajectory (fewer than n steps).
+    """
+    tr = transitions(trajectory, discount)
+    t_len, batch = tr.r_t.shape
+    pad = lambda x: jnp.concatenate([x, jnp.zeros((n, batch), x.dtype)])  # noqa: E731
+    r, d, c = pad(tr.r_t), pad(tr.discount_t), pad(tr.continues_t)
+    steps = jnp.arange(t_len, dtype=jnp.int32)[:, None]
+    reward_sum = jnp.zeros((t_len, batch), jnp.float32)
+    bootstrap_discount = jnp.ones((t_len, batch), jnp.float32)
+    bootstrap_index = jnp.broadcast_to(steps, (t_len, batch))
+    alive = jnp.ones((t_len, batch), bool)
+    for k in range(n):
+        valid = alive & (steps + k < t_len)
+        reward_sum = reward_sum + jnp.where(valid, bootstrap_discount * r[k : k + t_len], 0.0)
+        bootstrap_discount = jnp.where(valid, bootstrap_discount * d[k : k + t_len], bootstrap_discount)
+        bootstrap_index = jnp.where(valid, steps + k + 1, bootstrap_index)
+        alive = valid & (c[k : k + t_len] > 0)
+    return reward_sum, bootstrap_discount, bootstrap_index, tr.mask_t
+
+
+def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig()) -> Agent:
+    """Double DQN with n-step returns and (prioritized) replay; see the module docstring."""
+    network = QNetwork(spec.num_actions, len(spec.observation.shape), config.hidden_sizes, torso=config.torso)
+
+    def init(key, observation):
+        return network.init(key, observation)
+
+    def act(params, observation, key):
+        q_values = network.apply(params, observation)
+        explore_key, action_key = jax.random.split(key)
+        batch_shape = q_values.shape[:-1]
+        num_actors = math.prod(batch_shape)
+        epsilon = epsilon_ladder(num_actors, config.epsilon, config.epsilon_alpha).reshape(batch_shape)
+        explore = jax.random.uniform(explore_key, batch_shape) < epsilon
+        random_action = jax.random.randint(action_key, batch_shape, 0, spec.num_actions, dtype=jnp.int32)
+        action = jnp.where(explore, random_action, jnp.argmax(q_values, axis=-1).astype(jnp.int32))
+        return action, {"q_values": q_values}
+
+    def make_items(trajectory: Trajectory):
+        reward, discount, index, mask = n_step_targets(trajectory, config.n_step, config.discount)
+        observation = trajectory.timestep.observation
+        t_len, batch = reward.shape
+        next_observation = observation[index, jnp.arange(batch)[None, :]]
+        items = {
+            "observation": observation[:-1],
+            "action": trajectory.action[:-1],
+            "reward": reward,
+            "discount": discount,
+            "next_observation": next_observation,
+            "valid": mask,
+        }
+        flat = jax.tree.map(lambda x: x.reshape(t_len * batch, *x.shape[2:]), items)
+        return flat, mask.reshape(-1) > 0
+
+    def loss(params, target_params, batch, weights, key):
+        del key
+        size = batch["action"].shape[0]
+        both = jnp.concatenate([batch["observation"], batch["next_observation"]])
+        q_both = network.apply(params, both)  # one pass over o_t and o_{t+n}
+        q_tm1, q_t_online = q_both[:size], q_both[size:]
+        q_t_target = network.apply(target_params, batch["next_observation"])
+        best = jnp.argmax(q_t_online, axis=-1)
+        target = batch["reward"] + batch["discount"] * jnp.take_along_axis(q_t_target, best[:, None], axis=-1)[:, 0]
+        q_a = jnp.take_along_axis(q_tm1, batch["action"][:, None].astype(jnp.int32), axis=-1)[:, 0]
+        td = jax.lax.stop_gradient(target) - q_a
+        valid = batch["valid"].astype(jnp.float32)
+        total = jnp.mean(weights * valid * rlax.huber_loss(td, config.huber_delta))
+        abs_td = jnp.abs(td) * valid
+        metrics = {"loss": total, "q_value": jnp.mean(q_a), "abs_td": jnp.mean(abs_td)}
+        return total, (metrics, abs_td)
+
+    replay = ReplaySpec(
+        make_items=make_items,
+        loss=loss,
+        capacity=config.replay_capacity,
+        batch_size=config.batch_size,
+        replay_ratio=config.replay_ratio,
+        min_size=config.min_replay_size,
+        prioritized=config.prioritized,
+        priority_exponent=config.priority_exponent,
+        importance_exponent=config.importance_exponent,
+        target_period=config.target_period,
+        target_tau=config.target_tau,
+    )
+    return Agent(init=init, act=act, loss=None, replay=replay)
