@@ -269,7 +269,7 @@ class AnakinConfig:
     """A training run in Anakin mode; ``python examples/anakin_catch.py --help`` lists the same fields."""
 
     env: str = _field("catch", "JAX environment", choices=("catch", "cartpole"))
-    agent: str = _field("a2c", "agent", choices=("a2c", "impala", "ppo"))
+    agent: str = _field("a2c", "agent", choices=("a2c", "dqn", "impala", "ppo"))
     seed: int = _field(0, "random seed")
     num_envs_per_device: int = _field(64, "environments stepped on each device")
     num_envs: int | None = _field(None, "total environments over all devices of all processes; overrides --num-envs-per-device")
@@ -279,10 +279,14 @@ class AnakinConfig:
     learning_rate: float = _field(3e-3, "Adam learning rate")
     max_grad_norm: float = _field(0.5, "global gradient-norm clip")
     discount: float = _field(0.99, "discount gamma")
-    entropy_coef: float = _field(0.01, "entropy bonus weight")
-    hidden_sizes: tuple[int, ...] = _field((64, 64), "hidden layer sizes of the policy and value MLPs")
+    entropy_coef: float | None = _field(None, "policy agents: entropy bonus weight (default: the agent's, 0.01)")
+    hidden_sizes: tuple[int, ...] = _field((64, 64), "hidden layer sizes of the MLPs")
     num_epochs: int | None = _field(None, "PPO: epochs per update (default: the agent's)")
     num_minibatches: int | None = _field(None, "PPO: minibatches per epoch (default: the agent's)")
+    replay_ratio: float | None = _field(None, "DQN: items learned from per item inserted, held by a rate limiter (default: the agent's)")
+    replay_capacity: int | None = _field(None, "DQN: replay items per device (default: the agent's)")
+    batch_size: int | None = _field(None, "DQN: items per gradient step per device (default: the agent's)")
+    min_replay_size: int | None = _field(None, "DQN: items per device before learning starts (default: the agent's)")
     log_dir: str | None = _field(None, "write DIR/metrics.jsonl and TensorBoard events there")
     checkpoint_dir: str | None = _field(None, "save the final learner there (orbax), for python -m podracer.evaluate")
     cpu_devices: int | None = _field(None, "CPU devices to expose when JAX runs on the CPU (default: one per core)")
@@ -308,8 +312,10 @@ class AnakinConfig:
         """The agent's config fields that this run sets."""
         return agents.select_hyperparameters(
             self.agent,
-            {"discount": self.discount, "entropy_coef": self.entropy_coef, "hidden_sizes": self.hidden_sizes},
-            {"num_epochs": self.num_epochs, "num_minibatches": self.num_minibatches},
+            {"discount": self.discount, "hidden_sizes": self.hidden_sizes},
+            {"entropy_coef": self.entropy_coef, "num_epochs": self.num_epochs, "num_minibatches": self.num_minibatches,
+             "replay_ratio": self.replay_ratio, "replay_capacity": self.replay_capacity, "batch_size": self.batch_size,
+             "min_replay_size": self.min_replay_size},
         )
 
     def envs_per_device(self, num_global_devices: int) -> int:
@@ -319,6 +325,12 @@ class AnakinConfig:
         return parallel.check_divisible(self.num_envs, num_global_devices, "num_envs", "devices of this run")
 
 
+def make_agent(config: AnakinConfig, env: Environment | None = None) -> Agent:
+    """The agent ``config`` describes, for ``env`` (default: the config's environment)."""
+    env = env or envs.make(config.env)
+    return agents.make(config.agent, env.spec(), **config.agent_hyperparameters())
+
+
 def train(config: AnakinConfig) -> RunResult:
     """Runs ``config`` on every device of every process; only process 0 logs.
 
@@ -326,7 +338,7 @@ def train(config: AnakinConfig) -> RunResult:
     example's entry point does, from the config's multi-process fields).
     """
     env = envs.make(config.env)
-    agent = agents.make(config.agent, env.spec(), **config.agent_hyperparameters())
+    agent = make_agent(config, env)
     num_global = parallel.num_global_devices()
     per_device = config.envs_per_device(num_global)
     if agent.num_minibatches > 1:

@@ -21,11 +21,18 @@ from podracer.types import LearnerState
 _STEP = re.compile(r"^step_(\d+)$")
 
 
-def _to_tree(state: LearnerState) -> dict[str, Any]:
+def _pack(state: LearnerState) -> dict[str, Any]:
+    """What is saved: parameters, optimizer state, key, step and, for replay agents, the target network.
+
+    A replay memory is not saved (it can be gigabytes); a resumed run refills it.
+    """
     key = state.key
     if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
         key = jax.random.key_data(key)
-    return jax.device_get({"params": state.params, "opt_state": state.opt_state, "key": key, "step": state.step})
+    tree = {"params": state.params, "opt_state": state.opt_state, "key": key, "step": state.step}
+    if hasattr(state.extra, "target_params"):
+        tree["target_params"] = state.extra.target_params
+    return tree
 
 
 def _checkpointer():
@@ -57,7 +64,7 @@ def save(directory: str, state: LearnerState, metadata: dict[str, Any], *, keep:
     if os.path.exists(path):
         shutil.rmtree(path)
     checkpointer = _checkpointer()
-    checkpointer.save(path, _to_tree(state))
+    checkpointer.save(path, jax.device_get(_pack(state)))
     checkpointer.wait_until_finished()
     with open(f"{path}.json", "w", encoding="utf-8") as f:
         json.dump({**metadata, "updates": step}, f, indent=1)
@@ -82,15 +89,20 @@ def latest(directory: str) -> int:
 
 
 def restore(directory: str, template: LearnerState, step: int | None = None) -> tuple[LearnerState, dict[str, Any]]:
-    """The newest checkpoint (or ``step``) shaped like ``template``, as host arrays, and its metadata."""
-    import orbax.checkpoint as ocp
+    """The newest checkpoint (or ``step``) shaped like ``template``, as host arrays, and its metadata.
 
+    ``template`` may be abstract (``jax.eval_shape`` of the initial state). Parts that are
+    not saved (a replay memory) come back as they are in ``template``.
+    """
     directory = os.path.abspath(directory)
     step = latest(directory) if step is None else step
-    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, _to_tree(template))
+    abstract = jax.eval_shape(_pack, template)
     tree = _checkpointer().restore(os.path.join(directory, f"step_{step}"), abstract)
     key = tree["key"]
     if jax.dtypes.issubdtype(template.key.dtype, jax.dtypes.prng_key):
-        key = jax.random.wrap_key_data(key, impl=jax.random.key_impl(template.key))
-    state = LearnerState(tree["params"], tree["opt_state"], key, np.asarray(tree["step"]))
+        key = jax.random.wrap_key_data(key)  # podracer's keys are jax.random.key's default kind
+    extra = template.extra
+    if "target_params" in tree:
+        extra = extra._replace(target_params=tree["target_params"])
+    state = LearnerState(tree["params"], tree["opt_state"], key, np.asarray(tree["step"]), extra)
     return state, read_metadata(directory, step)

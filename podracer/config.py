@@ -35,13 +35,20 @@ def _scalar_parser(tp, optional: bool):
     return parse
 
 
-def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
-    """Adds one option per field of the dataclass ``cls`` to ``parser``."""
+def add_arguments(parser: argparse.ArgumentParser, cls: type, defaults: dict[str, Any] | None = None) -> None:
+    """Adds one option per field of the dataclass ``cls`` to ``parser``; ``defaults`` replace field defaults."""
     hints = typing.get_type_hints(cls)
+    defaults = defaults or {}
+    unknown = sorted(set(defaults) - {f.name for f in dataclasses.fields(cls)})
+    if unknown:
+        raise ValueError(f"{cls.__name__} has no field(s) {unknown}.")
     for field in dataclasses.fields(cls):
         tp, optional = _unwrap_optional(hints[field.name])
         flag = "--" + field.name.replace("_", "-").rstrip("-")
-        default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+        if field.name in defaults:
+            default = defaults[field.name]
+        else:
+            default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
         help_text = field.metadata.get("help", "")
         shown = " ".join(map(str, default)) if isinstance(default, tuple) else default
         help_text = f"{help_text} (default: {shown})" if help_text else f"default: {shown}"
@@ -58,13 +65,15 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
             parser.add_argument(flag, type=_scalar_parser(tp, optional), metavar=tp.__name__.upper(), **kwargs)
 
 
-def parse(cls: type[T], argv: Sequence[str] | None = None, description: str | None = None) -> T:
+def parse(cls: type[T], argv: Sequence[str] | None = None, description: str | None = None,
+          defaults: dict[str, Any] | None = None) -> T:
     """Parses ``argv`` (default ``sys.argv[1:]``) into an instance of the dataclass ``cls``.
 
-    A ``ValueError`` from the config's own checks is reported as a usage error.
+    ``defaults`` replace the fields' own defaults (a script's settings). A ``ValueError``
+    from the config's own checks is reported as a usage error.
     """
     parser = argparse.ArgumentParser(description=description)
-    add_arguments(parser, cls)
+    add_arguments(parser, cls, defaults)
     namespace = parser.parse_args(argv)
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in vars(namespace).items()}
     try:

@@ -31,7 +31,8 @@ def load(directory: str, spec):
     metadata = checkpoint.read_metadata(directory)
     agent = _agent_for(metadata, spec)
     example = np.zeros((1, *spec.observation.shape), spec.observation.dtype)
-    template = init_learner_state(agent, make_optimizer(1.0, 1.0), jax.random.key(0), example)
+    # Abstract: a replay agent's template would otherwise allocate its whole replay memory.
+    template = jax.eval_shape(lambda: init_learner_state(agent, make_optimizer(1.0, 1.0), jax.random.key(0), example))
     state, metadata = checkpoint.restore(directory, template)
     return agent, state.params, metadata
 

@@ -42,7 +42,7 @@ class SebulbaConfig:
     """A Sebulba run; ``python -m podracer.sebulba --help`` lists the same fields."""
 
     env: str = _field("Pong", "envpool task id or short name (Pong, Breakout, CartPole)")
-    agent: str = _field("auto", "agent; auto: impala for images (Atari), ppo for vectors", choices=("auto", "a2c", "impala", "ppo"))
+    agent: str = _field("auto", "agent; auto: impala for images (Atari), ppo for vectors", choices=("auto", "a2c", "dqn", "impala", "ppo"))
     total_env_steps: int = _field(10_000_000, "environment steps to train for (all actors together)")
     seed: int = _field(0, "random seed")
     actor_devices: tuple[int, ...] | None = _field(None, "indices of the local devices that act (default: 0)")
@@ -55,13 +55,17 @@ class SebulbaConfig:
     rollout_length: int = _field(20, "environment steps per trajectory")
     queue_size: int = _field(2, "trajectories the queue holds before actors wait")
     learning_rate: float = _field(6e-4, "Adam learning rate")
-    max_grad_norm: float | None = _field(None, "global gradient-norm clip (default: 40 for impala, 0.5 otherwise)")
+    max_grad_norm: float | None = _field(None, "global gradient-norm clip (default: 40 for impala, 10 for dqn, 0.5 otherwise)")
     discount: float = _field(0.99, "discount gamma")
-    entropy_coef: float = _field(0.01, "entropy bonus weight")
+    entropy_coef: float | None = _field(None, "policy agents: entropy bonus weight (default: the agent's, 0.01)")
     hidden_sizes: tuple[int, ...] = _field((64, 64), "MLP sizes for vector observations")
     torso: str = _field("auto", "image torso: impala (ResNet) or nature (CNN); auto picks impala", choices=("auto", "impala", "nature", "mlp"))
     num_epochs: int | None = _field(None, "PPO: epochs per update (default: the agent's)")
     num_minibatches: int | None = _field(None, "PPO: minibatches per epoch (default: the agent's)")
+    replay_ratio: float | None = _field(None, "DQN: items learned from per item inserted, held by a rate limiter (default: the agent's)")
+    replay_capacity: int | None = _field(None, "DQN: replay items per learner device (default: the agent's)")
+    batch_size: int | None = _field(None, "DQN: items per gradient step per learner device (default: the agent's)")
+    min_replay_size: int | None = _field(None, "DQN: items per learner device before learning starts (default: the agent's)")
     log_every: int = _field(10, "learner updates between log lines")
     checkpoint_dir: str | None = _field(None, "save the learner there (orbax) every --checkpoint-every updates and at the end")
     checkpoint_every: int = _field(100, "learner updates between checkpoints")
@@ -106,13 +110,15 @@ class SebulbaConfig:
     def grad_clip(self, agent_name: str) -> float:
         if self.max_grad_norm is not None:
             return self.max_grad_norm
-        return 40.0 if agent_name == "impala" else 0.5
+        return {"impala": 40.0, "dqn": 10.0}.get(agent_name, 0.5)
 
     def agent_hyperparameters(self, agent_name: str) -> dict:
         return agents.select_hyperparameters(
             agent_name,
-            {"discount": self.discount, "entropy_coef": self.entropy_coef, "hidden_sizes": self.hidden_sizes, "torso": self.torso},
-            {"num_epochs": self.num_epochs, "num_minibatches": self.num_minibatches},
+            {"discount": self.discount, "hidden_sizes": self.hidden_sizes, "torso": self.torso},
+            {"entropy_coef": self.entropy_coef, "num_epochs": self.num_epochs, "num_minibatches": self.num_minibatches,
+             "replay_ratio": self.replay_ratio, "replay_capacity": self.replay_capacity, "batch_size": self.batch_size,
+             "min_replay_size": self.min_replay_size},
         )
 
 

@@ -1,0 +1,180 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from podracer import agents, anakin, envs, evaluate, parallel, replay
+from podracer.agents.dqn import epsilon_ladder, n_step_targets
+from podracer.learner import make_optimizer
+from podracer.types import TimeStep, Trajectory
+
+
+def _filled(capacity, n):
+    state = replay.init({"id": jax.ShapeDtypeStruct((), jnp.int32)}, capacity)
+    return replay.add(state, {"id": jnp.arange(n, dtype=jnp.int32)})
+
+
+def _check_tree(state):
+    """Every node equals the sum of its children; the root is the total of the leaves."""
+    levels = [np.asarray(level, np.float64) for level in state.tree]
+    for parent, children in zip(levels[:-1], levels[1:]):
+        np.testing.assert_allclose(parent, children.reshape(-1, replay.BRANCHING).sum(-1), rtol=1e-5, atol=1e-6)
+
+
+def test_prioritized_sampling_frequencies_follow_priorities():
+    """Chi-square goodness of fit of 64k draws against priority ** alpha / total (fixed seed)."""
+    priorities = np.array([1.0, 2.0, 3.0, 4.0, 0.0, 10.0, 0.5, 6.0, 2.5, 7.0, 1.5, 3.5], np.float32)
+    n, alpha = len(priorities), 0.7
+    state = replay.update_priorities(_filled(300, n), jnp.arange(n), jnp.asarray(priorities), alpha=alpha)
+    _check_tree(state)
+    draw = jax.jit(lambda key: replay.sample(state, key, 8, beta=0.5).indices)
+    counts = np.bincount(np.concatenate([np.asarray(draw(k)) for k in jax.random.split(jax.random.key(0), 8000)]), minlength=n)
+    expected_p = priorities**alpha / np.sum(priorities**alpha)
+    assert counts[4] == 0  # priority 0 is never drawn
+    nonzero = expected_p > 0
+    expected = expected_p[nonzero] * counts.sum()
+    chi2 = np.sum((counts[nonzero] - expected) ** 2 / expected)
+    assert chi2 < 31.26, (chi2, counts, expected)  # df = 10, p = 0.001
+    # ... and a clearly wrong distribution fails the same test.
+    uniform = np.full(nonzero.sum(), counts.sum() / nonzero.sum())
+    assert np.sum((counts[nonzero] - uniform) ** 2 / uniform) > 1000
+
+
+def test_importance_weights_and_probabilities():
+    priorities = np.array([1.0, 4.0, 2.0, 8.0], np.float32)
+    state = replay.update_priorities(_filled(8, 4), jnp.arange(4), jnp.asarray(priorities), alpha=0.5)
+    sample = replay.sample(state, jax.random.key(3), 4, beta=0.6)
+    p = priorities**0.5 / np.sum(priorities**0.5)
+    idx = np.asarray(sample.indices)
+    np.testing.assert_allclose(sample.probabilities, p[idx], rtol=1e-5)
+    w = (4 * p[idx]) ** -0.6
+    np.testing.assert_allclose(sample.weights, w / w.max(), rtol=1e-5)
+    np.testing.assert_array_equal(sample.items["id"], idx)
+    uniform = replay.sample(state, jax.random.key(3), 4, prioritized=False)
+    np.testing.assert_array_equal(uniform.weights, np.ones(4))
+    np.testing.assert_allclose(uniform.probabilities, np.full(4, 0.25))
+
+
+def test_updates_new_items_get_the_largest_priority_and_wrap_around_when_full():
+    state = _filled(5, 3)
+    state = replay.update_priorities(state, jnp.array([0, 2, 2]), jnp.array([9.0, 4.0, 4.0]), alpha=1.0)
+    _check_tree(state)
+    np.testing.assert_allclose(state.tree[-1][:3], [9.0, 1.0, 4.0])  # slot 1 kept its initial priority
+    state = replay.add(state, {"id": jnp.array([3, 4, 5, 6], jnp.int32)})  # 7 items into 5 slots
+    assert int(state.size) == 5 and int(state.insert) == 2
+    np.testing.assert_array_equal(state.items["id"], [5, 6, 2, 3, 4])
+    np.testing.assert_allclose(state.tree[-1][:5], [9.0, 9.0, 4.0, 9.0, 9.0])  # new items: the largest so far
+    _check_tree(state)
+    masked = replay.add(state, {"id": jnp.array([7, 8], jnp.int32)}, mask=jnp.array([True, False]))
+    np.testing.assert_allclose(masked.tree[-1][2:4], [9.0, 0.0])
+
+
+def test_sequences_come_back_aligned_with_their_start_state():
+    length, hidden = 6, 3
+    item = {"observation": jax.ShapeDtypeStruct((length, 2), jnp.float32),
+            "state": (jax.ShapeDtypeStruct((hidden,), jnp.float32), jax.ShapeDtypeStruct((hidden,), jnp.float32))}
+    state = replay.init(item, 40)
+    for start in range(0, 60, 12):  # 5 adds of 12 sequences: wraps around
+        ids = jnp.arange(start, start + 12, dtype=jnp.float32)
+        t = jnp.arange(length, dtype=jnp.float32)
+        obs = jnp.stack([jnp.broadcast_to(ids[:, None], (12, length)), jnp.broadcast_to(t, (12, length))], -1)
+        state = replay.add(state, {"observation": obs, "state": (ids[:, None] * jnp.ones(hidden), -ids[:, None] * jnp.ones(hidden))})
+    sample = replay.sample(state, jax.random.key(1), 16)
+    obs, (h, c) = sample.items["observation"], sample.items["state"]
+    ids = obs[:, 0, 0]
+    assert np.all(ids >= 20)  # the 20 oldest were overwritten
+    np.testing.assert_array_equal(obs[..., 0], np.broadcast_to(ids[:, None], (16, length)))
+    np.testing.assert_array_equal(obs[..., 1], np.broadcast_to(np.arange(length), (16, length)))
+    np.testing.assert_array_equal(h, np.broadcast_to(ids[:, None], (16, hidden)))
+    np.testing.assert_array_equal(c, -h)
+
+
+def test_replay_shards_under_pmap(devices):
+    """Each of 4 devices keeps and samples its own shard."""
+    four = devices[:4]
+
+    def fill_and_sample(key):
+        device = jax.lax.axis_index(parallel.DEVICE_AXIS)
+        state = replay.init({"id": jax.ShapeDtypeStruct((), jnp.int32)}, 64)
+        state = replay.add(state, {"id": 1000 * device + jnp.arange(50, dtype=jnp.int32)})
+        sample = replay.sample(state, key, 32)
+        state = replay.update_priorities(state, sample.indices, jnp.abs(sample.items["id"] % 7).astype(jnp.float32) + 1.0)
+        return sample.items["id"], state.size, jax.lax.psum(state.size, parallel.DEVICE_AXIS)
+
+    ids, sizes, total = parallel.pmap(fill_and_sample, four)(parallel.replicate(jax.random.key(0), four))
+    for d in range(4):
+        assert np.all((ids[d] >= 1000 * d) & (ids[d] < 1000 * d + 50))
+    np.testing.assert_array_equal(sizes, [50] * 4)
+    np.testing.assert_array_equal(total, [200] * 4)
+
+
+def test_bad_input_gives_clear_errors():
+    state = _filled(16, 4)
+    with pytest.raises(ValueError, match=r"^Cannot sample a batch of 8 from a replay holding 4 items\.$"):
+        replay.sample(state, jax.random.key(0), 8)
+    with pytest.raises(ValueError, match=r"^Replay priorities must be >= 0; got -2\.0\.$"):
+        replay.update_priorities(state, jnp.array([0, 1]), jnp.array([1.0, -2.0]))
+    with pytest.raises(ValueError, match=r"^Replay priorities must not be NaN; got 1 NaN value\(s\)\.$"):
+        replay.update_priorities(state, jnp.array([0, 1]), jnp.array([1.0, jnp.nan]))
+    with pytest.raises(ValueError, match=r"^Cannot add 20 items at once to a replay of capacity 16\.$"):
+        replay.add(state, {"id": jnp.arange(20, dtype=jnp.int32)})
+    with pytest.raises(ValueError, match=r"^Replay capacity must be >= 1, got 0\.$"):
+        replay.init({"id": jnp.zeros((), jnp.int32)}, 0)
+    # Inside a compiled function the check still stops the call with the same message.
+    nan_update = jax.jit(lambda s, p: replay.update_priorities(s, jnp.array([0, 1]), p))
+    jax.block_until_ready(nan_update(state, jnp.array([1.0, 2.0])))
+    with pytest.raises(Exception, match=r"Replay priorities must not be NaN; got 1 NaN value\(s\)\."):
+        jax.block_until_ready(nan_update(state, jnp.array([1.0, jnp.nan])))
+    with pytest.raises(ValueError, match=r"Need batch_size <= min_replay_size <= replay_capacity, got 256, 100, 1000\."):
+        agents.DQNConfig(batch_size=256, min_replay_size=100, replay_capacity=1000)
+
+
+def test_rate_limiter_holds_the_ratio():
+    limiter = replay.RateLimiter.create()
+    ratio, batch, min_size = 0.75, 32, 200
+    history = []
+    for _ in range(300):  # actors insert 20 items at a time; the learner samples whenever allowed
+        limiter = limiter.insert(20)
+        while bool(limiter.can_sample(batch, ratio, min_size)):
+            limiter = limiter.sample(batch)
+        history.append((int(limiter.inserted), int(limiter.sampled)))
+    for inserted, sampled in history:
+        if inserted < min_size:
+            assert sampled == 0
+        else:
+            assert ratio * (inserted - min_size) <= sampled <= ratio * (inserted - min_size) + batch
+    assert abs(float(limiter.ratio(min_size)) - ratio) < 0.01
+
+
+def test_n_step_targets_stop_at_episode_ends():
+    """One environment, T = 5: o0 o1 o2(terminal) o3(reset) o4 o5(truncated)."""
+    reward = jnp.array([0.0, 1.0, 2.0, 0.0, 4.0, 5.0])[:, None]
+    discount = jnp.array([1.0, 1.0, 0.0, 1.0, 1.0, 1.0])[:, None]
+    last = jnp.array([False, False, True, False, False, True])[:, None]
+    trajectory = Trajectory(TimeStep(jnp.zeros((6, 1, 1)), reward, discount, last), jnp.zeros((6, 1), jnp.int32), {})
+    g, d, index, mask = n_step_targets(trajectory, n=3, discount=0.5)
+    np.testing.assert_array_equal(mask[:, 0], [1, 1, 0, 1, 1])  # o2 -> o3 is the reset: never learned from
+    real = [0, 1, 3, 4]
+    np.testing.assert_allclose(g[real, 0], [1 + 0.5 * 2, 2, 4 + 0.5 * 5, 5])
+    np.testing.assert_allclose(d[real, 0], [0.0, 0.0, 0.25, 0.5])  # terminal: 0; truncated o5 bootstraps
+    np.testing.assert_array_equal(index[real, 0], [2, 2, 5, 5])
+
+
+def test_epsilon_ladder():
+    eps = np.asarray(epsilon_ladder(8, 0.4, 7.0))
+    np.testing.assert_allclose(eps[[0, -1]], [0.4, 0.4**8], rtol=1e-6)
+    assert np.all(np.diff(eps) < 0)
+
+
+def test_dqn_with_prioritized_replay_solves_jax_cartpole_in_anakin(devices):
+    """2 devices x 16 envs, replay ratio 4: greedy return 500 (the maximum) after 768k env steps."""
+    env = envs.make("cartpole")
+    agent = agents.make("dqn", env.spec(), replay_ratio=4.0, batch_size=128, min_replay_size=1000, replay_capacity=50_000)
+    two = devices[:2]
+    result = anakin.run(env, agent, make_optimizer(1e-3, 10.0), key=jax.random.key(0), num_envs_per_device=16,
+                        rollout_length=8, num_updates=3000, updates_per_call=1000, devices=two)
+    final = result.history[-1]
+    assert abs(final["replay_ratio"] - 4.0) < 0.05 and final["sgd_steps"] == 4.0
+    assert final["replay_size"] == 50_000
+    returns, _ = evaluate.play_jax(env, agent, parallel.unreplicate(result.state.learner.params), 16, greedy=True, max_steps=600)
+    assert returns.mean() >= 475, returns
