@@ -56,19 +56,24 @@ def _concrete(*xs) -> bool:
     return not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(xs))
 
 
-def _raise_if(condition, message: str, *args) -> None:
-    """``ValueError(message.format(*args))`` when ``condition``: now if concrete, else from the compiled call."""
-    if _concrete(condition, *args):
-        if bool(np.asarray(condition)):
-            raise ValueError(message.format(*(np.asarray(a).tolist() for a in args)))
+def _raise_if(*checks) -> None:
+    """Raises ``ValueError(message.format(*args))`` for the first ``(condition, message, *args)`` in
+    ``checks`` that holds: now if concrete, else from the compiled call."""
+    conditions = [c[0] for c in checks]
+    values = [c[2:] for c in checks]
+
+    def check(conditions, values):
+        for condition, (_, message, *_), args in zip(conditions, checks, values):
+            if bool(condition):
+                raise ValueError(message.format(*(np.asarray(a).tolist() for a in args)))
+
+    if _concrete(conditions, values):
+        check(conditions, values)
         return
-
-    def check(condition, *args):
-        if bool(condition):
-            raise ValueError(message.format(*(np.asarray(a).tolist() for a in args)))
-
-    # Only a failing check calls back to the host: an unconditional callback costs about 1 ms a call.
-    jax.lax.cond(condition, lambda: jax.debug.callback(check, condition, *args), lambda: None)
+    # One branch for all checks, and only a failing check calls back to the host
+    # (an unconditional callback costs about 1 ms a call on the CPU).
+    failed = jnp.any(jnp.stack([jnp.asarray(c) for c in conditions]))
+    jax.lax.cond(failed, lambda: jax.debug.callback(check, conditions, values), lambda: None)
 
 
 def init(item: chex.ArrayTree, capacity: int) -> ReplayState:
@@ -124,14 +129,14 @@ def sample(state: ReplayState, key: chex.PRNGKey, batch_size: int, *, prioritize
 
     The batch may not be larger than the filled size (nor, prioritized, may all priorities be 0).
     """
-    _raise_if(state.size < batch_size, "Cannot sample a batch of {} from a replay holding {} items.", batch_size, state.size)
+    total = state.tree[0][0]
+    _raise_if((state.size < batch_size, "Cannot sample a batch of {} from a replay holding {} items.", batch_size, state.size),
+              (prioritized & (total <= 0), "Cannot sample by priority: every priority in the replay is 0."))
     if not prioritized:
         indices = jax.random.randint(key, (batch_size,), 0, jnp.maximum(state.size, 1), dtype=jnp.int32)
         probabilities = jnp.full((batch_size,), 1.0, jnp.float32) / jnp.maximum(state.size, 1)
         items = jax.tree.map(lambda x: x[indices], state.items)
         return Sample(indices, items, jnp.ones((batch_size,), jnp.float32), probabilities)
-    total = state.tree[0][0]
-    _raise_if(total <= 0, "Cannot sample by priority: every priority in the replay is 0.")
     # Stratified: one draw from each of batch_size equal segments of the total mass.
     u = (jnp.arange(batch_size, dtype=jnp.float32) + jax.random.uniform(key, (batch_size,))) * (total / batch_size)
     u = jnp.minimum(u, total * (1.0 - 1e-6))
@@ -139,15 +144,17 @@ def sample(state: ReplayState, key: chex.PRNGKey, batch_size: int, *, prioritize
     columns = jnp.arange(BRANCHING, dtype=jnp.int32)
     prefix = jnp.triu(jnp.ones((BRANCHING, BRANCHING), jnp.float32))  # x @ prefix: running sums (XLA:CPU's cumsum is slow)
     for level in state.tree[1:]:
-        children = level.at[nodes[:, None] * BRANCHING + columns].get(mode="promise_in_bounds")  # [batch, K]
+        children = level.reshape(-1, BRANCHING).at[nodes].get(mode="promise_in_bounds")  # [batch, K]: one row per draw
         passed = children @ prefix <= u[:, None]  # children whose mass lies wholly below u
-        child = jnp.minimum(jnp.sum(passed, axis=-1, dtype=jnp.int32), BRANCHING - 1)
-        u = u - jnp.sum(jnp.where(passed, children, 0.0), axis=-1)
+        # Never step into a child without mass (float rounding at the right edge could).
+        last_with_mass = jnp.max(jnp.where(children > 0, columns, 0), axis=-1)
+        child = jnp.minimum(jnp.sum(passed, axis=-1, dtype=jnp.int32), last_with_mass)
+        u = u - jnp.sum(jnp.where(passed & (columns < child[:, None]), children, 0.0), axis=-1)
         nodes = nodes * BRANCHING + child
-    # Float rounding can step past the last filled slot into empty (priority 0) ones.
-    indices = jnp.minimum(nodes, state.size - 1)
-    probabilities = state.tree[-1][indices] / total
-    weights = (state.size.astype(jnp.float32) * jnp.maximum(probabilities, 1e-12)) ** -beta
+    indices = nodes
+    leaf = jnp.sum(jnp.where(columns == child[:, None], children, 0.0), axis=-1)  # the drawn slot's priority ** alpha
+    probabilities = leaf / total
+    weights = (state.size.astype(jnp.float32) * probabilities) ** -beta
     weights = weights / jnp.max(weights)
     items = jax.tree.map(lambda x: x[indices], state.items)
     return Sample(indices, items, weights, probabilities)
@@ -156,8 +163,8 @@ def sample(state: ReplayState, key: chex.PRNGKey, batch_size: int, *, prioritize
 def update_priorities(state: ReplayState, indices: chex.Array, priorities: chex.Array, *, alpha: float = 0.6) -> ReplayState:
     """Sets the priorities of ``indices`` (raw, >= 0; stored as ``priority ** alpha``)."""
     priorities = jnp.asarray(priorities, jnp.float32)
-    _raise_if(jnp.any(jnp.isnan(priorities)), "Replay priorities must not be NaN; got {} NaN value(s).", jnp.sum(jnp.isnan(priorities)))
-    _raise_if(jnp.any(priorities < 0), "Replay priorities must be >= 0; got {}.", jnp.min(priorities))
+    _raise_if((jnp.any(jnp.isnan(priorities)), "Replay priorities must not be NaN; got {} NaN value(s).", jnp.sum(jnp.isnan(priorities))),
+              (jnp.any(priorities < 0), "Replay priorities must be >= 0; got {}.", jnp.min(priorities)))
     values = priorities**alpha
     tree = _set_leaves(state.tree, indices.astype(jnp.int32), values)
     return state._replace(tree=tree, max_priority=jnp.maximum(state.max_priority, jnp.max(values)))

@@ -175,14 +175,16 @@ def test_bad_layouts_fail_at_start_up(devices):
 
 
 @pytest.mark.parametrize(
-    "agent, num_envs, rollout, learning_rate, target",
-    [("ppo", 32, 32, 1e-3, 300.0), ("impala", 16, 16, 3e-3, 100.0)],
+    "agent, num_envs, rollout, learning_rate, target, extra",
+    [("ppo", 32, 32, 1e-3, 300.0, {}), ("impala", 16, 16, 3e-3, 100.0, {}),
+     ("dqn", 16, 16, 5e-4, 150.0, dict(replay_ratio=4.0, batch_size=128, min_replay_size=1000, replay_capacity=50_000))],
 )
-def test_agents_learn_cartpole_through_sebulba(agent, num_envs, rollout, learning_rate, target, devices):
-    """envpool CartPole-v1, 200k env steps: from a random policy (return about 22) to the target."""
+def test_agents_learn_cartpole_through_sebulba(agent, num_envs, rollout, learning_rate, target, extra, devices):
+    """envpool CartPole-v1, 200k env steps: from a random policy (return about 22) to the target
+    (DQN's returns include every actor of its epsilon ladder)."""
     config = SebulbaConfig(env="CartPole-v1", agent=agent, total_env_steps=200_000, num_envs=num_envs,
                            rollout_length=rollout, learning_rate=learning_rate, actor_devices=(0,),
-                           learner_devices=(1,), log_every=20)
+                           learner_devices=(1,), log_every=20, **extra)
     result = train(config)
     first, final = result.history[0]["episode_return"], result.history[-1]["episode_return"]
     assert first < 60.0 and final >= target, (first, final)

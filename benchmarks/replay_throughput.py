@@ -1,0 +1,163 @@
+"""Replay throughput on device: add, sample (uniform and prioritized) and priority updates, and DQN in Anakin.
+
+Each operation runs ``--ops`` times inside one compiled ``lax.scan`` (as it does inside
+Anakin's update), timed as the median of ``--repeats`` calls after a compiling one;
+items are CartPole-sized n-step transitions (two 4-float observations and four
+scalars). The table gives items/s and microseconds per call, and the ratio of
+prioritized to uniform sampling time at each capacity. Then DQN with prioritized
+replay trains on JAX CartPole in Anakin (the settings of examples/anakin_dqn_cartpole.py)
+and its steady-state env steps/s and compile time are reported.
+
+    python benchmarks/replay_throughput.py
+    python benchmarks/replay_throughput.py --capacities 10000 1000000 --batch-size 256
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+
+def _item():
+    import jax
+    import jax.numpy as jnp
+
+    f32 = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.float32)  # noqa: E731
+    return {"observation": f32(4), "action": jax.ShapeDtypeStruct((), jnp.int32), "reward": f32(), "discount": f32(),
+            "next_observation": f32(4), "valid": f32()}
+
+
+def _time(fn, *args, repeats: int):
+    import jax
+
+    start = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    first = time.perf_counter() - start
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - start)
+    steady = statistics.median(times)
+    return steady, max(first - steady, 0.0)
+
+
+def replay_rows(capacities, batch_size: int, add_size: int, ops: int, repeats: int):
+    import jax
+    import jax.numpy as jnp
+
+    from podracer import replay
+
+    rows = []
+    item = _item()
+    for capacity in capacities:
+        state = replay.init(item, capacity)
+        fill = jax.tree.map(lambda s: jnp.ones((capacity, *s.shape), s.dtype), item)
+        state = jax.jit(replay.add)(state, fill)
+        batch = jax.tree.map(lambda s: jnp.ones((add_size, *s.shape), s.dtype), item)
+
+        # The memory goes in and comes out (donated), so the writes cannot be optimised away.
+        add_many = jax.jit(lambda s: jax.lax.scan(lambda s, _: (replay.add(s, batch), None), s, None, length=ops)[0],
+                           donate_argnums=0)
+        held = [jax.tree.map(jnp.copy, state)]
+
+        def adds():
+            held[0] = add_many(held[0])
+            return held[0].size
+
+        def sampler(prioritized):
+            def body(total, key):
+                sample = replay.sample(state, key, batch_size, prioritized=prioritized)
+                return total + jnp.sum(sample.items["observation"]) + jnp.sum(sample.weights), None
+
+            return jax.jit(lambda key: jax.lax.scan(body, 0.0, jax.random.split(key, ops))[0])
+
+        @jax.jit
+        def updates(key):
+            def body(s, key):
+                indices = jax.random.randint(key, (batch_size,), 0, capacity)
+                return replay.update_priorities(s, indices, jax.random.uniform(key, (batch_size,)) + 0.1), None
+
+            return jax.lax.scan(body, state, jax.random.split(key, ops))[0].max_priority
+
+        timings = {
+            "add": (_time(adds, repeats=repeats), add_size),
+            "sample uniform": (_time(sampler(False), jax.random.key(0), repeats=repeats), batch_size),
+            "sample prioritized": (_time(sampler(True), jax.random.key(0), repeats=repeats), batch_size),
+            "update priorities": (_time(updates, jax.random.key(0), repeats=repeats), batch_size),
+        }
+        for name, ((seconds, compile_s), n) in timings.items():
+            rows.append({"capacity": capacity, "op": name, "items": n, "us_per_call": 1e6 * seconds / ops,
+                         "items_per_s": n * ops / seconds, "compile_s": compile_s})
+        ratio = timings["sample prioritized"][0][0] / timings["sample uniform"][0][0]
+        rows.append({"capacity": capacity, "op": "prioritized / uniform", "ratio": ratio})
+        print(f"capacity {capacity:>9,}: " + ", ".join(
+            f"{r['op']} {r['us_per_call']:.1f} us" for r in rows[-5:-1]) + f"; prioritized/uniform {ratio:.2f}x", flush=True)
+    return rows
+
+
+def dqn_row(updates: int):
+    import jax
+
+    from podracer import agents, anakin, envs
+    from podracer.learner import make_optimizer
+
+    defaults = dict(replay_ratio=4.0, batch_size=128, min_replay_size=1000, replay_capacity=50_000)
+    env = envs.make("cartpole")
+    agent = agents.make("dqn", env.spec(), **defaults)
+    devices = jax.devices()
+    result = anakin.run(env, agent, make_optimizer(1e-3, 10.0), key=jax.random.key(0), num_envs_per_device=16,
+                        rollout_length=8, num_updates=updates, updates_per_call=updates // 5, devices=devices)
+    return {"devices": len(devices), "num_envs_per_device": 16, "rollout_length": 8, **defaults,
+            "env_steps_per_s": result.env_steps_per_second, "compile_s": result.compile_seconds,
+            "final_training_return": result.history[-1]["episode_return"]}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--capacities", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument("--batch-size", type=int, default=256, help="items per sample / priority update")
+    parser.add_argument("--add-size", type=int, default=256, help="items per add")
+    parser.add_argument("--ops", type=int, default=100, help="operations per compiled call")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--dqn-updates", type=int, default=1000, help="Anakin DQN updates (0: skip)")
+    parser.add_argument("--out", default=None, help="output path without extension (default: benchmarks/results/replay_throughput)")
+    args = parser.parse_args(argv)
+
+    from podracer import parallel
+
+    parallel.set_cpu_device_count(parallel.available_cores())
+    import jax
+
+    machine = f"{platform.node()}: {jax.devices()[0].device_kind} x{jax.device_count()} [{jax.default_backend()}], {parallel.available_cores()} cores"
+    print(f"# replay throughput on {machine}, jax {jax.__version__}", flush=True)
+    rows = replay_rows(args.capacities, args.batch_size, args.add_size, args.ops, args.repeats)
+    dqn = dqn_row(args.dqn_updates) if args.dqn_updates else None
+
+    lines = [f"Replay throughput on {machine}, jax {jax.__version__}; {args.ops} operations per compiled call, "
+             f"median of {args.repeats} calls\n",
+             "| capacity | operation | items per call | us per call | items/s |", "|---:|---|---:|---:|---:|"]
+    for row in rows:
+        if "ratio" in row:
+            lines.append(f"| {row['capacity']:,} | **prioritized / uniform sampling time** | | **{row['ratio']:.2f}x** | |")
+        else:
+            lines.append(f"| {row['capacity']:,} | {row['op']} | {row['items']} | {row['us_per_call']:.1f} | {row['items_per_s']:,.0f} |")
+    if dqn:
+        lines += ["", f"DQN (prioritized replay, ratio {dqn['replay_ratio']}, batch {dqn['batch_size']}) on JAX CartPole in Anakin, "
+                  f"{dqn['devices']} device(s) x {dqn['num_envs_per_device']} envs, rollout {dqn['rollout_length']}: "
+                  f"**{dqn['env_steps_per_s']:,.0f} env steps/s** steady state, compile {dqn['compile_s']:.1f} s."]
+    text = "\n".join(lines) + "\n"
+    print("\n" + text)
+    out = Path(args.out or Path(__file__).parent / "results" / "replay_throughput")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".md").write_text(text)
+    out.with_suffix(".json").write_text(json.dumps({"machine": machine, "jax": jax.__version__, "rows": rows, "dqn": dqn}, indent=1))
+    print(f"saved {out.with_suffix('.md')} and {out.with_suffix('.json')}")
+
+
+if __name__ == "__main__":
+    main()
