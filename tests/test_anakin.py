@@ -112,7 +112,7 @@ def test_summarize_weights_episode_statistics_by_episode_counts():
 
 
 def test_clear_errors_for_bad_input():
-    with pytest.raises(ValueError, match=r"Unknown agent 'dqnn'; available: a2c, impala, ppo\."):
+    with pytest.raises(ValueError, match=r"Unknown agent 'dqnn'; available: a2c, dqn, impala, ppo\."):
         AnakinConfig(agent="dqnn")
     with pytest.raises(ValueError, match=r"Unknown JAX environment 'pong'; available: cartpole, catch\."):
         AnakinConfig(env="pong")

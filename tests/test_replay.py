@@ -178,3 +178,30 @@ def test_dqn_with_prioritized_replay_solves_jax_cartpole_in_anakin(devices):
     assert final["replay_size"] == 50_000
     returns, _ = evaluate.play_jax(env, agent, parallel.unreplicate(result.state.learner.params), 16, greedy=True, max_steps=600)
     assert returns.mean() >= 475, returns
+
+
+def test_a_checkpoint_keeps_the_target_network_but_not_the_replay_memory(tmp_path):
+    from podracer import checkpoint
+    from podracer.learner import init_learner_state
+
+    env = envs.make("cartpole")
+    agent = agents.make("dqn", env.spec(), batch_size=8, min_replay_size=16, replay_capacity=64)
+    optimizer = make_optimizer(1e-3, 10.0)
+    example = jnp.zeros((1, 4))
+    state = init_learner_state(agent, optimizer, jax.random.key(0), example)
+    target = jax.tree.map(lambda x: x + 1.0, state.params)
+    memory = replay.add(state.extra.replay, jax.tree.map(lambda x: jnp.ones((5, *x.shape[1:]), x.dtype), state.extra.replay.items))
+    saved = state._replace(step=jnp.asarray(7, jnp.int32), extra=state.extra._replace(target_params=target, replay=memory))
+    checkpoint.save(str(tmp_path), saved, {"mode": "anakin"})
+    fresh = init_learner_state(agent, optimizer, jax.random.key(1), example)
+    restored, metadata = checkpoint.restore(str(tmp_path), fresh)
+    assert int(restored.step) == 7 and metadata["updates"] == 7
+    for a, b in zip(jax.tree.leaves(restored.extra.target_params), jax.tree.leaves(target)):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(jax.tree.leaves(restored.params), jax.tree.leaves(state.params)):
+        np.testing.assert_array_equal(a, b)
+    assert int(restored.extra.replay.size) == 0  # a resumed run refills its memory
+    abstract = jax.eval_shape(lambda: init_learner_state(agent, optimizer, jax.random.key(1), example))
+    from_abstract, _ = checkpoint.restore(str(tmp_path), abstract)  # what evaluate does: no memory allocated
+    for a, b in zip(jax.tree.leaves(from_abstract.params), jax.tree.leaves(state.params)):
+        np.testing.assert_array_equal(a, b)
