@@ -113,6 +113,13 @@ def permutation(key: chex.PRNGKey, n: int) -> chex.Array:
     return order.astype(jnp.int32)
 
 
+def _apply_gradients(optimizer, grads, params, opt_state, axis_names):
+    """Averages ``grads`` over ``axis_names`` and applies them: ``(params, opt_state, grad norm)``."""
+    grads = pmean_flat(grads, axis_names)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, optax.tree.norm(grads)
+
+
 def _split_minibatches(batch, key, num_minibatches: int, axis: int):
     """Shuffles ``batch`` along ``axis`` and splits it into ``[num_minibatches, ...]``."""
     leaves = jax.tree.leaves(batch)
@@ -159,11 +166,8 @@ def make_learner_step(
         params, opt_state, key = carry
         key, loss_key = jax.random.split(key)
         (_, metrics), grads = grad_fn(params, minibatch, loss_key)
-        grads = pmean_flat(grads, axis_names)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        params = optax.apply_updates(params, updates)
-        metrics = {**metrics, "grad_norm": optax.tree.norm(grads)}
-        return (params, opt_state, key), metrics
+        params, opt_state, grad_norm = _apply_gradients(optimizer, grads, params, opt_state, axis_names)
+        return (params, opt_state, key), {**metrics, "grad_norm": grad_norm}
 
     def learner_step(state: LearnerState, trajectory: Trajectory) -> tuple[LearnerState, Metrics]:
         key, step_key = jax.random.split(state.key)
@@ -225,21 +229,18 @@ def make_replay_learner_step(
         sample = replay_lib.sample(extra.replay, sample_key, spec.batch_size, prioritized=spec.prioritized,
                                    beta=spec.importance_exponent)
         (_, (metrics, priorities)), grads = grad_fn(params, extra.target_params, sample.items, sample.weights, loss_key)
-        grads = pmean_flat(grads, axis_names)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        params = optax.apply_updates(params, updates)
+        params, opt_state, grad_norm = _apply_gradients(optimizer, grads, params, opt_state, axis_names)
         memory = extra.replay
         if spec.prioritized:
             memory = replay_lib.update_priorities(memory, sample.indices, priorities, alpha=spec.priority_exponent)
         sgd_steps = extra.sgd_steps + 1
         extra = ReplayExtra(target_update(params, extra.target_params, sgd_steps), memory,
                             extra.limiter.sample(spec.batch_size), sgd_steps)
-        return (params, opt_state, extra), {**metrics, "grad_norm": optax.tree.norm(grads)}
+        return (params, opt_state, extra), {**metrics, "grad_norm": grad_norm}
 
-    def maybe_step(carry, key):
-        params, opt_state, extra = carry
-        allowed = extra.limiter.can_sample(spec.batch_size, spec.replay_ratio, spec.min_size)
-        zeros = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(sgd_step, carry, key)[1])
+    def maybe_step(carry, key, zeros):
+        _, _, extra = carry
+        allowed = extra.limiter.can_sample(spec.replay_ratio, spec.min_size)
         carry, metrics = jax.lax.cond(allowed, sgd_step, lambda c, k: (c, zeros), carry, key)
         return carry, (metrics, allowed.astype(jnp.float32))
 
@@ -250,8 +251,11 @@ def make_replay_learner_step(
         extra = state.extra
         extra = extra._replace(replay=replay_lib.add(extra.replay, items, mask), limiter=extra.limiter.insert(num_items))
         max_steps = math.ceil(spec.replay_ratio * num_items / spec.batch_size) + 1
+        carry, keys = (state.params, state.opt_state, extra), jax.random.split(step_key, max_steps)
+        # A skipped step's metrics, shaped once per trace (not once per unrolled step).
+        zeros = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(sgd_step, carry, keys[0])[1])
         (params, opt_state, extra), (metrics, taken) = _loop(
-            maybe_step, (state.params, state.opt_state, extra), jax.random.split(step_key, max_steps), max_steps, unroll
+            lambda c, k: maybe_step(c, k, zeros), carry, keys, max_steps, unroll
         )
         steps = jnp.sum(taken)
         metrics = jax.tree.map(lambda m: jnp.sum(m * taken) / jnp.maximum(steps, 1.0), metrics)

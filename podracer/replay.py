@@ -183,9 +183,9 @@ def sequence_priorities(abs_td: chex.Array, mask: chex.Array | None = None, *, e
 class RateLimiter(NamedTuple):
     """Holds ``sampled ~ replay_ratio x (inserted - min_size)``: learning waits for data, and data for learning.
 
-    Counters are items; a learner may take a batch of ``B`` while
-    ``sampled + B <= replay_ratio x (inserted - min_size) + B`` (one batch of slack), so
-    the achieved ratio stays within one batch of the target at every point of a run.
+    Counters are items; a learner may take its next batch while
+    ``sampled <= replay_ratio x (inserted - min_size)``, so the achieved ratio stays within
+    one batch of the target at every point of a run.
     """
 
     inserted: chex.Array  # int32 []: items inserted so far
@@ -199,7 +199,7 @@ class RateLimiter(NamedTuple):
     def insert(self, n) -> RateLimiter:
         return self._replace(inserted=self.inserted + n)
 
-    def can_sample(self, batch_size: int, replay_ratio: float, min_size: int) -> chex.Array:
+    def can_sample(self, replay_ratio: float, min_size: int) -> chex.Array:
         ready = self.inserted >= min_size
         allowance = replay_ratio * (self.inserted - min_size).astype(jnp.float32)
         return ready & (self.sampled.astype(jnp.float32) <= allowance)

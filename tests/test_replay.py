@@ -135,7 +135,7 @@ def test_rate_limiter_holds_the_ratio():
     history = []
     for _ in range(300):  # actors insert 20 items at a time; the learner samples whenever allowed
         limiter = limiter.insert(20)
-        while bool(limiter.can_sample(batch, ratio, min_size)):
+        while bool(limiter.can_sample(ratio, min_size)):
             limiter = limiter.sample(batch)
         history.append((int(limiter.inserted), int(limiter.sampled)))
     for inserted, sampled in history:
