@@ -313,9 +313,7 @@ class AnakinConfig:
         return agents.select_hyperparameters(
             self.agent,
             {"discount": self.discount, "hidden_sizes": self.hidden_sizes},
-            {"entropy_coef": self.entropy_coef, "num_epochs": self.num_epochs, "num_minibatches": self.num_minibatches,
-             "replay_ratio": self.replay_ratio, "replay_capacity": self.replay_capacity, "batch_size": self.batch_size,
-             "min_replay_size": self.min_replay_size},
+            {name: getattr(self, name) for name in agents.FLAG_HYPERPARAMETERS},
         )
 
     def envs_per_device(self, num_global_devices: int) -> int:

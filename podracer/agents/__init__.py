@@ -34,6 +34,12 @@ def config_class(name: str):
     return _AGENTS[name][1]
 
 
+# Hyper-parameters that the command lines offer as flags defaulting to None ("the agent's");
+# a flag that is set must be a field of the chosen agent's config.
+FLAG_HYPERPARAMETERS = ("entropy_coef", "num_epochs", "num_minibatches", "replay_ratio", "replay_capacity",
+                        "batch_size", "min_replay_size")
+
+
 def select_hyperparameters(name: str, always: dict, if_set: dict) -> dict:
     """``always`` plus the entries of ``if_set`` that are not None, which must be fields of agent ``name``'s config.
 
@@ -63,6 +69,7 @@ def make(name: str, spec: EnvSpec, **hyper) -> Agent:
 
 __all__ = [
     "A2CConfig",
+    "FLAG_HYPERPARAMETERS",
     "Agent",
     "DQNConfig",
     "ReplaySpec",

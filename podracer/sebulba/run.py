@@ -116,9 +116,7 @@ class SebulbaConfig:
         return agents.select_hyperparameters(
             agent_name,
             {"discount": self.discount, "hidden_sizes": self.hidden_sizes, "torso": self.torso},
-            {"entropy_coef": self.entropy_coef, "num_epochs": self.num_epochs, "num_minibatches": self.num_minibatches,
-             "replay_ratio": self.replay_ratio, "replay_capacity": self.replay_capacity, "batch_size": self.batch_size,
-             "min_replay_size": self.min_replay_size},
+            {name: getattr(self, name) for name in agents.FLAG_HYPERPARAMETERS},
         )
 
 
