@@ -12,11 +12,11 @@ to take a measurable time. Prints a Markdown table and saves it (and JSON) under
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import statistics
 import time
 from pathlib import Path
+
+import _report  # benchmarks/_report.py (the script's folder is on sys.path)
 
 from podracer import parallel
 
@@ -105,7 +105,7 @@ def main(argv=None):
     bad = [c for c in counts if not 1 <= c <= available]
     if bad:
         parser.error(f"device counts {bad} are out of range: this machine has {available} device(s).")
-    machine = f"{platform.node()}: {jax.devices()[0].device_kind} x{available} [{jax.default_backend()}], {parallel.available_cores()} cores"
+    machine = _report.machine()
     print(f"# Anakin throughput on {machine}, jax {jax.__version__}", flush=True)
 
     rows = []
@@ -122,11 +122,7 @@ def main(argv=None):
                     )
     text = f"Anakin throughput on {machine}, jax {jax.__version__}\n\n{table(rows)}\n"
     print("\n" + text)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".md").write_text(text)
-    out.with_suffix(".json").write_text(json.dumps({"machine": machine, "jax": jax.__version__, "rows": rows}, indent=1))
-    print(f"saved {out.with_suffix('.md')} and {out.with_suffix('.json')}")
+    _report.save(args.out, text, {"machine": machine, "jax": jax.__version__, "rows": rows})
 
 
 if __name__ == "__main__":

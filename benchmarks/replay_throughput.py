@@ -15,11 +15,11 @@ and its steady-state env steps/s and compile time are reported.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import statistics
 import time
 from pathlib import Path
+
+import _report  # benchmarks/_report.py (the script's folder is on sys.path)
 
 
 def _item():
@@ -133,7 +133,7 @@ def main(argv=None):
     parallel.set_cpu_device_count(parallel.available_cores())
     import jax
 
-    machine = f"{platform.node()}: {jax.devices()[0].device_kind} x{jax.device_count()} [{jax.default_backend()}], {parallel.available_cores()} cores"
+    machine = _report.machine()
     print(f"# replay throughput on {machine}, jax {jax.__version__}", flush=True)
     rows = replay_rows(args.capacities, args.batch_size, args.add_size, args.ops, args.repeats)
     dqn = dqn_row(args.dqn_updates) if args.dqn_updates else None
@@ -152,11 +152,8 @@ def main(argv=None):
                   f"**{dqn['env_steps_per_s']:,.0f} env steps/s** steady state, compile {dqn['compile_s']:.1f} s."]
     text = "\n".join(lines) + "\n"
     print("\n" + text)
-    out = Path(args.out or Path(__file__).parent / "results" / "replay_throughput")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".md").write_text(text)
-    out.with_suffix(".json").write_text(json.dumps({"machine": machine, "jax": jax.__version__, "rows": rows, "dqn": dqn}, indent=1))
-    print(f"saved {out.with_suffix('.md')} and {out.with_suffix('.json')}")
+    out = args.out or Path(__file__).parent / "results" / "replay_throughput"
+    _report.save(out, text, {"machine": machine, "jax": jax.__version__, "rows": rows, "dqn": dqn})
 
 
 if __name__ == "__main__":

@@ -18,12 +18,12 @@ Prints a Markdown table and saves it (and JSON) under ``benchmarks/results/``.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import statistics
 import threading
 import time
 from pathlib import Path
+
+import _report  # benchmarks/_report.py (the script's folder is on sys.path)
 
 from podracer import config as config_cli
 from podracer import parallel
@@ -67,8 +67,8 @@ def envpool_ceiling(cfg, steps: int) -> float:
     return layout_actors * cfg.num_envs * steps / seconds
 
 
-def stage_seconds(cfg, repeats: int) -> dict[str, float]:
-    """Seconds per environment step of each stage alone, at the run's batch sizes."""
+def stage_seconds(cfg, groups: int, repeats: int) -> dict[str, float]:
+    """Seconds per environment step of each stage alone, at the run's batch sizes (``groups`` environment groups)."""
     import jax
     import numpy as np
 
@@ -81,7 +81,7 @@ def stage_seconds(cfg, repeats: int) -> dict[str, float]:
 
     layout = resolve_layout(cfg.actor_devices, cfg.learner_devices, cfg.num_envs)
     b, t = cfg.num_envs, cfg.rollout_length
-    g = b // cfg.groups(layout.actor_devices[0].platform)  # envpool and act see one group at a time
+    g = b // groups  # envpool and act see one group at a time
     env = EnvpoolEnv(cfg.env, g, seed=0, num_threads=cfg.envpool_threads)
     spec = env.spec()
     rng = np.random.default_rng(0)
@@ -140,13 +140,13 @@ def main(argv=None):
     steps_per_update = cfg.rollout_length * cfg.num_envs
     cfg = SebulbaConfig(**{**fields, "total_env_steps": args.updates * steps_per_update, "log_every": 1})
     groups = cfg.groups(jax.local_devices()[(cfg.actor_devices or (0,))[0]].platform)
-    machine = f"{platform.node()}: {jax.devices()[0].device_kind} x{jax.device_count()} [{jax.default_backend()}], {parallel.available_cores()} cores"
+    machine = _report.machine()
     print(f"# Sebulba throughput on {machine}, jax {jax.__version__}: {cfg.env}, {cfg.num_envs} envs ({groups} group(s)) "
           f"x {cfg.actor_threads} actor thread(s), rollout {cfg.rollout_length}", flush=True)
 
     ceiling = envpool_ceiling(cfg, args.ceiling_steps)
     print(f"envpool ceiling (random actions): {ceiling:,.0f} env steps/s", flush=True)
-    stages = stage_seconds(cfg, args.repeats)
+    stages = stage_seconds(cfg, groups, args.repeats)
     per_step = {k: stages[k] for k in ("env", "act", "learn")}
     shared = stages["platform"] == "cpu"
     bound = 1.0 / (sum(per_step.values()) if shared else max(per_step["env"], per_step["act"], per_step["learn"]))
@@ -175,11 +175,8 @@ def main(argv=None):
         + f"; mean policy lag {row['policy_lag']:.2f} updates.\n"
     )
     print("\n" + text)
-    out = Path(args.out or Path(__file__).parent / "results" / f"sebulba_{cfg.env.lower()}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".md").write_text(text)
-    out.with_suffix(".json").write_text(json.dumps({"machine": machine, "jax": jax.__version__, "row": row}, indent=1))
-    print(f"saved {out.with_suffix('.md')} and {out.with_suffix('.json')}")
+    out = args.out or Path(__file__).parent / "results" / f"sebulba_{cfg.env.lower()}"
+    _report.save(out, text, {"machine": machine, "jax": jax.__version__, "row": row})
 
 
 if __name__ == "__main__":
