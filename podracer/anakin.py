@@ -28,7 +28,7 @@ import numpy as np
 import optax
 
 from podracer import agents, checkpoint, envs, parallel
-from podracer.agents.base import Agent
+from podracer.agents.base import Agent, actor_step, initial_actor_state
 from podracer.envs import wrappers
 from podracer.envs.base import Environment, State
 from podracer.learner import init_learner_state, make_learner_step, make_optimizer, psum_flat
@@ -44,6 +44,7 @@ class RolloutState(NamedTuple):
     action: chex.Array  # int32 [B]: the action chosen at ``timestep``, executed first in the next rollout
     extras: chex.ArrayTree  # [B, ...] actor outputs at ``timestep``
     key: chex.PRNGKey  # the actor's key
+    core: chex.ArrayTree = ()  # [B, ...] recurrent agents: the core state after ``timestep`` (``()`` otherwise)
 
 
 class AnakinState(NamedTuple):
@@ -71,7 +72,9 @@ def make_rollout(env: Environment, agent: Agent, rollout_length: int):
         def body(state: RolloutState, _):
             key, act_key = jax.random.split(state.key)
             env_state, timestep = step_envs(state.env_state, state.action)
-            action, extras = agent.act(params, timestep.observation, act_key)
+            # A time step after a ``last`` one starts an episode: recurrent agents reset there.
+            action, extras, core = actor_step(agent, params, timestep.observation, act_key, state.core,
+                                              state.timestep.last)
             emitted = (state.timestep, state.action, state.extras)
             last = timestep.last.astype(jnp.float32)
             episode = (
@@ -79,7 +82,7 @@ def make_rollout(env: Environment, agent: Agent, rollout_length: int):
                 env_state.stats.episode_return * last,
                 env_state.stats.episode_length.astype(jnp.float32) * last,
             )
-            return RolloutState(env_state, timestep, action, extras, key), (emitted, episode)
+            return RolloutState(env_state, timestep, action, extras, key, core), (emitted, episode)
 
         state, (emitted, episode) = jax.lax.scan(body, state, None, length=rollout_length)
         final = (state.timestep, state.action, state.extras)
@@ -150,8 +153,10 @@ def init_state(
     actor_key, reset_key, act_key = jax.random.split(actor_key, 3)
     env_state, timestep = jax.vmap(env.reset)(jax.random.split(reset_key, num_envs))
     learner = init_learner_state(agent, optimizer, learner_key, timestep.observation)
-    action, extras = agent.act(learner.params, timestep.observation, act_key)
-    return AnakinState(learner, RolloutState(env_state, timestep, action, extras, actor_key))
+    first = jnp.ones((num_envs,), bool)
+    action, extras, core = actor_step(agent, learner.params, timestep.observation, act_key,
+                                      initial_actor_state(agent, num_envs), first)
+    return AnakinState(learner, RolloutState(env_state, timestep, action, extras, actor_key, core))
 
 
 def init(
@@ -268,7 +273,7 @@ def _field(default, help_text: str, **metadata):
 class AnakinConfig:
     """A training run in Anakin mode; ``python examples/anakin_catch.py --help`` lists the same fields."""
 
-    env: str = _field("catch", "JAX environment", choices=("catch", "cartpole"))
+    env: str = _field("catch", "JAX environment", choices=("catch", "cartpole", "memory"))
     agent: str = _field("a2c", "agent", choices=("a2c", "dqn", "impala", "ppo"))
     seed: int = _field(0, "random seed")
     num_envs_per_device: int = _field(64, "environments stepped on each device")
@@ -287,6 +292,9 @@ class AnakinConfig:
     replay_capacity: int | None = _field(None, "DQN: replay items per device (default: the agent's)")
     batch_size: int | None = _field(None, "DQN: items per gradient step per device (default: the agent's)")
     min_replay_size: int | None = _field(None, "DQN: items per device before learning starts (default: the agent's)")
+    core: str | None = _field(None, "a2c, impala: lstm puts an LSTM between torso and heads, its state carried across "
+                              "rollouts (default: none)", choices=("none", "lstm"))
+    core_size: int | None = _field(None, "LSTM units (default: the agent's, 128)")
     log_dir: str | None = _field(None, "write DIR/metrics.jsonl and TensorBoard events there")
     checkpoint_dir: str | None = _field(None, "save the final learner there (orbax), for python -m podracer.evaluate")
     cpu_devices: int | None = _field(None, "CPU devices to expose when JAX runs on the CPU (default: one per core)")

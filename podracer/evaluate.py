@@ -26,18 +26,19 @@ def load(directory: str, spec):
     import jax
 
     from podracer import checkpoint
+    from podracer.envs.base import example_observation
     from podracer.learner import init_learner_state, make_optimizer
 
     metadata = checkpoint.read_metadata(directory)
     agent = _agent_for(metadata, spec)
-    example = np.zeros((1, *spec.observation.shape), spec.observation.dtype)
+    example = example_observation(spec)
     # Abstract: a replay agent's template would otherwise allocate its whole replay memory.
     template = jax.eval_shape(lambda: init_learner_state(agent, make_optimizer(1.0, 1.0), jax.random.key(0), example))
     state, metadata = checkpoint.restore(directory, template)
     return agent, state.params, metadata
 
 
-def _episodes(policy, params, timestep, step, key, episodes: int, max_steps: int, record: bool):
+def _episodes(agent, policy, params, timestep, step, key, episodes: int, max_steps: int, record: bool):
     """Plays until each of the ``episodes`` environments has ended one episode.
 
     ``step(action) -> (timestep, running episode returns)``. Returns the returns, and
@@ -45,11 +46,16 @@ def _episodes(policy, params, timestep, step, key, episodes: int, max_steps: int
     """
     import jax
 
+    from podracer.agents.base import initial_actor_state
+
     returns = np.full(episodes, np.nan)
     frames = [_frame(timestep.observation[0])] if record else []
+    core, first = initial_actor_state(agent, episodes), np.ones(episodes, bool)
     for _ in range(max_steps):
         key, act_key = jax.random.split(key)
-        timestep, episode_returns = step(policy(params, timestep.observation, act_key))
+        action, core = policy(params, timestep.observation, act_key, core, first)
+        first = np.asarray(timestep.last)
+        timestep, episode_returns = step(action)
         if record and np.isnan(returns[0]):
             frames.append(_frame(timestep.observation[0]))
         finished = np.asarray(timestep.last) & np.isnan(returns)
@@ -81,7 +87,7 @@ def _play_host(metadata, directory, episodes, seed, greedy, max_steps, record):
             return timestep, env.stats.episode_return
 
         key = jax.random.key(seed)
-        return _episodes(_policy(agent, greedy), params, env.reset(), step, key, episodes, max_steps, record)
+        return _episodes(agent, _policy(agent, greedy), params, env.reset(), step, key, episodes, max_steps, record)
     finally:
         env.close()
 
@@ -114,19 +120,21 @@ def play_jax(env, agent, params, episodes: int, *, seed: int = 0, greedy: bool =
         state, timestep = jitted_step(state, action)
         return timestep, state.stats.episode_return
 
-    return _episodes(_policy(agent, greedy), params, timestep, step, key, episodes, max_steps, record)
+    return _episodes(agent, _policy(agent, greedy), params, timestep, step, key, episodes, max_steps, record)
 
 
 def _policy(agent, greedy: bool):
     import jax
 
+    from podracer.agents.base import actor_step
+
     @jax.jit
-    def policy(params, observation, key):
-        action, extras = agent.act(params, observation, key)
+    def policy(params, observation, key, core, first):
+        action, extras, core = actor_step(agent, params, observation, key, core, first)
         if not greedy:
-            return action
+            return action, core
         scores = extras["logits"] if "logits" in extras else extras["q_values"]  # policy agents / value agents
-        return jax.numpy.argmax(scores, axis=-1).astype(jax.numpy.int32)
+        return jax.numpy.argmax(scores, axis=-1).astype(jax.numpy.int32), core
 
     return policy
 

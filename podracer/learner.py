@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import optax
 
 from podracer import replay as replay_lib
-from podracer.agents.base import Agent
+from podracer.agents.base import Agent, actor_step, initial_actor_state
 from podracer.types import LearnerState, Metrics, Params, TimeStep, Trajectory
 
 LearnerStep = Callable[[LearnerState, Trajectory], tuple[LearnerState, Metrics]]
@@ -42,7 +42,8 @@ def init_learner_state(agent: Agent, optimizer: optax.GradientTransformation, ke
         one = jax.tree.map(lambda x: x[:1], observation)
 
         def example_items(params):
-            action, extras = agent.act(params, one, jax.random.key(0))
+            first = jnp.ones((1,), bool)
+            action, extras, _ = actor_step(agent, params, one, jax.random.key(0), initial_actor_state(agent, 1), first)
             timestep = TimeStep(one, jnp.zeros(1), jnp.ones(1), jnp.zeros(1, bool))
             pair = lambda x: jnp.stack([x, x])  # noqa: E731
             trajectory = Trajectory(jax.tree.map(pair, timestep), pair(action), jax.tree.map(pair, extras))

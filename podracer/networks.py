@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -163,3 +164,119 @@ class QNetwork(nn.Module):
         else:
             x = (ImpalaResNet() if kind == "impala" else NatureCNN())(to_nhwc(observation))
         return nn.Dense(self.num_actions)(x).reshape(*batch_shape, self.num_actions)
+
+
+class StructuredTorso(nn.Module):
+    """The torso of a policy over structured observations ``{"discrete": int [D], "continuous": float [E, F]}``.
+
+    Discrete features go through a shared embedding (``vocab_size`` tokens of
+    ``embed_dim``); continuous ones are clipped to ``[-clip, clip]``, and each of the
+    ``E`` rows (entities) passes a dense layer, after which a max over the entities
+    keeps the strongest response per feature (order-free pooling). The two groups are
+    concatenated and pass ``hidden_sizes`` dense layers. Input ``[N, ...]`` per leaf.
+    """
+
+    vocab_size: int
+    embed_dim: int = 16
+    entity_dim: int = 64
+    clip: float = 5.0
+    hidden_sizes: Sequence[int] = (128,)
+
+    @nn.compact
+    def __call__(self, observation):
+        discrete = observation["discrete"].astype(jnp.int32)
+        continuous = clip_observation(observation["continuous"], self.clip)
+        n = discrete.shape[0]
+        embedded = nn.Embed(self.vocab_size, self.embed_dim)(discrete).reshape(n, -1)
+        entities = nn.relu(nn.Dense(self.entity_dim)(continuous))  # [N, E, entity_dim]
+        pooled = jnp.max(entities, axis=-2)
+        x = jnp.concatenate([embedded, pooled], axis=-1)
+        return MLP(self.hidden_sizes, "relu")(x)
+
+
+def clip_observation(x, clip: float):
+    """Continuous observations as float32 clipped to ``[-clip, clip]`` (NaN-free inputs stay finite)."""
+    return jnp.clip(x.astype(jnp.float32), -clip, clip)
+
+
+class _ResettingLSTM(nn.Module):
+    """One LSTM step that first zeroes the state of every row where ``first`` is set."""
+
+    size: int
+
+    @nn.compact
+    def __call__(self, state, inputs):
+        x, first = inputs
+        state = jax.tree.map(lambda s: jnp.where(first[:, None], 0.0, s), state)
+        state, y = nn.OptimizedLSTMCell(self.size, name="cell")(state, x)
+        return state, y
+
+
+_ScannedLSTM = nn.scan(_ResettingLSTM, variable_broadcast="params", split_rngs={"params": False}, in_axes=0, out_axes=0)
+
+
+def lstm_initial_state(batch: int, size: int):
+    """The LSTM state ``(c, h)`` of ``batch`` fresh episodes: zeros ``[batch, size]`` each."""
+    return (jnp.zeros((batch, size), jnp.float32), jnp.zeros((batch, size), jnp.float32))
+
+
+class RecurrentNetwork(nn.Module):
+    """A torso per time step, an LSTM over time, and heads: the recurrent core of podracer's agents.
+
+    :meth:`unroll` takes time-major ``[T, B, ...]`` observations, ``first`` flags
+    ``[T, B]`` (the state is reset to zeros before a step whose flag is set: the first
+    step of an episode) and the state ``(c, h)`` ``[B, core_size]`` before step 0. It
+    returns the heads' outputs ``[T, B, ...]`` and the state after the last step.
+    :meth:`__call__` is one step of the same network on ``[B, ...]``. The torso runs on
+    all ``T x B`` observations at once, outside the time loop (so convolutions stay out
+    of ``lax.scan``; see :func:`podracer.learner.should_unroll`); only the LSTM cell is
+    scanned. ``heads`` is ``"actor_critic"`` (policy logits and a value) or ``"q"``
+    (action values).
+    """
+
+    num_actions: int
+    torso: nn.Module
+    core_size: int = 128
+    heads: str = "actor_critic"
+
+    def setup(self):
+        self.core = _ScannedLSTM(self.core_size)
+        if self.heads == "actor_critic":
+            self.policy_head = nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(0.01))
+            self.value_head = nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0))
+        elif self.heads == "q":
+            self.q_head = nn.Dense(self.num_actions)
+        else:
+            raise ValueError(f"Unknown heads {self.heads!r}; choose actor_critic or q.")
+
+    def unroll(self, observation, first, state):
+        t_len, batch = first.shape
+        flat = jax.tree.map(lambda x: x.reshape(t_len * batch, *x.shape[2:]), observation)
+        features = self.torso(flat).reshape(t_len, batch, -1)
+        state, outputs = self.core(state, (features, first))
+        if self.heads == "q":
+            return self.q_head(outputs), state
+        logits = self.policy_head(outputs)
+        return (logits, self.value_head(outputs)[..., 0]), state
+
+    def __call__(self, observation, first, state):
+        outputs, state = self.unroll(jax.tree.map(lambda x: x[None], observation), first[None], state)
+        return jax.tree.map(lambda x: x[0], outputs), state
+
+
+class ObservationTorso(nn.Module):
+    """The torso :class:`ActorCritic` and :class:`QNetwork` use, as a module of its own (``[N, ...]`` in).
+
+    ``kind``: ``mlp`` (observations flattened), ``impala`` or ``nature`` (stacked frames).
+    """
+
+    kind: str
+    hidden_sizes: Sequence[int] = (64, 64)
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, observation):
+        if self.kind == "mlp":
+            x = jnp.reshape(observation, (observation.shape[0], -1)).astype(jnp.float32)
+            return MLP(self.hidden_sizes, self.activation)(x)
+        return (ImpalaResNet() if self.kind == "impala" else NatureCNN())(to_nhwc(observation))

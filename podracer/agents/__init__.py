@@ -37,7 +37,7 @@ def config_class(name: str):
 # Hyper-parameters that the command lines offer as flags defaulting to None ("the agent's");
 # a flag that is set must be a field of the chosen agent's config.
 FLAG_HYPERPARAMETERS = ("entropy_coef", "num_epochs", "num_minibatches", "replay_ratio", "replay_capacity",
-                        "batch_size", "min_replay_size")
+                        "batch_size", "min_replay_size", "core", "core_size")
 
 
 def select_hyperparameters(name: str, always: dict, if_set: dict) -> dict:

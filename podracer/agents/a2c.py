@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import rlax
 
-from podracer.agents.base import Agent, make_network, make_policy_fns, masked_mean, policy_terms, transitions
+from podracer.agents.base import Agent, check_core, make_network, make_policy_fns, masked_mean, policy_terms, transitions, unroll_trajectory
 from podracer.envs.base import EnvSpec
 from podracer.types import Trajectory
 
@@ -23,8 +23,11 @@ class A2CConfig:
     hidden_sizes: tuple[int, ...] = (64, 64)
     shared_torso: bool = True  # one MLP under both heads (as in DeepMind's Anakin colab)
     torso: str = "auto"  # mlp, impala or nature; auto: impala for images, mlp otherwise
+    core: str = "none"  # "lstm": an LSTM between torso and heads, its state carried across rollouts
+    core_size: int = 128  # LSTM units
 
     def __post_init__(self):
+        check_core(self.core, self.core_size)
         if not 0.0 <= self.discount <= 1.0:
             raise ValueError(f"discount must be in [0, 1], got {self.discount}.")
         if not 0.0 <= self.lambda_ <= 1.0:
@@ -36,7 +39,7 @@ class A2CConfig:
 def make_a2c(spec: EnvSpec, config: A2CConfig = A2CConfig()) -> Agent:
     """A2C: one gradient step per trajectory on policy-gradient, value and entropy terms."""
     network = make_network(spec, config)
-    init, act = make_policy_fns(network)
+    fns = make_policy_fns(network)
 
     def returns_fn(r_t, discount_t, continues_t, v_t):
         if config.n_step is None:
@@ -45,7 +48,7 @@ def make_a2c(spec: EnvSpec, config: A2CConfig = A2CConfig()) -> Agent:
 
     def loss(params, trajectory: Trajectory, key):
         del key
-        logits, values = network.apply(params, trajectory.timestep.observation)
+        logits, values = unroll_trajectory(network, params, trajectory)
         tr = transitions(trajectory, config.discount)
         v_tm1, v_t = values[:-1], values[1:]
         returns = jax.vmap(returns_fn, in_axes=1, out_axes=1)(tr.r_t, tr.discount_t, tr.continues_t, v_t)
@@ -63,4 +66,4 @@ def make_a2c(spec: EnvSpec, config: A2CConfig = A2CConfig()) -> Agent:
             "entropy": entropy,
         }
 
-    return Agent(init=init, act=act, loss=loss)
+    return Agent(**fns, loss=loss)

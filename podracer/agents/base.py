@@ -9,7 +9,8 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from podracer.networks import ActorCritic
+from podracer.networks import (ActorCritic, ObservationTorso, RecurrentNetwork, StructuredTorso, choose_torso,
+                               lstm_initial_state)
 from podracer.types import Metrics, Params, Trajectory
 
 Batch = Any
@@ -40,7 +41,14 @@ class ReplaySpec(NamedTuple):
 class Agent(NamedTuple):
     """An RL algorithm as pure functions, made by a factory that closes over its hyper-parameters.
 
-    ``act`` works on a batch of observations (any leading axes); ``loss`` on the batch
+    ``act`` works on a batch of observations (any leading axes). A recurrent agent sets
+    ``initial_state(batch) -> state`` (its core state for ``batch`` fresh episodes); its
+    ``act(params, observation, key, state, first) -> (action, extras, state)`` takes
+    ``[B]`` observations with the state before them and ``first`` flags (bool ``[B]``: the
+    observation starts an episode, so the core resets before it), and returns in
+    ``extras["core_state"]`` the state the step started from (after the reset), which
+    the loss unrolls from. Drivers call :func:`actor_step`, which serves both kinds.
+    ``loss`` works on the batch
     that ``prepare`` made of a time-major trajectory (``prepare`` runs once per learner
     step, before the epochs; ``None`` passes the trajectory through). The learner splits
     that batch into ``num_minibatches`` along ``minibatch_axis`` and makes ``num_epochs``
@@ -56,10 +64,79 @@ class Agent(NamedTuple):
     num_minibatches: int = 1
     minibatch_axis: int = 1
     replay: ReplaySpec | None = None
+    initial_state: Callable[[int], chex.ArrayTree] | None = None
 
 
-def make_network(spec, config) -> ActorCritic:
-    """The actor-critic network for ``spec`` from an agent config's ``hidden_sizes``, ``shared_torso`` and ``torso``."""
+def initial_actor_state(agent: Agent, batch: int) -> chex.ArrayTree:
+    """What an actor carries between steps for ``batch`` environments: the core state, or ``()``."""
+    return () if agent.initial_state is None else agent.initial_state(batch)
+
+
+def actor_step(agent: Agent, params, observation, key, state, first):
+    """``(action, extras, state)`` of one acting step, for feed-forward and recurrent agents alike.
+
+    ``state`` is what :func:`initial_actor_state` made or the previous call returned;
+    ``first`` (bool ``[B]``) marks observations that start an episode (the step after a
+    ``last`` one, and the very first). Feed-forward agents ignore both.
+    """
+    if agent.initial_state is None:
+        action, extras = agent.act(params, observation, key)
+        return action, extras, state
+    return agent.act(params, observation, key, state, first)
+
+
+def first_flags(trajectory: Trajectory) -> chex.Array:
+    """bool ``[T + 1, B]``: entry ``t`` starts an episode (entry ``t - 1`` was ``last``); entry 0 never
+    (the core state stored with it already reflects any reset)."""
+    last = trajectory.timestep.last
+    return jnp.concatenate([jnp.zeros_like(last[:1]), last[:-1]])
+
+
+def unroll_trajectory(network, params, trajectory: Trajectory):
+    """The network's outputs at every entry of a ``[T + 1, B]`` trajectory.
+
+    A recurrent network (:class:`podracer.networks.RecurrentNetwork`) unrolls from the
+    core state the actor stored at entry 0, resetting where episodes start; a
+    feed-forward one sees each observation alone.
+    """
+    if isinstance(network, RecurrentNetwork):
+        state = jax.tree.map(lambda x: x[0], trajectory.extras["core_state"])
+        outputs, _ = network.apply(params, trajectory.timestep.observation, first_flags(trajectory), state,
+                                   method="unroll")
+        return outputs
+    return network.apply(params, trajectory.timestep.observation)
+
+
+def make_torso(spec, torso: str, hidden_sizes, activation: str = "relu"):
+    """The torso for ``spec``'s observations: :class:`~podracer.networks.StructuredTorso` for structured
+    (dict) observations, else :class:`~podracer.networks.ObservationTorso` (``torso`` as in ``ActorCritic``)."""
+    if isinstance(spec.observation, dict):
+        if spec.vocab_size is None:
+            raise ValueError("Structured observations need the environment spec's vocab_size.")
+        return StructuredTorso(spec.vocab_size, hidden_sizes=hidden_sizes)
+    return ObservationTorso(choose_torso(torso, len(spec.observation.shape)), hidden_sizes, activation)
+
+
+CORES = ("none", "lstm")
+
+
+def check_core(core: str, core_size: int) -> None:
+    if core not in CORES:
+        raise ValueError(f"Unknown core {core!r}; choose one of {', '.join(CORES)}.")
+    if core_size < 1:
+        raise ValueError(f"core_size must be >= 1, got {core_size}.")
+
+
+def make_network(spec, config):
+    """The actor-critic network for ``spec`` from an agent config's ``hidden_sizes``, ``shared_torso`` and ``torso``;
+    with ``core = "lstm"`` (or structured observations) a :class:`~podracer.networks.RecurrentNetwork` whose LSTM
+    has ``core_size`` units."""
+    core = getattr(config, "core", "none")
+    if core == "lstm" or isinstance(spec.observation, dict):
+        if core != "lstm":
+            raise ValueError("Structured (dict) observations need a recurrent agent (core='lstm').")
+        torso = make_torso(spec, config.torso, config.hidden_sizes, "tanh")
+        return RecurrentNetwork(spec.num_actions, torso, config.core_size, heads="actor_critic")
     return ActorCritic(
         num_actions=spec.num_actions,
         obs_rank=len(spec.observation.shape),
@@ -70,12 +147,16 @@ def make_network(spec, config) -> ActorCritic:
 
 
 def make_policy_fns(network):
-    """``init`` and ``act`` for a network that maps observations to (logits, value).
+    """``Agent`` fields ``init``, ``act`` and ``initial_state`` for a network that maps observations to (logits, value).
 
     ``act`` samples from the softmax policy and returns the behaviour logits as extras,
     which off-policy corrections (PPO ratios, V-trace) need. It calls the network's
-    ``policy`` method when it has one, so acting skips the value head.
+    ``policy`` method when it has one, so acting skips the value head. For a recurrent
+    network they are :func:`make_recurrent_fns`'s (``act`` carries the core state;
+    see :class:`Agent`). Use as ``Agent(**make_policy_fns(network), loss=loss)``.
     """
+    if isinstance(network, RecurrentNetwork):
+        return make_recurrent_fns(network)
 
     def init(key, observation):
         return network.init(key, observation)
@@ -88,7 +169,36 @@ def make_policy_fns(network):
         action = jax.random.categorical(key, logits).astype(jnp.int32)
         return action, {"logits": logits}
 
-    return init, act
+    return {"init": init, "act": act, "initial_state": None}
+
+
+def make_recurrent_fns(network, choose=None):
+    """``Agent`` fields ``init``, ``act`` and ``initial_state`` of a recurrent agent on ``network`` (a ``RecurrentNetwork``).
+
+    ``choose(outputs, key) -> (action, extras)`` picks actions from the network's
+    outputs at one step; by default it samples the softmax of actor-critic logits.
+    """
+
+    def initial_state(batch):
+        return lstm_initial_state(batch, network.core_size)
+
+    def init(key, observation):
+        batch = jax.tree.leaves(observation)[0].shape[0]
+        return network.init(key, observation, jnp.ones((batch,), bool), initial_state(batch))
+
+    def sample(outputs, key):
+        logits, _ = outputs
+        return jax.random.categorical(key, logits).astype(jnp.int32), {"logits": logits}
+
+    choose = choose or sample
+
+    def act(params, observation, key, state, first):
+        start = jax.tree.map(lambda s: jnp.where(first[:, None], 0.0, s), state)
+        outputs, state = network.apply(params, observation, first, state)
+        action, extras = choose(outputs, key)
+        return action, {**extras, "core_state": start}, state
+
+    return {"init": init, "act": act, "initial_state": initial_state}
 
 
 class Transitions(NamedTuple):
@@ -134,4 +244,5 @@ def policy_terms(logits: chex.Array, actions: chex.Array):
     return log_prob, entropy
 
 
-__all__ = ["Agent", "ReplaySpec", "Transitions", "make_network", "make_policy_fns", "masked_mean", "policy_terms", "transitions"]
+__all__ = ["Agent", "CORES", "ReplaySpec", "Transitions", "actor_step", "check_core", "first_flags", "initial_actor_state",
+           "make_network", "make_policy_fns", "make_recurrent_fns", "make_torso", "unroll_trajectory", "masked_mean", "policy_terms", "transitions"]

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import rlax
 
-from podracer.agents.base import Agent, make_network, make_policy_fns, masked_mean, policy_terms, transitions
+from podracer.agents.base import Agent, check_core, make_network, make_policy_fns, masked_mean, policy_terms, transitions, unroll_trajectory
 from podracer.envs.base import EnvSpec
 from podracer.types import Trajectory
 
@@ -24,8 +24,11 @@ class IMPALAConfig:
     hidden_sizes: tuple[int, ...] = (64, 64)
     shared_torso: bool = True
     torso: str = "auto"  # mlp, impala or nature; auto: impala for images, mlp otherwise
+    core: str = "none"  # "lstm": an LSTM between torso and heads, its state carried across rollouts
+    core_size: int = 128  # LSTM units
 
     def __post_init__(self):
+        check_core(self.core, self.core_size)
         if not 0.0 <= self.discount <= 1.0:
             raise ValueError(f"discount must be in [0, 1], got {self.discount}.")
         if not 0.0 <= self.lambda_ <= 1.0:
@@ -37,7 +40,7 @@ class IMPALAConfig:
 def make_impala(spec: EnvSpec, config: IMPALAConfig = IMPALAConfig()) -> Agent:
     """IMPALA: one gradient step per trajectory; V-trace corrects for the actors' older policy."""
     network = make_network(spec, config)
-    init, act = make_policy_fns(network)
+    fns = make_policy_fns(network)
 
     def vtrace_fn(v_tm1, v_t, r_t, discount_t, rho_tm1, lambda_):
         return rlax.vtrace_td_error_and_advantage(
@@ -50,7 +53,7 @@ def make_impala(spec: EnvSpec, config: IMPALAConfig = IMPALAConfig()) -> Agent:
 
     def loss(params, trajectory: Trajectory, key):
         del key
-        logits, values = network.apply(params, trajectory.timestep.observation)
+        logits, values = unroll_trajectory(network, params, trajectory)
         tr = transitions(trajectory, config.discount)
         actions = trajectory.action[:-1]
         log_prob, entropy = policy_terms(logits[:-1], actions)
@@ -69,4 +72,4 @@ def make_impala(spec: EnvSpec, config: IMPALAConfig = IMPALAConfig()) -> Agent:
             "rho": masked_mean(rho, tr.mask_t),
         }
 
-    return Agent(init=init, act=act, loss=loss)
+    return Agent(**fns, loss=loss)

@@ -56,7 +56,7 @@ class PPOBatch(NamedTuple):
 def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig()) -> Agent:
     """PPO whose advantages are computed once per learner step with the learner's parameters."""
     network = make_network(spec, config)
-    init, act = make_policy_fns(network)
+    fns = make_policy_fns(network)
     gae = jax.vmap(rlax.truncated_generalized_advantage_estimation, in_axes=1, out_axes=1)
 
     def prepare(params, trajectory: Trajectory) -> PPOBatch:
@@ -104,8 +104,7 @@ def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig()) -> Agent:
         }
 
     return Agent(
-        init=init,
-        act=act,
+        **fns,
         loss=loss,
         prepare=prepare,
         num_epochs=config.num_epochs,

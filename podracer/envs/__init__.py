@@ -8,16 +8,18 @@ from collections.abc import Callable
 from podracer.envs.base import EnvSpec, Environment, HostEnv, first_timestep
 from podracer.envs.cartpole import CartPole
 from podracer.envs.catch import Catch
+from podracer.envs.memory import CueMemory
 from podracer.envs.wrappers import AutoReset, EpisodeStatistics, wrap
 
 _JAX_ENVS: dict[str, Callable[..., Environment]] = {
     "catch": Catch,
     "cartpole": CartPole,
+    "memory": CueMemory,
 }
 
 
 def make(name: str, **kwargs) -> Environment:
-    """A JAX environment by name (``catch``, ``cartpole``); keyword arguments go to its constructor."""
+    """A JAX environment by name (``catch``, ``cartpole``, ``memory``); keyword arguments go to its constructor."""
     key = name.lower().replace("_", "-")
     aliases = {"cartpole-v1": "cartpole"}
     key = aliases.get(key, key)
@@ -39,6 +41,7 @@ __all__ = [
     "AutoReset",
     "CartPole",
     "Catch",
+    "CueMemory",
     "EnvSpec",
     "Environment",
     "EpisodeStatistics",

@@ -21,8 +21,9 @@ State = Any
 class EnvSpec(NamedTuple):
     """What an agent needs to know about an environment."""
 
-    observation: jax.ShapeDtypeStruct  # one observation, without batch axes
+    observation: chex.ArrayTree  # one observation, without batch axes: a jax.ShapeDtypeStruct, or a dict of them
     num_actions: int  # discrete actions 0 ... num_actions - 1
+    vocab_size: int | None = None  # structured observations: values of the integer ("discrete") features
 
 
 @runtime_checkable
@@ -63,6 +64,11 @@ class HostEnv(Protocol):
 
     def close(self) -> None:
         """Releases the environments' threads and memory."""
+
+
+def example_observation(spec: EnvSpec, batch: int = 1) -> chex.ArrayTree:
+    """Zeros shaped like ``batch`` observations of ``spec`` (numpy, leading axis ``batch``)."""
+    return jax.tree.map(lambda s: np.zeros((batch, *s.shape), s.dtype), spec.observation)
 
 
 def first_timestep(observation: chex.ArrayTree) -> TimeStep:

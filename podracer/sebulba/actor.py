@@ -10,19 +10,20 @@ import jax
 import numpy as np
 
 from podracer import parallel
-from podracer.agents.base import Agent
+from podracer.agents.base import Agent, actor_step, initial_actor_state
 from podracer.envs.base import HostEnv
 from podracer.sebulba.pipeline import ParamStore, Rollout, StopAwareQueue
 from podracer.types import TimeStep, Trajectory
 
 
 def make_act(agent: Agent):
-    """``act(params, observation, key) -> (action, extras, next key)``, jitted; it runs where its inputs live."""
+    """``act(params, observation, key, state, first) -> (action, extras, state, next key)``, jitted; it runs
+    where its inputs live. ``state`` is the agent's actor state (:func:`~podracer.agents.base.initial_actor_state`)."""
 
-    def act(params, observation, key):
+    def act(params, observation, key, state, first):
         key, act_key = jax.random.split(key)
-        action, extras = agent.act(params, observation, act_key)
-        return action, extras, key
+        action, extras, state = actor_step(agent, params, observation, act_key, state, first)
+        return action, extras, state, key
 
     return jax.jit(act)
 
@@ -53,6 +54,7 @@ def _concat(parts):
 def run_actor(
     *,
     envs: Sequence[HostEnv],
+    agent: Agent,
     act,
     device: jax.Device,
     learner_devices: Sequence[jax.Device],
@@ -62,7 +64,7 @@ def run_actor(
     queue: StopAwareQueue,
     stop: threading.Event,
 ) -> None:
-    """Steps ``envs`` with the newest parameters and ships ``[T + 1, B]`` trajectories until ``stop``.
+    """Steps ``envs`` with the newest parameters (``act`` is :func:`make_act` of ``agent``) and ships ``[T + 1, B]`` trajectories until ``stop``.
 
     ``envs`` are groups of one batch (B is their sizes added up). While one group's
     actions are being computed, the others step on envpool's threads: each group is
@@ -71,17 +73,23 @@ def run_actor(
 
     Each trajectory starts with the previous one's last entry (observation and the action
     already chosen there). Parameters are refreshed between rollouts without waiting.
+    A recurrent agent's core state stays on ``device``, one per group, carried across
+    rollouts and reset where an episode starts.
     """
     num_learners = len(parallel.local_devices(learner_devices))
     params, version = store.latest(device, stop)
     key = jax.device_put(key, device)
+    cores = [jax.device_put(initial_actor_state(agent, env.num_envs), device) for env in envs]
+    firsts = [np.ones(env.num_envs, bool) for env in envs]
 
-    def act_on(timestep):
+    def act_on(timestep, g):
         nonlocal key
-        action, extras, key = act(params, jax.device_put(timestep.observation, device), key)
+        observation = jax.device_put(timestep.observation, device)
+        action, extras, cores[g], key = act(params, observation, key, cores[g], firsts[g])
+        firsts[g] = np.asarray(timestep.last)  # the next time step of a finished episode starts a new one
         return timestep, np.asarray(action), jax.device_get(extras)
 
-    parts = [act_on(env.reset()) for env in envs]
+    parts = [act_on(env.reset(), g) for g, env in enumerate(envs)]
     for env, part in zip(envs, parts):
         env.send(part[1])
     entry = _concat(parts)
@@ -97,7 +105,7 @@ def run_actor(
                 if timestep.last.any():
                     returns.extend(env.stats.episode_return[timestep.last].tolist())
                     lengths.extend(env.stats.episode_length[timestep.last].tolist())
-                parts[g] = act_on(timestep)
+                parts[g] = act_on(timestep, g)
                 env.send(parts[g][1])
                 seconds["act"] += time.perf_counter() - now
             entries.append(_concat(parts))

@@ -24,8 +24,8 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from podracer import agents, checkpoint, parallel
-from podracer.envs.base import HostEnv
+from podracer import agents, checkpoint, envs, parallel
+from podracer.envs.base import HostEnv, example_observation
 from podracer.learner import init_learner_state, make_learner_step, make_optimizer, should_unroll
 from podracer.logging import make_logger
 from podracer.sebulba.actor import make_act, run_actor
@@ -41,7 +41,8 @@ def _field(default, help_text: str, **metadata):
 class SebulbaConfig:
     """A Sebulba run; ``python -m podracer.sebulba --help`` lists the same fields."""
 
-    env: str = _field("Pong", "envpool task id or short name (Pong, Breakout, CartPole)")
+    env: str = _field("Pong", "envpool task id or short name (Pong, Breakout, CartPole), or jax:NAME for a JAX "
+                              "environment stepped on the host (jax:memory, jax:catch, jax:cartpole)")
     agent: str = _field("auto", "agent; auto: impala for images (Atari), ppo for vectors", choices=("auto", "a2c", "dqn", "impala", "ppo"))
     total_env_steps: int = _field(10_000_000, "environment steps to train for (all actors together)")
     seed: int = _field(0, "random seed")
@@ -66,6 +67,9 @@ class SebulbaConfig:
     replay_capacity: int | None = _field(None, "DQN: replay items per learner device (default: the agent's)")
     batch_size: int | None = _field(None, "DQN: items per gradient step per learner device (default: the agent's)")
     min_replay_size: int | None = _field(None, "DQN: items per learner device before learning starts (default: the agent's)")
+    core: str | None = _field(None, "a2c, impala: lstm puts an LSTM between torso and heads, its state carried across "
+                              "rollouts (default: none)", choices=("none", "lstm"))
+    core_size: int | None = _field(None, "LSTM units (default: the agent's, 128)")
     log_every: int = _field(10, "learner updates between log lines")
     checkpoint_dir: str | None = _field(None, "save the learner there (orbax) every --checkpoint-every updates and at the end")
     checkpoint_every: int = _field(100, "learner updates between checkpoints")
@@ -80,6 +84,8 @@ class SebulbaConfig:
     def __post_init__(self):
         if self.agent != "auto":
             agents.config_class(self.agent)
+        if self.env.startswith("jax:"):
+            envs.make(self.env[len("jax:"):])  # unknown names fail here, with the list of known ones
         for name in ("total_env_steps", "actor_threads", "num_envs", "rollout_length", "queue_size", "log_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
@@ -169,13 +175,17 @@ def train(
     """Runs ``config`` until ``total_env_steps`` or ``stop`` is set.
 
     ``make_env(seed, num_envs)`` builds each actor thread's host environment (default:
-    envpool for ``config.env``). Returns the learner state and one summary per log line.
+    envpool for ``config.env``, or the JAX environment for ``jax:NAME``). Returns the
+    learner state and one summary per log line.
     """
+    from podracer.envs import host
     from podracer.envs.envpool import EnvpoolEnv
 
     layout = resolve_layout(config.actor_devices, config.learner_devices, config.num_envs)
     if make_env is None:
         def make_env(seed, num_envs):
+            if config.env.startswith(host.PREFIX):
+                return host.make(config.env, num_envs, seed)
             return EnvpoolEnv(config.env, num_envs, seed=seed, num_threads=config.envpool_threads)
 
     stop = stop or threading.Event()
@@ -202,8 +212,7 @@ def train(
         p_step = parallel.pmap(learner_step, layout.learner_devices)
         key = jax.random.key(config.seed)
         learner_key, actor_key = jax.random.split(key)
-        example = np.zeros((1, *spec.observation.shape), spec.observation.dtype)
-        state = init_learner_state(agent, optimizer, learner_key, example)
+        state = init_learner_state(agent, optimizer, learner_key, example_observation(spec))
         metadata = {"mode": "sebulba", "env": getattr(envs[0], "task_id", config.env), "agent": agent_name,
                     "agent_hyperparameters": hyperparameters, "seed": config.seed}
         updates = 0
@@ -249,7 +258,7 @@ def train(
         for i in range(num_actors):
             device = layout.actor_devices[i // config.actor_threads]
             name = f"actor-{i}-device-{device.id}"
-            kwargs = dict(envs=groups[i], act=act, device=device, learner_devices=layout.learner_devices,
+            kwargs = dict(envs=groups[i], agent=agent, act=act, device=device, learner_devices=layout.learner_devices,
                           rollout_length=config.rollout_length, key=jax.random.fold_in(actor_key, first_actor + i),
                           store=store, queue=queue, stop=stop)
             threads.append(threading.Thread(target=guarded, args=(name,), kwargs=kwargs, name=name, daemon=True))
