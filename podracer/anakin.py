@@ -138,8 +138,12 @@ def init_state(
     num_envs: int,
     *,
     actor_index: chex.Array | int = 0,
+    rollout_length: int = 1,
 ) -> AnakinState:
     """One device's initial state with ``num_envs`` environments.
+
+    ``rollout_length`` shapes a replay agent's stored sequences (R2D2); pass the
+    update's.
 
     Parameters come from ``key`` alone, so every device that gets the same ``key``
     starts from the same parameters; environments and actor keys also fold in
@@ -152,7 +156,7 @@ def init_state(
     actor_key = jax.random.fold_in(actor_key, actor_index)
     actor_key, reset_key, act_key = jax.random.split(actor_key, 3)
     env_state, timestep = jax.vmap(env.reset)(jax.random.split(reset_key, num_envs))
-    learner = init_learner_state(agent, optimizer, learner_key, timestep.observation)
+    learner = init_learner_state(agent, optimizer, learner_key, timestep.observation, rollout_length=rollout_length)
     first = jnp.ones((num_envs,), bool)
     action, extras, core = actor_step(agent, learner.params, timestep.observation, act_key,
                                       initial_actor_state(agent, num_envs), first)
@@ -166,13 +170,16 @@ def init(
     key: chex.PRNGKey,
     num_envs_per_device: int,
     devices: Sequence[jax.Device] | None = None,
+    *,
+    rollout_length: int = 1,
 ) -> AnakinState:
     """Initial states for the local ones of ``devices`` (default: all devices), stacked on a leading axis.
 
     Made by a pmap-ed :func:`init_state`, so each device's index along the device axis
     (global across processes) seeds its environments, and parameters are identical.
     """
-    init_fn = functools.partial(init_state, env, agent, optimizer, num_envs=num_envs_per_device)
+    init_fn = functools.partial(init_state, env, agent, optimizer, num_envs=num_envs_per_device,
+                                rollout_length=rollout_length)
     p_init = parallel.pmap(lambda k: init_fn(k, actor_index=jax.lax.axis_index(parallel.DEVICE_AXIS)), devices)
     return p_init(parallel.replicate(key, devices))
 
@@ -240,7 +247,7 @@ def run(
 
     update = make_update(env, agent, optimizer, rollout_length=rollout_length)
     p_multi = parallel.pmap(make_multi_update(update, updates_per_call), devices)
-    state = init(env, agent, optimizer, key, num_envs_per_device, devices)
+    state = init(env, agent, optimizer, key, num_envs_per_device, devices, rollout_length=rollout_length)
 
     history, call_seconds = [], []
     for call in range(num_calls):
@@ -274,7 +281,7 @@ class AnakinConfig:
     """A training run in Anakin mode; ``python examples/anakin_catch.py --help`` lists the same fields."""
 
     env: str = _field("catch", "JAX environment", choices=("catch", "cartpole", "memory"))
-    agent: str = _field("a2c", "agent", choices=("a2c", "dqn", "impala", "ppo"))
+    agent: str = _field("a2c", "agent", choices=("a2c", "dqn", "impala", "ppo", "r2d2"))
     seed: int = _field(0, "random seed")
     num_envs_per_device: int = _field(64, "environments stepped on each device")
     num_envs: int | None = _field(None, "total environments over all devices of all processes; overrides --num-envs-per-device")
@@ -288,13 +295,14 @@ class AnakinConfig:
     hidden_sizes: tuple[int, ...] = _field((64, 64), "hidden layer sizes of the MLPs")
     num_epochs: int | None = _field(None, "PPO: epochs per update (default: the agent's)")
     num_minibatches: int | None = _field(None, "PPO: minibatches per epoch (default: the agent's)")
-    replay_ratio: float | None = _field(None, "DQN: items learned from per item inserted, held by a rate limiter (default: the agent's)")
-    replay_capacity: int | None = _field(None, "DQN: replay items per device (default: the agent's)")
-    batch_size: int | None = _field(None, "DQN: items per gradient step per device (default: the agent's)")
-    min_replay_size: int | None = _field(None, "DQN: items per device before learning starts (default: the agent's)")
-    core: str | None = _field(None, "a2c, impala: lstm puts an LSTM between torso and heads, its state carried across "
+    replay_ratio: float | None = _field(None, "DQN, R2D2: items learned from per item inserted, held by a rate limiter (default: the agent's)")
+    replay_capacity: int | None = _field(None, "DQN, R2D2: replay items per device (default: the agent's)")
+    batch_size: int | None = _field(None, "DQN, R2D2: items per gradient step per device (default: the agent's)")
+    min_replay_size: int | None = _field(None, "DQN, R2D2: items per device before learning starts (default: the agent's)")
+    core: str | None = _field(None, "a2c, impala (r2d2 always): lstm puts an LSTM between torso and heads, its state carried across "
                               "rollouts (default: none)", choices=("none", "lstm"))
     core_size: int | None = _field(None, "LSTM units (default: the agent's, 128)")
+    burn_in: int | None = _field(None, "R2D2: steps of each stored sequence that only warm up the LSTM state (default: the agent's)")
     log_dir: str | None = _field(None, "write DIR/metrics.jsonl and TensorBoard events there")
     checkpoint_dir: str | None = _field(None, "save the final learner there (orbax), for python -m podracer.evaluate")
     cpu_devices: int | None = _field(None, "CPU devices to expose when JAX runs on the CPU (default: one per core)")
@@ -377,7 +385,7 @@ def train(config: AnakinConfig) -> RunResult:
             log=logger,
         )
     if config.checkpoint_dir and parallel.is_main_process():
-        metadata = {"mode": "anakin", "env": config.env, "agent": config.agent,
+        metadata = {"mode": "anakin", "env": config.env, "agent": config.agent, "rollout_length": config.rollout_length,
                     "agent_hyperparameters": config.agent_hyperparameters(), "seed": config.seed, "env_steps": total_steps}
         checkpoint.save(config.checkpoint_dir, parallel.unreplicate(result.state.learner), metadata)
     return result

@@ -33,7 +33,8 @@ def load(directory: str, spec):
     agent = _agent_for(metadata, spec)
     example = example_observation(spec)
     # Abstract: a replay agent's template would otherwise allocate its whole replay memory.
-    template = jax.eval_shape(lambda: init_learner_state(agent, make_optimizer(1.0, 1.0), jax.random.key(0), example))
+    template = jax.eval_shape(lambda: init_learner_state(agent, make_optimizer(1.0, 1.0), jax.random.key(0), example,
+                                                         rollout_length=metadata.get("rollout_length", 1)))
     state, metadata = checkpoint.restore(directory, template)
     return agent, state.params, metadata
 

@@ -28,11 +28,13 @@ class ReplayExtra(NamedTuple):
     sgd_steps: chex.Array  # int32 []: gradient steps taken (target updates count them)
 
 
-def init_learner_state(agent: Agent, optimizer: optax.GradientTransformation, key: chex.PRNGKey, observation) -> LearnerState:
+def init_learner_state(agent: Agent, optimizer: optax.GradientTransformation, key: chex.PRNGKey, observation, *,
+                       rollout_length: int = 1) -> LearnerState:
     """Fresh parameters (from ``key``) for ``observation``-shaped inputs, optimizer state, step 0.
 
     A replay-based agent also gets its target network and an empty replay shard, whose
-    items are shaped after a trajectory of ``observation[:1]``.
+    items are shaped after a ``[rollout_length + 1, 1]`` trajectory of ``observation[:1]``
+    (items that are whole sequences, as R2D2's, have the trajectories' length).
     """
     params_key, learner_key = jax.random.split(key)
     params = agent.init(params_key, observation)
@@ -45,8 +47,8 @@ def init_learner_state(agent: Agent, optimizer: optax.GradientTransformation, ke
             first = jnp.ones((1,), bool)
             action, extras, _ = actor_step(agent, params, one, jax.random.key(0), initial_actor_state(agent, 1), first)
             timestep = TimeStep(one, jnp.zeros(1), jnp.ones(1), jnp.zeros(1, bool))
-            pair = lambda x: jnp.stack([x, x])  # noqa: E731
-            trajectory = Trajectory(jax.tree.map(pair, timestep), pair(action), jax.tree.map(pair, extras))
+            repeat = lambda x: jnp.stack([x] * (rollout_length + 1))  # noqa: E731
+            trajectory = Trajectory(jax.tree.map(repeat, timestep), repeat(action), jax.tree.map(repeat, extras))
             return spec.make_items(trajectory)[0]
 
         item = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), jax.eval_shape(example_items, params))

@@ -10,6 +10,7 @@ from podracer.agents.base import Agent, ReplaySpec, Transitions, make_network, m
 from podracer.agents.dqn import DQNConfig, make_dqn
 from podracer.agents.impala import IMPALAConfig, make_impala
 from podracer.agents.ppo import PPOBatch, PPOConfig, make_ppo
+from podracer.agents.r2d2 import R2D2Config, make_r2d2
 from podracer.envs.base import EnvSpec
 
 _AGENTS = {
@@ -17,6 +18,7 @@ _AGENTS = {
     "dqn": (make_dqn, DQNConfig),
     "impala": (make_impala, IMPALAConfig),
     "ppo": (make_ppo, PPOConfig),
+    "r2d2": (make_r2d2, R2D2Config),
 }
 
 
@@ -37,7 +39,7 @@ def config_class(name: str):
 # Hyper-parameters that the command lines offer as flags defaulting to None ("the agent's");
 # a flag that is set must be a field of the chosen agent's config.
 FLAG_HYPERPARAMETERS = ("entropy_coef", "num_epochs", "num_minibatches", "replay_ratio", "replay_capacity",
-                        "batch_size", "min_replay_size", "core", "core_size")
+                        "batch_size", "min_replay_size", "core", "core_size", "burn_in")
 
 
 def select_hyperparameters(name: str, always: dict, if_set: dict) -> dict:
@@ -76,6 +78,7 @@ __all__ = [
     "IMPALAConfig",
     "PPOBatch",
     "PPOConfig",
+    "R2D2Config",
     "Transitions",
     "config_class",
     "make",
@@ -85,6 +88,7 @@ __all__ = [
     "make_network",
     "make_policy_fns",
     "make_ppo",
+    "make_r2d2",
     "masked_mean",
     "names",
     "policy_terms",

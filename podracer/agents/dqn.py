@@ -65,6 +65,16 @@ def epsilon_ladder(num_actors: int, epsilon: float = 0.4, alpha: float = 7.0) ->
     return epsilon ** (1.0 + alpha * i / max(num_actors - 1, 1))
 
 
+def epsilon_greedy(q_values: jax.Array, key, epsilon: float, alpha: float) -> jax.Array:
+    """Greedy actions of ``q_values`` ``[..., A]``, random ones with the Ape-X ladder's rates over the batch."""
+    explore_key, action_key = jax.random.split(key)
+    batch_shape = q_values.shape[:-1]
+    rates = epsilon_ladder(math.prod(batch_shape), epsilon, alpha).reshape(batch_shape)
+    explore = jax.random.uniform(explore_key, batch_shape) < rates
+    random_action = jax.random.randint(action_key, batch_shape, 0, q_values.shape[-1], dtype=jnp.int32)
+    return jnp.where(explore, random_action, jnp.argmax(q_values, axis=-1).astype(jnp.int32))
+
+
 def n_step_targets(trajectory: Trajectory, n: int, discount: float):
     """Per transition ``t -> t + 1`` of a ``[T + 1, B]`` trajectory: the n-step reward sum, its bootstrap
     discount and the time index to bootstrap from (``[T, B]`` each), and the validity mask.
@@ -99,14 +109,7 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig()) -> Agent:
 
     def act(params, observation, key):
         q_values = network.apply(params, observation)
-        explore_key, action_key = jax.random.split(key)
-        batch_shape = q_values.shape[:-1]
-        num_actors = math.prod(batch_shape)
-        epsilon = epsilon_ladder(num_actors, config.epsilon, config.epsilon_alpha).reshape(batch_shape)
-        explore = jax.random.uniform(explore_key, batch_shape) < epsilon
-        random_action = jax.random.randint(action_key, batch_shape, 0, spec.num_actions, dtype=jnp.int32)
-        action = jnp.where(explore, random_action, jnp.argmax(q_values, axis=-1).astype(jnp.int32))
-        return action, {"q_values": q_values}
+        return epsilon_greedy(q_values, key, config.epsilon, config.epsilon_alpha), {"q_values": q_values}
 
     def make_items(trajectory: Trajectory):
         reward, discount, index, mask = n_step_targets(trajectory, config.n_step, config.discount)

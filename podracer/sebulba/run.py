@@ -43,7 +43,7 @@ class SebulbaConfig:
 
     env: str = _field("Pong", "envpool task id or short name (Pong, Breakout, CartPole), or jax:NAME for a JAX "
                               "environment stepped on the host (jax:memory, jax:catch, jax:cartpole)")
-    agent: str = _field("auto", "agent; auto: impala for images (Atari), ppo for vectors", choices=("auto", "a2c", "dqn", "impala", "ppo"))
+    agent: str = _field("auto", "agent; auto: impala for images (Atari), ppo for vectors", choices=("auto", "a2c", "dqn", "impala", "ppo", "r2d2"))
     total_env_steps: int = _field(10_000_000, "environment steps to train for (all actors together)")
     seed: int = _field(0, "random seed")
     actor_devices: tuple[int, ...] | None = _field(None, "indices of the local devices that act (default: 0)")
@@ -63,13 +63,14 @@ class SebulbaConfig:
     torso: str = _field("auto", "image torso: impala (ResNet) or nature (CNN); auto picks impala", choices=("auto", "impala", "nature", "mlp"))
     num_epochs: int | None = _field(None, "PPO: epochs per update (default: the agent's)")
     num_minibatches: int | None = _field(None, "PPO: minibatches per epoch (default: the agent's)")
-    replay_ratio: float | None = _field(None, "DQN: items learned from per item inserted, held by a rate limiter (default: the agent's)")
-    replay_capacity: int | None = _field(None, "DQN: replay items per learner device (default: the agent's)")
-    batch_size: int | None = _field(None, "DQN: items per gradient step per learner device (default: the agent's)")
-    min_replay_size: int | None = _field(None, "DQN: items per learner device before learning starts (default: the agent's)")
-    core: str | None = _field(None, "a2c, impala: lstm puts an LSTM between torso and heads, its state carried across "
+    replay_ratio: float | None = _field(None, "DQN, R2D2: items learned from per item inserted, held by a rate limiter (default: the agent's)")
+    replay_capacity: int | None = _field(None, "DQN, R2D2: replay items per learner device (default: the agent's)")
+    batch_size: int | None = _field(None, "DQN, R2D2: items per gradient step per learner device (default: the agent's)")
+    min_replay_size: int | None = _field(None, "DQN, R2D2: items per learner device before learning starts (default: the agent's)")
+    core: str | None = _field(None, "a2c, impala (r2d2 always): lstm puts an LSTM between torso and heads, its state carried across "
                               "rollouts (default: none)", choices=("none", "lstm"))
     core_size: int | None = _field(None, "LSTM units (default: the agent's, 128)")
+    burn_in: int | None = _field(None, "R2D2: steps of each stored sequence that only warm up the LSTM state (default: the agent's)")
     log_every: int = _field(10, "learner updates between log lines")
     checkpoint_dir: str | None = _field(None, "save the learner there (orbax) every --checkpoint-every updates and at the end")
     checkpoint_every: int = _field(100, "learner updates between checkpoints")
@@ -116,7 +117,7 @@ class SebulbaConfig:
     def grad_clip(self, agent_name: str) -> float:
         if self.max_grad_norm is not None:
             return self.max_grad_norm
-        return {"impala": 40.0, "dqn": 10.0}.get(agent_name, 0.5)
+        return {"impala": 40.0, "dqn": 10.0, "r2d2": 40.0}.get(agent_name, 0.5)
 
     def agent_hyperparameters(self, agent_name: str) -> dict:
         return agents.select_hyperparameters(
@@ -212,9 +213,10 @@ def train(
         p_step = parallel.pmap(learner_step, layout.learner_devices)
         key = jax.random.key(config.seed)
         learner_key, actor_key = jax.random.split(key)
-        state = init_learner_state(agent, optimizer, learner_key, example_observation(spec))
+        state = init_learner_state(agent, optimizer, learner_key, example_observation(spec),
+                                   rollout_length=config.rollout_length)
         metadata = {"mode": "sebulba", "env": getattr(envs[0], "task_id", config.env), "agent": agent_name,
-                    "agent_hyperparameters": hyperparameters, "seed": config.seed}
+                    "agent_hyperparameters": hyperparameters, "seed": config.seed, "rollout_length": config.rollout_length}
         updates = 0
         if config.checkpoint_dir:
             found = checkpoint.steps(config.checkpoint_dir)

@@ -1,0 +1,157 @@
+"""R2D2 (Kapturowski et al., 2019): recurrent double Q-learning from prioritized sequences.
+
+The actor carries an LSTM state (reset where episodes start) and acts epsilon-greedily
+with the Ape-X ladder. The learner stores one sequence per environment and trajectory:
+its ``T + 1`` time steps, actions, and the LSTM state the actor had before the first of
+them. A sampled sequence is unrolled from that stored state: the first ``burn_in``
+steps only warm the state up (no gradient, no loss), the rest give n-step double-Q
+targets with value rescaling (``h(x) = sign(x)(sqrt(|x| + 1) - 1) + eps x``, rlax's
+signed hyperbolic pair): ``h(sum_k gamma^k r + gamma^n h^-1(Q_target(s', argmax Q(s'))))``.
+The sequence's new priority mixes the max and the mean absolute TD error (``eta``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import rlax
+
+from podracer import replay as replay_lib
+from podracer.agents.base import Agent, ReplaySpec, check_core, first_flags, make_recurrent_fns, make_torso
+from podracer.agents.dqn import epsilon_greedy, n_step_targets
+from podracer.envs.base import EnvSpec
+from podracer.networks import RecurrentNetwork
+from podracer.types import TimeStep, Trajectory
+
+
+@dataclasses.dataclass(frozen=True)
+class R2D2Config:
+    discount: float = 0.997
+    n_step: int = 5
+    burn_in: int = 4  # steps of each stored sequence that only warm the LSTM state up
+    hidden_sizes: tuple[int, ...] = (64,)
+    torso: str = "auto"  # mlp, impala or nature; auto: impala for images, mlp otherwise
+    core: str = "lstm"  # R2D2 is recurrent; the field exists so --core reads the same for every agent
+    core_size: int = 128
+    epsilon: float = 0.4
+    epsilon_alpha: float = 7.0
+    value_rescaling: bool = True  # learn h(Q) (off: plain n-step double Q on sequences)
+    value_rescaling_eps: float = 1e-3  # eps of h
+    replay_capacity: int = 10_000  # sequences per replay shard
+    batch_size: int = 32  # sequences per gradient step, per learner device
+    replay_ratio: float = 1.0  # sequences learned from per sequence inserted
+    min_replay_size: int = 256  # sequences inserted before learning starts (per shard)
+    prioritized: bool = True
+    priority_exponent: float = 0.9  # alpha
+    importance_exponent: float = 0.6  # beta
+    eta: float = 0.9  # priority = eta x max |td| + (1 - eta) x mean |td| over a sequence
+    target_period: int = 100  # gradient steps between target-network copies
+    target_tau: float | None = None
+
+    def __post_init__(self):
+        if not 0.0 <= self.discount <= 1.0:
+            raise ValueError(f"discount must be in [0, 1], got {self.discount}.")
+        if self.core != "lstm":
+            raise ValueError(f"R2D2 is recurrent: core must be 'lstm', got {self.core!r}.")
+        check_core(self.core, self.core_size)
+        for name in ("n_step", "replay_capacity", "batch_size", "target_period"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
+        if self.burn_in < 0:
+            raise ValueError(f"burn_in must be >= 0, got {self.burn_in}.")
+        if self.replay_ratio <= 0:
+            raise ValueError(f"replay_ratio must be > 0, got {self.replay_ratio}.")
+        if not self.batch_size <= self.min_replay_size <= self.replay_capacity:
+            raise ValueError(f"Need batch_size <= min_replay_size <= replay_capacity, got {self.batch_size}, "
+                             f"{self.min_replay_size}, {self.replay_capacity}.")
+        if not 0.0 <= self.eta <= 1.0:
+            raise ValueError(f"eta must be in [0, 1], got {self.eta}.")
+        if self.target_tau is not None and not 0.0 < self.target_tau <= 1.0:
+            raise ValueError(f"target_tau must be in (0, 1], got {self.target_tau}.")
+
+
+def make_r2d2(spec: EnvSpec, config: R2D2Config = R2D2Config()) -> Agent:
+    """R2D2; see the module docstring. Sequences are the learner's trajectories (``--rollout-length`` + 1 steps)."""
+    torso = make_torso(spec, config.torso, config.hidden_sizes, "relu")
+    network = RecurrentNetwork(spec.num_actions, torso, config.core_size, heads="q")
+
+    def choose(q_values, key):
+        return epsilon_greedy(q_values, key, config.epsilon, config.epsilon_alpha), {"q_values": q_values}
+
+    fns = make_recurrent_fns(network, choose)
+    if config.value_rescaling:
+        h = lambda x: rlax.signed_hyperbolic(x, config.value_rescaling_eps)  # noqa: E731
+        h_inv = lambda x: rlax.signed_parabolic(x, config.value_rescaling_eps)  # noqa: E731
+    else:
+        h = h_inv = lambda x: x  # noqa: E731
+
+    def make_items(trajectory: Trajectory):
+        length = trajectory.action.shape[0]
+        if config.burn_in + 1 >= length:
+            raise ValueError(f"R2D2 needs sequences longer than burn_in + 1 = {config.burn_in + 1} steps; the "
+                             f"trajectories have {length} (raise --rollout-length or lower --burn-in).")
+        ts = trajectory.timestep
+        batch_major = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731
+        items = {
+            "observation": jax.tree.map(batch_major, ts.observation),
+            "reward": batch_major(ts.reward),
+            "discount": batch_major(ts.discount),
+            "last": batch_major(ts.last),
+            "action": batch_major(trajectory.action),
+            "core_state": jax.tree.map(lambda x: x[0], trajectory.extras["core_state"]),
+        }
+        return items, jnp.ones(trajectory.action.shape[1], bool)
+
+    def unroll(params, observation, first, state):
+        """Q-values ``[S, N, A]``: the burn-in steps without gradient, the rest from the state they reach."""
+        b = config.burn_in
+        if b == 0:
+            return network.apply(params, observation, first, state, method="unroll")[0]
+        head = lambda x: x[:b]  # noqa: E731
+        tail = lambda x: x[b:]  # noqa: E731
+        q_burn, state = network.apply(params, jax.tree.map(head, observation), head(first), state, method="unroll")
+        state = jax.lax.stop_gradient(state)
+        q_rest, _ = network.apply(params, jax.tree.map(tail, observation), tail(first), state, method="unroll")
+        return jnp.concatenate([jax.lax.stop_gradient(q_burn), q_rest])
+
+    def loss(params, target_params, items, weights, key):
+        del key
+        time_major = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731
+        observation = jax.tree.map(time_major, items["observation"])
+        timestep = TimeStep(observation, time_major(items["reward"]), time_major(items["discount"]),
+                            time_major(items["last"]))
+        trajectory = Trajectory(timestep, time_major(items["action"]), {})
+        first = first_flags(trajectory)
+        q = unroll(params, observation, first, items["core_state"])  # [S, N, A]
+        q_target = unroll(target_params, observation, first, items["core_state"])
+        reward, discount, index, mask = n_step_targets(trajectory, config.n_step, config.discount)  # [S - 1, N]
+        columns = jnp.arange(reward.shape[1])[None, :]
+        best = jnp.argmax(q[index, columns], axis=-1)
+        bootstrap = jnp.take_along_axis(q_target[index, columns], best[..., None], axis=-1)[..., 0]
+        target = jax.lax.stop_gradient(h(reward + discount * h_inv(bootstrap)))
+        q_a = jnp.take_along_axis(q[:-1], trajectory.action[:-1, :, None].astype(jnp.int32), axis=-1)[..., 0]
+        learn = mask * (jnp.arange(mask.shape[0]) >= config.burn_in)[:, None]  # no loss on burn-in steps
+        td = (target - q_a) * learn
+        total = jnp.mean(weights[None, :] * 0.5 * jnp.square(td))
+        abs_td = jnp.abs(td)
+        priorities = replay_lib.sequence_priorities(abs_td, learn, eta=config.eta, axis=0)
+        metrics = {"loss": total, "q_value": jnp.sum(q_a * learn) / jnp.maximum(jnp.sum(learn), 1.0),
+                   "abs_td": jnp.sum(abs_td) / jnp.maximum(jnp.sum(learn), 1.0)}
+        return total, (metrics, priorities)
+
+    replay = ReplaySpec(
+        make_items=make_items,
+        loss=loss,
+        capacity=config.replay_capacity,
+        batch_size=config.batch_size,
+        replay_ratio=config.replay_ratio,
+        min_size=config.min_replay_size,
+        prioritized=config.prioritized,
+        priority_exponent=config.priority_exponent,
+        importance_exponent=config.importance_exponent,
+        target_period=config.target_period,
+        target_tau=config.target_tau,
+    )
+    return Agent(**fns, loss=None, replay=replay)
