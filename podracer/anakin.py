@@ -280,7 +280,7 @@ def _field(default, help_text: str, **metadata):
 class AnakinConfig:
     """A training run in Anakin mode; ``python examples/anakin_catch.py --help`` lists the same fields."""
 
-    env: str = _field("catch", "JAX environment", choices=("catch", "cartpole", "memory"))
+    env: str = _field("catch", "JAX environment", choices=("catch", "cartpole", "memory", "synthetic"))
     agent: str = _field("a2c", "agent", choices=("a2c", "dqn", "impala", "ppo", "r2d2"))
     seed: int = _field(0, "random seed")
     num_envs_per_device: int = _field(64, "environments stepped on each device")

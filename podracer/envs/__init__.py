@@ -9,17 +9,19 @@ from podracer.envs.base import EnvSpec, Environment, HostEnv, first_timestep
 from podracer.envs.cartpole import CartPole
 from podracer.envs.catch import Catch
 from podracer.envs.memory import CueMemory
+from podracer.envs.synthetic import Synthetic
 from podracer.envs.wrappers import AutoReset, EpisodeStatistics, wrap
 
 _JAX_ENVS: dict[str, Callable[..., Environment]] = {
     "catch": Catch,
     "cartpole": CartPole,
     "memory": CueMemory,
+    "synthetic": Synthetic,
 }
 
 
 def make(name: str, **kwargs) -> Environment:
-    """A JAX environment by name (``catch``, ``cartpole``, ``memory``); keyword arguments go to its constructor."""
+    """A JAX environment by name (``catch``, ``cartpole``, ``memory``, ``synthetic``); keyword arguments go to its constructor."""
     key = name.lower().replace("_", "-")
     aliases = {"cartpole-v1": "cartpole"}
     key = aliases.get(key, key)
@@ -46,6 +48,7 @@ __all__ = [
     "Environment",
     "EpisodeStatistics",
     "HostEnv",
+    "Synthetic",
     "first_timestep",
     "make",
     "names",

@@ -1,0 +1,154 @@
+"""Recurrent agents: the LSTM core, its state carried by every driver, and the memory task that needs it."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from podracer import agents, anakin, envs
+from podracer.envs.host import JaxHostEnv
+from podracer.evaluate import play_jax
+from podracer.learner import make_optimizer
+from podracer.networks import ObservationTorso, RecurrentNetwork, StructuredTorso, lstm_initial_state
+
+
+def _network(heads="actor_critic"):
+    return RecurrentNetwork(num_actions=3, torso=ObservationTorso("mlp", (8,)), core_size=5, heads=heads)
+
+
+def test_unroll_equals_stepping_and_a_first_step_starts_from_the_initial_state():
+    net = _network()
+    t_len, batch = 6, 3
+    obs = jax.random.normal(jax.random.key(0), (t_len, batch, 4))
+    first = np.zeros((t_len, batch), bool)
+    first[3, 0] = True  # env 0 starts an episode at step 3
+    state = jax.tree.map(lambda x: x + 0.7, lstm_initial_state(batch, 5))  # mid-episode state
+    params = net.init(jax.random.key(1), obs[0], first[0], state)
+    (logits, values), final = net.apply(params, obs, first, state, method="unroll")
+    assert logits.shape == (t_len, batch, 3) and values.shape == (t_len, batch) and final[0].shape == (batch, 5)
+
+    carry = state
+    for t in range(t_len):
+        (step_logits, step_values), carry = net.apply(params, obs[t], first[t], carry)
+        np.testing.assert_allclose(step_logits, logits[t], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(step_values, values[t], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(carry[1], final[1], rtol=1e-5, atol=1e-6)
+
+    # From step 3 on, env 0 behaves as a fresh episode started there; env 1 does not.
+    (fresh, _), _ = net.apply(params, obs[3:], np.zeros((t_len - 3, batch), bool), lstm_initial_state(batch, 5),
+                              method="unroll")
+    np.testing.assert_allclose(logits[3:, 0], fresh[:, 0], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(logits[3:, 1], fresh[:, 1], atol=1e-4)
+
+
+def test_structured_torso_shapes_and_clipping():
+    env = envs.make("synthetic", num_discrete=3, vocab_size=7, num_entities=4, num_features=2)
+    spec = env.spec()
+    _, timestep = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), 5))
+    obs = timestep.observation
+    assert obs["discrete"].shape == (5, 3) and obs["discrete"].dtype == jnp.int32
+    assert obs["continuous"].shape == (5, 4, 2) and obs["continuous"].dtype == jnp.float32
+    assert int(obs["discrete"].min()) >= 0 and int(obs["discrete"].max()) < 7 and spec.vocab_size == 7
+
+    torso = StructuredTorso(vocab_size=7, embed_dim=6, entity_dim=10, clip=2.0, hidden_sizes=(12,))
+    params = torso.init(jax.random.key(1), obs)
+    assert params["params"]["Embed_0"]["embedding"].shape == (7, 6)
+    assert params["params"]["Dense_0"]["kernel"].shape == (2, 10)  # per entity: features -> entity_dim
+    assert params["params"]["MLP_0"]["Dense_0"]["kernel"].shape == (3 * 6 + 10, 12)  # embeddings ++ pooled
+    assert torso.apply(params, obs).shape == (5, 12)
+
+    def out(value, entity=0):
+        continuous = jnp.zeros((1, 4, 2)).at[0, entity, 0].set(value)
+        return torso.apply(params, {"discrete": jnp.zeros((1, 3), jnp.int32), "continuous": continuous})
+
+    np.testing.assert_array_equal(out(100.0), out(2.0))  # clipped to the same value
+    np.testing.assert_array_equal(out(-1e9), out(-2.0))
+    assert not np.allclose(out(1.0), out(2.0))
+    np.testing.assert_allclose(out(1.5, entity=0), out(1.5, entity=3), rtol=1e-6)  # max over entities: order-free
+
+    # The full policy: structured torso, LSTM, softmax over the actions.
+    agent = agents.make("a2c", spec, core="lstm", core_size=16, hidden_sizes=(12,))
+    state = agent.initial_state(5)
+    agent_params = agent.init(jax.random.key(2), obs)
+    action, extras, state = agent.act(agent_params, obs, jax.random.key(3), state, jnp.ones(5, bool))
+    assert action.shape == (5,) and extras["logits"].shape == (5, 8) and state[0].shape == (5, 16)
+    with pytest.raises(ValueError, match=r"Structured \(dict\) observations need a recurrent agent \(core='lstm'\)\."):
+        agents.make("a2c", spec)
+    with pytest.raises(ValueError, match=r"Unknown core 'gru'; choose one of none, lstm\."):
+        agents.make("a2c", spec, core="gru")
+
+
+def test_anakin_rollout_carries_the_core_state_and_resets_it_after_last(devices):
+    env = envs.make("memory", delay=2)  # episodes of 4 steps
+    agent = agents.make("a2c", env.spec(), core="lstm", core_size=8, hidden_sizes=(8,))
+    optimizer = make_optimizer(1e-3)
+    state = anakin.init_state(env, agent, optimizer, jax.random.key(0), 3)
+    rollout = jax.jit(anakin.make_rollout(env, agent, 7))
+    rollout_state, trajectory, _ = rollout(state.learner.params, state.rollout)
+    core = np.asarray(trajectory.extras["core_state"][1])  # h, [T + 1, B, 8]
+    last = np.asarray(trajectory.timestep.last)
+    starts = np.concatenate([np.ones((1, 3), bool), last[:-1]])  # entry 0 is the very first step
+    assert starts.sum() >= 3 and (~starts).sum() >= 3
+    assert np.all(core[starts] == 0.0)  # a step after last starts from the initial state
+    assert np.all(np.abs(core[~starts]).max(axis=-1) > 0)  # mid-episode steps carry a state
+    # The next rollout starts from the carried state.
+    _, next_trajectory, _ = rollout(state.learner.params, rollout_state)
+    np.testing.assert_array_equal(next_trajectory.extras["core_state"][1][0], trajectory.extras["core_state"][1][-1])
+
+
+def test_recurrent_agent_solves_the_memory_task_that_feed_forward_cannot(devices, tmp_path):
+    """Cue recall over 4 blank steps: chance is -0.5 (4 cues), recall is +1."""
+    env = envs.make("memory")
+    results = {}
+    for core in ("lstm", "none"):
+        agent = agents.make("a2c", env.spec(), core=core, core_size=32, hidden_sizes=(32,))
+        result = anakin.run(env, agent, make_optimizer(3e-3), key=jax.random.key(0), num_envs_per_device=32,
+                            rollout_length=16, num_updates=200 if core == "lstm" else 60, updates_per_call=20,
+                            devices=devices[:2])
+        params = jax.tree.map(lambda x: x[0], result.state.learner.params)
+        greedy, _ = play_jax(env, agent, params, 64, greedy=True)
+        results[core] = (result.history[-1]["episode_return"], float(np.mean(greedy)))
+    assert results["lstm"][0] > 0.6 and results["lstm"][1] > 0.8, results
+    assert results["none"][0] < -0.3 and results["none"][1] < -0.2, results
+
+
+def test_r2d2_stores_aligned_sequences_and_learns_the_memory_task(devices):
+    env = envs.make("memory")
+    agent = agents.make("r2d2", env.spec(), core_size=32, hidden_sizes=(32,), batch_size=32, min_replay_size=64,
+                        replay_capacity=2000, discount=0.99, replay_ratio=4.0, burn_in=4)
+    state = anakin.init_state(env, agent, make_optimizer(1e-3), jax.random.key(0), 5, rollout_length=9)
+    _, trajectory, _ = jax.jit(anakin.make_rollout(env, agent, 9))(state.learner.params, state.rollout)
+    items, mask = agent.replay.make_items(trajectory)
+    assert items["observation"].shape == (5, 10, 6) and mask.shape == (5,) and bool(mask.all())
+    np.testing.assert_array_equal(items["action"][2], trajectory.action[:, 2])
+    np.testing.assert_array_equal(items["core_state"][1][2], trajectory.extras["core_state"][1][0, 2])
+    assert state.learner.extra.replay.items["observation"].shape == (2000, 10, 6)
+    with pytest.raises(ValueError, match=r"R2D2 needs sequences longer than burn_in \+ 1 = 5 steps; the trajectories "
+                                         r"have 4 \(raise --rollout-length or lower --burn-in\)\."):
+        anakin.init_state(env, agent, make_optimizer(1e-3), jax.random.key(0), 5, rollout_length=3)
+    with pytest.raises(ValueError, match=r"R2D2 is recurrent: core must be 'lstm', got 'none'\."):
+        agents.make("r2d2", env.spec(), core="none")
+
+    result = anakin.run(env, agent, make_optimizer(1e-3, 10.0), key=jax.random.key(0), num_envs_per_device=16,
+                        rollout_length=16, num_updates=240, updates_per_call=40, devices=devices[:2])
+    last = result.history[-1]
+    params = jax.tree.map(lambda x: x[0], result.state.learner.params)
+    greedy, _ = play_jax(env, agent, params, 64, greedy=True)
+    assert last["episode_return"] > 0.5 and float(np.mean(greedy)) > 0.7, (result.history, greedy)
+    assert abs(last["replay_ratio"] - 4.0) < 0.2
+
+
+def test_jax_environments_serve_as_host_batches():
+    host = JaxHostEnv(envs.make("memory", delay=1), 4, seed=3)
+    first = host.reset()
+    assert first.observation.shape == (4, 6) and isinstance(first.observation, np.ndarray)
+    assert np.all(first.observation[:, :4].sum(axis=1) == 1)  # the cue
+    cue = first.observation[:, :4].argmax(axis=1)
+    host.step(np.zeros(4, np.int32))
+    query = host.step(np.zeros(4, np.int32))
+    assert np.all(query.observation[:, 5] == 1) and not query.last.any()
+    done = host.step(cue.astype(np.int32))
+    assert done.last.all() and np.all(done.reward == 1.0) and np.all(host.stats.episode_return == 1.0)
+    assert np.all(host.step(np.zeros(4, np.int32)).reward == 0.0)  # the next episode starts
+    with pytest.raises(ValueError, match=r"Expected 4 actions, got shape \(3,\)\."):
+        host.send(np.zeros(3, np.int32))
