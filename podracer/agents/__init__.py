@@ -6,7 +6,9 @@ import dataclasses
 import difflib
 
 from podracer.agents.a2c import A2CConfig, make_a2c
-from podracer.agents.base import Agent, ReplaySpec, Transitions, make_network, make_policy_fns, masked_mean, policy_terms, transitions
+from podracer.agents.base import (Agent, ReplaySpec, Transitions, actor_step, initial_actor_state, make_network,
+                                  make_policy_fns, make_recurrent_fns, masked_mean, policy_terms, transitions,
+                                  unroll_trajectory)
 from podracer.agents.dqn import DQNConfig, make_dqn
 from podracer.agents.impala import IMPALAConfig, make_impala
 from podracer.agents.ppo import PPOBatch, PPOConfig, make_ppo
@@ -80,6 +82,10 @@ __all__ = [
     "PPOConfig",
     "R2D2Config",
     "Transitions",
+    "actor_step",
+    "initial_actor_state",
+    "make_recurrent_fns",
+    "unroll_trajectory",
     "config_class",
     "make",
     "make_a2c",

@@ -1,0 +1,62 @@
+"""The synthetic data-parallel benchmark: its training step, and its command line end to end."""
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from podracer import anakin, parallel
+from podracer.learner import make_learner_step
+
+BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
+
+
+def _benchmark_module():
+    sys.path.insert(0, str(BENCHMARKS))  # it imports its sibling _report
+    spec = importlib.util.spec_from_file_location("synthetic_policy_gradient", BENCHMARKS / "synthetic_policy_gradient.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_training_step_on_two_devices_equals_one_device_on_the_concatenated_batch(devices):
+    bench = _benchmark_module()
+    _, args = bench.parse(["--time-steps", "5", "--core-size", "16", "--hidden-sizes", "16", "--learning-rate", "1e-2"])
+    env, agent, optimizer = bench.make_training(args)
+    state = anakin.init_state(env, agent, optimizer, jax.random.key(0), 8)
+    _, trajectory, _ = jax.jit(anakin.make_rollout(env, agent, 5))(state.learner.params, state.rollout)
+
+    one_state, one_metrics = jax.jit(make_learner_step(agent, optimizer))(state.learner, trajectory)
+
+    def halves(x):  # [T + 1, 8, ...] -> [2, T + 1, 4, ...]
+        return np.moveaxis(np.asarray(x).reshape(x.shape[0], 2, 4, *x.shape[2:]), 1, 0)
+
+    step = parallel.pmap(make_learner_step(agent, optimizer, axis_names=(parallel.DEVICE_AXIS,)), devices[:2])
+    two_state, two_metrics = step(parallel.replicate(state.learner, devices[:2]),
+                                  parallel.shard(jax.tree.map(halves, trajectory), devices[:2]))
+    moved = jax.tree.map(lambda a, b: float(np.max(np.abs(np.asarray(a) - np.asarray(b)))), one_state.params, state.learner.params)
+    assert max(jax.tree.leaves(moved)) > 1e-3  # the step changed the parameters
+    for one, two in zip(jax.tree.leaves(one_state.params), jax.tree.leaves(two_state.params)):
+        np.testing.assert_allclose(np.asarray(two)[0], one, rtol=1e-4, atol=1e-6)
+        np.testing.assert_array_equal(np.asarray(two)[0], np.asarray(two)[1])  # devices agree
+    np.testing.assert_allclose(float(two_metrics["loss"][0]), float(one_metrics["loss"]), rtol=1e-5)
+
+
+def test_benchmark_command_prints_and_saves_its_table(tmp_path):
+    out = tmp_path / "synthetic"
+    run = subprocess.run([sys.executable, str(BENCHMARKS / "synthetic_policy_gradient.py"), "--batch-size", "2",
+                          "--time-steps", "4", "--num-devices", "2", "--updates-per-call", "2", "--calls", "2",
+                          "--core-size", "8", "--hidden-sizes", "8", "--out", str(out)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "| batch/device | time steps | devices | compile (s) | samples/s | samples/s per device | scaling efficiency |" in run.stdout
+    rows = __import__("json").loads(out.with_suffix(".json").read_text())["rows"]
+    assert [r["devices"] for r in rows] == [1, 2] and rows[0]["scaling_efficiency"] == pytest.approx(1.0)
+    assert all(r["samples_per_s"] > 0 and r["compile_s"] > 0 for r in rows)
+    bad = subprocess.run([sys.executable, str(BENCHMARKS / "synthetic_policy_gradient.py"), "--time-steps", "0"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--time-steps must be >= 1, got 0." in bad.stderr
