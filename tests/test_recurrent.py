@@ -82,7 +82,7 @@ def test_anakin_rollout_carries_the_core_state_and_resets_it_after_last(devices)
     env = envs.make("memory", delay=2)  # episodes of 4 steps
     agent = agents.make("a2c", env.spec(), core="lstm", core_size=8, hidden_sizes=(8,))
     optimizer = make_optimizer(1e-3)
-    state = anakin.init_state(env, agent, optimizer, jax.random.key(0), 3)
+    state = jax.jit(lambda key: anakin.init_state(env, agent, optimizer, key, 3))(jax.random.key(0))
     rollout = jax.jit(anakin.make_rollout(env, agent, 7))
     rollout_state, trajectory, _ = rollout(state.learner.params, state.rollout)
     core = np.asarray(trajectory.extras["core_state"][1])  # h, [T + 1, B, 8]
@@ -116,7 +116,7 @@ def test_r2d2_stores_aligned_sequences_and_learns_the_memory_task(devices):
     env = envs.make("memory")
     agent = agents.make("r2d2", env.spec(), core_size=32, hidden_sizes=(32,), batch_size=32, min_replay_size=64,
                         replay_capacity=2000, discount=0.99, replay_ratio=4.0, burn_in=4)
-    state = anakin.init_state(env, agent, make_optimizer(1e-3), jax.random.key(0), 5, rollout_length=9)
+    state = jax.jit(lambda key: anakin.init_state(env, agent, make_optimizer(1e-3), key, 5, rollout_length=9))(jax.random.key(0))
     _, trajectory, _ = jax.jit(anakin.make_rollout(env, agent, 9))(state.learner.params, state.rollout)
     items, mask = agent.replay.make_items(trajectory)
     assert items["observation"].shape == (5, 10, 6) and mask.shape == (5,) and bool(mask.all())

@@ -9,8 +9,9 @@ import jax
 import numpy as np
 import pytest
 
-from podracer import anakin, parallel
-from podracer.learner import make_learner_step
+from podracer import parallel
+from podracer.learner import init_learner_state, make_learner_step
+from podracer.types import TimeStep, Trajectory
 
 BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
 
@@ -27,18 +28,28 @@ def test_training_step_on_two_devices_equals_one_device_on_the_concatenated_batc
     bench = _benchmark_module()
     _, args = bench.parse(["--time-steps", "5", "--core-size", "16", "--hidden-sizes", "16", "--learning-rate", "1e-2"])
     env, agent, optimizer = bench.make_training(args)
-    state = anakin.init_state(env, agent, optimizer, jax.random.key(0), 8)
-    _, trajectory, _ = jax.jit(anakin.make_rollout(env, agent, 5))(state.learner.params, state.rollout)
+    t1, b = 6, 8
+    keys = jax.random.split(jax.random.key(0), t1 * b)
+    _, timestep = jax.vmap(env.reset)(keys)
+    rng = np.random.default_rng(0)
+    last = rng.random((t1, b)) < 0.2  # episode ends inside the trajectory: the LSTM resets after them
+    timestep = TimeStep(jax.tree.map(lambda x: x.reshape(t1, b, *x.shape[1:]), timestep.observation),
+                        rng.random((t1, b)).astype(np.float32), np.ones((t1, b), np.float32), last)
+    core = rng.normal(size=(2, t1, b, 16)).astype(np.float32)  # a stored mid-episode start state
+    extras = {"logits": rng.normal(size=(t1, b, 8)).astype(np.float32), "core_state": (core[0], core[1])}
+    trajectory = Trajectory(timestep, rng.integers(0, 8, (t1, b)).astype(np.int32), extras)
+    state = jax.jit(lambda key: init_learner_state(agent, optimizer, key, jax.tree.map(lambda x: x[0], timestep.observation)))(
+        jax.random.key(1))
 
-    one_state, one_metrics = jax.jit(make_learner_step(agent, optimizer))(state.learner, trajectory)
+    one_state, one_metrics = jax.jit(make_learner_step(agent, optimizer))(state, trajectory)
 
     def halves(x):  # [T + 1, 8, ...] -> [2, T + 1, 4, ...]
         return np.moveaxis(np.asarray(x).reshape(x.shape[0], 2, 4, *x.shape[2:]), 1, 0)
 
     step = parallel.pmap(make_learner_step(agent, optimizer, axis_names=(parallel.DEVICE_AXIS,)), devices[:2])
-    two_state, two_metrics = step(parallel.replicate(state.learner, devices[:2]),
+    two_state, two_metrics = step(parallel.replicate(state, devices[:2]),
                                   parallel.shard(jax.tree.map(halves, trajectory), devices[:2]))
-    moved = jax.tree.map(lambda a, b: float(np.max(np.abs(np.asarray(a) - np.asarray(b)))), one_state.params, state.learner.params)
+    moved = jax.tree.map(lambda a, b: float(np.max(np.abs(np.asarray(a) - np.asarray(b)))), one_state.params, state.params)
     assert max(jax.tree.leaves(moved)) > 1e-3  # the step changed the parameters
     for one, two in zip(jax.tree.leaves(one_state.params), jax.tree.leaves(two_state.params)):
         np.testing.assert_allclose(np.asarray(two)[0], one, rtol=1e-4, atol=1e-6)
@@ -50,7 +61,7 @@ def test_benchmark_command_prints_and_saves_its_table(tmp_path):
     out = tmp_path / "synthetic"
     run = subprocess.run([sys.executable, str(BENCHMARKS / "synthetic_policy_gradient.py"), "--batch-size", "2",
                           "--time-steps", "4", "--num-devices", "2", "--updates-per-call", "2", "--calls", "2",
-                          "--core-size", "8", "--hidden-sizes", "8", "--out", str(out)],
+                          "--core-size", "8", "--hidden-sizes", "8", "--num-discrete", "2", "--num-entities", "2", "--out", str(out)],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     assert "| batch/device | time steps | devices | compile (s) | samples/s | samples/s per device | scaling efficiency |" in run.stdout
