@@ -67,9 +67,10 @@ def _episodes(agent, policy, params, timestep, step, key, episodes: int, max_ste
 
 
 def _check_recordable(metadata, spec) -> None:
-    if len(spec.observation.shape) < 2:
-        raise ValueError(f"--gif needs image or board observations; {metadata['env']} has observations of shape "
-                         f"{spec.observation.shape}.")
+    structured = isinstance(spec.observation, dict)
+    if structured or len(spec.observation.shape) < 2:
+        shape = {k: v.shape for k, v in spec.observation.items()} if structured else spec.observation.shape
+        raise ValueError(f"--gif needs image or board observations; {metadata['env']} has observations of shape {shape}.")
 
 
 def _play_host(metadata, directory, episodes, seed, greedy, max_steps, record):

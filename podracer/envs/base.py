@@ -66,6 +66,11 @@ class HostEnv(Protocol):
         """Releases the environments' threads and memory."""
 
 
+def observation_rank(spec: EnvSpec) -> int:
+    """Axes of one observation: 3 for stacked frames, 1 for vectors; structured (dict) observations count as 1."""
+    return 1 if isinstance(spec.observation, dict) else len(spec.observation.shape)
+
+
 def example_observation(spec: EnvSpec, batch: int = 1) -> chex.ArrayTree:
     """Zeros shaped like ``batch`` observations of ``spec`` (numpy, leading axis ``batch``)."""
     return jax.tree.map(lambda s: np.zeros((batch, *s.shape), s.dtype), spec.observation)

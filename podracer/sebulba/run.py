@@ -25,7 +25,7 @@ import jax
 import numpy as np
 
 from podracer import agents, checkpoint, envs, parallel
-from podracer.envs.base import HostEnv, example_observation
+from podracer.envs.base import HostEnv, example_observation, observation_rank
 from podracer.learner import init_learner_state, make_learner_step, make_optimizer, should_unroll
 from podracer.logging import make_logger
 from podracer.sebulba.actor import make_act, run_actor
@@ -200,7 +200,7 @@ def train(
     envs = [env for group in groups for env in group]
     try:
         spec = envs[0].spec()
-        agent_name = config.agent_name(len(spec.observation.shape))
+        agent_name = config.agent_name(observation_rank(spec))
         hyperparameters = config.agent_hyperparameters(agent_name)
         agent = agents.make(agent_name, spec, **hyperparameters)
         # Every process feeds one trajectory per update; the update averages over all of them.
@@ -208,7 +208,7 @@ def train(
         num_updates = math.ceil(config.total_env_steps / steps_per_update)
         frame_skip = 4 if getattr(envs[0], "atari", False) else 1
         optimizer = make_optimizer(config.learning_rate, config.grad_clip(agent_name))
-        unroll = should_unroll(len(spec.observation.shape), layout.learner_devices[0].platform)
+        unroll = should_unroll(observation_rank(spec), layout.learner_devices[0].platform)
         learner_step = make_learner_step(agent, optimizer, axis_names=(parallel.DEVICE_AXIS,), unroll=unroll)
         p_step = parallel.pmap(learner_step, layout.learner_devices)
         key = jax.random.key(config.seed)
