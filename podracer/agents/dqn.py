@@ -43,20 +43,43 @@ class DQNConfig:
     target_tau: float | None = None  # Polyak averaging each step instead of periodic copies
 
     def __post_init__(self):
-        if not 0.0 <= self.discount <= 1.0:
-            raise ValueError(f"discount must be in [0, 1], got {self.discount}.")
-        for name in ("n_step", "replay_capacity", "batch_size", "target_period"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
-        if self.replay_ratio <= 0:
-            raise ValueError(f"replay_ratio must be > 0, got {self.replay_ratio}.")
-        if not self.batch_size <= self.min_replay_size <= self.replay_capacity:
-            raise ValueError(f"Need batch_size <= min_replay_size <= replay_capacity, got {self.batch_size}, "
-                             f"{self.min_replay_size}, {self.replay_capacity}.")
-        if not 0.0 <= self.epsilon <= 1.0:
-            raise ValueError(f"epsilon must be in [0, 1], got {self.epsilon}.")
-        if self.target_tau is not None and not 0.0 < self.target_tau <= 1.0:
-            raise ValueError(f"target_tau must be in (0, 1], got {self.target_tau}.")
+        check_replay_config(self)
+
+
+def check_replay_config(config) -> None:
+    """The checks a Q-learning replay agent's config (DQN, R2D2) shares: discount, n-step, replay sizes and
+    ratio, exploration, target updates."""
+    if not 0.0 <= config.discount <= 1.0:
+        raise ValueError(f"discount must be in [0, 1], got {config.discount}.")
+    for name in ("n_step", "replay_capacity", "batch_size", "target_period"):
+        if getattr(config, name) < 1:
+            raise ValueError(f"{name} must be >= 1, got {getattr(config, name)}.")
+    if config.replay_ratio <= 0:
+        raise ValueError(f"replay_ratio must be > 0, got {config.replay_ratio}.")
+    if not config.batch_size <= config.min_replay_size <= config.replay_capacity:
+        raise ValueError(f"Need batch_size <= min_replay_size <= replay_capacity, got {config.batch_size}, "
+                         f"{config.min_replay_size}, {config.replay_capacity}.")
+    if not 0.0 <= config.epsilon <= 1.0:
+        raise ValueError(f"epsilon must be in [0, 1], got {config.epsilon}.")
+    if config.target_tau is not None and not 0.0 < config.target_tau <= 1.0:
+        raise ValueError(f"target_tau must be in (0, 1], got {config.target_tau}.")
+
+
+def replay_spec(config, make_items, loss) -> ReplaySpec:
+    """The :class:`ReplaySpec` of a replay agent's config (DQN, R2D2) with its ``make_items`` and ``loss``."""
+    return ReplaySpec(
+        make_items=make_items,
+        loss=loss,
+        capacity=config.replay_capacity,
+        batch_size=config.batch_size,
+        replay_ratio=config.replay_ratio,
+        min_size=config.min_replay_size,
+        prioritized=config.prioritized,
+        priority_exponent=config.priority_exponent,
+        importance_exponent=config.importance_exponent,
+        target_period=config.target_period,
+        target_tau=config.target_tau,
+    )
 
 
 def epsilon_ladder(num_actors: int, epsilon: float = 0.4, alpha: float = 7.0) -> jax.Array:
@@ -144,17 +167,4 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig()) -> Agent:
         metrics = {"loss": total, "q_value": jnp.mean(q_a), "abs_td": jnp.mean(abs_td)}
         return total, (metrics, abs_td)
 
-    replay = ReplaySpec(
-        make_items=make_items,
-        loss=loss,
-        capacity=config.replay_capacity,
-        batch_size=config.batch_size,
-        replay_ratio=config.replay_ratio,
-        min_size=config.min_replay_size,
-        prioritized=config.prioritized,
-        priority_exponent=config.priority_exponent,
-        importance_exponent=config.importance_exponent,
-        target_period=config.target_period,
-        target_tau=config.target_tau,
-    )
-    return Agent(init=init, act=act, loss=None, replay=replay)
+    return Agent(init=init, act=act, loss=None, replay=replay_spec(config, make_items, loss))

@@ -19,8 +19,8 @@ import jax.numpy as jnp
 import rlax
 
 from podracer import replay as replay_lib
-from podracer.agents.base import Agent, ReplaySpec, check_core, first_flags, make_recurrent_fns, make_torso
-from podracer.agents.dqn import epsilon_greedy, n_step_targets
+from podracer.agents.base import Agent, check_core, first_flags, make_recurrent_fns, make_torso
+from podracer.agents.dqn import check_replay_config, epsilon_greedy, n_step_targets, replay_spec
 from podracer.envs.base import EnvSpec
 from podracer.networks import RecurrentNetwork
 from podracer.types import TimeStep, Trajectory
@@ -51,25 +51,14 @@ class R2D2Config:
     target_tau: float | None = None
 
     def __post_init__(self):
-        if not 0.0 <= self.discount <= 1.0:
-            raise ValueError(f"discount must be in [0, 1], got {self.discount}.")
         if self.core != "lstm":
             raise ValueError(f"R2D2 is recurrent: core must be 'lstm', got {self.core!r}.")
         check_core(self.core, self.core_size)
-        for name in ("n_step", "replay_capacity", "batch_size", "target_period"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
+        check_replay_config(self)
         if self.burn_in < 0:
             raise ValueError(f"burn_in must be >= 0, got {self.burn_in}.")
-        if self.replay_ratio <= 0:
-            raise ValueError(f"replay_ratio must be > 0, got {self.replay_ratio}.")
-        if not self.batch_size <= self.min_replay_size <= self.replay_capacity:
-            raise ValueError(f"Need batch_size <= min_replay_size <= replay_capacity, got {self.batch_size}, "
-                             f"{self.min_replay_size}, {self.replay_capacity}.")
         if not 0.0 <= self.eta <= 1.0:
             raise ValueError(f"eta must be in [0, 1], got {self.eta}.")
-        if self.target_tau is not None and not 0.0 < self.target_tau <= 1.0:
-            raise ValueError(f"target_tau must be in (0, 1], got {self.target_tau}.")
 
 
 def make_r2d2(spec: EnvSpec, config: R2D2Config = R2D2Config()) -> Agent:
@@ -141,17 +130,4 @@ def make_r2d2(spec: EnvSpec, config: R2D2Config = R2D2Config()) -> Agent:
                    "abs_td": jnp.sum(abs_td) / jnp.maximum(jnp.sum(learn), 1.0)}
         return total, (metrics, priorities)
 
-    replay = ReplaySpec(
-        make_items=make_items,
-        loss=loss,
-        capacity=config.replay_capacity,
-        batch_size=config.batch_size,
-        replay_ratio=config.replay_ratio,
-        min_size=config.min_replay_size,
-        prioritized=config.prioritized,
-        priority_exponent=config.priority_exponent,
-        importance_exponent=config.importance_exponent,
-        target_period=config.target_period,
-        target_tau=config.target_tau,
-    )
-    return Agent(**fns, loss=None, replay=replay)
+    return Agent(**fns, loss=None, replay=replay_spec(config, make_items, loss))
