@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import platform
+import statistics
+import time
 from pathlib import Path
 
 
@@ -15,6 +17,36 @@ def machine() -> str:
 
     return (f"{platform.node()}: {jax.devices()[0].device_kind} x{jax.device_count()} [{jax.default_backend()}], "
             f"{parallel.available_cores()} cores")
+
+
+def time_anakin(env, agent, optimizer, *, num_envs: int, rollout_length: int, updates_per_call: int, devices,
+                calls: int) -> tuple[float, float]:
+    """``(compile seconds, median seconds per host call)`` of Anakin's update pmap-ed over ``devices``.
+
+    Compilation is ahead of time (``lower().compile()``), apart; one warm-up call, then
+    ``calls`` timed calls, each scanning ``updates_per_call`` updates.
+    """
+    import jax
+
+    from podracer import anakin, parallel
+
+    update = anakin.make_update(env, agent, optimizer, rollout_length=rollout_length)
+    p_multi = parallel.pmap(anakin.make_multi_update(update, updates_per_call), devices)
+    state = anakin.init(env, agent, optimizer, jax.random.key(0), num_envs, devices)
+    jax.block_until_ready(state)
+
+    start = time.perf_counter()
+    compiled = p_multi.lower(state).compile()
+    compile_seconds = time.perf_counter() - start
+    state, metrics = compiled(state)  # warm-up call
+    jax.block_until_ready(metrics)
+    seconds = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        state, metrics = compiled(state)
+        jax.block_until_ready(metrics)
+        seconds.append(time.perf_counter() - start)
+    return compile_seconds, statistics.median(seconds)
 
 
 def save(out: str | Path, text: str, data: dict) -> None:

@@ -12,8 +12,6 @@ to take a measurable time. Prints a Markdown table and saves it (and JSON) under
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from pathlib import Path
 
 import _report  # benchmarks/_report.py (the script's folder is on sys.path)
@@ -30,7 +28,7 @@ AGENT_SETTINGS = {
 def measure(env_name: str, agent_name: str, num_envs: int, num_devices: int, calls: int, target_steps: int):
     import jax
 
-    from podracer import agents, anakin, envs, learner
+    from podracer import agents, envs, learner
 
     rollout_length, hyper = AGENT_SETTINGS[agent_name]
     env = envs.make(env_name)
@@ -40,24 +38,8 @@ def measure(env_name: str, agent_name: str, num_envs: int, num_devices: int, cal
     steps_per_update = rollout_length * num_envs * num_devices
     updates_per_call = max(1, target_steps // steps_per_update)
 
-    update = anakin.make_update(env, agent, optimizer, rollout_length=rollout_length)
-    p_multi = parallel.pmap(anakin.make_multi_update(update, updates_per_call), devices)
-    state = anakin.init(env, agent, optimizer, jax.random.key(0), num_envs, devices)
-    jax.block_until_ready(state)
-
-    start = time.perf_counter()
-    compiled = p_multi.lower(state).compile()
-    compile_seconds = time.perf_counter() - start
-
-    state, metrics = compiled(state)  # warm-up call
-    jax.block_until_ready(metrics)
-    seconds = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        state, metrics = compiled(state)
-        jax.block_until_ready(metrics)
-        seconds.append(time.perf_counter() - start)
-    median = statistics.median(seconds)
+    compile_seconds, median = _report.time_anakin(env, agent, optimizer, num_envs=num_envs, rollout_length=rollout_length,
+                                                  updates_per_call=updates_per_call, devices=devices, calls=calls)
     return {
         "agent": agent_name,
         "env": env_name,

@@ -21,8 +21,6 @@ Markdown table and saves it (and JSON) under ``benchmarks/results/``.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from pathlib import Path
 
 import _report  # benchmarks/_report.py (the script's folder is on sys.path)
@@ -44,30 +42,14 @@ def make_training(args):
 def measure(args, batch_size: int, num_devices: int) -> dict:
     import jax
 
-    from podracer import anakin
-
     env, agent, optimizer = make_training(args)
     devices = jax.devices()[:num_devices]
     samples_per_update = batch_size * args.time_steps * num_devices
-    update = anakin.make_update(env, agent, optimizer, rollout_length=args.time_steps)
-    p_multi = parallel.pmap(anakin.make_multi_update(update, args.updates_per_call), devices)
-    state = anakin.init(env, agent, optimizer, jax.random.key(0), batch_size, devices)
-    jax.block_until_ready(state)
-
-    start = time.perf_counter()
-    compiled = p_multi.lower(state).compile()
-    compile_seconds = time.perf_counter() - start
-    state, metrics = compiled(state)  # warm-up call
-    jax.block_until_ready(metrics)
-    seconds = []
-    for _ in range(args.calls):
-        start = time.perf_counter()
-        state, metrics = compiled(state)
-        jax.block_until_ready(metrics)
-        seconds.append(time.perf_counter() - start)
-    sps = args.updates_per_call * samples_per_update / statistics.median(seconds)
+    compile_seconds, median = _report.time_anakin(env, agent, optimizer, num_envs=batch_size, rollout_length=args.time_steps,
+                                                  updates_per_call=args.updates_per_call, devices=devices, calls=args.calls)
+    sps = args.updates_per_call * samples_per_update / median
     return {"batch_size": batch_size, "time_steps": args.time_steps, "devices": num_devices,
-            "compile_s": compile_seconds, "median_call_s": statistics.median(seconds),
+            "compile_s": compile_seconds, "median_call_s": median,
             "samples_per_s": sps, "samples_per_s_per_device": sps / num_devices}
 
 
