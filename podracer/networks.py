@@ -199,6 +199,11 @@ def clip_observation(x, clip: float):
     return jnp.clip(x.astype(jnp.float32), -clip, clip)
 
 
+def reset_state(state, first):
+    """``state`` (leaves ``[B, ...]``) with the rows where ``first`` (bool ``[B]``) is set zeroed: a fresh episode's."""
+    return jax.tree.map(lambda s: jnp.where(first.reshape(-1, *([1] * (s.ndim - 1))), 0.0, s), state)
+
+
 class _ResettingLSTM(nn.Module):
     """One LSTM step that first zeroes the state of every row where ``first`` is set."""
 
@@ -207,7 +212,7 @@ class _ResettingLSTM(nn.Module):
     @nn.compact
     def __call__(self, state, inputs):
         x, first = inputs
-        state = jax.tree.map(lambda s: jnp.where(first[:, None], 0.0, s), state)
+        state = reset_state(state, first)
         state, y = nn.OptimizedLSTMCell(self.size, name="cell")(state, x)
         return state, y
 

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from podracer.networks import (ActorCritic, ObservationTorso, RecurrentNetwork, StructuredTorso, choose_torso,
-                               lstm_initial_state)
+                               lstm_initial_state, reset_state)
 from podracer.types import Metrics, Params, Trajectory
 
 Batch = Any
@@ -193,7 +193,7 @@ def make_recurrent_fns(network, choose=None):
     choose = choose or sample
 
     def act(params, observation, key, state, first):
-        start = jax.tree.map(lambda s: jnp.where(first[:, None], 0.0, s), state)
+        start = reset_state(state, first)
         outputs, state = network.apply(params, observation, first, state)
         action, extras = choose(outputs, key)
         return action, {**extras, "core_state": start}, state
