@@ -1,10 +1,12 @@
 """Replay throughput on device: add, sample (uniform and prioritized) and priority updates, and DQN in Anakin.
 
 Each operation runs ``--ops`` times inside one compiled ``lax.scan`` (as it does inside
-Anakin's update), timed as the median of ``--repeats`` calls after a compiling one;
-items are CartPole-sized n-step transitions (two 4-float observations and four
-scalars). The table gives items/s and microseconds per call, and the ratio of
-prioritized to uniform sampling time at each capacity. Then DQN with prioritized
+Anakin's update), with the memory an argument of the call. After a compiling call of each,
+``--repeats`` rounds call the four operations in turn (so a slow spell of a shared machine
+falls on all of them), and each is timed as its median over the rounds; items are
+CartPole-sized n-step transitions (two 4-float observations and four scalars). The table
+gives items/s and microseconds per call, and at each capacity the ratio of prioritized to
+uniform sampling time: the median over rounds of the two calls' ratio within a round. Then DQN with prioritized
 replay trains on JAX CartPole in Anakin (the settings of examples/anakin_dqn_cartpole.py)
 and its steady-state env steps/s and compile time are reported.
 
@@ -31,19 +33,27 @@ def _item():
             "next_observation": f32(4), "valid": f32()}
 
 
-def _time(fn, *args, repeats: int):
+def _time_interleaved(calls: dict, repeats: int) -> tuple[dict, dict, list[dict]]:
+    """Calls every ``calls[name]()`` once (compiling), then ``repeats`` rounds of one call each, in turn, so slow
+    spells of a shared machine fall on all of them alike. Returns each one's median seconds, its compile seconds
+    (first call less the median) and every round's times."""
     import jax
 
-    start = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    first = time.perf_counter() - start
-    times = []
-    for _ in range(repeats):
+    first = {}
+    for name, call in calls.items():
         start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    steady = statistics.median(times)
-    return steady, max(first - steady, 0.0)
+        jax.block_until_ready(call())
+        first[name] = time.perf_counter() - start
+    rounds = []
+    for _ in range(repeats):
+        times = {}
+        for name, call in calls.items():
+            start = time.perf_counter()
+            jax.block_until_ready(call())
+            times[name] = time.perf_counter() - start
+        rounds.append(times)
+    steady = {name: statistics.median(r[name] for r in rounds) for name in calls}
+    return steady, {name: max(first[name] - steady[name], 0.0) for name in calls}, rounds
 
 
 def replay_rows(capacities, batch_size: int, add_size: int, ops: int, repeats: int):
@@ -69,31 +79,36 @@ def replay_rows(capacities, batch_size: int, add_size: int, ops: int, repeats: i
             held[0] = add_many(held[0])
             return held[0].size
 
+        # The memory is an argument (as in a learner step), not a constant XLA could fold.
         def sampler(prioritized):
-            def body(total, key):
-                sample = replay.sample(state, key, batch_size, prioritized=prioritized)
-                return total + jnp.sum(sample.items["observation"]) + jnp.sum(sample.weights), None
+            def draws(state, key):
+                def body(total, key):
+                    sample = replay.sample(state, key, batch_size, prioritized=prioritized)
+                    return total + jnp.sum(sample.items["observation"]) + jnp.sum(sample.weights), None
 
-            return jax.jit(lambda key: jax.lax.scan(body, 0.0, jax.random.split(key, ops))[0])
+                return jax.lax.scan(body, 0.0, jax.random.split(key, ops))[0]
+
+            return jax.jit(draws)
 
         @jax.jit
-        def updates(key):
+        def updates(state, key):
             def body(s, key):
                 indices = jax.random.randint(key, (batch_size,), 0, capacity)
                 return replay.update_priorities(s, indices, jax.random.uniform(key, (batch_size,)) + 0.1), None
 
             return jax.lax.scan(body, state, jax.random.split(key, ops))[0].max_priority
 
-        timings = {
-            "add": (_time(adds, repeats=repeats), add_size),
-            "sample uniform": (_time(sampler(False), jax.random.key(0), repeats=repeats), batch_size),
-            "sample prioritized": (_time(sampler(True), jax.random.key(0), repeats=repeats), batch_size),
-            "update priorities": (_time(updates, jax.random.key(0), repeats=repeats), batch_size),
-        }
-        for name, ((seconds, compile_s), n) in timings.items():
-            rows.append({"capacity": capacity, "op": name, "items": n, "us_per_call": 1e6 * seconds / ops,
-                         "items_per_s": n * ops / seconds, "compile_s": compile_s})
-        ratio = timings["sample prioritized"][0][0] / timings["sample uniform"][0][0]
+        key = jax.random.key(0)
+        uniform, prioritized = sampler(False), sampler(True)
+        calls = {"add": adds, "sample uniform": lambda: uniform(state, key),
+                 "sample prioritized": lambda: prioritized(state, key), "update priorities": lambda: updates(state, key)}
+        sizes = {"add": add_size, "sample uniform": batch_size, "sample prioritized": batch_size, "update priorities": batch_size}
+        steady, compile_s, rounds = _time_interleaved(calls, repeats)
+        for name, seconds in steady.items():
+            rows.append({"capacity": capacity, "op": name, "items": sizes[name], "us_per_call": 1e6 * seconds / ops,
+                         "items_per_s": sizes[name] * ops / seconds, "compile_s": compile_s[name]})
+        # The ratio of the two sampling calls of each round (taken back to back), median over rounds.
+        ratio = statistics.median(r["sample prioritized"] / r["sample uniform"] for r in rounds)
         rows.append({"capacity": capacity, "op": "prioritized / uniform", "ratio": ratio})
         print(f"capacity {capacity:>9,}: " + ", ".join(
             f"{r['op']} {r['us_per_call']:.1f} us" for r in rows[-5:-1]) + f"; prioritized/uniform {ratio:.2f}x", flush=True)
@@ -123,7 +138,7 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=256, help="items per sample / priority update")
     parser.add_argument("--add-size", type=int, default=256, help="items per add")
     parser.add_argument("--ops", type=int, default=100, help="operations per compiled call")
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=21, help="rounds of interleaved timed calls")
     parser.add_argument("--dqn-updates", type=int, default=1000, help="Anakin DQN updates (0: skip)")
     parser.add_argument("--out", default=None, help="output path without extension (default: benchmarks/results/replay_throughput)")
     args = parser.parse_args(argv)
@@ -139,7 +154,7 @@ def main(argv=None):
     dqn = dqn_row(args.dqn_updates) if args.dqn_updates else None
 
     lines = [f"Replay throughput on {machine}, jax {jax.__version__}; {args.ops} operations per compiled call, "
-             f"median of {args.repeats} calls\n",
+             f"median of {args.repeats} interleaved rounds\n",
              "| capacity | operation | items per call | us per call | items/s |", "|---:|---|---:|---:|---:|"]
     for row in rows:
         if "ratio" in row:

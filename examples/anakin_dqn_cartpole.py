@@ -17,7 +17,7 @@ import sys
 from podracer import anakin, config, envs, evaluate, parallel
 
 DEFAULTS = dict(
-    env="cartpole", agent="dqn", num_envs_per_device=16, rollout_length=8, num_updates=3000, updates_per_call=300,
+    env="cartpole", agent="dqn", num_envs_per_device=16, rollout_length=8, num_updates=4000, updates_per_call=500,
     learning_rate=1e-3, max_grad_norm=10.0, replay_ratio=4.0, batch_size=128, min_replay_size=1000,
     replay_capacity=50_000,
 )

@@ -7,10 +7,15 @@ leading item axis: single transitions, or fixed-length sequences together with t
 recurrent state at their start.
 
 Prioritized sampling keeps ``priority ** alpha`` of every slot in a sum tree with
-16 children per node (one array per level; node ``n`` of a level holds the sum of
-nodes ``16n ... 16n + 15`` of the level below; slot ``i`` is leaf ``i``), so drawing a
-batch and updating its priorities cost ``O(batch x log capacity)``: five levels for a
-million items, each one row gather and a 16-wide prefix sum per draw. New items get the largest priority seen so far.
+16 children per node, so drawing a batch and updating its priorities cost
+``O(batch x log capacity)``. The tree is stored as running sums: level ``l`` (``K ** l``
+nodes, ``K = 16``) holds, for node ``n``, the mass of ``n`` and of its elder siblings
+(nodes ``K (n // K) ... n``); a node's mass is the last running sum of its children's
+group, and the total is the last entry of level 1. Drawing then costs one row gather and
+one count per level (five levels for a million items): the children wholly below the
+draw are those whose running sum is <= it. The running sums are added in order, so they
+never decrease and a child without mass repeats its elder sibling's sum exactly: a draw
+never lands on an item of priority 0. New items get the largest priority seen so far.
 Sampling is stratified: the total mass is cut into ``batch_size`` equal segments and
 one item is drawn from each. Importance weights ``(size x P(i)) ** -beta`` are
 divided by the batch's largest.
@@ -32,7 +37,8 @@ import numpy as np
 
 class ReplayState(NamedTuple):
     items: chex.ArrayTree  # every leaf [capacity, ...]
-    tree: tuple[chex.Array, ...]  # float32 sum tree of priority ** alpha, by level: root [1], [K], [K ** 2], ..., leaves [K ** depth]
+    priorities: chex.Array  # float32 [K ** depth]: priority ** alpha of every slot (0 for empty slots and past capacity)
+    running_sums: tuple[chex.Array, ...]  # float32 sum tree levels 1 ... depth ([K], [K ** 2], ..., [K ** depth]) as running sums within groups of K siblings
     max_priority: chex.Array  # float32 []: largest priority ** alpha so far; new items get it
     insert: chex.Array  # int32 []: slot the next item goes to
     size: chex.Array  # int32 []: filled slots
@@ -80,29 +86,45 @@ def init(item: chex.ArrayTree, capacity: int) -> ReplayState:
     """An empty memory of ``capacity`` slots shaped like ``item`` (one item, no leading axis; arrays or ShapeDtypeStructs)."""
     if capacity < 1:
         raise ValueError(f"Replay capacity must be >= 1, got {capacity}.")
-    depth = 0
+    depth = 1
     while BRANCHING**depth < capacity:
         depth += 1
     items = jax.tree.map(lambda x: jnp.zeros((capacity, *x.shape), x.dtype), item)
-    tree = tuple(jnp.zeros(BRANCHING**level, jnp.float32) for level in range(depth + 1))
+    running_sums = tuple(jnp.zeros(BRANCHING**level, jnp.float32) for level in range(1, depth + 1))
     zero = jnp.zeros((), jnp.int32)
-    return ReplayState(items, tree, jnp.ones((), jnp.float32), zero, zero)
+    return ReplayState(items, jnp.zeros(BRANCHING**depth, jnp.float32), running_sums, jnp.ones((), jnp.float32), zero, zero)
 
 
-def _set_leaves(tree: tuple[chex.Array, ...], slots: chex.Array, values: chex.Array) -> tuple[chex.Array, ...]:
-    """Writes leaf values and recomputes their ancestors, level by level (``O(len(slots) log capacity)``).
+def _running_sums(rows: chex.Array) -> chex.Array:
+    """Running sums along the last axis of ``rows`` [n, K], added in order (XLA:CPU's cumsum is slow, and a
+    matmul's sums are not monotone)."""
+    sums = [rows[:, 0]]
+    for k in range(1, BRANCHING):
+        sums.append(sums[-1] + rows[:, k])
+    return jnp.stack(sums, axis=-1)
 
-    Each parent is recomputed from its children after the level below is written, so
-    slots that share ancestors (or repeat) leave a consistent tree.
+
+def _set_priorities(state: ReplayState, slots: chex.Array, values: chex.Array) -> tuple[chex.Array, tuple[chex.Array, ...]]:
+    """Writes slot values and recomputes the running sums above them, level by level (``O(len(slots) log capacity)``).
+
+    Each touched group is recomputed whole from the level below after that level is
+    written, so slots that share ancestors (or repeat) leave a consistent tree. A level no
+    larger than the groups touched is recomputed entirely (the top levels, where every
+    slot's group is the same few).
     """
-    levels = list(tree)
-    levels[-1] = levels[-1].at[slots].set(values)
-    nodes = slots
-    for level in range(len(levels) - 1, 0, -1):
-        nodes = nodes // BRANCHING
-        children = levels[level].reshape(-1, BRANCHING)[nodes]
-        levels[level - 1] = levels[level - 1].at[nodes].set(jnp.sum(children, axis=-1))
-    return tuple(levels)
+    priorities = state.priorities.at[slots].set(values)
+    levels = list(state.running_sums)
+    masses = priorities  # the masses of the nodes of the level being written
+    groups = slots // BRANCHING
+    for level in range(len(levels) - 1, -1, -1):
+        if levels[level].shape[0] <= groups.shape[0] * BRANCHING:
+            levels[level] = _running_sums(masses.reshape(-1, BRANCHING)).reshape(-1)
+        else:
+            rows = masses.reshape(-1, BRANCHING).at[groups].get(mode="promise_in_bounds")
+            levels[level] = levels[level].reshape(-1, BRANCHING).at[groups].set(_running_sums(rows)).reshape(-1)
+        masses = levels[level].reshape(-1, BRANCHING)[:, -1]  # a node's mass: the last running sum of its children
+        groups = groups // BRANCHING
+    return priorities, tuple(levels)
 
 
 def add(state: ReplayState, items: chex.ArrayTree, mask: chex.Array | None = None) -> ReplayState:
@@ -120,8 +142,23 @@ def add(state: ReplayState, items: chex.ArrayTree, mask: chex.Array | None = Non
     priority = jnp.full((n,), state.max_priority)
     if mask is not None:
         priority = jnp.where(mask, priority, 0.0)
-    tree = _set_leaves(state.tree, slots, priority)
-    return ReplayState(stored, tree, state.max_priority, (state.insert + n) % capacity, jnp.minimum(state.size + n, capacity))
+    priorities, running_sums = _set_priorities(state, slots, priority)
+    return ReplayState(stored, priorities, running_sums, state.max_priority, (state.insert + n) % capacity, jnp.minimum(state.size + n, capacity))
+
+
+def _choose_children(sums: chex.Array, u: chex.Array) -> tuple[chex.Array, chex.Array]:
+    """One level of the descent: for draws ``u`` [batch] into groups of running sums ``sums`` [batch, K], the child
+    each draw lands in and the draw less the mass of the children before it.
+
+    The children passed are those whose running sum is <= u. A child without mass has its
+    elder sibling's running sum, so it is passed with it, never landed in; and a draw at or
+    beyond the group's total (float rounding at the right edge) lands in the last child
+    with mass. The draw stays >= 0: it is reduced by a running sum it was compared with.
+    """
+    passed = (sums <= u[:, None]) & (sums < sums[:, -1:])
+    child = jnp.sum(passed, axis=-1, dtype=jnp.int32)
+    below = jnp.take_along_axis(sums, jnp.maximum(child - 1, 0)[:, None], axis=-1)[:, 0]
+    return child, u - jnp.where(child > 0, below, 0.0)
 
 
 def sample(state: ReplayState, key: chex.PRNGKey, batch_size: int, *, prioritized: bool = True, beta: float = 0.4) -> Sample:
@@ -129,7 +166,7 @@ def sample(state: ReplayState, key: chex.PRNGKey, batch_size: int, *, prioritize
 
     The batch may not be larger than the filled size (nor, prioritized, may all priorities be 0).
     """
-    total = state.tree[0][0]
+    total = state.running_sums[0][-1]
     _raise_if((state.size < batch_size, "Cannot sample a batch of {} from a replay holding {} items.", batch_size, state.size),
               (prioritized & (total <= 0), "Cannot sample by priority: every priority in the replay is 0."))
     if not prioritized:
@@ -139,20 +176,13 @@ def sample(state: ReplayState, key: chex.PRNGKey, batch_size: int, *, prioritize
         return Sample(indices, items, jnp.ones((batch_size,), jnp.float32), probabilities)
     # Stratified: one draw from each of batch_size equal segments of the total mass.
     u = (jnp.arange(batch_size, dtype=jnp.float32) + jax.random.uniform(key, (batch_size,))) * (total / batch_size)
-    u = jnp.minimum(u, total * (1.0 - 1e-6))
     nodes = jnp.zeros((batch_size,), jnp.int32)
-    columns = jnp.arange(BRANCHING, dtype=jnp.int32)
-    prefix = jnp.triu(jnp.ones((BRANCHING, BRANCHING), jnp.float32))  # x @ prefix: running sums (XLA:CPU's cumsum is slow)
-    for level in state.tree[1:]:
-        children = level.reshape(-1, BRANCHING).at[nodes].get(mode="promise_in_bounds")  # [batch, K]: one row per draw
-        passed = children @ prefix <= u[:, None]  # children whose mass lies wholly below u
-        # Never step into a child without mass (float rounding at the right edge could).
-        last_with_mass = jnp.max(jnp.where(children > 0, columns, 0), axis=-1)
-        child = jnp.minimum(jnp.sum(passed, axis=-1, dtype=jnp.int32), last_with_mass)
-        u = u - jnp.sum(jnp.where(passed & (columns < child[:, None]), children, 0.0), axis=-1)
+    for level in state.running_sums:
+        sums = level.reshape(-1, BRANCHING).at[nodes].get(mode="promise_in_bounds")  # [batch, K]: one group per draw
+        child, u = _choose_children(sums, u)
         nodes = nodes * BRANCHING + child
     indices = nodes
-    leaf = jnp.sum(jnp.where(columns == child[:, None], children, 0.0), axis=-1)  # the drawn slot's priority ** alpha
+    leaf = state.priorities.at[indices].get(mode="promise_in_bounds")  # the drawn slot's priority ** alpha
     probabilities = leaf / total
     weights = (state.size.astype(jnp.float32) * probabilities) ** -beta
     weights = weights / jnp.max(weights)
@@ -166,8 +196,8 @@ def update_priorities(state: ReplayState, indices: chex.Array, priorities: chex.
     _raise_if((jnp.any(jnp.isnan(priorities)), "Replay priorities must not be NaN; got {} NaN value(s).", jnp.sum(jnp.isnan(priorities))),
               (jnp.any(priorities < 0), "Replay priorities must be >= 0; got {}.", jnp.min(priorities)))
     values = priorities**alpha
-    tree = _set_leaves(state.tree, indices.astype(jnp.int32), values)
-    return state._replace(tree=tree, max_priority=jnp.maximum(state.max_priority, jnp.max(values)))
+    priorities, running_sums = _set_priorities(state, indices.astype(jnp.int32), values)
+    return state._replace(priorities=priorities, running_sums=running_sums, max_priority=jnp.maximum(state.max_priority, jnp.max(values)))
 
 
 def sequence_priorities(abs_td: chex.Array, mask: chex.Array | None = None, *, eta: float = 0.9, axis: int = -1) -> chex.Array:
