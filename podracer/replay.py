@@ -96,8 +96,8 @@ def init(item: chex.ArrayTree, capacity: int) -> ReplayState:
 
 
 def _running_sums(rows: chex.Array) -> chex.Array:
-    """Running sums along the last axis of ``rows`` [n, K], added in order (XLA:CPU's cumsum is slow, and a
-    matmul's sums are not monotone)."""
+    """Running sums along the last axis of ``rows`` [n, K], added in order, so they never decrease and a zero adds
+    exactly nothing (XLA:CPU's cumsum is slow, and a matmul may add in any order, which promises neither)."""
     sums = [rows[:, 0]]
     for k in range(1, BRANCHING):
         sums.append(sums[-1] + rows[:, k])
