@@ -1,14 +1,15 @@
 """Sebulba pipeline efficiency: end-to-end env steps/s against the bound its stages allow.
 
 In one run, at the run's own batch sizes:
-1. the raw envpool ceiling (random actions, the same task, envs and threads);
+1. the raw envpool ceiling (random actions, the same task, envs, groups and threads);
 2. each stage alone: envpool step and ``act`` on one environment group, the learner step on the
    learner batch, as seconds per environment step;
 3. the bound: per-step times added when the stages share the same cores (JAX on the
    CPU), the slowest stage when they run on separate hardware (actors and learners on
-   accelerators, environments on the host);
-4. Sebulba's end-to-end env steps/s while learning (median over log windows after the
-   first, which holds compilation), its ratio to the bound, and where the time went.
+   accelerators, environments on the host); the environments' share is the ceiling;
+4. Sebulba's end-to-end env steps/s while learning (steps over time, one-update windows after
+   the first quarter, which holds compilation and the burst of trajectories queued meanwhile),
+   its ratio to the bound, and where the time went.
 Prints a Markdown table and saves it (and JSON) under ``benchmarks/results/``.
 
     python benchmarks/sebulba_throughput.py --env Pong --updates 8
@@ -39,32 +40,46 @@ def _median_seconds(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def envpool_ceiling(cfg, steps: int) -> float:
-    """Env steps/s of ``actor threads`` envpool batches stepped with random actions, concurrently."""
+def envpool_ceiling(cfg, groups: int, steps: int) -> float:
+    """Env steps/s of envpool alone in the run's structure, random actions instead of inference.
+
+    Every actor thread owns ``groups`` envpool batches and keeps them all stepping, as the
+    actors do (receive a group, choose its actions, send it again), concurrently with the
+    other threads.
+    """
     import numpy as np
 
     from podracer.envs.envpool import EnvpoolEnv
 
-    layout_actors = len(cfg.actor_devices or (0,)) * cfg.actor_threads
-    envs = [EnvpoolEnv(cfg.env, cfg.num_envs, seed=i, num_threads=cfg.envpool_threads) for i in range(layout_actors)]
-    n = envs[0].spec().num_actions
+    num_actors = len(cfg.actor_devices or (0,)) * cfg.actor_threads
+    size = cfg.num_envs // groups
+    actors = [[EnvpoolEnv(cfg.env, size, seed=1000 * i + g, num_threads=cfg.envpool_threads) for g in range(groups)]
+              for i in range(num_actors)]
+    n = actors[0][0].spec().num_actions
 
-    def drive(env, seed):
+    def drive(envs, seed):
         rng = np.random.default_rng(seed)
-        env.reset()
+        for env in envs:
+            env.reset()
+            env.send(rng.integers(0, n, size))
         for _ in range(steps):
-            env.step(rng.integers(0, n, env.num_envs))
+            for env in envs:
+                env.recv()
+                env.send(rng.integers(0, n, size))
+        for env in envs:
+            env.recv()
 
-    threads = [threading.Thread(target=drive, args=(env, i)) for i, env in enumerate(envs)]
+    threads = [threading.Thread(target=drive, args=(envs, i)) for i, envs in enumerate(actors)]
     start = time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     seconds = time.perf_counter() - start
-    for env in envs:
-        env.close()
-    return layout_actors * cfg.num_envs * steps / seconds
+    for envs in actors:
+        for env in envs:
+            env.close()
+    return num_actors * cfg.num_envs * steps / seconds
 
 
 def stage_seconds(cfg, groups: int, repeats: int) -> dict[str, float]:
@@ -147,19 +162,28 @@ def main(argv=None):
     print(f"# Sebulba throughput on {machine}, jax {jax.__version__}: {cfg.env}, {cfg.num_envs} envs ({groups} group(s)) "
           f"x {cfg.actor_threads} actor thread(s), rollout {cfg.rollout_length}", flush=True)
 
-    ceiling = envpool_ceiling(cfg, args.ceiling_steps)
+    ceiling = envpool_ceiling(cfg, groups, args.ceiling_steps)
     print(f"envpool ceiling (random actions): {ceiling:,.0f} env steps/s", flush=True)
     stages = stage_seconds(cfg, groups, args.repeats)
     per_step = {k: stages[k] for k in ("env", "act", "learn")}
     shared = stages["platform"] == "cpu"
-    bound = 1.0 / (sum(per_step.values()) if shared else max(per_step["env"], per_step["act"], per_step["learn"]))
+    # The environments of every actor thread together step at most at the ceiling; inference
+    # runs one call at a time per actor device; the learner step is measured on its whole batch.
+    actor_devices = len(cfg.actor_devices or (0,))
+    if shared:
+        bound = 1.0 / (1.0 / ceiling + per_step["act"] + per_step["learn"])
+    else:
+        bound = min(ceiling, actor_devices / per_step["act"], 1.0 / per_step["learn"])
     print("stage alone, ms per 1000 env steps: " + ", ".join(f"{k} {v * 1e6:.1f}" for k, v in per_step.items())
           + f"; bound ({'sum: shared cores' if shared else 'slowest stage'}) {bound:,.1f} env steps/s", flush=True)
 
     result = train(cfg)
-    windows = [h["sps"] for h in result.history[1:]] or [result.history[-1]["sps"]]
-    end_to_end = statistics.median(windows)
-    last = result.history[1:] or result.history
+    # Windows are one update each. Skip the first quarter (compilation, then the trajectories queued
+    # and held by actors meanwhile, which arrive in a burst), then divide the steps by the time:
+    # with several actor threads updates arrive in bursts, so a median of per-window rates overstates.
+    skip = max(1 + cfg.queue_size + cfg.actor_threads * actor_devices, len(result.history) // 4)
+    last = result.history[skip:] or result.history[-1:]
+    end_to_end = len(last) / sum(1.0 / h["sps"] for h in last)
     breakdown = {k: sum(h[k] for h in last) for k in ("learn_s", "learner_wait_s", "actor_env_s", "actor_act_s", "actor_ship_s", "actor_put_wait_s")}
     row = {
         "env": cfg.env, "agent": stages["agent"], "num_envs": cfg.num_envs, "env_groups": groups, "actor_threads": cfg.actor_threads,
