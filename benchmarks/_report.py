@@ -31,7 +31,7 @@ def time_anakin(env, agent, optimizer, *, num_envs: int, rollout_length: int, up
     from podracer import anakin, parallel
 
     update = anakin.make_update(env, agent, optimizer, rollout_length=rollout_length)
-    p_multi = parallel.pmap(anakin.make_multi_update(update, updates_per_call), devices)
+    p_multi = parallel.device_map(anakin.make_multi_update(update, updates_per_call), devices)
     state = anakin.init(env, agent, optimizer, jax.random.key(0), num_envs, devices)
     jax.block_until_ready(state)
 

@@ -123,7 +123,7 @@ def stage_seconds(cfg, groups: int, repeats: int) -> dict[str, float]:
     act_step = _median_seconds(act_once, repeats * 5)
 
     unroll = should_unroll(len(spec.observation.shape), layout.learner_devices[0].platform)
-    p_step = parallel.pmap(make_learner_step(agent, optimizer, axis_names=(parallel.DEVICE_AXIS,), unroll=unroll), layout.learner_devices)
+    p_step = parallel.device_map(make_learner_step(agent, optimizer, axis_names=(parallel.DEVICE_AXIS,), unroll=unroll), layout.learner_devices)
     ts = TimeStep(np.zeros((t + 1, b, *spec.observation.shape), spec.observation.dtype), np.zeros((t + 1, b), np.float32),
                   np.ones((t + 1, b), np.float32), np.zeros((t + 1, b), bool))
     extras = jax.device_get(act(params, jax.device_put(np.zeros((b, *obs.shape[1:]), obs.dtype), device), key,

@@ -2,21 +2,23 @@
 
 The per-device update is a pure function ``update(state) -> (state, metrics)``: a
 rollout (``lax.scan`` over ``vmap(env.step)``) followed by the shared learner step,
-whose gradients are averaged over the device axis. Wrap it yourself::
+whose gradients are averaged over the device axis. Map it over devices yourself::
 
     update = anakin.make_update(env, agent, optimizer, rollout_length=16)
-    p_update = jax.pmap(update, axis_name=parallel.DEVICE_AXIS)
+    p_update = parallel.device_map(update)   # jit of shard_map over a Mesh; or your own pmap
     state = anakin.init(env, agent, optimizer, jax.random.key(0), num_envs_per_device=64)
     state, metrics = p_update(state)
 
-or let :func:`run` pmap it over every device of every process and scan many updates
-per host call.
+(a ``pmap`` over :data:`~podracer.parallel.DEVICE_AXIS` takes the same state), or let
+:func:`run` map it over every device of every process and scan many updates per host call.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
@@ -139,6 +141,7 @@ def init_state(
     *,
     actor_index: chex.Array | int = 0,
     rollout_length: int = 1,
+    learner: LearnerState | None = None,
 ) -> AnakinState:
     """One device's initial state with ``num_envs`` environments.
 
@@ -148,6 +151,7 @@ def init_state(
     Parameters come from ``key`` alone, so every device that gets the same ``key``
     starts from the same parameters; environments and actor keys also fold in
     ``actor_index`` (the device's index along the device axis), so devices differ there.
+    ``learner``, when given, is :func:`init_learner` of the same arguments, computed once.
     """
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}.")
@@ -156,7 +160,8 @@ def init_state(
     actor_key = jax.random.fold_in(actor_key, actor_index)
     actor_key, reset_key, act_key = jax.random.split(actor_key, 3)
     env_state, timestep = jax.vmap(env.reset)(jax.random.split(reset_key, num_envs))
-    learner = init_learner_state(agent, optimizer, learner_key, timestep.observation, rollout_length=rollout_length)
+    if learner is None:
+        learner = init_learner_state(agent, optimizer, learner_key, timestep.observation, rollout_length=rollout_length)
     first = jnp.ones((num_envs,), bool)
     action, extras, core = actor_step(agent, learner.params, timestep.observation, act_key,
                                       initial_actor_state(agent, num_envs), first)
@@ -173,15 +178,85 @@ def init(
     *,
     rollout_length: int = 1,
 ) -> AnakinState:
-    """Initial states for the local ones of ``devices`` (default: all devices), stacked on a leading axis.
+    """Initial states for ``devices`` (default: all devices), stacked on a leading device axis.
 
-    Made by a pmap-ed :func:`init_state`, so each device's index along the device axis
-    (global across processes) seeds its environments, and parameters are identical.
+    Made by :func:`init_state` mapped over the devices (:func:`~podracer.parallel.device_map`),
+    so each device's index along the device axis (global across processes) seeds its
+    environments, and parameters are identical. ``key`` may be one key, or keys ``[S]`` of
+    independent seeds (:func:`seed_keys`): then every leaf has a seed axis after the device
+    axis, and each seed's state is the one a single run with its key would start from.
     """
     init_fn = functools.partial(init_state, env, agent, optimizer, num_envs=num_envs_per_device,
                                 rollout_length=rollout_length)
-    p_init = parallel.pmap(lambda k: init_fn(k, actor_index=jax.lax.axis_index(parallel.DEVICE_AXIS)), devices)
-    return p_init(parallel.replicate(key, devices))
+    # The learner is the same on every device: made once, then copied; seed by seed, because a vmap
+    # over seeds of the networks' orthogonal initializers (batched QR decompositions) hangs XLA:CPU at
+    # times (always inside a device map over 2 or 4 devices, now and then on one device).
+    make_learner = jax.jit(functools.partial(init_learner, env, agent, optimizer, num_envs=num_envs_per_device,
+                                             rollout_length=rollout_length))
+    if jnp.ndim(key) == 1:
+        learner = jax.tree.map(lambda *xs: jnp.stack(xs), *[make_learner(k) for k in key])
+    else:
+        learner = make_learner(key)
+
+    def per_device(k, learner):
+        index = jax.lax.axis_index(parallel.DEVICE_AXIS)
+        return _over_seeds(lambda k, learner: init_fn(k, actor_index=index, learner=learner), k)(k, learner)
+
+    return parallel.device_map(per_device, devices)(parallel.replicate(key, devices), parallel.replicate(learner, devices))
+
+
+def init_learner(
+    env: Environment,
+    agent: Agent,
+    optimizer: optax.GradientTransformation,
+    key: chex.PRNGKey,
+    *,
+    num_envs: int,
+    rollout_length: int = 1,
+) -> LearnerState:
+    """The learner part of :func:`init_state` with the same arguments (it depends on ``key`` alone)."""
+    return init_state(env, agent, optimizer, key, num_envs, rollout_length=rollout_length).learner
+
+
+def seed_keys(seed: int, num_seeds: int) -> jax.Array:
+    """Keys ``[num_seeds]`` of seeds ``seed ... seed + num_seeds - 1``: seed ``i`` trains as a run with ``jax.random.key(i)``."""
+    if num_seeds < 1:
+        raise ValueError(f"num_seeds must be >= 1, got {num_seeds}.")
+    return jax.vmap(jax.random.key)(jnp.arange(seed, seed + num_seeds))
+
+
+def _over_seeds(fn, key):
+    """``fn`` vmapped over a seed axis when ``key`` holds several keys (``[S]``), else ``fn``."""
+    return jax.vmap(fn) if jnp.ndim(key) == 1 else fn
+
+
+def make_train(
+    env: Environment,
+    agent: Agent,
+    optimizer: optax.GradientTransformation,
+    *,
+    num_envs: int,
+    rollout_length: int,
+    num_updates: int,
+    axis_names: Sequence[str] = (),
+) -> Callable[[chex.PRNGKey], tuple[AnakinState, Metrics]]:
+    """The whole training run as a pure function: ``train(key) -> (final state, metrics [num_updates])``.
+
+    It jits, vmaps over keys (``jax.jit(jax.vmap(train))(seed_keys(0, 8))`` trains 8 seeds in
+    one program) and maps over devices: with :data:`~podracer.parallel.DEVICE_AXIS` in
+    ``axis_names``, run it under :func:`~podracer.parallel.device_map` (or a ``pmap``) and each
+    device steps ``num_envs`` environments of its own while gradients average over devices.
+    """
+    axis_names = tuple(axis_names)
+    update = make_update(env, agent, optimizer, rollout_length=rollout_length, axis_names=axis_names)
+    multi_update = make_multi_update(update, num_updates)
+
+    def train(key):
+        index = jax.lax.axis_index(parallel.DEVICE_AXIS) if parallel.DEVICE_AXIS in axis_names else 0
+        state = init_state(env, agent, optimizer, key, num_envs, actor_index=index, rollout_length=rollout_length)
+        return multi_update(state)
+
+    return train
 
 
 def make_multi_update(update, num_updates: int):
@@ -215,11 +290,38 @@ def summarize(metrics: Metrics) -> dict[str, float]:
     return out
 
 
+def interquartile_mean(values) -> float:
+    """The mean of the middle half of ``values`` (a quarter of the sorted values dropped at each end)."""
+    values = np.sort(np.asarray(values, np.float64))
+    cut = len(values) // 4
+    return float(np.mean(values[cut:len(values) - cut]))
+
+
+def summarize_seeds(metrics: Metrics) -> dict:
+    """:func:`summarize` of metrics ``[updates, seeds]``, seed by seed, then over seeds.
+
+    Each metric is its mean over seeds; the episode return also comes with its minimum
+    and maximum over seeds and the list of per-seed values (``episode_return_per_seed``).
+    """
+    metrics = {k: np.asarray(v) for k, v in metrics.items()}
+    num_seeds = next(iter(metrics.values())).shape[1]
+    per_seed = [summarize({k: v[:, i] for k, v in metrics.items()}) for i in range(num_seeds)]
+    out = {}
+    for name in per_seed[0]:
+        values = np.array([s[name] for s in per_seed])
+        out[name] = float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
+    returns = [s["episode_return"] for s in per_seed]
+    if np.isfinite(returns).any():
+        out["episode_return_min"], out["episode_return_max"] = float(np.nanmin(returns)), float(np.nanmax(returns))
+    out["episode_return_per_seed"] = returns
+    return out
+
+
 class RunResult(NamedTuple):
-    state: AnakinState  # final state, stacked over local devices
+    state: AnakinState  # final state, stacked over devices (then over seeds, when several were trained)
     history: list[dict[str, float]]  # one summary per host call
     compile_seconds: float  # first call (compilation included) minus a steady call's time
-    env_steps_per_second: float  # median steady-state throughput across calls after the first
+    env_steps_per_second: float  # median steady-state throughput across calls after the first (all seeds together)
 
 
 def run(
@@ -234,41 +336,63 @@ def run(
     updates_per_call: int,
     devices: Sequence[jax.Device] | None = None,
     log: Callable[[dict[str, float]], None] | None = None,
+    state: AnakinState | None = None,
+    start_update: int = 0,
+    after_call: Callable[[AnakinState, int], None] | None = None,
+    stop: threading.Event | None = None,
 ) -> RunResult:
-    """Trains with the update pmap-ed over ``devices`` (default: all devices of all processes).
+    """Trains with the update mapped over ``devices`` (default: all devices of all processes).
 
     Every process of a multi-process run calls this with the same arguments; the
     device axis then spans all of their devices. Each host call scans
     ``updates_per_call`` updates; ``log`` receives one summary per call with
-    ``env_steps`` (global), ``sps`` and the averaged metrics.
+    ``env_steps`` (global, per seed), ``sps`` (all seeds together) and the averaged metrics.
+
+    ``key`` is one key, or keys ``[S]`` (:func:`seed_keys`) of independent seeds trained
+    together, vmapped on every device: summaries then hold means over seeds with the
+    per-seed returns (:func:`summarize_seeds`).
+
+    To continue a run, pass its ``state`` (as :func:`init` lays it out) and the updates it
+    has done as ``start_update``: the remaining updates then run exactly as they would have.
+    ``after_call(state, updates)`` runs after every host call (checkpoints); a set ``stop``
+    ends the run after the call in flight.
     """
     num_calls = parallel.check_divisible(num_updates, updates_per_call, "num_updates", "updates per call (--updates-per-call)")
+    first_call = parallel.check_divisible(start_update, updates_per_call, "the updates already done", "updates per call")
+    num_seeds = len(key) if jnp.ndim(key) == 1 else 1
     steps_per_update = rollout_length * num_envs_per_device * parallel.num_global_devices(devices)
 
-    update = make_update(env, agent, optimizer, rollout_length=rollout_length)
-    p_multi = parallel.pmap(make_multi_update(update, updates_per_call), devices)
-    state = init(env, agent, optimizer, key, num_envs_per_device, devices, rollout_length=rollout_length)
+    update = _over_seeds(make_update(env, agent, optimizer, rollout_length=rollout_length), key)
+    p_multi = parallel.device_map(make_multi_update(update, updates_per_call), devices)
+    if state is None:
+        state = init(env, agent, optimizer, key, num_envs_per_device, devices, rollout_length=rollout_length)
+    summarize_call = summarize_seeds if jnp.ndim(key) == 1 else summarize
 
     history, call_seconds = [], []
-    for call in range(num_calls):
+    for call in range(first_call, num_calls):
+        if stop is not None and stop.is_set():
+            break
         start = time.perf_counter()
         state, metrics = p_multi(state)
-        metrics = parallel.unreplicate(metrics)
-        summary = summarize(jax.device_get(metrics))
+        summary = summarize_call(jax.device_get(parallel.unreplicate(metrics)))
         seconds = time.perf_counter() - start
         call_seconds.append(seconds)
         env_steps = (call + 1) * updates_per_call * steps_per_update
-        summary = {"env_steps": float(env_steps), "sps": updates_per_call * steps_per_update / seconds, **summary}
+        summary = {"env_steps": float(env_steps), "sps": num_seeds * updates_per_call * steps_per_update / seconds, **summary}
         history.append(summary)
         if log is not None:
             log(summary)
+        if after_call is not None:
+            after_call(state, (call + 1) * updates_per_call)
 
+    if not call_seconds:
+        return RunResult(state, history, 0.0, float("nan"))
     steady = float(np.median(call_seconds[1:])) if len(call_seconds) > 1 else call_seconds[0]
     return RunResult(
         state=state,
         history=history,
         compile_seconds=max(call_seconds[0] - steady, 0.0),
-        env_steps_per_second=updates_per_call * steps_per_update / steady,
+        env_steps_per_second=num_seeds * updates_per_call * steps_per_update / steady,
     )
 
 
@@ -283,6 +407,8 @@ class AnakinConfig:
     env: str = _field("catch", "JAX environment", choices=("catch", "cartpole", "memory", "synthetic"))
     agent: str = _field("a2c", "agent", choices=("a2c", "dqn", "impala", "ppo", "r2d2"))
     seed: int = _field(0, "random seed")
+    num_seeds: int = _field(1, "seeds trained together in one compiled program, vmapped on every device: "
+                               "--seed S --num-seeds N trains seeds S ... S + N - 1, each as a run of its own")
     num_envs_per_device: int = _field(64, "environments stepped on each device")
     num_envs: int | None = _field(None, "total environments over all devices of all processes; overrides --num-envs-per-device")
     rollout_length: int = _field(16, "environment steps per rollout (per update)")
@@ -304,7 +430,14 @@ class AnakinConfig:
     core_size: int | None = _field(None, "LSTM units (default: the agent's, 128)")
     burn_in: int | None = _field(None, "R2D2: steps of each stored sequence that only warm up the LSTM state (default: the agent's)")
     log_dir: str | None = _field(None, "write DIR/metrics.jsonl and TensorBoard events there")
-    checkpoint_dir: str | None = _field(None, "save the final learner there (orbax), for python -m podracer.evaluate")
+    checkpoint_dir: str | None = _field(None, "save the learner there (orbax, for python -m podracer.evaluate) at the end, "
+                                              "on Ctrl-C and every --checkpoint-every updates, with the whole run state "
+                                              "for --resume; the newest 3 are kept (with --num-seeds N: each seed's final "
+                                              "learner in DIR/seed_S)")
+    checkpoint_every: int | None = _field(None, "updates between checkpoints, a multiple of --updates-per-call "
+                                                "(default: only at the end and on Ctrl-C)")
+    resume: bool = _field(False, "continue exactly from the newest checkpoint in --checkpoint-dir: the remaining "
+                                 "updates run as they would have without the interruption")
     cpu_devices: int | None = _field(None, "CPU devices to expose when JAX runs on the CPU (default: one per core)")
     coordinator: str | None = _field(None, "multi-process: HOST:PORT of process 0")
     num_processes: int | None = _field(None, "multi-process: number of processes")
@@ -314,7 +447,7 @@ class AnakinConfig:
     def __post_init__(self):
         envs.make(self.env)  # unknown names fail here, with the list of known ones
         agents.config_class(self.agent)
-        for name in ("num_envs_per_device", "rollout_length", "num_updates", "updates_per_call"):
+        for name in ("num_seeds", "num_envs_per_device", "rollout_length", "num_updates", "updates_per_call"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
         if self.num_envs is not None and self.num_envs < 1:
@@ -323,6 +456,16 @@ class AnakinConfig:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}.")
         parallel.check_divisible(self.num_updates, self.updates_per_call, "num_updates", "updates per call (--updates-per-call)")
         parallel.check_process_id(self.num_processes, self.process_id)
+        if (self.checkpoint_every is not None or self.resume) and not self.checkpoint_dir:
+            raise ValueError("--checkpoint-every and --resume need --checkpoint-dir.")
+        if self.checkpoint_every is not None:
+            if self.checkpoint_every < 1:
+                raise ValueError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}.")
+            parallel.check_divisible(self.checkpoint_every, self.updates_per_call, "checkpoint_every",
+                                     "updates per call (--updates-per-call)")
+        if self.num_seeds > 1 and (self.checkpoint_every is not None or self.resume):
+            raise ValueError("--checkpoint-every and --resume take one seed: drop --num-seeds (final checkpoints of "
+                             "several seeds go to --checkpoint-dir/seed_S).")
 
     def agent_hyperparameters(self) -> dict:
         """The agent's config fields that this run sets."""
@@ -345,8 +488,11 @@ def make_agent(config: AnakinConfig, env: Environment | None = None) -> Agent:
     return agents.make(config.agent, env.spec(), **config.agent_hyperparameters())
 
 
-def train(config: AnakinConfig) -> RunResult:
-    """Runs ``config`` on every device of every process; only process 0 logs.
+def train(config: AnakinConfig, stop: threading.Event | None = None) -> RunResult:
+    """Runs ``config`` on every device of every process; only process 0 logs and writes checkpoints.
+
+    A set ``stop`` ends the run after the host call in flight (with a checkpoint when
+    ``config.checkpoint_dir`` is set).
 
     Call :func:`podracer.parallel.initialize` first in a multi-process run (the
     example's entry point does, from the config's multi-process fields).
@@ -364,12 +510,42 @@ def train(config: AnakinConfig) -> RunResult:
         )
     optimizer = make_optimizer(config.learning_rate, config.max_grad_norm)
     total_steps = config.num_updates * config.rollout_length * per_device * num_global
-    logger = make_logger(config.log_dir, is_main=parallel.is_main_process(), total_env_steps=total_steps)
+    seeds = config.num_seeds > 1
+    metadata = {"mode": "anakin", "env": config.env, "agent": config.agent, "rollout_length": config.rollout_length,
+                "agent_hyperparameters": config.agent_hyperparameters(), "seed": config.seed}
+    steps_per_update = config.rollout_length * per_device * num_global
+    resume_step = None
+    if config.checkpoint_dir:  # checked before anything is compiled
+        identity = {k: metadata[k] for k in ("mode", "env", "agent", "rollout_length")}
+        resume_step = checkpoint.prepare(config.checkpoint_dir, resume=config.resume, identity=identity)
+    key = seed_keys(config.seed, config.num_seeds) if seeds else jax.random.key(config.seed)
+    state = init(env, agent, optimizer, key, per_device, rollout_length=config.rollout_length)
+    if resume_step is not None:
+        state = parallel.shard(checkpoint.restore_run_state(config.checkpoint_dir, resume_step, state))
+
+    def save(state: AnakinState, updates: int) -> None:
+        """A checkpoint after ``updates`` updates: every process's run state, then process 0's learner."""
+        checkpoint.save_run_state(config.checkpoint_dir, updates, state)
+        if parallel.is_main_process():
+            checkpoint.save(config.checkpoint_dir, parallel.unreplicate(state.learner),
+                            {**metadata, "env_steps": updates * steps_per_update})
+
+    saved = [resume_step or 0]
+
+    def after_call(state: AnakinState, updates: int) -> None:
+        if config.checkpoint_dir and config.checkpoint_every and updates % config.checkpoint_every == 0:
+            save(state, updates)
+            saved[0] = updates
+
+    logger = make_logger(config.log_dir, is_main=parallel.is_main_process(), total_env_steps=total_steps,
+                         console_keys=("episode_return_min",) if seeds else ())
     if parallel.is_main_process():
         print(
             f"podracer anakin: {config.agent} on {config.env}, {num_global} device(s) in "
             f"{jax.process_count()} process(es) [{jax.default_backend()}], {per_device} envs per device, "
-            f"rollout {config.rollout_length}, {config.num_updates} updates",
+            f"rollout {config.rollout_length}, {config.num_updates} updates"
+            + (f", seeds {config.seed} ... {config.seed + config.num_seeds - 1} together" if seeds else "")
+            + (f"; resuming after {resume_step} updates" if resume_step is not None else ""),
             flush=True,
         )
     with logger:
@@ -377,15 +553,24 @@ def train(config: AnakinConfig) -> RunResult:
             env,
             agent,
             optimizer,
-            key=jax.random.key(config.seed),
+            key=key,
             num_envs_per_device=per_device,
             rollout_length=config.rollout_length,
             num_updates=config.num_updates,
             updates_per_call=config.updates_per_call,
             log=logger,
+            state=state,
+            start_update=resume_step or 0,
+            after_call=after_call,
+            stop=stop,
         )
-    if config.checkpoint_dir and parallel.is_main_process():
-        metadata = {"mode": "anakin", "env": config.env, "agent": config.agent, "rollout_length": config.rollout_length,
-                    "agent_hyperparameters": config.agent_hyperparameters(), "seed": config.seed, "env_steps": total_steps}
-        checkpoint.save(config.checkpoint_dir, parallel.unreplicate(result.state.learner), metadata)
+    done = round(result.history[-1]["env_steps"] / steps_per_update) if result.history else (resume_step or 0)
+    if config.checkpoint_dir and not seeds and done > saved[0]:  # the end of the run, or Ctrl-C
+        save(result.state, done)
+    if config.checkpoint_dir and seeds and parallel.is_main_process():  # one final checkpoint per seed: DIR/seed_S
+        learner = parallel.unreplicate(result.state.learner)
+        for i in range(config.num_seeds):
+            seed = config.seed + i
+            checkpoint.save(os.path.join(config.checkpoint_dir, f"seed_{seed}"), jax.tree.map(lambda x: x[i], learner),
+                            {**metadata, "seed": seed, "env_steps": total_steps})
     return result

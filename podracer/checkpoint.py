@@ -2,7 +2,10 @@
 
 A checkpoint directory holds ``step_<updates>/`` (the learner state, written by orbax)
 and ``step_<updates>.json`` (what ran: mode, environment, agent and its
-hyper-parameters, updates and env steps). The newest few are kept.
+hyper-parameters, updates and env steps). An Anakin run also writes
+``step_<updates>.run/process_<i>/``: each process's entries of the whole run state
+(learner, replay memory, environments, keys), from which ``--resume`` continues exactly.
+The newest few are kept.
 """
 
 from __future__ import annotations
@@ -70,8 +73,89 @@ def save(directory: str, state: LearnerState, metadata: dict[str, Any], *, keep:
         json.dump({**metadata, "updates": step}, f, indent=1)
     for old in steps(directory)[:-keep]:
         shutil.rmtree(os.path.join(directory, f"step_{old}"), ignore_errors=True)
+        shutil.rmtree(os.path.join(directory, f"step_{old}.run"), ignore_errors=True)
         os.remove(os.path.join(directory, f"step_{old}.json"))
     return path
+
+
+def _is_key(x) -> bool:
+    return jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def _local_entries(tree):
+    """This process's entries of a tree stacked over devices: numpy ``[local devices, ...]``, keys as their data."""
+
+    def local(x):
+        x = jax.random.key_data(x) if _is_key(x) else x
+        shards = sorted(x.addressable_shards, key=lambda s: s.index[0].start or 0)
+        return np.concatenate([np.asarray(s.data) for s in shards])
+
+    return jax.tree.map(local, tree)
+
+
+def _run_state_path(directory: str, step: int) -> str:
+    return os.path.join(os.path.abspath(directory), f"step_{step}.run", f"process_{jax.process_index()}")
+
+
+def save_run_state(directory: str, step: int, tree) -> None:
+    """Writes this process's entries of ``tree`` (stacked over devices) for checkpoint ``step``.
+
+    Every process calls it, before the main process's :func:`save` of the same step.
+    """
+    path = _run_state_path(directory, step)
+    if os.path.exists(path):
+        shutil.rmtree(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    checkpointer = _checkpointer()
+    checkpointer.save(path, _local_entries(tree))
+    checkpointer.wait_until_finished()
+
+
+def restore_run_state(directory: str, step: int, template):
+    """This process's entries of the run state saved at ``step``, shaped like ``template`` (stacked over
+    devices, as :func:`save_run_state` took it): numpy arrays ``[local devices, ...]``, keys as keys."""
+    path = _run_state_path(directory, step)
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"{path!r} is missing: checkpoint step_{step} holds no run state for this process "
+                                "(it was not written by an Anakin run of this layout).")
+    local = _local_entries(template)
+    abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), local)
+    tree = _checkpointer().restore(path, abstract)
+    return jax.tree.map(lambda t, x: jax.random.wrap_key_data(np.asarray(x), impl=jax.random.key_impl(t)) if _is_key(t)
+                        else np.asarray(x), template, tree)
+
+
+def prepare(directory: str, *, resume: bool, identity: dict[str, Any]) -> int | None:
+    """Checks ``directory`` at start-up; returns the step to resume from (``None``: a fresh run).
+
+    One-line errors (``ValueError``) for a path that is a file or cannot be written, for
+    checkpoints already there without ``resume`` (they would be mixed with this run's),
+    for ``resume`` with nothing to resume, and for a checkpoint whose metadata differ from
+    ``identity`` (for example ``{"mode": "anakin", "env": "catch", "agent": "a2c"}``).
+    """
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise ValueError(f"--checkpoint-dir {directory!r} is a file, not a directory.")
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"--checkpoint-dir {directory!r} cannot be created: {error.strerror}.") from None
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ValueError(f"--checkpoint-dir {directory!r} is not writable.")
+    found = steps(directory)
+    if not resume:
+        if found:
+            raise ValueError(f"--checkpoint-dir {directory!r} already holds checkpoints; pass --resume to continue "
+                             "that run or choose another --checkpoint-dir.")
+        return None
+    if not found:
+        raise ValueError(f"--resume: no checkpoint in {directory!r} to resume from.")
+    saved = read_metadata(directory, found[-1])
+    differ = {k: saved.get(k) for k, v in identity.items() if saved.get(k) != v}
+    if differ:
+        got = ", ".join(f"{k} {v!r}" for k, v in differ.items())
+        want = ", ".join(f"{k} {identity[k]!r}" for k in differ)
+        raise ValueError(f"--resume: {directory!r} holds a checkpoint of {got}, not {want}.")
+    return found[-1]
 
 
 def read_metadata(directory: str, step: int | None = None) -> dict[str, Any]:

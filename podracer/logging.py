@@ -62,7 +62,8 @@ class JsonlSink:
         self.file = open(path, "a", encoding="utf-8")
 
     def write(self, metrics: Mapping[str, float]) -> None:
-        record = {k: _finite_or_none(v) for k, v in metrics.items()}
+        record = {k: [_finite_or_none(x) for x in v] if isinstance(v, (list, tuple)) else _finite_or_none(v)
+                  for k, v in metrics.items()}
         self.file.write(json.dumps(record) + "\n")
         self.file.flush()
 
@@ -71,7 +72,8 @@ class JsonlSink:
 
 
 class TensorBoardSink:
-    """TensorBoard event files in ``log_dir``; every metric is a scalar against ``env_steps``."""
+    """TensorBoard event files in ``log_dir``; every metric is a scalar against ``env_steps``
+    (a list of values, such as per-seed returns, becomes ``name/0``, ``name/1``, ...)."""
 
     def __init__(self, log_dir: str):
         from tensorboardX import SummaryWriter
@@ -81,8 +83,10 @@ class TensorBoardSink:
     def write(self, metrics: Mapping[str, float]) -> None:
         step = int(metrics.get("env_steps", 0))
         for name, value in metrics.items():
-            if name != "env_steps" and math.isfinite(float(value)):
-                self.writer.add_scalar(name, float(value), step)
+            values = {f"{name}/{i}": v for i, v in enumerate(value)} if isinstance(value, (list, tuple)) else {name: value}
+            for tag, v in values.items():
+                if name != "env_steps" and math.isfinite(float(v)):
+                    self.writer.add_scalar(tag, float(v), step)
         self.writer.flush()
 
     def close(self) -> None:

@@ -1,9 +1,13 @@
 """Device layout: the only module that knows how work is spread over devices and hosts.
 
-One pmap axis, :data:`DEVICE_AXIS`, spans every device of every process. Arrays that
-enter a pmap-ed function carry a leading axis with one entry per *local* device; the
-collectives inside (``pmean`` over :data:`DEVICE_AXIS`) reach the devices of all
-processes. Only process 0 prints and writes files.
+One mesh axis, :data:`DEVICE_AXIS`, spans every device of every process. The library's
+multi-device programs are ``jax.jit`` of ``jax.shard_map`` over that :class:`~jax.sharding.Mesh`
+(:func:`device_map`): they take and return global arrays with a leading axis of one entry
+per device, split over the mesh, and the per-device function inside sees one entry and
+reaches every device of every process through collectives over :data:`DEVICE_AXIS`
+(``pmean``, ``psum``). A user's own ``pmap`` over :data:`DEVICE_AXIS` takes the same
+arrays. Each process builds its part with :func:`replicate` or :func:`shard` from its
+local data. Only process 0 prints and writes files.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-# The pmap axis over devices (of all processes).
+# The mesh axis over devices (of all processes).
 DEVICE_AXIS = "device"
 # The vmap axis over independent learners inside one device, for users who vmap an update.
 BATCH_AXIS = "batch"
@@ -74,7 +78,7 @@ def set_cpu_device_count(count: int) -> None:
     """Exposes ``count`` CPU devices to XLA (for entry points, before JAX starts its backends).
 
     Each CPU device runs its own computation concurrently, so on a CPU-only machine
-    one device per core lets pmap use every core. Accelerator platforms are unaffected.
+    one device per core lets a device-mapped program use every core. Accelerator platforms are unaffected.
     """
     if count < 1:
         raise ValueError(f"The number of CPU devices must be >= 1, got {count}.")
@@ -102,8 +106,8 @@ def is_main_process() -> bool:
 def local_devices(devices: Sequence[jax.Device] | None = None) -> list[jax.Device]:
     """The devices of this process among ``devices`` (default: all devices of all processes).
 
-    A pmap-ed function takes ``devices`` (the same global list in every process, or
-    None for all) and arrays with one leading entry per local device.
+    A device-mapped function takes ``devices`` (the same global list in every process, or
+    None for all); each process supplies the entries of its local devices.
     """
     if devices is None:
         return list(jax.local_devices())
@@ -115,26 +119,51 @@ def num_global_devices(devices: Sequence[jax.Device] | None = None) -> int:
     return jax.device_count() if devices is None else len(devices)
 
 
-def pmap(fn, devices: Sequence[jax.Device] | None = None, **kwargs):
-    """``jax.pmap`` over :data:`DEVICE_AXIS` and ``devices`` (global; default all devices).
+def _check_devices(devices: Sequence[jax.Device] | None) -> list[jax.Device]:
+    """``devices`` as a list (default: every device of every process); every process must own one.
 
-    Checks that every process takes part: a process with none of ``devices`` would
-    hang the others' collectives.
+    A process with none of ``devices`` would hang the others' collectives.
     """
-    if devices is not None:
-        devices = list(devices)
-        if not local_devices(devices):
-            raise ValueError(
-                f"None of the devices {devices} belongs to process {jax.process_index()}; "
-                "in a multi-process run, pass the same global device list in every process."
-            )
-    return jax.pmap(fn, axis_name=DEVICE_AXIS, devices=devices, **kwargs)
+    if devices is None:
+        return list(jax.devices())
+    devices = list(devices)
+    if not local_devices(devices):
+        raise ValueError(
+            f"None of the devices {devices} belongs to process {jax.process_index()}; "
+            "in a multi-process run, pass the same global device list in every process."
+        )
+    return devices
+
+
+def mesh(devices: Sequence[jax.Device] | None = None) -> Mesh:
+    """A one-axis :class:`~jax.sharding.Mesh` named :data:`DEVICE_AXIS` over ``devices`` (default: all, of all processes)."""
+    return Mesh(np.asarray(_check_devices(devices)), (DEVICE_AXIS,))
+
+
+def device_map(fn, devices: Sequence[jax.Device] | None = None):
+    """``fn`` run on each of ``devices`` as ``jax.jit`` of ``jax.shard_map`` over :func:`mesh`.
+
+    Like ``pmap(fn, axis_name=DEVICE_AXIS)``: every argument and result carries a
+    leading axis with one entry per device, ``fn`` sees (and returns) one entry without
+    it, and collectives over :data:`DEVICE_AXIS` inside ``fn`` reach every device. The
+    arguments are global arrays split along that axis (:func:`replicate`, :func:`shard`,
+    or a previous call's results); ``lower(...).compile()`` works as for any jitted function.
+    """
+    spec = PartitionSpec(DEVICE_AXIS)
+
+    def per_device(*args):
+        out = fn(*jax.tree.map(lambda x: x[0], args))
+        return jax.tree.map(lambda x: x[None], out)
+
+    # check_vma=False: values are typed as in pmap, so a per-device function written for pmap
+    # (scans whose carries become device-varying, collectives on any value) runs unchanged.
+    mapped = jax.shard_map(per_device, mesh=mesh(devices), in_specs=spec, out_specs=spec, check_vma=False)
+    return jax.jit(mapped)
 
 
 def device_sharding(devices: Sequence[jax.Device] | None = None) -> NamedSharding:
-    """Leading axis split over the local ones of ``devices``: the layout pmap-ed functions take and return."""
-    mesh = Mesh(np.asarray(local_devices(devices)), (DEVICE_AXIS,))
-    return NamedSharding(mesh, PartitionSpec(DEVICE_AXIS))
+    """Leading axis split over :func:`mesh` of ``devices``: the layout :func:`device_map` functions take and return."""
+    return NamedSharding(mesh(devices), PartitionSpec(DEVICE_AXIS))
 
 
 def _is_key(x) -> bool:
@@ -148,23 +177,26 @@ def _place(put, x):
     return put(np.asarray(x))
 
 
+def _global(local: np.ndarray, sharding: NamedSharding) -> jax.Array:
+    """The global array whose entries on this process's devices are ``local`` (one per local device)."""
+    n = len(sharding.mesh.devices.flat)
+    return jax.make_array_from_process_local_data(sharding, local, (n, *local.shape[1:]))
+
+
 def replicate(tree, devices: Sequence[jax.Device] | None = None):
-    """A copy of ``tree`` on each local device of ``devices``, stacked along a new leading axis."""
-    devices = local_devices(devices)
+    """A copy of ``tree`` on each of ``devices`` (default: all), stacked along a new leading axis.
+
+    Every process calls it with the same ``devices`` and its own copy of ``tree``.
+    """
     sharding = device_sharding(devices)
-    n = len(devices)
-
-    def put(x):
-        return jax.device_put(np.broadcast_to(x, (n, *x.shape)), sharding)
-
-    return jax.tree.map(lambda x: _place(put, x), tree)
+    n = len(local_devices(devices))
+    return jax.tree.map(lambda x: _place(lambda a: _global(np.broadcast_to(a, (n, *a.shape)), sharding), x), tree)
 
 
 def shard(tree, devices: Sequence[jax.Device] | None = None):
-    """Splits the leading axis of every leaf over the local ones of ``devices`` (one entry per local device)."""
-    devices = local_devices(devices)
+    """Splits the leading axis of every leaf over this process's ones of ``devices`` (one entry per local device)."""
     sharding = device_sharding(devices)
-    n = len(devices)
+    n = len(local_devices(devices))
 
     def put(x):
         if x.shape[:1] != (n,):
@@ -172,14 +204,22 @@ def shard(tree, devices: Sequence[jax.Device] | None = None):
                 f"Cannot shard an array of shape {x.shape} over {n} devices: "
                 f"its leading axis must be {n}."
             )
-        return jax.device_put(x, sharding)
+        return _global(x, sharding)
 
     return jax.tree.map(lambda x: _place(put, x), tree)
 
 
 def unreplicate(tree):
-    """The first local device's copy of a replicated (pmap-ed) tree."""
-    return jax.tree.map(lambda x: x[0], tree)
+    """The first local device's entry of a tree stacked over devices (replicated values, such as
+    parameters and averaged metrics, are the same on every device)."""
+
+    def first(x):
+        if isinstance(x, jax.Array) and not x.is_fully_addressable:
+            shard = min(x.addressable_shards, key=lambda s: s.index[0].start or 0)
+            return shard.data[0]
+        return x[0]
+
+    return jax.tree.map(first, tree)
 
 
 def check_divisible(total: int, parts: int, what: str, among: str) -> int:

@@ -2,7 +2,7 @@
 
 The state is a :class:`ReplayState` of arrays, so the memory lives wherever its
 caller runs: inside Anakin's compiled loop, or on each of Sebulba's learner devices
-(one shard per device under ``pmap``). Items are any pytree whose leaves have a
+(one shard per device under a device map). Items are any pytree whose leaves have a
 leading item axis: single transitions, or fixed-length sequences together with the
 recurrent state at their start.
 

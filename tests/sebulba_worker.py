@@ -17,5 +17,5 @@ from podracer.sebulba import SebulbaConfig, train  # noqa: E402
 config = SebulbaConfig(env="fake", agent="impala", total_env_steps=2 * 8 * 4 * 5, num_envs=8, rollout_length=4,
                        actor_devices=(0,), learner_devices=(1,), log_every=5, hidden_sizes=(8,))
 result = train(config, make_env=lambda seed, n: FakeHostEnv(n, length=3 + process_id))
-checksum = sum(float(np.abs(np.asarray(leaf[0])).sum()) for leaf in jax.tree.leaves(result.state.params))
+checksum = sum(float(np.abs(np.asarray(leaf)).sum()) for leaf in jax.tree.leaves(parallel.unreplicate(result.state.params)))
 print(f"RESULT updates={result.updates} env_steps={result.history[-1]['env_steps']:.0f} checksum={checksum:.6f}", flush=True)

@@ -1,9 +1,13 @@
+import dataclasses
+import json
+import threading
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import agents, anakin, envs, learner, parallel
+from podracer import agents, anakin, checkpoint, envs, learner, parallel
 from podracer.anakin import AnakinConfig
 
 
@@ -45,7 +49,8 @@ def test_trajectories_overlap_by_one_step_and_actions_come_from_the_carried_stat
     np.testing.assert_array_equal(traj1.action[0], state.rollout.action)
 
 
-def test_second_call_of_the_compiled_update_does_not_recompile(devices):
+@pytest.mark.parametrize("form", ["device_map", "pmap"])
+def test_second_call_of_the_compiled_update_does_not_recompile(form, devices):
     env, agent, optimizer = _setup("ppo", num_minibatches=2, num_epochs=2)
     compiles = []
     listener = lambda event, duration, **kw: compiles.append(event) if event == "/jax/core/compile/backend_compile_duration" else None  # noqa: E731
@@ -58,7 +63,10 @@ def test_second_call_of_the_compiled_update_does_not_recompile(devices):
             traces.append(1)
             return update(state)
 
-        p_update = jax.pmap(counted, axis_name=parallel.DEVICE_AXIS, devices=devices[:2])
+        if form == "device_map":
+            p_update = parallel.device_map(counted, devices[:2])
+        else:
+            p_update = jax.pmap(counted, axis_name=parallel.DEVICE_AXIS, devices=devices[:2])
         state = anakin.init(env, agent, optimizer, jax.random.key(0), 4, devices[:2])
         state, _ = p_update(state)
         jax.block_until_ready(state)
@@ -104,6 +112,45 @@ def test_metrics_report_episodes_from_all_devices(devices):
     assert set(np.unique(np.abs(metrics["episode_return"] * 12))) <= set(range(0, 13))
 
 
+def test_vmapped_train_of_four_seeds_equals_four_separate_runs():
+    env, agent, optimizer = _setup()
+    train = anakin.make_train(env, agent, optimizer, num_envs=8, rollout_length=8, num_updates=6)
+    keys = anakin.seed_keys(5, 4)
+    together, together_metrics = jax.jit(jax.vmap(train))(keys)
+    one = jax.jit(train)
+    for i in range(4):
+        alone, alone_metrics = one(jax.random.key(5 + i))  # seed_keys(5, 4)[i] is the key of seed 5 + i
+        for a, b in zip(jax.tree.leaves(alone.learner.params), jax.tree.leaves(together.learner.params)):
+            np.testing.assert_allclose(b[i], a, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(together_metrics["loss"][i], alone_metrics["loss"], rtol=1e-4, atol=1e-6)
+    # The seeds really differ.
+    first = jax.tree.leaves(together.learner.params)[0]
+    assert not np.allclose(first[0], first[1])
+
+
+def test_run_trains_seeds_together_on_two_devices_as_it_trains_each_alone(devices):
+    env, agent, optimizer = _setup()
+    common = dict(num_envs_per_device=4, rollout_length=8, num_updates=4, updates_per_call=2, devices=devices[:2])
+    together = anakin.run(env, agent, optimizer, key=anakin.seed_keys(3, 2), **common)
+    for i in range(2):
+        alone = anakin.run(env, agent, optimizer, key=jax.random.key(3 + i), **common)
+        for t, a in zip(together.history, alone.history):
+            assert t["env_steps"] == a["env_steps"]
+            np.testing.assert_allclose(t["episode_return_per_seed"][i], a["episode_return"], rtol=1e-5, atol=1e-6)
+        for a, b in zip(jax.tree.leaves(alone.state.learner.params), jax.tree.leaves(together.state.learner.params)):
+            assert b.shape == (2, 2, *a.shape[1:])  # [device, seed, ...]
+            np.testing.assert_allclose(b[:, i], a, rtol=1e-5, atol=1e-6)
+    last = together.history[-1]
+    assert last["episode_return"] == pytest.approx(np.mean(last["episode_return_per_seed"]))
+    assert last["episode_return_min"] == min(last["episode_return_per_seed"])
+
+
+def test_interquartile_mean_drops_a_quarter_at_each_end():
+    assert anakin.interquartile_mean([0.0, 1.0, 2.0, 100.0]) == 1.5
+    assert anakin.interquartile_mean([3.0, -50.0, 1.0, 2.0, 7.0, 80.0, 4.0, 5.0]) == 3.5
+    assert anakin.interquartile_mean([2.0]) == 2.0
+
+
 def test_summarize_weights_episode_statistics_by_episode_counts():
     summary = anakin.summarize(
         {"episodes": jnp.array([0.0, 1.0, 3.0]), "episode_return": jnp.array([jnp.nan, 1.0, -1.0]), "loss": jnp.array([1.0, 2.0, 3.0])}
@@ -131,3 +178,62 @@ def test_clear_errors_for_bad_input():
         parallel.initialize("127.0.0.1:1234", 2, None)
     with pytest.raises(ValueError, match=r"coordinator_address must be HOST:PORT, got 'localhost'\."):
         parallel.initialize("localhost", 2, 0)
+
+
+class _StopAfter(threading.Event):
+    """A stop event that reads as set from its ``n + 1``-th check on: the run stops after ``n`` host calls."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.checks, self.n = 0, n
+
+    def is_set(self):
+        self.checks += 1
+        return self.checks > self.n or super().is_set()
+
+
+def test_an_interrupted_and_resumed_run_ends_exactly_as_an_uninterrupted_one(tmp_path):
+    common = dict(agent="a2c", env="catch", num_envs_per_device=8, rollout_length=8, num_updates=200,
+                  updates_per_call=20, checkpoint_every=40)
+    whole = AnakinConfig(checkpoint_dir=str(tmp_path / "whole"), log_dir=str(tmp_path / "whole"), **common)
+    anakin.train(whole)
+    parts = AnakinConfig(checkpoint_dir=str(tmp_path / "parts"), log_dir=str(tmp_path / "parts"), **common)
+    first = anakin.train(parts, stop=_StopAfter(5))  # Ctrl-C after 100 updates: a checkpoint of update 100
+    assert first.history[-1]["env_steps"] == 100 * 8 * 8 * 8
+    assert checkpoint.steps(parts.checkpoint_dir) == [40, 80, 100]
+    second = anakin.train(dataclasses.replace(parts, resume=True))
+    assert [h["env_steps"] for h in second.history] == [n * 8 * 8 * 8 for n in range(120, 201, 20)]
+
+    template = anakin.init_state(envs.make("catch"), anakin.make_agent(whole), learner.make_optimizer(3e-3),
+                                 jax.random.key(0), 8).learner
+    a, meta_a = checkpoint.restore(whole.checkpoint_dir, template)
+    b, meta_b = checkpoint.restore(parts.checkpoint_dir, template)
+    assert meta_a["updates"] == meta_b["updates"] == 200 and meta_a["env_steps"] == meta_b["env_steps"]
+    for x, y in zip(jax.tree.leaves((a.params, a.opt_state)), jax.tree.leaves((b.params, b.opt_state))):
+        np.testing.assert_array_equal(x, y)  # bit for bit
+
+    def last_line(directory):
+        record = json.loads((tmp_path / directory / "metrics.jsonl").read_text().splitlines()[-1])
+        record.pop("sps")
+        return record
+
+    assert last_line("whole") == last_line("parts")
+
+
+def test_checkpoint_directory_is_checked_before_training(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    with pytest.raises(ValueError, match=r"--checkpoint-dir '.*afile' is a file, not a directory\."):
+        anakin.train(AnakinConfig(checkpoint_dir=str(afile), num_updates=20))
+    with pytest.raises(ValueError, match=r"--resume: no checkpoint in '.*empty' to resume from\."):
+        anakin.train(AnakinConfig(checkpoint_dir=str(tmp_path / "empty"), resume=True, num_updates=20))
+    done = tmp_path / "done"
+    anakin.train(AnakinConfig(checkpoint_dir=str(done), num_updates=20, num_envs_per_device=4, rollout_length=4))
+    with pytest.raises(ValueError, match=r"already holds checkpoints; pass --resume to continue that run"):
+        anakin.train(AnakinConfig(checkpoint_dir=str(done), num_updates=20))
+    with pytest.raises(ValueError, match=r"--resume: '.*done' holds a checkpoint of agent 'a2c', not agent 'ppo'\."):
+        anakin.train(AnakinConfig(checkpoint_dir=str(done), agent="ppo", resume=True, num_updates=20, rollout_length=4))
+    with pytest.raises(ValueError, match=r"checkpoint_every = 30 is not divisible by the 20 updates per call"):
+        AnakinConfig(checkpoint_dir=str(done), checkpoint_every=30)
+    with pytest.raises(ValueError, match=r"--checkpoint-every and --resume need --checkpoint-dir\."):
+        AnakinConfig(resume=True)

@@ -27,8 +27,16 @@ AGENTS = {
 }
 
 
+def _map_over(form, fn, devices):
+    """The library's jit of shard_map over a Mesh, or a user's own pmap, of ``fn``."""
+    if form == "device_map":
+        return parallel.device_map(fn, devices)
+    return jax.pmap(fn, axis_name=parallel.DEVICE_AXIS, devices=devices)
+
+
+@pytest.mark.parametrize("form", ["device_map", "pmap"])
 @pytest.mark.parametrize("name", sorted(AGENTS))
-def test_learner_step_on_two_devices_with_half_batches_equals_one_device(name, devices):
+def test_learner_step_on_two_devices_with_half_batches_equals_one_device(name, form, devices):
     env = envs.Catch()
     agent_name = name.split("_")[0]
     agent = agents.make(agent_name, env.spec(), **AGENTS[name])
@@ -40,7 +48,7 @@ def test_learner_step_on_two_devices_with_half_batches_equals_one_device(name, d
     step = learner.make_learner_step(agent, optimizer, axis_names=(parallel.DEVICE_AXIS,))
     pair = devices[:2]
     halves = jax.tree.map(lambda x: jnp.stack(jnp.split(x, 2, axis=1)), trajectory)
-    p_step = jax.pmap(step, axis_name=parallel.DEVICE_AXIS, devices=pair)
+    p_step = _map_over(form, step, pair)
     got, metrics = p_step(parallel.replicate(state, pair), parallel.shard(halves, pair))
 
     for leaf_expected, leaf_got in zip(jax.tree.leaves(expected.params), jax.tree.leaves(got.params)):
@@ -50,7 +58,8 @@ def test_learner_step_on_two_devices_with_half_batches_equals_one_device(name, d
     assert int(got.step[0]) == 1
 
 
-def test_gradients_average_over_a_vmapped_batch_axis_and_the_device_axis(devices):
+@pytest.mark.parametrize("form", ["device_map", "pmap"])
+def test_gradients_average_over_a_vmapped_batch_axis_and_the_device_axis(form, devices):
     """2 devices x 2 vmapped learners with B/4 each equals one learner with B."""
     env = envs.Catch()
     agent = agents.make("a2c", env.spec())
@@ -59,7 +68,7 @@ def test_gradients_average_over_a_vmapped_batch_axis_and_the_device_axis(devices
 
     step = learner.make_learner_step(agent, optimizer, axis_names=(parallel.BATCH_AXIS, parallel.DEVICE_AXIS))
     batched = jax.vmap(step, axis_name=parallel.BATCH_AXIS, in_axes=(None, 0))
-    p_step = jax.pmap(batched, axis_name=parallel.DEVICE_AXIS, devices=devices[:2])
+    p_step = _map_over(form, batched, devices[:2])
     quarters = jax.tree.map(lambda x: jnp.stack(jnp.split(x, 4, axis=1)).reshape(2, 2, *x.shape[:1], -1, *x.shape[2:]), trajectory)
     got, _ = p_step(parallel.replicate(state, devices[:2]), parallel.shard(quarters, devices[:2]))
     for leaf_expected, leaf_got in zip(jax.tree.leaves(expected.params), jax.tree.leaves(got.params)):

@@ -134,7 +134,7 @@ def test_replay_shards_under_pmap(devices):
         state = replay.update_priorities(state, sample.indices, jnp.abs(sample.items["id"] % 7).astype(jnp.float32) + 1.0)
         return sample.items["id"], state.size, jax.lax.psum(state.size, parallel.DEVICE_AXIS)
 
-    ids, sizes, total = parallel.pmap(fill_and_sample, four)(parallel.replicate(jax.random.key(0), four))
+    ids, sizes, total = parallel.device_map(fill_and_sample, four)(parallel.replicate(jax.random.key(0), four))
     for d in range(4):
         assert np.all((ids[d] >= 1000 * d) & (ids[d] < 1000 * d + 50))
     np.testing.assert_array_equal(sizes, [50] * 4)

@@ -46,7 +46,7 @@ def test_training_step_on_two_devices_equals_one_device_on_the_concatenated_batc
     def halves(x):  # [T + 1, 8, ...] -> [2, T + 1, 4, ...]
         return np.moveaxis(np.asarray(x).reshape(x.shape[0], 2, 4, *x.shape[2:]), 1, 0)
 
-    step = parallel.pmap(make_learner_step(agent, optimizer, axis_names=(parallel.DEVICE_AXIS,)), devices[:2])
+    step = parallel.device_map(make_learner_step(agent, optimizer, axis_names=(parallel.DEVICE_AXIS,)), devices[:2])
     two_state, two_metrics = step(parallel.replicate(state, devices[:2]),
                                   parallel.shard(jax.tree.map(halves, trajectory), devices[:2]))
     moved = jax.tree.map(lambda a, b: float(np.max(np.abs(np.asarray(a) - np.asarray(b)))), one_state.params, state.params)

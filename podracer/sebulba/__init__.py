@@ -1,4 +1,4 @@
-"""Sebulba mode: host environments (envpool) on actor threads, a pmap-ed learner on other devices."""
+"""Sebulba mode: host environments (envpool) on actor threads, a learner on other devices."""
 
 from podracer.sebulba.pipeline import ParamStore, Rollout, StopAwareQueue, Stopped
 from podracer.sebulba.run import SebulbaConfig, SebulbaResult, resolve_layout, run, train

@@ -1,8 +1,8 @@
-"""Sebulba: actor threads step host environments; a pmap-ed learner trains on what they send.
+"""Sebulba: actor threads step host environments; a learner mapped over devices trains on what they send.
 
 Devices split into an actor group (batched inference, ``actor_threads`` Python threads
 per device, each owning an envpool batch) and a learner group (the shared learner step,
-pmap-ed). Trajectories flow through a bounded queue; parameters flow back through a
+``jit`` of ``shard_map`` over a mesh). Trajectories flow through a bounded queue; parameters flow back through a
 :class:`~podracer.sebulba.pipeline.ParamStore`. The learner runs in the calling
 thread; a stop event ends every actor; any thread's exception ends the run and is
 raised again here with its traceback.
@@ -129,7 +129,7 @@ class SebulbaConfig:
 
 class Layout(NamedTuple):
     actor_devices: list[jax.Device]  # this process's actor devices
-    learner_devices: list[jax.Device]  # the learner devices of every process (the learner's pmap axis)
+    learner_devices: list[jax.Device]  # the learner devices of every process (the learner's mesh axis)
 
 
 def resolve_layout(actor_ids: Sequence[int] | None, learner_ids: Sequence[int] | None, num_envs: int) -> Layout:
@@ -210,7 +210,7 @@ def train(
         optimizer = make_optimizer(config.learning_rate, config.grad_clip(agent_name))
         unroll = should_unroll(observation_rank(spec), layout.learner_devices[0].platform)
         learner_step = make_learner_step(agent, optimizer, axis_names=(parallel.DEVICE_AXIS,), unroll=unroll)
-        p_step = parallel.pmap(learner_step, layout.learner_devices)
+        p_step = parallel.device_map(learner_step, layout.learner_devices)
         key = jax.random.key(config.seed)
         learner_key, actor_key = jax.random.split(key)
         state = init_learner_state(agent, optimizer, learner_key, example_observation(spec),
@@ -219,18 +219,10 @@ def train(
                     "agent_hyperparameters": hyperparameters, "seed": config.seed, "rollout_length": config.rollout_length}
         updates = 0
         if config.checkpoint_dir:
-            found = checkpoint.steps(config.checkpoint_dir)
-            if config.resume:
-                if not found:
-                    raise ValueError(f"--resume: no checkpoint in {config.checkpoint_dir!r} to resume from.")
-                state, saved = checkpoint.restore(config.checkpoint_dir, state)
-                if (saved["env"], saved["agent"]) != (metadata["env"], agent_name):
-                    raise ValueError(f"--resume: {config.checkpoint_dir!r} holds {saved['agent']} on {saved['env']}, "
-                                     f"not {agent_name} on {metadata['env']}.")
+            identity = {"mode": "sebulba", "env": metadata["env"], "agent": agent_name}
+            if checkpoint.prepare(config.checkpoint_dir, resume=config.resume, identity=identity) is not None:
+                state, _ = checkpoint.restore(config.checkpoint_dir, state)
                 updates = int(state.step)
-            elif found:
-                raise ValueError(f"{config.checkpoint_dir!r} already holds checkpoints; pass --resume to continue "
-                                 "that run or choose another --checkpoint-dir.")
         state = parallel.replicate(state, layout.learner_devices)
         if parallel.is_main_process():
             print(f"podracer sebulba: {agent_name} on {metadata['env']}; actor devices {[d.id for d in layout.actor_devices]} "
@@ -334,7 +326,7 @@ class _Window:
         self.lags.append(lag)
 
     def summary(self, env_steps, sps, frame_skip, queue_size) -> dict[str, float]:
-        metrics = jax.device_get(parallel.unreplicate(jax.tree.map(lambda *x: np.stack(x), *self.metrics)))
+        metrics = jax.device_get(jax.tree.map(lambda *x: np.stack(x), *map(parallel.unreplicate, self.metrics)))
         out = {"env_steps": float(env_steps), "sps": sps, "fps": sps * frame_skip}
         out["episode_return"] = float(np.mean(self.returns)) if self.returns else float("nan")
         out["episode_length"] = float(np.mean(self.lengths)) if self.lengths else float("nan")
