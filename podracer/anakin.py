@@ -30,6 +30,7 @@ import numpy as np
 import optax
 
 from podracer import agents, checkpoint, envs, parallel
+from podracer import config as config_checks
 from podracer.agents.base import Agent, actor_step, initial_actor_state
 from podracer.envs import wrappers
 from podracer.envs.base import Environment, State
@@ -447,6 +448,8 @@ class AnakinConfig:
     def __post_init__(self):
         envs.make(self.env)  # unknown names fail here, with the list of known ones
         agents.config_class(self.agent)
+        config_checks.check_run_config(self)
+        agents.config_class(self.agent)(**self.agent_hyperparameters())  # the agent's own checks, at start-up
         for name in ("num_seeds", "num_envs_per_device", "rollout_length", "num_updates", "updates_per_call"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")

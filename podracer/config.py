@@ -80,3 +80,38 @@ def parse(cls: type[T], argv: Sequence[str] | None = None, description: str | No
         return cls(**values)
     except ValueError as error:
         parser.error(str(error))
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def check_run_config(cfg) -> None:
+    """The checks both run configs share, each a ``ValueError`` that names the flag.
+
+    Sizes and counts at least 1, a positive learning rate and gradient clip, a discount
+    and probabilities in [0, 1], a burn-in shorter than the rollout; then the chosen
+    agent's own config is built from the flags, so its checks also run at start-up.
+    """
+
+    def at_least(name, low):
+        value = getattr(cfg, name, None)
+        if value is not None and value < low:
+            raise ValueError(f"{_flag(name)} must be >= {low}, got {value}.")
+
+    for name in ("rollout_length", "num_epochs", "num_minibatches", "replay_capacity", "batch_size",
+                 "min_replay_size", "core_size", "cpu_devices"):
+        at_least(name, 1)
+    at_least("burn_in", 0)
+    for name in ("learning_rate", "max_grad_norm", "replay_ratio"):
+        value = getattr(cfg, name, None)
+        if value is not None and not value > 0:
+            raise ValueError(f"{_flag(name)} must be > 0, got {value}.")
+    if not 0.0 <= cfg.discount <= 1.0:
+        raise ValueError(f"--discount must be in [0, 1], got {cfg.discount}.")
+    if cfg.entropy_coef is not None and cfg.entropy_coef < 0:
+        raise ValueError(f"--entropy-coef must be >= 0, got {cfg.entropy_coef}.")
+    if any(size < 1 for size in cfg.hidden_sizes):
+        raise ValueError(f"--hidden-sizes must all be >= 1, got {' '.join(map(str, cfg.hidden_sizes))}.")
+    if cfg.burn_in is not None and cfg.burn_in >= cfg.rollout_length:
+        raise ValueError(f"--burn-in ({cfg.burn_in}) must be shorter than --rollout-length ({cfg.rollout_length}).")

@@ -25,6 +25,7 @@ import jax
 import numpy as np
 
 from podracer import agents, checkpoint, envs, parallel
+from podracer import config as config_checks
 from podracer.envs.base import HostEnv, example_observation, observation_rank
 from podracer.learner import init_learner_state, make_learner_step, make_optimizer, should_unroll
 from podracer.logging import make_logger
@@ -85,6 +86,9 @@ class SebulbaConfig:
     def __post_init__(self):
         if self.agent != "auto":
             agents.config_class(self.agent)
+        config_checks.check_run_config(self)
+        if self.agent != "auto":  # the agent's own checks, at start-up ("auto" is known once the environment is)
+            agents.config_class(self.agent)(**self.agent_hyperparameters(self.agent))
         if self.env.startswith("jax:"):
             envs.make(self.env[len("jax:"):])  # unknown names fail here, with the list of known ones
         for name in ("total_env_steps", "actor_threads", "num_envs", "rollout_length", "queue_size", "log_every"):
