@@ -21,7 +21,7 @@ def machine() -> str:
 
 def time_anakin(env, agent, optimizer, *, num_envs: int, rollout_length: int, updates_per_call: int, devices,
                 calls: int) -> tuple[float, float]:
-    """``(compile seconds, median seconds per host call)`` of Anakin's update pmap-ed over ``devices``.
+    """``(compile seconds, median seconds per host call)`` of Anakin's update mapped over ``devices`` (``parallel.device_map``).
 
     Compilation is ahead of time (``lower().compile()``), apart; one warm-up call, then
     ``calls`` timed calls, each scanning ``updates_per_call`` updates.

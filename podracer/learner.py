@@ -226,16 +226,19 @@ def make_replay_learner_step(
         copy = sgd_steps % spec.target_period == 0
         return jax.tree.map(lambda p, t: jnp.where(copy, p, t), params, target)
 
-    def sgd_step(carry, key):
+    def sgd_step(carry, key, allowed=True):
+        # ``allowed``: the limiter's verdict. The step runs only where it holds, except under a vmap (over
+        # seeds) that turns the branch into a select: there the replay checks must not fire where it does not.
         params, opt_state, extra = carry
         sample_key, loss_key = jax.random.split(key)
         sample = replay_lib.sample(extra.replay, sample_key, spec.batch_size, prioritized=spec.prioritized,
-                                   beta=spec.importance_exponent)
+                                   beta=spec.importance_exponent, checked=allowed)
         (_, (metrics, priorities)), grads = grad_fn(params, extra.target_params, sample.items, sample.weights, loss_key)
         params, opt_state, grad_norm = _apply_gradients(optimizer, grads, params, opt_state, axis_names)
         memory = extra.replay
         if spec.prioritized:
-            memory = replay_lib.update_priorities(memory, sample.indices, priorities, alpha=spec.priority_exponent)
+            memory = replay_lib.update_priorities(memory, sample.indices, priorities, alpha=spec.priority_exponent,
+                                                  checked=allowed)
         sgd_steps = extra.sgd_steps + 1
         extra = ReplayExtra(target_update(params, extra.target_params, sgd_steps), memory,
                             extra.limiter.sample(spec.batch_size), sgd_steps)
@@ -244,7 +247,7 @@ def make_replay_learner_step(
     def maybe_step(carry, key, zeros):
         _, _, extra = carry
         allowed = extra.limiter.can_sample(spec.replay_ratio, spec.min_size)
-        carry, metrics = jax.lax.cond(allowed, sgd_step, lambda c, k: (c, zeros), carry, key)
+        carry, metrics = jax.lax.cond(allowed, lambda c, k: sgd_step(c, k, allowed), lambda c, k: (c, zeros), carry, key)
         return carry, (metrics, allowed.astype(jnp.float32))
 
     def learner_step(state: LearnerState, trajectory: Trajectory) -> tuple[LearnerState, Metrics]:

@@ -62,10 +62,11 @@ def _concrete(*xs) -> bool:
     return not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(xs))
 
 
-def _raise_if(*checks) -> None:
+def _raise_if(*checks, when: bool | chex.Array = True) -> None:
     """Raises ``ValueError(message.format(*args))`` for the first ``(condition, message, *args)`` in
-    ``checks`` that holds: now if concrete, else from the compiled call."""
-    conditions = [c[0] for c in checks]
+    ``checks`` that holds: now if concrete, else from the compiled call. Only ``when`` it holds:
+    a caller whose call may not count (a branch that ``vmap`` turned into a select) passes its predicate."""
+    conditions = [jnp.logical_and(c[0], when) if when is not True else c[0] for c in checks]
     values = [c[2:] for c in checks]
 
     def check(conditions, values):
@@ -161,14 +162,18 @@ def _choose_children(sums: chex.Array, u: chex.Array) -> tuple[chex.Array, chex.
     return child, u - jnp.where(child > 0, below, 0.0)
 
 
-def sample(state: ReplayState, key: chex.PRNGKey, batch_size: int, *, prioritized: bool = True, beta: float = 0.4) -> Sample:
+def sample(state: ReplayState, key: chex.PRNGKey, batch_size: int, *, prioritized: bool = True, beta: float = 0.4,
+           checked: bool | chex.Array = True) -> Sample:
     """``batch_size`` items: in proportion to ``priority ** alpha`` when ``prioritized``, else uniformly.
 
     The batch may not be larger than the filled size (nor, prioritized, may all priorities be 0).
+    Those checks apply where ``checked`` holds: a caller whose call may not count (a ``lax.cond``
+    branch that ``vmap`` over seeds turns into a select, so it also runs where not taken) passes
+    the branch's predicate.
     """
     total = state.running_sums[0][-1]
     _raise_if((state.size < batch_size, "Cannot sample a batch of {} from a replay holding {} items.", batch_size, state.size),
-              (prioritized & (total <= 0), "Cannot sample by priority: every priority in the replay is 0."))
+              (prioritized & (total <= 0), "Cannot sample by priority: every priority in the replay is 0."), when=checked)
     if not prioritized:
         indices = jax.random.randint(key, (batch_size,), 0, jnp.maximum(state.size, 1), dtype=jnp.int32)
         probabilities = jnp.full((batch_size,), 1.0, jnp.float32) / jnp.maximum(state.size, 1)
@@ -190,11 +195,12 @@ def sample(state: ReplayState, key: chex.PRNGKey, batch_size: int, *, prioritize
     return Sample(indices, items, weights, probabilities)
 
 
-def update_priorities(state: ReplayState, indices: chex.Array, priorities: chex.Array, *, alpha: float = 0.6) -> ReplayState:
-    """Sets the priorities of ``indices`` (raw, >= 0; stored as ``priority ** alpha``)."""
+def update_priorities(state: ReplayState, indices: chex.Array, priorities: chex.Array, *, alpha: float = 0.6,
+                      checked: bool | chex.Array = True) -> ReplayState:
+    """Sets the priorities of ``indices`` (raw, >= 0; stored as ``priority ** alpha``); ``checked`` as in :func:`sample`."""
     priorities = jnp.asarray(priorities, jnp.float32)
     _raise_if((jnp.any(jnp.isnan(priorities)), "Replay priorities must not be NaN; got {} NaN value(s).", jnp.sum(jnp.isnan(priorities))),
-              (jnp.any(priorities < 0), "Replay priorities must be >= 0; got {}.", jnp.min(priorities)))
+              (jnp.any(priorities < 0), "Replay priorities must be >= 0; got {}.", jnp.min(priorities)), when=checked)
     values = priorities**alpha
     priorities, running_sums = _set_priorities(state, indices.astype(jnp.int32), values)
     return state._replace(priorities=priorities, running_sums=running_sums, max_priority=jnp.maximum(state.max_priority, jnp.max(values)))

@@ -237,3 +237,20 @@ def test_checkpoint_directory_is_checked_before_training(tmp_path):
         AnakinConfig(checkpoint_dir=str(done), checkpoint_every=30)
     with pytest.raises(ValueError, match=r"--checkpoint-every and --resume need --checkpoint-dir\."):
         AnakinConfig(resume=True)
+
+
+@pytest.mark.parametrize("agent_name, env_name, hyper", [
+    ("r2d2", "memory", dict(batch_size=8, min_replay_size=8, replay_capacity=64, core_size=16, hidden_sizes=(16,))),
+    ("dqn", "catch", dict(batch_size=64, min_replay_size=64, replay_capacity=512, hidden_sizes=(16,))),
+])
+def test_replay_and_recurrent_agents_train_seeds_together_as_alone(agent_name, env_name, hyper):
+    """Before the replay holds a batch, a vmap over seeds still runs the (not taken) gradient step: its
+    replay checks must not fire there, and each seed must learn exactly as alone."""
+    env, agent, optimizer = _setup(agent_name, env_name, **hyper)
+    train = anakin.make_train(env, agent, optimizer, num_envs=4, rollout_length=8, num_updates=6)
+    together, metrics = jax.jit(jax.vmap(train))(anakin.seed_keys(0, 2))
+    assert np.asarray(metrics["sgd_steps"])[:, 0].sum() == 0 and np.asarray(metrics["sgd_steps"]).sum() > 0
+    for i in range(2):
+        alone, _ = jax.jit(train)(jax.random.key(i))
+        for a, b in zip(jax.tree.leaves(alone.learner.params), jax.tree.leaves(together.learner.params)):
+            np.testing.assert_allclose(b[i], a, rtol=1e-4, atol=1e-5)
