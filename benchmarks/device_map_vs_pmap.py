@@ -100,7 +100,7 @@ def sebulba_row(num_envs: int, num_devices: int, rounds: int) -> dict:
     state = init_learner_state(agent, optimizer, jax.random.key(0), np.zeros((1, *obs_shape), np.float32))
     rng = np.random.default_rng(0)
     b = num_envs // num_devices
-    extras = jax.device_get(agent.act(state.params, np.zeros((b, *obs_shape), np.float32), jax.random.key(1))[1])
+    extras = jax.device_get(agent.act(state.params, np.zeros((b, *obs_shape), np.float32), jax.random.key(1), (), np.ones(b, bool))[1])
     trajectory = Trajectory(
         TimeStep(rng.normal(size=(num_devices, t + 1, b, *obs_shape)).astype(np.float32),
                  rng.normal(size=(num_devices, t + 1, b)).astype(np.float32),

@@ -90,7 +90,6 @@ def stage_seconds(cfg, groups: int, repeats: int) -> dict[str, float]:
     from podracer import agents
     from podracer.envs.envpool import EnvpoolEnv
     from podracer.learner import init_learner_state, make_learner_step, make_optimizer, should_unroll
-    from podracer.agents.base import initial_actor_state
     from podracer.sebulba.actor import _split_for_learners, make_act
     from podracer.sebulba.run import resolve_layout
     from podracer.types import TimeStep, Trajectory
@@ -114,7 +113,7 @@ def stage_seconds(cfg, groups: int, repeats: int) -> dict[str, float]:
     params = jax.device_put(state.params, device)
     act = make_act(agent)
     key = jax.device_put(jax.random.key(1), device)
-    core, first = initial_actor_state(agent, g), np.ones(g, bool)
+    core, first = agent.initial_state(g), np.ones(g, bool)
 
     def act_once():
         action, extras, _, _ = act(params, jax.device_put(obs, device), key, core, first)
@@ -127,7 +126,7 @@ def stage_seconds(cfg, groups: int, repeats: int) -> dict[str, float]:
     ts = TimeStep(np.zeros((t + 1, b, *spec.observation.shape), spec.observation.dtype), np.zeros((t + 1, b), np.float32),
                   np.ones((t + 1, b), np.float32), np.zeros((t + 1, b), bool))
     extras = jax.device_get(act(params, jax.device_put(np.zeros((b, *obs.shape[1:]), obs.dtype), device), key,
-                                initial_actor_state(agent, b), np.ones(b, bool))[1])
+                                agent.initial_state(b), np.ones(b, bool))[1])
     trajectory = Trajectory(ts, np.zeros((t + 1, b), np.int32), extras)
     trajectory = trajectory._replace(extras=jax.tree.map(lambda x: np.broadcast_to(x, (t + 1, *x.shape)), trajectory.extras))
     sharded = parallel.shard(_split_for_learners(trajectory, len(layout.learner_devices)), layout.learner_devices)

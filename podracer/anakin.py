@@ -31,7 +31,7 @@ import optax
 
 from podracer import agents, checkpoint, envs, parallel
 from podracer import config as config_checks
-from podracer.agents.base import Agent, actor_step, initial_actor_state
+from podracer.agents.base import Agent
 from podracer.envs import wrappers
 from podracer.envs.base import Environment, State
 from podracer.learner import init_learner_state, make_learner_step, make_optimizer, psum_flat
@@ -76,7 +76,7 @@ def make_rollout(env: Environment, agent: Agent, rollout_length: int):
             key, act_key = jax.random.split(state.key)
             env_state, timestep = step_envs(state.env_state, state.action)
             # A time step after a ``last`` one starts an episode: recurrent agents reset there.
-            action, extras, core = actor_step(agent, params, timestep.observation, act_key, state.core,
+            action, extras, core = agent.act(params, timestep.observation, act_key, state.core,
                                               state.timestep.last)
             emitted = (state.timestep, state.action, state.extras)
             last = timestep.last.astype(jnp.float32)
@@ -164,8 +164,7 @@ def init_state(
     if learner is None:
         learner = init_learner_state(agent, optimizer, learner_key, timestep.observation, rollout_length=rollout_length)
     first = jnp.ones((num_envs,), bool)
-    action, extras, core = actor_step(agent, learner.params, timestep.observation, act_key,
-                                      initial_actor_state(agent, num_envs), first)
+    action, extras, core = agent.act(learner.params, timestep.observation, act_key, agent.initial_state(num_envs), first)
     return AnakinState(learner, RolloutState(env_state, timestep, action, extras, actor_key, core))
 
 

@@ -47,11 +47,9 @@ def _episodes(agent, policy, params, timestep, step, key, episodes: int, max_ste
     """
     import jax
 
-    from podracer.agents.base import initial_actor_state
-
     returns = np.full(episodes, np.nan)
     frames = [_frame(timestep.observation[0])] if record else []
-    core, first = initial_actor_state(agent, episodes), np.ones(episodes, bool)
+    core, first = agent.initial_state(episodes), np.ones(episodes, bool)
     for _ in range(max_steps):
         key, act_key = jax.random.split(key)
         action, core = policy(params, timestep.observation, act_key, core, first)
@@ -128,11 +126,9 @@ def play_jax(env, agent, params, episodes: int, *, seed: int = 0, greedy: bool =
 def _policy(agent, greedy: bool):
     import jax
 
-    from podracer.agents.base import actor_step
-
     @jax.jit
     def policy(params, observation, key, core, first):
-        action, extras, core = actor_step(agent, params, observation, key, core, first)
+        action, extras, core = agent.act(params, observation, key, core, first)
         if not greedy:
             return action, core
         scores = extras["logits"] if "logits" in extras else extras["q_values"]  # policy agents / value agents

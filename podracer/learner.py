@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import optax
 
 from podracer import replay as replay_lib
-from podracer.agents.base import Agent, actor_step, initial_actor_state
+from podracer.agents.base import Agent
 from podracer.types import LearnerState, Metrics, Params, TimeStep, Trajectory
 
 LearnerStep = Callable[[LearnerState, Trajectory], tuple[LearnerState, Metrics]]
@@ -45,7 +45,7 @@ def init_learner_state(agent: Agent, optimizer: optax.GradientTransformation, ke
 
         def example_items(params):
             first = jnp.ones((1,), bool)
-            action, extras, _ = actor_step(agent, params, one, jax.random.key(0), initial_actor_state(agent, 1), first)
+            action, extras, _ = agent.act(params, one, jax.random.key(0), agent.initial_state(1), first)
             timestep = TimeStep(one, jnp.zeros(1), jnp.ones(1), jnp.zeros(1, bool))
             repeat = lambda x: jnp.stack([x] * (rollout_length + 1))  # noqa: E731
             trajectory = Trajectory(jax.tree.map(repeat, timestep), repeat(action), jax.tree.map(repeat, extras))

@@ -59,3 +59,11 @@ class EpisodeStats(NamedTuple):
 
     episode_return: chex.Array  # float32 []: sum of rewards so far (the full return at a last step)
     episode_length: chex.Array  # int32 []: steps so far (the full length at a last step)
+
+
+class EnvSpec(NamedTuple):
+    """What an agent needs to know about an environment."""
+
+    observation: chex.ArrayTree  # one observation, without batch axes: a jax.ShapeDtypeStruct, or a dict of them
+    num_actions: int  # discrete actions 0 ... num_actions - 1
+    vocab_size: int | None = None  # structured observations: values of the integer ("discrete") features

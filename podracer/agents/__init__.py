@@ -6,14 +6,14 @@ import dataclasses
 import difflib
 
 from podracer.agents.a2c import A2CConfig, make_a2c
-from podracer.agents.base import (Agent, ReplaySpec, Transitions, actor_step, initial_actor_state, make_network,
+from podracer.agents.base import (Agent, ReplaySpec, Transitions, make_network, no_state,
                                   make_policy_fns, make_recurrent_fns, masked_mean, policy_terms, transitions,
                                   unroll_trajectory)
 from podracer.agents.dqn import DQNConfig, make_dqn
 from podracer.agents.impala import IMPALAConfig, make_impala
 from podracer.agents.ppo import PPOBatch, PPOConfig, make_ppo
 from podracer.agents.r2d2 import R2D2Config, make_r2d2
-from podracer.envs.base import EnvSpec
+from podracer.types import EnvSpec
 
 _AGENTS = {
     "a2c": (make_a2c, A2CConfig),
@@ -82,8 +82,7 @@ __all__ = [
     "PPOConfig",
     "R2D2Config",
     "Transitions",
-    "actor_step",
-    "initial_actor_state",
+    "no_state",
     "make_recurrent_fns",
     "unroll_trajectory",
     "config_class",

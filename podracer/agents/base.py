@@ -38,17 +38,22 @@ class ReplaySpec(NamedTuple):
     target_tau: float | None = None  # Polyak averaging instead, each gradient step
 
 
+def no_state(batch: int) -> tuple:
+    """A feed-forward agent's actor state: nothing."""
+    return ()
+
+
 class Agent(NamedTuple):
     """An RL algorithm as pure functions, made by a factory that closes over its hyper-parameters.
 
-    ``act`` works on a batch of observations (any leading axes). A recurrent agent sets
-    ``initial_state(batch) -> state`` (its core state for ``batch`` fresh episodes); its
-    ``act(params, observation, key, state, first) -> (action, extras, state)`` takes
-    ``[B]`` observations with the state before them and ``first`` flags (bool ``[B]``: the
-    observation starts an episode, so the core resets before it), and returns in
-    ``extras["core_state"]`` the state the step started from (after the reset), which
-    the loss unrolls from. Drivers call :func:`actor_step`, which serves both kinds.
-    ``loss`` works on the batch
+    Every agent acts the same way: ``initial_state(batch) -> state`` is what an actor carries
+    for ``batch`` fresh episodes (``()`` for a feed-forward agent, the core state for a
+    recurrent one), and ``act(params, observation, key, state, first) -> (action, extras,
+    state)`` takes ``[B]`` observations with the state before them and ``first`` flags (bool
+    ``[B]``: the observation starts an episode, so a recurrent core resets before it). A
+    recurrent agent returns in ``extras["core_state"]`` the state the step started from
+    (after the reset), which the loss unrolls from; a feed-forward one returns ``state``
+    unchanged. ``loss`` works on the batch
     that ``prepare`` made of a time-major trajectory (``prepare`` runs once per learner
     step, before the epochs; ``None`` passes the trajectory through). The learner splits
     that batch into ``num_minibatches`` along ``minibatch_axis`` and makes ``num_epochs``
@@ -57,32 +62,17 @@ class Agent(NamedTuple):
     """
 
     init: Callable[[chex.PRNGKey, chex.ArrayTree], Params]
-    act: Callable[[Params, chex.ArrayTree, chex.PRNGKey], tuple[chex.Array, chex.ArrayTree]]
+    act: Callable[[Params, chex.ArrayTree, chex.PRNGKey, chex.ArrayTree, chex.Array],
+                  tuple[chex.Array, chex.ArrayTree, chex.ArrayTree]]
     loss: Callable[[Params, Batch, chex.PRNGKey], tuple[jax.Array, Metrics]] | None
     prepare: Callable[[Params, Trajectory], Batch] | None = None
     num_epochs: int = 1
     num_minibatches: int = 1
     minibatch_axis: int = 1
     replay: ReplaySpec | None = None
-    initial_state: Callable[[int], chex.ArrayTree] | None = None
+    initial_state: Callable[[int], chex.ArrayTree] = no_state
 
 
-def initial_actor_state(agent: Agent, batch: int) -> chex.ArrayTree:
-    """What an actor carries between steps for ``batch`` environments: the core state, or ``()``."""
-    return () if agent.initial_state is None else agent.initial_state(batch)
-
-
-def actor_step(agent: Agent, params, observation, key, state, first):
-    """``(action, extras, state)`` of one acting step, for feed-forward and recurrent agents alike.
-
-    ``state`` is what :func:`initial_actor_state` made or the previous call returned;
-    ``first`` (bool ``[B]``) marks observations that start an episode (the step after a
-    ``last`` one, and the very first). Feed-forward agents ignore both.
-    """
-    if agent.initial_state is None:
-        action, extras = agent.act(params, observation, key)
-        return action, extras, state
-    return agent.act(params, observation, key, state, first)
 
 
 def first_flags(trajectory: Trajectory) -> chex.Array:
@@ -161,15 +151,15 @@ def make_policy_fns(network):
     def init(key, observation):
         return network.init(key, observation)
 
-    def act(params, observation, key):
+    def act(params, observation, key, state, first):
         if hasattr(network, "policy"):
             logits = network.apply(params, observation, method="policy")
         else:
             logits, _ = network.apply(params, observation)
         action = jax.random.categorical(key, logits).astype(jnp.int32)
-        return action, {"logits": logits}
+        return action, {"logits": logits}, state
 
-    return {"init": init, "act": act, "initial_state": None}
+    return {"init": init, "act": act, "initial_state": no_state}
 
 
 def make_recurrent_fns(network, choose=None):
@@ -244,5 +234,5 @@ def policy_terms(logits: chex.Array, actions: chex.Array):
     return log_prob, entropy
 
 
-__all__ = ["Agent", "CORES", "ReplaySpec", "Transitions", "actor_step", "check_core", "first_flags", "initial_actor_state",
+__all__ = ["Agent", "CORES", "ReplaySpec", "Transitions", "check_core", "first_flags", "no_state",
            "make_network", "make_policy_fns", "make_recurrent_fns", "make_torso", "unroll_trajectory", "masked_mean", "policy_terms", "transitions"]

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import rlax
 
 from podracer.agents.base import Agent, ReplaySpec, transitions
-from podracer.envs.base import EnvSpec
+from podracer.types import EnvSpec
 from podracer.networks import QNetwork
 from podracer.types import Trajectory
 
@@ -130,9 +130,9 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig()) -> Agent:
     def init(key, observation):
         return network.init(key, observation)
 
-    def act(params, observation, key):
+    def act(params, observation, key, state, first):
         q_values = network.apply(params, observation)
-        return epsilon_greedy(q_values, key, config.epsilon, config.epsilon_alpha), {"q_values": q_values}
+        return epsilon_greedy(q_values, key, config.epsilon, config.epsilon_alpha), {"q_values": q_values}, state
 
     def make_items(trajectory: Trajectory):
         reward, discount, index, mask = n_step_targets(trajectory, config.n_step, config.discount)

@@ -21,7 +21,7 @@ import rlax
 from podracer import replay as replay_lib
 from podracer.agents.base import Agent, check_core, first_flags, make_recurrent_fns, make_torso
 from podracer.agents.dqn import check_replay_config, epsilon_greedy, n_step_targets, replay_spec
-from podracer.envs.base import EnvSpec
+from podracer.types import EnvSpec
 from podracer.networks import RecurrentNetwork
 from podracer.types import TimeStep, Trajectory
 

@@ -13,17 +13,9 @@ import chex
 import jax
 import numpy as np
 
-from podracer.types import EpisodeStats, TimeStep
+from podracer.types import EnvSpec, EpisodeStats, TimeStep  # noqa: F401 (EnvSpec: re-exported)
 
 State = Any
-
-
-class EnvSpec(NamedTuple):
-    """What an agent needs to know about an environment."""
-
-    observation: chex.ArrayTree  # one observation, without batch axes: a jax.ShapeDtypeStruct, or a dict of them
-    num_actions: int  # discrete actions 0 ... num_actions - 1
-    vocab_size: int | None = None  # structured observations: values of the integer ("discrete") features
 
 
 @runtime_checkable

@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 from podracer import parallel
-from podracer.agents.base import Agent, actor_step, initial_actor_state
+from podracer.agents.base import Agent
 from podracer.envs.base import HostEnv
 from podracer.sebulba.pipeline import ParamStore, Rollout, StopAwareQueue
 from podracer.types import TimeStep, Trajectory
@@ -18,11 +18,11 @@ from podracer.types import TimeStep, Trajectory
 
 def make_act(agent: Agent):
     """``act(params, observation, key, state, first) -> (action, extras, state, next key)``, jitted; it runs
-    where its inputs live. ``state`` is the agent's actor state (:func:`~podracer.agents.base.initial_actor_state`)."""
+    where its inputs live. ``state`` is the agent's actor state (``agent.initial_state``)."""
 
     def act(params, observation, key, state, first):
         key, act_key = jax.random.split(key)
-        action, extras, state = actor_step(agent, params, observation, act_key, state, first)
+        action, extras, state = agent.act(params, observation, act_key, state, first)
         return action, extras, state, key
 
     return jax.jit(act)
@@ -79,7 +79,7 @@ def run_actor(
     num_learners = len(parallel.local_devices(learner_devices))
     params, version = store.latest(device, stop)
     key = jax.device_put(key, device)
-    cores = [jax.device_put(initial_actor_state(agent, env.num_envs), device) for env in envs]
+    cores = [jax.device_put(agent.initial_state(env.num_envs), device) for env in envs]
     firsts = [np.ones(env.num_envs, bool) for env in envs]
 
     def act_on(timestep, g):
