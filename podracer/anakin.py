@@ -511,11 +511,11 @@ def train(config: AnakinConfig, stop: threading.Event | None = None) -> RunResul
             "minibatches",
         )
     optimizer = make_optimizer(config.learning_rate, config.max_grad_norm)
-    total_steps = config.num_updates * config.rollout_length * per_device * num_global
+    steps_per_update = config.rollout_length * per_device * num_global
+    total_steps = config.num_updates * steps_per_update
     seeds = config.num_seeds > 1
     metadata = {"mode": "anakin", "env": config.env, "agent": config.agent, "rollout_length": config.rollout_length,
                 "agent_hyperparameters": config.agent_hyperparameters(), "seed": config.seed}
-    steps_per_update = config.rollout_length * per_device * num_global
     resume_step = None
     if config.checkpoint_dir:  # checked before anything is compiled
         identity = {k: metadata[k] for k in ("mode", "env", "agent", "rollout_length")}
@@ -574,5 +574,5 @@ def train(config: AnakinConfig, stop: threading.Event | None = None) -> RunResul
         for i in range(config.num_seeds):
             seed = config.seed + i
             checkpoint.save(os.path.join(config.checkpoint_dir, f"seed_{seed}"), jax.tree.map(lambda x: x[i], learner),
-                            {**metadata, "seed": seed, "env_steps": total_steps})
+                            {**metadata, "seed": seed, "env_steps": done * steps_per_update})
     return result

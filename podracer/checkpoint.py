@@ -19,6 +19,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from podracer import parallel
 from podracer.types import LearnerState
 
 _STEP = re.compile(r"^step_(\d+)$")
@@ -82,17 +83,6 @@ def _is_key(x) -> bool:
     return jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
-def _local_entries(tree):
-    """This process's entries of a tree stacked over devices: numpy ``[local devices, ...]``, keys as their data."""
-
-    def local(x):
-        x = jax.random.key_data(x) if _is_key(x) else x
-        shards = sorted(x.addressable_shards, key=lambda s: s.index[0].start or 0)
-        return np.concatenate([np.asarray(s.data) for s in shards])
-
-    return jax.tree.map(local, tree)
-
-
 def _run_state_path(directory: str, step: int) -> str:
     return os.path.join(os.path.abspath(directory), f"step_{step}.run", f"process_{jax.process_index()}")
 
@@ -107,7 +97,7 @@ def save_run_state(directory: str, step: int, tree) -> None:
         shutil.rmtree(path)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     checkpointer = _checkpointer()
-    checkpointer.save(path, _local_entries(tree))
+    checkpointer.save(path, parallel.local_entries(tree))
     checkpointer.wait_until_finished()
 
 
@@ -118,7 +108,7 @@ def restore_run_state(directory: str, step: int, template):
     if not os.path.isdir(path):
         raise FileNotFoundError(f"{path!r} is missing: checkpoint step_{step} holds no run state for this process "
                                 "(it was not written by an Anakin run of this layout).")
-    local = _local_entries(template)
+    local = parallel.local_entries(template)
     abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), local)
     tree = _checkpointer().restore(path, abstract)
     return jax.tree.map(lambda t, x: jax.random.wrap_key_data(np.asarray(x), impl=jax.random.key_impl(t)) if _is_key(t)

@@ -209,6 +209,18 @@ def shard(tree, devices: Sequence[jax.Device] | None = None):
     return jax.tree.map(lambda x: _place(put, x), tree)
 
 
+def local_entries(tree):
+    """This process's entries of a tree stacked over devices, as numpy ``[local devices, ...]`` (typed
+    PRNG keys as their raw data): the inverse of :func:`shard`."""
+
+    def local(x):
+        x = jax.random.key_data(x) if _is_key(x) else x
+        shards = sorted(x.addressable_shards, key=lambda s: s.index[0].start or 0)
+        return np.concatenate([np.asarray(s.data) for s in shards])
+
+    return jax.tree.map(local, tree)
+
+
 def unreplicate(tree):
     """The first local device's entry of a tree stacked over devices (replicated values, such as
     parameters and averaged metrics, are the same on every device)."""

@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -136,3 +137,24 @@ def test_notebook_executes_and_learns(tmp_path, monkeypatch):
         "image/png" in output.get("data", {})
         for cell in notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", [])
     ), plot_outputs
+
+
+def test_ctrl_c_saves_the_last_completed_update_and_exits_130(tmp_path):
+    from podracer import checkpoint
+
+    proc = subprocess.Popen(
+        [sys.executable, str(EXAMPLE), "--cpu-devices", "2", "--num-updates", "20000", "--updates-per-call", "20",
+         "--checkpoint-dir", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT,
+    )
+    for line in proc.stdout:  # the first progress line: training is under way
+        if "env steps" in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Ctrl-C: stopping" in stderr and "interrupted; saved the last completed update." in stderr
+    saved = checkpoint.steps(str(tmp_path))
+    assert len(saved) == 1 and saved[0] % 20 == 0 and 20 <= saved[0] < 20000, saved
+    assert checkpoint.read_metadata(str(tmp_path))["env_steps"] == saved[0] * 16 * 64 * 2
+    assert (tmp_path / f"step_{saved[0]}.run" / "process_0").is_dir()
