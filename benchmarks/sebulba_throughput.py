@@ -88,6 +88,7 @@ def stage_seconds(cfg, groups: int, repeats: int) -> dict[str, float]:
     import numpy as np
 
     from podracer import agents
+    from podracer.agents.base import split_start_state
     from podracer.envs.envpool import EnvpoolEnv
     from podracer.learner import init_learner_state, make_learner_step, make_optimizer, should_unroll
     from podracer.sebulba.actor import _split_for_learners, make_act
@@ -127,8 +128,9 @@ def stage_seconds(cfg, groups: int, repeats: int) -> dict[str, float]:
                   np.ones((t + 1, b), np.float32), np.zeros((t + 1, b), bool))
     extras = jax.device_get(act(params, jax.device_put(np.zeros((b, *obs.shape[1:]), obs.dtype), device), key,
                                 agent.initial_state(b), np.ones(b, bool))[1])
-    trajectory = Trajectory(ts, np.zeros((t + 1, b), np.int32), extras)
-    trajectory = trajectory._replace(extras=jax.tree.map(lambda x: np.broadcast_to(x, (t + 1, *x.shape)), trajectory.extras))
+    extras, start = split_start_state(extras)
+    trajectory = Trajectory(ts, np.zeros((t + 1, b), np.int32),
+                            jax.tree.map(lambda x: np.broadcast_to(x, (t + 1, *x.shape)), extras), start)
     sharded = parallel.shard(_split_for_learners(trajectory, len(layout.learner_devices)), layout.learner_devices)
     replicated = parallel.replicate(state, layout.learner_devices)
     learn = _median_seconds(lambda: jax.block_until_ready(p_step(replicated, sharded)), repeats)

@@ -31,7 +31,7 @@ import optax
 
 from podracer import agents, checkpoint, envs, parallel
 from podracer import config as config_checks
-from podracer.agents.base import Agent
+from podracer.agents.base import Agent, split_start_state
 from podracer.envs import wrappers
 from podracer.envs.base import Environment, State
 from podracer.learner import init_learner_state, make_learner_step, make_optimizer, psum_flat
@@ -78,7 +78,7 @@ def make_rollout(env: Environment, agent: Agent, rollout_length: int):
             # A time step after a ``last`` one starts an episode: recurrent agents reset there.
             action, extras, core = agent.act(params, timestep.observation, act_key, state.core,
                                               state.timestep.last)
-            emitted = (state.timestep, state.action, state.extras)
+            emitted = (state.timestep, state.action, split_start_state(state.extras)[0])
             last = timestep.last.astype(jnp.float32)
             episode = (
                 last,
@@ -87,12 +87,13 @@ def make_rollout(env: Environment, agent: Agent, rollout_length: int):
             )
             return RolloutState(env_state, timestep, action, extras, key, core), (emitted, episode)
 
+        start = split_start_state(state.extras)[1]  # entry 0's start state, stored once
         state, (emitted, episode) = jax.lax.scan(body, state, None, length=rollout_length)
-        final = (state.timestep, state.action, state.extras)
+        final = (state.timestep, state.action, split_start_state(state.extras)[0])
         timestep, action, extras = jax.tree.map(lambda xs, x: jnp.concatenate([xs, x[None]]), emitted, final)
         episodes, returns, lengths = (jnp.sum(x) for x in episode)
         metrics = {"episodes": episodes, "episode_return": returns, "episode_length": lengths}
-        return state, Trajectory(timestep, action, extras), metrics
+        return state, Trajectory(timestep, action, extras, start), metrics
 
     return rollout
 

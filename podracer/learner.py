@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import optax
 
 from podracer import replay as replay_lib
-from podracer.agents.base import Agent
+from podracer.agents.base import Agent, split_start_state
 from podracer.types import LearnerState, Metrics, Params, TimeStep, Trajectory
 
 LearnerStep = Callable[[LearnerState, Trajectory], tuple[LearnerState, Metrics]]
@@ -48,7 +48,8 @@ def init_learner_state(agent: Agent, optimizer: optax.GradientTransformation, ke
             action, extras, _ = agent.act(params, one, jax.random.key(0), agent.initial_state(1), first)
             timestep = TimeStep(one, jnp.zeros(1), jnp.ones(1), jnp.zeros(1, bool))
             repeat = lambda x: jnp.stack([x] * (rollout_length + 1))  # noqa: E731
-            trajectory = Trajectory(jax.tree.map(repeat, timestep), repeat(action), jax.tree.map(repeat, extras))
+            extras, start = split_start_state(extras)
+            trajectory = Trajectory(jax.tree.map(repeat, timestep), repeat(action), jax.tree.map(repeat, extras), start)
             return spec.make_items(trajectory)[0]
 
         item = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), jax.eval_shape(example_items, params))

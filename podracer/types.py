@@ -37,11 +37,14 @@ class Trajectory(NamedTuple):
     ``action[t]`` and ``extras[t]`` were produced by the actor at ``timestep[t]``. The
     last entry (index ``T``) is the first entry of the next trajectory: it supplies the
     bootstrap observation, and its action is executed at the start of the next rollout.
+    ``actor_state`` is stored once: the state the actor acted on ``timestep[0]`` from (a
+    recurrent agent's core state, after any reset there), from which a loss unrolls.
     """
 
     timestep: TimeStep  # [T + 1, B, ...]
     action: chex.Array  # int32 [T + 1, B]: a_t, taken at o_t
     extras: chex.ArrayTree  # [T + 1, B, ...]: actor outputs at o_t (e.g. behaviour logits)
+    actor_state: chex.ArrayTree = ()  # [B, ...]: the actor state entry 0 started from; () for feed-forward agents
 
 
 class LearnerState(NamedTuple):

@@ -78,22 +78,23 @@ def test_structured_torso_shapes_and_clipping():
         agents.make("a2c", spec, core="gru")
 
 
-def test_anakin_rollout_carries_the_core_state_and_resets_it_after_last(devices):
-    env = envs.make("memory", delay=2)  # episodes of 4 steps
+def test_anakin_rollout_stores_the_start_state_once_and_resets_it_after_last(devices):
+    env = envs.make("memory", delay=2)  # episodes of 5 entries: 0-4 (last at 4), 5-9, ...
     agent = agents.make("a2c", env.spec(), core="lstm", core_size=8, hidden_sizes=(8,))
     optimizer = make_optimizer(1e-3)
     state = jax.jit(lambda key: anakin.init_state(env, agent, optimizer, key, 3))(jax.random.key(0))
-    rollout = jax.jit(anakin.make_rollout(env, agent, 7))
-    rollout_state, trajectory, _ = rollout(state.learner.params, state.rollout)
-    core = np.asarray(trajectory.extras["core_state"][1])  # h, [T + 1, B, 8]
-    last = np.asarray(trajectory.timestep.last)
-    starts = np.concatenate([np.ones((1, 3), bool), last[:-1]])  # entry 0 is the very first step
-    assert starts.sum() >= 3 and (~starts).sum() >= 3
-    assert np.all(core[starts] == 0.0)  # a step after last starts from the initial state
-    assert np.all(np.abs(core[~starts]).max(axis=-1) > 0)  # mid-episode steps carry a state
-    # The next rollout starts from the carried state.
-    _, next_trajectory, _ = rollout(state.learner.params, rollout_state)
-    np.testing.assert_array_equal(next_trajectory.extras["core_state"][1][0], trajectory.extras["core_state"][1][-1])
+    params = state.learner.params
+    five, two = jax.jit(anakin.make_rollout(env, agent, 5)), jax.jit(anakin.make_rollout(env, agent, 2))
+    rollout_state, trajectory, _ = five(params, state.rollout)  # entries 0-5
+    assert "core_state" not in trajectory.extras and trajectory.extras["logits"].shape == (6, 3, 4)
+    h = np.asarray(trajectory.actor_state[1])  # h of the state entry 0 started from, [B, 8], stored once
+    assert h.shape == (3, 8) and np.all(h == 0.0)  # the very first step starts from the initial state
+    assert np.asarray(trajectory.timestep.last)[4].all()
+    rollout_state, trajectory, _ = two(params, rollout_state)  # entries 5-7: entry 5 starts an episode
+    np.testing.assert_array_equal(np.asarray(trajectory.actor_state[1]), 0.0)
+    _, trajectory, _ = two(params, rollout_state)  # entries 7-9: entry 7 is mid-episode and carries a state
+    assert np.all(np.abs(np.asarray(trajectory.actor_state[1])).max(axis=-1) > 0)
+    np.testing.assert_array_equal(trajectory.actor_state[1], rollout_state.extras["core_state"][1])
 
 
 def test_recurrent_agent_solves_the_memory_task_that_feed_forward_cannot(devices, tmp_path):
@@ -121,7 +122,7 @@ def test_r2d2_stores_aligned_sequences_and_learns_the_memory_task(devices):
     items, mask = agent.replay.make_items(trajectory)
     assert items["observation"].shape == (5, 10, 6) and mask.shape == (5,) and bool(mask.all())
     np.testing.assert_array_equal(items["action"][2], trajectory.action[:, 2])
-    np.testing.assert_array_equal(items["core_state"][1][2], trajectory.extras["core_state"][1][0, 2])
+    np.testing.assert_array_equal(items["core_state"][1][2], trajectory.actor_state[1][2])
     assert state.learner.extra.replay.items["observation"].shape == (2000, 10, 6)
     with pytest.raises(ValueError, match=r"R2D2 needs sequences longer than burn_in \+ 1 = 5 steps; the trajectories "
                                          r"have 4 \(raise --rollout-length or lower --burn-in\)\."):

@@ -301,3 +301,25 @@ def test_two_processes_average_their_learners(tmp_path):
     assert results[0][:2] == results[1][:2] == ("5", str(5 * 2 * 8 * 4))
     # ... and hold the same parameters, though their environments differ: gradients were averaged.
     assert results[0][2] == results[1][2]
+
+
+def test_recurrent_agents_ship_their_start_state_once_per_trajectory_to_several_learners(devices):
+    """A recurrent agent's trajectory carries the core state of its first entry only ([B, ...]), split with the
+    batch over 2 learner devices; the learners unroll from it."""
+    from podracer.sebulba.actor import _split_for_learners, _stack
+
+    b = 4
+    entries = [({"o": np.full((b,), t)}, np.full((b,), t), {"logits": np.zeros((b, 2)), "core_state": np.full((b, 3), t)})
+               for t in range(5)]
+    trajectory = _stack(entries)
+    assert "core_state" not in trajectory.extras and trajectory.extras["logits"].shape == (5, b, 2)
+    np.testing.assert_array_equal(trajectory.actor_state, np.zeros((b, 3)))  # entry 0's only
+    split = _split_for_learners(trajectory, 2)
+    assert split.action.shape == (2, 5, 2) and split.actor_state.shape == (2, 2, 3)
+    for name in ("r2d2", "a2c"):
+        config = SebulbaConfig(env="jax:memory", agent=name, core="lstm" if name == "a2c" else None, core_size=8,
+                               hidden_sizes=(8,), num_envs=8, rollout_length=8, total_env_steps=4 * 64, log_every=2,
+                               actor_devices=(0,), learner_devices=(1, 2), batch_size=4 if name == "r2d2" else None,
+                               min_replay_size=4 if name == "r2d2" else None)
+        result = train(config)
+        assert result.updates == 4 and np.isfinite(result.history[-1]["loss"]), result.history

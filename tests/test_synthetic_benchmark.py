@@ -35,9 +35,9 @@ def test_training_step_on_two_devices_equals_one_device_on_the_concatenated_batc
     last = rng.random((t1, b)) < 0.2  # episode ends inside the trajectory: the LSTM resets after them
     timestep = TimeStep(jax.tree.map(lambda x: x.reshape(t1, b, *x.shape[1:]), timestep.observation),
                         rng.random((t1, b)).astype(np.float32), np.ones((t1, b), np.float32), last)
-    core = rng.normal(size=(2, t1, b, 16)).astype(np.float32)  # a stored mid-episode start state
-    extras = {"logits": rng.normal(size=(t1, b, 8)).astype(np.float32), "core_state": (core[0], core[1])}
-    trajectory = Trajectory(timestep, rng.integers(0, 8, (t1, b)).astype(np.int32), extras)
+    core = rng.normal(size=(2, b, 16)).astype(np.float32)  # a stored mid-episode start state
+    extras = {"logits": rng.normal(size=(t1, b, 8)).astype(np.float32)}
+    trajectory = Trajectory(timestep, rng.integers(0, 8, (t1, b)).astype(np.int32), extras, (core[0], core[1]))
     state = jax.jit(lambda key: init_learner_state(agent, optimizer, key, jax.tree.map(lambda x: x[0], timestep.observation)))(
         jax.random.key(1))
 
@@ -47,8 +47,9 @@ def test_training_step_on_two_devices_equals_one_device_on_the_concatenated_batc
         return np.moveaxis(np.asarray(x).reshape(x.shape[0], 2, 4, *x.shape[2:]), 1, 0)
 
     step = parallel.device_map(make_learner_step(agent, optimizer, axis_names=(parallel.DEVICE_AXIS,)), devices[:2])
-    two_state, two_metrics = step(parallel.replicate(state, devices[:2]),
-                                  parallel.shard(jax.tree.map(halves, trajectory), devices[:2]))
+    halved = jax.tree.map(halves, trajectory._replace(actor_state=()))._replace(  # the start state: [8, ...] -> [2, 4, ...]
+        actor_state=jax.tree.map(lambda x: np.asarray(x).reshape(2, 4, *x.shape[1:]), trajectory.actor_state))
+    two_state, two_metrics = step(parallel.replicate(state, devices[:2]), parallel.shard(halved, devices[:2]))
     moved = jax.tree.map(lambda a, b: float(np.max(np.abs(np.asarray(a) - np.asarray(b)))), one_state.params, state.params)
     assert max(jax.tree.leaves(moved)) > 1e-3  # the step changed the parameters
     for one, two in zip(jax.tree.leaves(one_state.params), jax.tree.leaves(two_state.params)):

@@ -38,6 +38,19 @@ class ReplaySpec(NamedTuple):
     target_tau: float | None = None  # Polyak averaging instead, each gradient step
 
 
+# The key of a recurrent agent's ``extras`` that holds the state a step started from.
+START_STATE = "core_state"
+
+
+def split_start_state(extras):
+    """``(extras without the start state, the start state or ())``: drivers store the start state once
+    per trajectory (``Trajectory.actor_state``), not at every step."""
+    if isinstance(extras, dict) and START_STATE in extras:
+        rest = {k: v for k, v in extras.items() if k != START_STATE}
+        return rest, extras[START_STATE]
+    return extras, ()
+
+
 def no_state(batch: int) -> tuple:
     """A feed-forward agent's actor state: nothing."""
     return ()
@@ -51,9 +64,10 @@ class Agent(NamedTuple):
     recurrent one), and ``act(params, observation, key, state, first) -> (action, extras,
     state)`` takes ``[B]`` observations with the state before them and ``first`` flags (bool
     ``[B]``: the observation starts an episode, so a recurrent core resets before it). A
-    recurrent agent returns in ``extras["core_state"]`` the state the step started from
-    (after the reset), which the loss unrolls from; a feed-forward one returns ``state``
-    unchanged. ``loss`` works on the batch
+    recurrent agent returns in ``extras[START_STATE]`` the state the step started from
+    (after the reset); drivers keep it for a trajectory's first entry only
+    (:func:`split_start_state`, ``Trajectory.actor_state``), and the loss unrolls from it. A
+    feed-forward agent returns ``state`` unchanged. ``loss`` works on the batch
     that ``prepare`` made of a time-major trajectory (``prepare`` runs once per learner
     step, before the epochs; ``None`` passes the trajectory through). The learner splits
     that batch into ``num_minibatches`` along ``minibatch_axis`` and makes ``num_epochs``
@@ -90,7 +104,7 @@ def unroll_trajectory(network, params, trajectory: Trajectory):
     feed-forward one sees each observation alone.
     """
     if isinstance(network, RecurrentNetwork):
-        state = jax.tree.map(lambda x: x[0], trajectory.extras["core_state"])
+        state = trajectory.actor_state
         outputs, _ = network.apply(params, trajectory.timestep.observation, first_flags(trajectory), state,
                                    method="unroll")
         return outputs
@@ -186,7 +200,7 @@ def make_recurrent_fns(network, choose=None):
         start = reset_state(state, first)
         outputs, state = network.apply(params, observation, first, state)
         action, extras = choose(outputs, key)
-        return action, {**extras, "core_state": start}, state
+        return action, {**extras, START_STATE: start}, state
 
     return {"init": init, "act": act, "initial_state": initial_state}
 
@@ -234,5 +248,5 @@ def policy_terms(logits: chex.Array, actions: chex.Array):
     return log_prob, entropy
 
 
-__all__ = ["Agent", "CORES", "ReplaySpec", "Transitions", "check_core", "first_flags", "no_state",
+__all__ = ["Agent", "CORES", "ReplaySpec", "START_STATE", "Transitions", "check_core", "first_flags", "no_state", "split_start_state",
            "make_network", "make_policy_fns", "make_recurrent_fns", "make_torso", "unroll_trajectory", "masked_mean", "policy_terms", "transitions"]

@@ -89,7 +89,7 @@ def make_r2d2(spec: EnvSpec, config: R2D2Config = R2D2Config()) -> Agent:
             "discount": batch_major(ts.discount),
             "last": batch_major(ts.last),
             "action": batch_major(trajectory.action),
-            "core_state": jax.tree.map(lambda x: x[0], trajectory.extras["core_state"]),
+            "core_state": trajectory.actor_state,
         }
         return items, jnp.ones(trajectory.action.shape[1], bool)
 

@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 from podracer import parallel
-from podracer.agents.base import Agent
+from podracer.agents.base import Agent, split_start_state
 from podracer.envs.base import HostEnv
 from podracer.sebulba.pipeline import ParamStore, Rollout, StopAwareQueue
 from podracer.types import TimeStep, Trajectory
@@ -29,19 +29,27 @@ def make_act(agent: Agent):
 
 
 def _stack(entries):
+    """The trajectory of ``T + 1`` entries; the start state (recurrent agents) only of the first."""
     timesteps, actions, extras = zip(*entries)
+    start = split_start_state(extras[0])[1]
+    extras = [split_start_state(e)[0] for e in extras]
     stack = lambda *xs: np.stack(xs)  # noqa: E731
-    return Trajectory(jax.tree.map(stack, *timesteps), np.stack(actions), jax.tree.map(stack, *extras))
+    return Trajectory(jax.tree.map(stack, *timesteps), np.stack(actions), jax.tree.map(stack, *extras), start)
 
 
 def _split_for_learners(trajectory: Trajectory, num_learners: int) -> Trajectory:
-    """``[T + 1, B, ...]`` -> ``[num_learners, T + 1, B / num_learners, ...]``."""
+    """``[T + 1, B, ...]`` -> ``[num_learners, T + 1, B / num_learners, ...]`` (the actor state: ``[B, ...]`` ->
+    ``[num_learners, B / num_learners, ...]``)."""
 
     def split(x):
         t, b = x.shape[:2]
         return np.moveaxis(x.reshape(t, num_learners, b // num_learners, *x.shape[2:]), 1, 0)
 
-    return jax.tree.map(split, trajectory)
+    def split_batch(x):
+        return x.reshape(num_learners, x.shape[0] // num_learners, *x.shape[1:])
+
+    time_major = trajectory._replace(actor_state=())
+    return jax.tree.map(split, time_major)._replace(actor_state=jax.tree.map(split_batch, trajectory.actor_state))
 
 
 def _concat(parts):
