@@ -360,14 +360,15 @@ def run(
     """
     num_calls = parallel.check_divisible(num_updates, updates_per_call, "num_updates", "updates per call (--updates-per-call)")
     first_call = parallel.check_divisible(start_update, updates_per_call, "the updates already done", "updates per call")
-    num_seeds = len(key) if jnp.ndim(key) == 1 else 1
+    seeded = jnp.ndim(key) == 1
+    num_seeds = len(key) if seeded else 1
     steps_per_update = rollout_length * num_envs_per_device * parallel.num_global_devices(devices)
 
     update = _over_seeds(make_update(env, agent, optimizer, rollout_length=rollout_length), key)
     p_multi = parallel.device_map(make_multi_update(update, updates_per_call), devices)
     if state is None:
         state = init(env, agent, optimizer, key, num_envs_per_device, devices, rollout_length=rollout_length)
-    summarize_call = summarize_seeds if jnp.ndim(key) == 1 else summarize
+    summarize_call = summarize_seeds if seeded else summarize
 
     history, call_seconds = [], []
     for call in range(first_call, num_calls):
@@ -450,13 +451,11 @@ class AnakinConfig:
         agents.config_class(self.agent)
         config_checks.check_run_config(self)
         agents.config_class(self.agent)(**self.agent_hyperparameters())  # the agent's own checks, at start-up
-        for name in ("num_seeds", "num_envs_per_device", "rollout_length", "num_updates", "updates_per_call"):
+        for name in ("num_seeds", "num_envs_per_device", "num_updates", "updates_per_call"):  # the rest: check_run_config
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
         if self.num_envs is not None and self.num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {self.num_envs}.")
-        if self.learning_rate <= 0:
-            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}.")
         parallel.check_divisible(self.num_updates, self.updates_per_call, "num_updates", "updates per call (--updates-per-call)")
         parallel.check_process_id(self.num_processes, self.process_id)
         if (self.checkpoint_every is not None or self.resume) and not self.checkpoint_dir:

@@ -89,9 +89,10 @@ def _flag(name: str) -> str:
 def check_run_config(cfg) -> None:
     """The checks both run configs share, each a ``ValueError`` that names the flag.
 
-    Sizes and counts at least 1, a positive learning rate and gradient clip, a discount
-    and probabilities in [0, 1], a burn-in shorter than the rollout; then the chosen
-    agent's own config is built from the flags, so its checks also run at start-up.
+    Sizes and counts at least 1, a positive learning rate, gradient clip and replay
+    ratio, a discount in [0, 1], a non-negative entropy weight, a burn-in shorter than
+    the rollout. The callers then build the chosen agent's config from the flags, so its
+    own checks also run at start-up.
     """
 
     def at_least(name, low):

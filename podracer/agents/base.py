@@ -87,8 +87,6 @@ class Agent(NamedTuple):
     initial_state: Callable[[int], chex.ArrayTree] = no_state
 
 
-
-
 def first_flags(trajectory: Trajectory) -> chex.Array:
     """bool ``[T + 1, B]``: entry ``t`` starts an episode (entry ``t - 1`` was ``last``); entry 0 never
     (the core state stored with it already reflects any reset)."""

@@ -18,9 +18,8 @@ import jax.numpy as jnp
 import rlax
 
 from podracer.agents.base import Agent, ReplaySpec, transitions
-from podracer.types import EnvSpec
 from podracer.networks import QNetwork
-from podracer.types import Trajectory
+from podracer.types import EnvSpec, Trajectory
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,8 +11,7 @@ import jax.numpy as jnp
 import rlax
 
 from podracer.agents.base import Agent, make_network, make_policy_fns, masked_mean, policy_terms, transitions
-from podracer.types import EnvSpec
-from podracer.types import Trajectory
+from podracer.types import EnvSpec, Trajectory
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,9 +21,8 @@ import rlax
 from podracer import replay as replay_lib
 from podracer.agents.base import Agent, check_core, first_flags, make_recurrent_fns, make_torso
 from podracer.agents.dqn import check_replay_config, epsilon_greedy, n_step_targets, replay_spec
-from podracer.types import EnvSpec
 from podracer.networks import RecurrentNetwork
-from podracer.types import TimeStep, Trajectory
+from podracer.types import EnvSpec, TimeStep, Trajectory
 
 
 @dataclasses.dataclass(frozen=True)

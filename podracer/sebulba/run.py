@@ -91,7 +91,7 @@ class SebulbaConfig:
             agents.config_class(self.agent)(**self.agent_hyperparameters(self.agent))
         if self.env.startswith("jax:"):
             envs.make(self.env[len("jax:"):])  # unknown names fail here, with the list of known ones
-        for name in ("total_env_steps", "actor_threads", "num_envs", "rollout_length", "queue_size", "log_every"):
+        for name in ("total_env_steps", "actor_threads", "num_envs", "queue_size", "log_every"):  # the rest: check_run_config
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
         parallel.check_process_id(self.num_processes, self.process_id)
