@@ -18,7 +18,7 @@ Prints a Markdown table and saves it (and JSON) under ``benchmarks/results/``.
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import statistics
 import threading
 import time
@@ -52,7 +52,7 @@ def envpool_ceiling(cfg, groups: int, steps: int) -> float:
     from podracer.envs.envpool import EnvpoolEnv
 
     num_actors = len(cfg.actor_devices or (0,)) * cfg.actor_threads
-    size = cfg.num_envs // groups
+    size = cfg.num_envs_per_actor // groups
     actors = [[EnvpoolEnv(cfg.env, size, seed=1000 * i + g, num_threads=cfg.envpool_threads) for g in range(groups)]
               for i in range(num_actors)]
     n = actors[0][0].spec().num_actions
@@ -79,7 +79,7 @@ def envpool_ceiling(cfg, groups: int, steps: int) -> float:
     for envs in actors:
         for env in envs:
             env.close()
-    return num_actors * cfg.num_envs * steps / seconds
+    return num_actors * cfg.num_envs_per_actor * steps / seconds
 
 
 def stage_seconds(cfg, groups: int, repeats: int) -> dict[str, float]:
@@ -87,16 +87,15 @@ def stage_seconds(cfg, groups: int, repeats: int) -> dict[str, float]:
     import jax
     import numpy as np
 
-    from podracer import agents
+    from podracer import experiment
     from podracer.agents.base import split_start_state
     from podracer.envs.envpool import EnvpoolEnv
-    from podracer.learner import init_learner_state, make_learner_step, make_optimizer, should_unroll
+    from podracer.learner import init_learner_state, make_learner_step, should_unroll
     from podracer.sebulba.actor import _split_for_learners, make_act
-    from podracer.sebulba.run import resolve_layout
     from podracer.types import TimeStep, Trajectory
 
-    layout = resolve_layout(cfg.actor_devices, cfg.learner_devices, cfg.num_envs)
-    b, t = cfg.num_envs, cfg.rollout_length
+    layout = parallel.resolve_layout(cfg.actor_devices, cfg.learner_devices, cfg.num_envs_per_actor)
+    b, t = cfg.num_envs_per_actor, cfg.rollout_length
     g = b // groups  # envpool and act see one group at a time
     env = EnvpoolEnv(cfg.env, g, seed=0, num_threads=cfg.envpool_threads)
     spec = env.spec()
@@ -105,9 +104,8 @@ def stage_seconds(cfg, groups: int, repeats: int) -> dict[str, float]:
     env_step = _median_seconds(lambda: env.step(rng.integers(0, spec.num_actions, g)), repeats * 10)
     env.close()
 
-    name = cfg.agent_name(len(spec.observation.shape))
-    agent = agents.make(name, spec, **cfg.agent_hyperparameters(name))
-    optimizer = make_optimizer(cfg.learning_rate, cfg.grad_clip(name))
+    name = cfg.agent_name
+    agent, optimizer = experiment.make_agent(cfg.agent, spec), experiment.make_optimizer(cfg.agent)
     obs = np.zeros((g, *spec.observation.shape), spec.observation.dtype)
     state = init_learner_state(agent, optimizer, jax.random.key(0), obs[:1])
     device = layout.actor_devices[0]
@@ -138,29 +136,34 @@ def stage_seconds(cfg, groups: int, repeats: int) -> dict[str, float]:
             "agent": name}
 
 
-def main(argv=None):
-    from podracer.sebulba.run import SebulbaConfig
+@dataclasses.dataclass(frozen=True)
+class BenchmarkConfig:
+    """The Sebulba run to measure (every flag of python -m podracer.sebulba) and the measurement's own settings."""
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    config_cli.add_arguments(parser, SebulbaConfig)
-    parser.add_argument("--updates", type=int, default=8, help="learner updates in the end-to-end run")
-    parser.add_argument("--repeats", type=int, default=3, help="timed repeats of each stage")
-    parser.add_argument("--ceiling-steps", type=int, default=200, help="envpool steps per batch for the ceiling")
-    parser.add_argument("--out", default=None, help="output path without extension (default: benchmarks/results/sebulba_<env>)")
-    args = parser.parse_args(argv)
-    fields = {k: (tuple(v) if isinstance(v, list) else v) for k, v in vars(args).items()
-              if k not in ("updates", "repeats", "ceiling_steps", "out")}
-    cfg = SebulbaConfig(**fields)
+    run: config_cli.SebulbaConfig = config_cli.SebulbaConfig()  # the Sebulba run
+    updates: int = 8  # learner updates in the end-to-end run
+    repeats: int = 3  # timed repeats of each stage
+    ceiling_steps: int = 200  # envpool steps per batch for the ceiling
+    out: str | None = None  # output path without extension; None: benchmarks/results/sebulba_<env>
+
+
+def main(argv=None):
+    args = config_cli.parse(BenchmarkConfig, argv, prog="benchmarks/sebulba_throughput.py",
+                            description=__doc__.split("\n\n")[0])
+    cfg = args.run
     parallel.set_cpu_device_count(cfg.cpu_devices or parallel.available_cores())
     import jax
 
-    from podracer.sebulba.run import train
+    from podracer import experiment
 
-    steps_per_update = cfg.rollout_length * cfg.num_envs
-    cfg = SebulbaConfig(**{**fields, "total_env_steps": args.updates * steps_per_update, "log_every": 1})
-    groups = cfg.groups(jax.local_devices()[(cfg.actor_devices or (0,))[0]].platform)
+    actor_devices = len(cfg.actor_devices or (0,))
+    per_actor = cfg.envs_per_actor(actor_devices * cfg.actor_threads)
+    steps_per_update = cfg.rollout_length * per_actor
+    cfg = dataclasses.replace(cfg, num_envs=None, num_envs_per_actor=per_actor,
+                              total_env_steps=args.updates * steps_per_update, log_every=1)
+    groups = cfg.groups(jax.local_devices()[(cfg.actor_devices or (0,))[0]].platform, per_actor)
     machine = _report.machine()
-    print(f"# Sebulba throughput on {machine}, jax {jax.__version__}: {cfg.env}, {cfg.num_envs} envs ({groups} group(s)) "
+    print(f"# Sebulba throughput on {machine}, jax {jax.__version__}: {cfg.env}, {cfg.num_envs_per_actor} envs ({groups} group(s)) "
           f"x {cfg.actor_threads} actor thread(s), rollout {cfg.rollout_length}", flush=True)
 
     ceiling = envpool_ceiling(cfg, groups, args.ceiling_steps)
@@ -170,7 +173,6 @@ def main(argv=None):
     shared = stages["platform"] == "cpu"
     # The environments of every actor thread together step at most at the ceiling; inference
     # runs one call at a time per actor device; the learner step is measured on its whole batch.
-    actor_devices = len(cfg.actor_devices or (0,))
     if shared:
         bound = 1.0 / (1.0 / ceiling + per_step["act"] + per_step["learn"])
     else:
@@ -178,7 +180,7 @@ def main(argv=None):
     print("stage alone, ms per 1000 env steps: " + ", ".join(f"{k} {v * 1e6:.1f}" for k, v in per_step.items())
           + f"; bound ({'sum: shared cores' if shared else 'slowest stage'}) {bound:,.1f} env steps/s", flush=True)
 
-    result = train(cfg)
+    result = experiment.train_sebulba(cfg)
     # Windows are one update each. Skip the first quarter (compilation, then the trajectories queued
     # and held by actors meanwhile, which arrive in a burst), then divide the steps by the time:
     # with several actor threads updates arrive in bursts, so a median of per-window rates overstates.
@@ -187,7 +189,7 @@ def main(argv=None):
     end_to_end = len(last) / sum(1.0 / h["sps"] for h in last)
     breakdown = {k: sum(h[k] for h in last) for k in ("learn_s", "learner_wait_s", "actor_env_s", "actor_act_s", "actor_ship_s", "actor_put_wait_s")}
     row = {
-        "env": cfg.env, "agent": stages["agent"], "num_envs": cfg.num_envs, "env_groups": groups, "actor_threads": cfg.actor_threads,
+        "env": cfg.env, "agent": stages["agent"], "num_envs": cfg.num_envs_per_actor, "env_groups": groups, "actor_threads": cfg.actor_threads,
         "rollout_length": cfg.rollout_length, "envpool_ceiling_sps": ceiling, "bound_sps": bound,
         "end_to_end_sps": end_to_end, "efficiency": end_to_end / bound, "of_ceiling": end_to_end / ceiling,
         "stage_seconds_per_step": per_step, "breakdown_s": breakdown, "policy_lag": statistics.mean(h["policy_lag"] for h in last),
@@ -196,7 +198,7 @@ def main(argv=None):
         f"Sebulba throughput on {machine}, jax {jax.__version__}\n\n"
         "| env | agent | envs x threads | groups | rollout | envpool ceiling | env ms/1k steps | act ms/1k | learn ms/1k | bound | end to end | of bound | of ceiling |\n"
         "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
-        f"| {cfg.env} | {row['agent']} | {cfg.num_envs} x {cfg.actor_threads} | {groups} | {cfg.rollout_length} | {ceiling:,.0f} | "
+        f"| {cfg.env} | {row['agent']} | {cfg.num_envs_per_actor} x {cfg.actor_threads} | {groups} | {cfg.rollout_length} | {ceiling:,.0f} | "
         f"{per_step['env'] * 1e6:.1f} | {per_step['act'] * 1e6:.1f} | {per_step['learn'] * 1e6:.1f} | {bound:,.1f} | "
         f"{end_to_end:,.1f} | {100 * end_to_end / bound:.0f} % | {100 * end_to_end / ceiling:.1f} % |\n\n"
         "Time over the measured windows (s): " + ", ".join(f"{k} {v:.2f}" for k, v in breakdown.items())

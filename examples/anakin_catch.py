@@ -15,12 +15,14 @@ from podracer import anakin, config, lifetime, parallel
 
 
 def main(argv=None) -> int:
-    cfg = config.parse(anakin.AnakinConfig, argv, description=__doc__.split("\n\n")[0])
+    cfg = config.parse(config.AnakinConfig, argv, prog="examples/anakin_catch.py", description=__doc__.split("\n\n")[0])
     stop, interrupted = lifetime.stop_on_ctrl_c("anakin_catch.py")
     parallel.set_cpu_device_count(cfg.cpu_devices or parallel.available_cores())
+    from podracer import experiment
+
     try:
         parallel.initialize(cfg.coordinator, cfg.num_processes, cfg.process_id, auto_detect=cfg.distributed)
-        result = anakin.train(cfg, stop=stop)
+        result = experiment.train_anakin(cfg, stop=stop)
     except ValueError as error:  # a layout that does not fit the devices found, a checkpoint directory that does not fit
         print(f"anakin_catch.py: error: {error}", file=sys.stderr)
         return 2

@@ -14,28 +14,31 @@ from __future__ import annotations
 import math
 import sys
 
-from podracer import anakin, config, envs, evaluate, parallel
+from podracer import config, envs, evaluate, parallel
+from podracer.agents import DQNConfig
 
-DEFAULTS = dict(
-    env="cartpole", agent="dqn", num_envs_per_device=16, rollout_length=8, num_updates=4000, updates_per_call=500,
-    learning_rate=1e-3, max_grad_norm=10.0, replay_ratio=4.0, batch_size=128, min_replay_size=1000,
-    replay_capacity=50_000,
+DEFAULTS = config.AnakinConfig(
+    env="cartpole", num_envs_per_device=16, rollout_length=8, num_updates=4000, updates_per_call=500,
+    agent=DQNConfig(learning_rate=1e-3, max_grad_norm=10.0, replay_ratio=4.0, batch_size=128, min_replay_size=1000,
+                    replay_capacity=50_000),
 )
 
 
 def main(argv=None) -> int:
-    cfg = config.parse(anakin.AnakinConfig, argv, description=__doc__.split("\n\n")[0], defaults=DEFAULTS)
+    cfg = config.parse(DEFAULTS, argv, prog="examples/anakin_dqn_cartpole.py", description=__doc__.split("\n\n")[0])
     parallel.set_cpu_device_count(cfg.cpu_devices or parallel.available_cores())
+    from podracer import experiment
+
     try:
         parallel.initialize(cfg.coordinator, cfg.num_processes, cfg.process_id, auto_detect=cfg.distributed)
-        result = anakin.train(cfg)
+        result = experiment.train_anakin(cfg)
     except ValueError as error:
         print(f"anakin_dqn_cartpole.py: error: {error}", file=sys.stderr)
         return 2
     if not parallel.is_main_process():
         return 0
     env = envs.make(cfg.env)
-    agent = anakin.make_agent(cfg, env)
+    agent = experiment.make_agent(cfg.agent, env.spec())
     params = parallel.unreplicate(result.state.learner.params)
     returns, _ = evaluate.play_jax(env, agent, params, episodes=32, greedy=True, max_steps=1000)
     final = result.history[-1]

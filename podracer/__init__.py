@@ -2,7 +2,8 @@
 
 from podracer import agents, anakin, config, envs, learner, logging, networks, parallel
 from podracer.agents import Agent
-from podracer.anakin import AnakinConfig, AnakinState, RolloutState
+from podracer.anakin import AnakinState, RolloutState
+from podracer.config import AnakinConfig, RunConfig, SebulbaConfig
 from podracer.envs import EnvSpec, Environment, HostEnv
 from podracer.learner import make_learner_step, make_optimizer
 from podracer.types import EpisodeStats, LearnerState, TimeStep, Trajectory
@@ -19,6 +20,8 @@ __all__ = [
     "HostEnv",
     "LearnerState",
     "RolloutState",
+    "RunConfig",
+    "SebulbaConfig",
     "TimeStep",
     "Trajectory",
     "agents",

@@ -15,9 +15,7 @@ whose gradients are averaged over the device axis. Map it over devices yourself:
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -29,13 +27,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from podracer import agents, checkpoint, envs, parallel
-from podracer import config as config_checks
+from podracer import parallel
 from podracer.agents.base import Agent, split_start_state
 from podracer.envs import wrappers
 from podracer.envs.base import Environment, State
-from podracer.learner import init_learner_state, make_learner_step, make_optimizer, psum_flat
-from podracer.logging import make_logger
+from podracer.learner import init_learner_state, make_learner_step, psum_flat
 from podracer.types import LearnerState, Metrics, TimeStep, Trajectory
 
 
@@ -396,183 +392,3 @@ def run(
         compile_seconds=max(call_seconds[0] - steady, 0.0),
         env_steps_per_second=num_seeds * updates_per_call * steps_per_update / steady,
     )
-
-
-def _field(default, help_text: str, **metadata):
-    return dataclasses.field(default=default, metadata={"help": help_text, **metadata})
-
-
-@dataclasses.dataclass(frozen=True)
-class AnakinConfig:
-    """A training run in Anakin mode; ``python examples/anakin_catch.py --help`` lists the same fields."""
-
-    env: str = _field("catch", "JAX environment", choices=("catch", "cartpole", "memory", "synthetic"))
-    agent: str = _field("a2c", "agent", choices=("a2c", "dqn", "impala", "ppo", "r2d2"))
-    seed: int = _field(0, "random seed")
-    num_seeds: int = _field(1, "seeds trained together in one compiled program, vmapped on every device: "
-                               "--seed S --num-seeds N trains seeds S ... S + N - 1, each as a run of its own")
-    num_envs_per_device: int = _field(64, "environments stepped on each device")
-    num_envs: int | None = _field(None, "total environments over all devices of all processes; overrides --num-envs-per-device")
-    rollout_length: int = _field(16, "environment steps per rollout (per update)")
-    num_updates: int = _field(240, "learner updates in the run")
-    updates_per_call: int = _field(20, "updates scanned on the device per host call; one log line per call")
-    learning_rate: float = _field(3e-3, "Adam learning rate")
-    max_grad_norm: float = _field(0.5, "global gradient-norm clip")
-    discount: float = _field(0.99, "discount gamma")
-    entropy_coef: float | None = _field(None, "policy agents: entropy bonus weight (default: the agent's, 0.01)")
-    hidden_sizes: tuple[int, ...] = _field((64, 64), "hidden layer sizes of the MLPs")
-    num_epochs: int | None = _field(None, "PPO: epochs per update (default: the agent's)")
-    num_minibatches: int | None = _field(None, "PPO: minibatches per epoch (default: the agent's)")
-    replay_ratio: float | None = _field(None, "DQN, R2D2: items learned from per item inserted, held by a rate limiter (default: the agent's)")
-    replay_capacity: int | None = _field(None, "DQN, R2D2: replay items per device (default: the agent's)")
-    batch_size: int | None = _field(None, "DQN, R2D2: items per gradient step per device (default: the agent's)")
-    min_replay_size: int | None = _field(None, "DQN, R2D2: items per device before learning starts (default: the agent's)")
-    core: str | None = _field(None, "a2c, impala (r2d2 always): lstm puts an LSTM between torso and heads, its state carried across "
-                              "rollouts (default: none)", choices=("none", "lstm"))
-    core_size: int | None = _field(None, "LSTM units (default: the agent's, 128)")
-    burn_in: int | None = _field(None, "R2D2: steps of each stored sequence that only warm up the LSTM state (default: the agent's)")
-    log_dir: str | None = _field(None, "write DIR/metrics.jsonl and TensorBoard events there")
-    checkpoint_dir: str | None = _field(None, "save the learner there (orbax, for python -m podracer.evaluate) at the end, "
-                                              "on Ctrl-C and every --checkpoint-every updates, with the whole run state "
-                                              "for --resume; the newest 3 are kept (with --num-seeds N: each seed's final "
-                                              "learner in DIR/seed_S)")
-    checkpoint_every: int | None = _field(None, "updates between checkpoints, a multiple of --updates-per-call "
-                                                "(default: only at the end and on Ctrl-C)")
-    resume: bool = _field(False, "continue exactly from the newest checkpoint in --checkpoint-dir: the remaining "
-                                 "updates run as they would have without the interruption")
-    cpu_devices: int | None = _field(None, "CPU devices to expose when JAX runs on the CPU (default: one per core)")
-    coordinator: str | None = _field(None, "multi-process: HOST:PORT of process 0")
-    num_processes: int | None = _field(None, "multi-process: number of processes")
-    process_id: int | None = _field(None, "multi-process: index of this process, 0 ... num_processes - 1")
-    distributed: bool = _field(False, "multi-process: let JAX detect the cluster (TPU pod slice, Slurm)")
-
-    def __post_init__(self):
-        envs.make(self.env)  # unknown names fail here, with the list of known ones
-        agents.config_class(self.agent)
-        config_checks.check_run_config(self)
-        agents.config_class(self.agent)(**self.agent_hyperparameters())  # the agent's own checks, at start-up
-        for name in ("num_seeds", "num_envs_per_device", "num_updates", "updates_per_call"):  # the rest: check_run_config
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
-        if self.num_envs is not None and self.num_envs < 1:
-            raise ValueError(f"num_envs must be >= 1, got {self.num_envs}.")
-        parallel.check_divisible(self.num_updates, self.updates_per_call, "num_updates", "updates per call (--updates-per-call)")
-        parallel.check_process_id(self.num_processes, self.process_id)
-        if (self.checkpoint_every is not None or self.resume) and not self.checkpoint_dir:
-            raise ValueError("--checkpoint-every and --resume need --checkpoint-dir.")
-        if self.checkpoint_every is not None:
-            if self.checkpoint_every < 1:
-                raise ValueError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}.")
-            parallel.check_divisible(self.checkpoint_every, self.updates_per_call, "checkpoint_every",
-                                     "updates per call (--updates-per-call)")
-        if self.num_seeds > 1 and (self.checkpoint_every is not None or self.resume):
-            raise ValueError("--checkpoint-every and --resume take one seed: drop --num-seeds (final checkpoints of "
-                             "several seeds go to --checkpoint-dir/seed_S).")
-
-    def agent_hyperparameters(self) -> dict:
-        """The agent's config fields that this run sets."""
-        return agents.select_hyperparameters(
-            self.agent,
-            {"discount": self.discount, "hidden_sizes": self.hidden_sizes},
-            {name: getattr(self, name) for name in agents.FLAG_HYPERPARAMETERS},
-        )
-
-    def envs_per_device(self, num_global_devices: int) -> int:
-        """Environments on each device, checking that a total splits evenly."""
-        if self.num_envs is None:
-            return self.num_envs_per_device
-        return parallel.check_divisible(self.num_envs, num_global_devices, "num_envs", "devices of this run")
-
-
-def make_agent(config: AnakinConfig, env: Environment | None = None) -> Agent:
-    """The agent ``config`` describes, for ``env`` (default: the config's environment)."""
-    env = env or envs.make(config.env)
-    return agents.make(config.agent, env.spec(), **config.agent_hyperparameters())
-
-
-def train(config: AnakinConfig, stop: threading.Event | None = None) -> RunResult:
-    """Runs ``config`` on every device of every process; only process 0 logs and writes checkpoints.
-
-    A set ``stop`` ends the run after the host call in flight (with a checkpoint when
-    ``config.checkpoint_dir`` is set).
-
-    Call :func:`podracer.parallel.initialize` first in a multi-process run (the
-    example's entry point does, from the config's multi-process fields).
-    """
-    env = envs.make(config.env)
-    agent = make_agent(config, env)
-    num_global = parallel.num_global_devices()
-    per_device = config.envs_per_device(num_global)
-    if agent.num_minibatches > 1:
-        parallel.check_divisible(
-            per_device * config.rollout_length,
-            agent.num_minibatches,
-            "the per-device batch (envs per device x rollout length)",
-            "minibatches",
-        )
-    optimizer = make_optimizer(config.learning_rate, config.max_grad_norm)
-    steps_per_update = config.rollout_length * per_device * num_global
-    total_steps = config.num_updates * steps_per_update
-    seeds = config.num_seeds > 1
-    metadata = {"mode": "anakin", "env": config.env, "agent": config.agent, "rollout_length": config.rollout_length,
-                "agent_hyperparameters": config.agent_hyperparameters(), "seed": config.seed}
-    resume_step = None
-    if config.checkpoint_dir:  # checked before anything is compiled
-        identity = {k: metadata[k] for k in ("mode", "env", "agent", "rollout_length")}
-        resume_step = checkpoint.prepare(config.checkpoint_dir, resume=config.resume, identity=identity)
-    key = seed_keys(config.seed, config.num_seeds) if seeds else jax.random.key(config.seed)
-    state = init(env, agent, optimizer, key, per_device, rollout_length=config.rollout_length)
-    if resume_step is not None:
-        state = parallel.shard(checkpoint.restore_run_state(config.checkpoint_dir, resume_step, state))
-
-    def save(state: AnakinState, updates: int) -> None:
-        """A checkpoint after ``updates`` updates: every process's run state, then process 0's learner."""
-        checkpoint.save_run_state(config.checkpoint_dir, updates, state)
-        if parallel.is_main_process():
-            checkpoint.save(config.checkpoint_dir, parallel.unreplicate(state.learner),
-                            {**metadata, "env_steps": updates * steps_per_update})
-
-    saved = [resume_step or 0]
-
-    def after_call(state: AnakinState, updates: int) -> None:
-        if config.checkpoint_dir and config.checkpoint_every and updates % config.checkpoint_every == 0:
-            save(state, updates)
-            saved[0] = updates
-
-    logger = make_logger(config.log_dir, is_main=parallel.is_main_process(), total_env_steps=total_steps,
-                         console_keys=("episode_return_min",) if seeds else ())
-    if parallel.is_main_process():
-        print(
-            f"podracer anakin: {config.agent} on {config.env}, {num_global} device(s) in "
-            f"{jax.process_count()} process(es) [{jax.default_backend()}], {per_device} envs per device, "
-            f"rollout {config.rollout_length}, {config.num_updates} updates"
-            + (f", seeds {config.seed} ... {config.seed + config.num_seeds - 1} together" if seeds else "")
-            + (f"; resuming after {resume_step} updates" if resume_step is not None else ""),
-            flush=True,
-        )
-    with logger:
-        result = run(
-            env,
-            agent,
-            optimizer,
-            key=key,
-            num_envs_per_device=per_device,
-            rollout_length=config.rollout_length,
-            num_updates=config.num_updates,
-            updates_per_call=config.updates_per_call,
-            log=logger,
-            state=state,
-            start_update=resume_step or 0,
-            after_call=after_call,
-            stop=stop,
-        )
-    done = round(result.history[-1]["env_steps"] / steps_per_update) if result.history else (resume_step or 0)
-    if config.checkpoint_dir and not seeds and done > saved[0]:  # the end of the run, or Ctrl-C
-        save(result.state, done)
-    if config.checkpoint_dir and seeds and parallel.is_main_process():  # one final checkpoint per seed: DIR/seed_S
-        learner = parallel.unreplicate(result.state.learner)
-        for i in range(config.num_seeds):
-            seed = config.seed + i
-            checkpoint.save(os.path.join(config.checkpoint_dir, f"seed_{seed}"), jax.tree.map(lambda x: x[i], learner),
-                            {**metadata, "seed": seed, "env_steps": done * steps_per_update})
-    return result

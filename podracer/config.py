@@ -1,118 +1,241 @@
-"""Command-line interfaces generated from frozen config dataclasses.
+"""The config tree, and the command lines that tyro generates from it.
 
-Every field becomes ``--field-name`` with the field's type, default and the ``help``
-in its metadata; ``bool`` fields get ``--name/--no-name``; ``tuple[int, ...]`` fields
-take several values; ``X | None`` fields accept ``none``.
+Frozen dataclasses, each checked once in ``__post_init__`` with an error that names the flag:
+
+- :class:`RunConfig`: what every run has (seed, logging, checkpoints, devices, processes);
+- :class:`AnakinConfig` and :class:`SebulbaConfig`: a run config plus what is particular to
+  the mode, and ``agent``: the chosen agent's config (:mod:`podracer.agents`), which owns
+  every hyper-parameter of the agent, optimizer settings included.
+
+On the command line each registered agent is a subcommand whose flags are its config's
+fields (``python -m podracer.sebulba ppo --num-epochs 2``); ``--agent NAME`` is another
+spelling of the same choice. A new field of an agent's config is therefore a new flag of
+both modes, with its default and help (the field's comment) in ``--help``.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import types
-import typing
+import sys
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Annotated, Literal, TypeVar, Union
+
+import tyro
+
+from podracer import agents, envs, parallel
+from podracer.agents import A2CConfig, IMPALAConfig
+from podracer.agents.base import flag
 
 T = TypeVar("T")
 
-
-def _unwrap_optional(tp):
-    if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(args) == 1:
-            return args[0], True
-    return tp, False
+# The agent choice: a tyro subcommand per registered agent, named as in the registry.
+AgentConfig = Union[tuple(Annotated[cls, tyro.conf.subcommand(name, default=cls())]  # noqa: UP007
+                          for name, cls in agents.config_classes().items())]
+AnakinEnvName = Literal[tuple(envs.names())]
 
 
-def _scalar_parser(tp, optional: bool):
-    def parse(text: str):
-        if optional and text.lower() == "none":
-            return None
-        return tp(text)
-
-    parse.__name__ = tp.__name__
-    return parse
-
-
-def add_arguments(parser: argparse.ArgumentParser, cls: type, defaults: dict[str, Any] | None = None) -> None:
-    """Adds one option per field of the dataclass ``cls`` to ``parser``; ``defaults`` replace field defaults."""
-    hints = typing.get_type_hints(cls)
-    defaults = defaults or {}
-    unknown = sorted(set(defaults) - {f.name for f in dataclasses.fields(cls)})
-    if unknown:
-        raise ValueError(f"{cls.__name__} has no field(s) {unknown}.")
-    for field in dataclasses.fields(cls):
-        tp, optional = _unwrap_optional(hints[field.name])
-        flag = "--" + field.name.replace("_", "-").rstrip("-")
-        if field.name in defaults:
-            default = defaults[field.name]
-        else:
-            default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
-        help_text = field.metadata.get("help", "")
-        shown = " ".join(map(str, default)) if isinstance(default, tuple) else default
-        help_text = f"{help_text} (default: {shown})" if help_text else f"default: {shown}"
-        kwargs: dict[str, Any] = {"dest": field.name, "default": default, "help": help_text}
-        choices = field.metadata.get("choices")
-        if choices:
-            kwargs["choices"] = choices
-        if tp is bool:
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, **kwargs)
-        elif typing.get_origin(tp) is tuple:
-            item = typing.get_args(tp)[0]
-            parser.add_argument(flag, nargs="+", type=item, metavar=item.__name__.upper(), **kwargs)
-        else:
-            parser.add_argument(flag, type=_scalar_parser(tp, optional), metavar=tp.__name__.upper(), **kwargs)
-
-
-def parse(cls: type[T], argv: Sequence[str] | None = None, description: str | None = None,
-          defaults: dict[str, Any] | None = None) -> T:
-    """Parses ``argv`` (default ``sys.argv[1:]``) into an instance of the dataclass ``cls``.
-
-    ``defaults`` replace the fields' own defaults (a script's settings). A ``ValueError``
-    from the config's own checks is reported as a usage error.
-    """
-    parser = argparse.ArgumentParser(description=description)
-    add_arguments(parser, cls, defaults)
-    namespace = parser.parse_args(argv)
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in vars(namespace).items()}
-    try:
-        return cls(**values)
-    except ValueError as error:
-        parser.error(str(error))
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def check_run_config(cfg) -> None:
-    """The checks both run configs share, each a ``ValueError`` that names the flag.
-
-    Sizes and counts at least 1, a positive learning rate, gradient clip and replay
-    ratio, a discount in [0, 1], a non-negative entropy weight, a burn-in shorter than
-    the rollout. The callers then build the chosen agent's config from the flags, so its
-    own checks also run at start-up.
-    """
-
-    def at_least(name, low):
-        value = getattr(cfg, name, None)
+def _at_least(config, low: int, *names: str) -> None:
+    for name in names:
+        value = getattr(config, name)
         if value is not None and value < low:
-            raise ValueError(f"{_flag(name)} must be >= {low}, got {value}.")
+            raise ValueError(f"{flag(name)} must be >= {low}, got {value}.")
 
-    for name in ("rollout_length", "num_epochs", "num_minibatches", "replay_capacity", "batch_size",
-                 "min_replay_size", "core_size", "cpu_devices"):
-        at_least(name, 1)
-    at_least("burn_in", 0)
-    for name in ("learning_rate", "max_grad_norm", "replay_ratio"):
-        value = getattr(cfg, name, None)
-        if value is not None and not value > 0:
-            raise ValueError(f"{_flag(name)} must be > 0, got {value}.")
-    if not 0.0 <= cfg.discount <= 1.0:
-        raise ValueError(f"--discount must be in [0, 1], got {cfg.discount}.")
-    if cfg.entropy_coef is not None and cfg.entropy_coef < 0:
-        raise ValueError(f"--entropy-coef must be >= 0, got {cfg.entropy_coef}.")
-    if any(size < 1 for size in cfg.hidden_sizes):
-        raise ValueError(f"--hidden-sizes must all be >= 1, got {' '.join(map(str, cfg.hidden_sizes))}.")
-    if cfg.burn_in is not None and cfg.burn_in >= cfg.rollout_length:
-        raise ValueError(f"--burn-in ({cfg.burn_in}) must be shorter than --rollout-length ({cfg.rollout_length}).")
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """What every run has, in either mode."""
+
+    seed: int = 0  # random seed
+    log_dir: str | None = None  # write DIR/metrics.jsonl and TensorBoard events there
+    checkpoint_dir: str | None = None  # save the learner there (orbax; python -m podracer.evaluate plays it) at the end, on Ctrl-C and every --checkpoint-every updates; the newest 3 are kept
+    checkpoint_every: int | None = None  # updates between checkpoints; None: only at the end and on Ctrl-C
+    resume: bool = False  # continue from the newest checkpoint in --checkpoint-dir
+    cpu_devices: int | None = None  # CPU devices to expose when JAX runs on the CPU; None: one per core
+    coordinator: str | None = None  # multi-process: HOST:PORT of process 0
+    num_processes: int | None = None  # multi-process: number of processes
+    process_id: int | None = None  # multi-process: index of this process, 0 ... num_processes - 1
+    distributed: bool = False  # multi-process: let JAX detect the cluster (TPU pod slice, Slurm)
+
+    def __post_init__(self):
+        _at_least(self, 1, "checkpoint_every", "cpu_devices")
+        parallel.check_process_id(self.num_processes, self.process_id)
+        if (self.checkpoint_every is not None or self.resume) and not self.checkpoint_dir:
+            raise ValueError("--checkpoint-every and --resume need --checkpoint-dir.")
+
+
+def _check_burn_in(agent, rollout_length: int) -> None:
+    burn_in = getattr(agent, "burn_in", None)
+    if burn_in is not None and burn_in >= rollout_length:
+        raise ValueError(f"--burn-in ({burn_in}) must be shorter than --rollout-length ({rollout_length}).")
+
+
+@dataclasses.dataclass(frozen=True)
+class AnakinConfig(RunConfig):
+    """A training run in Anakin mode: JAX environments and the learner in one program per device."""
+
+    env: AnakinEnvName = "catch"  # JAX environment
+    agent: AgentConfig = A2CConfig()  # the agent and its hyper-parameters
+    num_seeds: int = 1  # seeds trained together in one compiled program, vmapped on every device: --seed S --num-seeds N trains seeds S ... S + N - 1, each as a run of its own
+    num_envs_per_device: int = 64  # environments stepped on each device
+    num_envs: int | None = None  # environments in total, over all devices of all processes; overrides --num-envs-per-device
+    rollout_length: int = 16  # environment steps per rollout (per update)
+    num_updates: int = 240  # learner updates in the run
+    updates_per_call: int = 20  # updates scanned on the device per host call; one log line per call
+
+    def __post_init__(self):
+        super().__post_init__()
+        _at_least(self, 1, "num_seeds", "num_envs_per_device", "num_envs", "rollout_length", "num_updates",
+                  "updates_per_call")
+        _check_burn_in(self.agent, self.rollout_length)
+        parallel.check_divisible(self.num_updates, self.updates_per_call, "--num-updates", "updates per call (--updates-per-call)")
+        if self.checkpoint_every is not None:
+            parallel.check_divisible(self.checkpoint_every, self.updates_per_call, "--checkpoint-every",
+                                     "updates per call (--updates-per-call)")
+        if self.num_seeds > 1 and (self.checkpoint_every is not None or self.resume):
+            raise ValueError("--checkpoint-every and --resume take one seed: drop --num-seeds (final checkpoints of "
+                             "several seeds go to --checkpoint-dir/seed_S).")
+
+    @property
+    def agent_name(self) -> str:
+        return agents.name_of(self.agent)
+
+    def envs_per_device(self, num_global_devices: int) -> int:
+        """Environments on each device, checking that a total splits evenly."""
+        if self.num_envs is None:
+            return self.num_envs_per_device
+        return parallel.check_divisible(self.num_envs, num_global_devices, "--num-envs", "devices of this run")
+
+
+@dataclasses.dataclass(frozen=True)
+class SebulbaConfig(RunConfig):
+    """A training run in Sebulba mode: actor threads step host environments, a learner trains on their trajectories."""
+
+    env: str = "Pong"  # envpool task id or short name (Pong, Breakout, CartPole), or jax:NAME for a JAX environment stepped on the host (jax:memory, jax:catch, jax:cartpole)
+    agent: AgentConfig = IMPALAConfig()  # the agent and its hyper-parameters
+    total_env_steps: int = 10_000_000  # environment steps to train for (all actors together)
+    actor_devices: tuple[int, ...] | None = None  # indices of the local devices that act; None: device 0
+    learner_devices: tuple[int, ...] | None = None  # indices of the local devices that learn; None: all but the actor devices, or device 0 alone
+    actor_threads: int = 1  # actor threads per actor device, each with its own envpool batch
+    num_envs_per_actor: int = 32  # environments per actor thread (must divide over the learner devices)
+    num_envs: int | None = None  # environments in total, over all actor threads of all processes; overrides --num-envs-per-actor
+    env_groups: int | None = None  # groups an actor thread's environments are split into: one group steps while another's actions are computed; None: 2 on accelerators, 1 when actors run on the CPU
+    envpool_threads: int = 0  # envpool worker threads per batch; 0: envpool's default
+    rollout_length: int = 20  # environment steps per trajectory
+    queue_size: int = 2  # trajectories the queue holds before actors wait
+    log_every: int = 10  # learner updates between log lines
+
+    def __post_init__(self):
+        super().__post_init__()
+        _at_least(self, 1, "total_env_steps", "actor_threads", "num_envs_per_actor", "num_envs", "rollout_length",
+                  "queue_size", "log_every", "env_groups")
+        _at_least(self, 0, "envpool_threads")
+        _check_burn_in(self.agent, self.rollout_length)
+        if self.env.startswith("jax:"):
+            envs.make(self.env[len("jax:"):])  # unknown names fail here, with the list of known ones
+        if self.env_groups is not None:
+            parallel.check_divisible(self.num_envs_per_actor, self.env_groups, "--num-envs-per-actor", "--env-groups")
+
+    @property
+    def agent_name(self) -> str:
+        return agents.name_of(self.agent)
+
+    def envs_per_actor(self, num_actors: int) -> int:
+        """Environments per actor thread, given the actor threads of all processes; checks that a total splits evenly."""
+        if self.num_envs is None:
+            return self.num_envs_per_actor
+        return parallel.check_divisible(self.num_envs, num_actors, "--num-envs", "actor threads of this run")
+
+    def groups(self, actor_platform: str, num_envs_per_actor: int) -> int:
+        """Environment groups per actor thread. On the CPU, inference and envpool share the same
+        cores and splitting the batch only adds per-call overhead (CartPole: 29k env steps/s with one
+        group, 21k with two), so one group; on an accelerator, inference overlaps stepping."""
+        if self.env_groups is not None:
+            return self.env_groups
+        return 1 if actor_platform == "cpu" or num_envs_per_actor % 2 else 2
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluateConfig:
+    """``python -m podracer.evaluate``: play a saved agent."""
+
+    checkpoint: str  # a --checkpoint-dir of a run
+    episodes: int = 5  # episodes to play, one per environment, all at once
+    gif: str | None = None  # write the first episode to this GIF (image or board observations)
+    greedy: bool = False  # take the most likely (or, for value-based agents, the highest-valued) action instead of the behaviour policy's
+    seed: int = 0  # random seed
+
+    def __post_init__(self):
+        _at_least(self, 1, "episodes")
+
+
+class UsageError(Exception):
+    """A command line that cannot run; :func:`parse` prints it as one line and exits with status 2."""
+
+
+def _spell_agent_flag(argv: list[str]) -> list[str]:
+    """``--agent NAME`` (or ``--agent=NAME``) becomes the subcommand ``NAME``, placed first."""
+    for i, token in enumerate(argv):
+        if token == "--agent" or token.startswith("--agent="):
+            if token == "--agent":
+                if i + 1 >= len(argv):
+                    raise UsageError("--agent needs a value: " + ", ".join(agents.names()) + ".")
+                name, rest = argv[i + 1], argv[:i] + argv[i + 2:]
+            else:
+                name, rest = token.split("=", 1)[1], argv[:i] + argv[i + 1:]
+            if name not in agents.names():
+                raise UsageError(f"--agent: invalid choice: {name!r} (choose from {', '.join(agents.names())}).")
+            return [name, *rest]
+    return argv
+
+
+def _one_line(event) -> None:
+    """A tyro parse-error hook: our own one-line message for the errors a user meets most."""
+    from tyro import _errors
+
+    argument = getattr(event, "argument", None)
+    names = getattr(getattr(argument, "lowered", None), "name_or_flags", None) or ()
+    where = "/".join(names)
+    if isinstance(event, _errors.InstantiationFailure):
+        message = event.message if "--" in event.message or not where else f"{where}: {event.message}"
+        raise UsageError(message)
+    if isinstance(event, _errors.InvalidChoice):
+        raise UsageError(f"{where or 'argument'}: invalid choice: {event.value!r} (choose from {', '.join(event.choices)}).")
+    if isinstance(event, _errors.MissingArgs):
+        missing = ["/".join(getattr(getattr(a.arg, "lowered", None), "name_or_flags", None) or ("?",))
+                   for a in event.missing_arguments]
+        raise UsageError(f"the following arguments are required: {', '.join(missing)}")
+    if isinstance(event, _errors.UnrecognizedArgs):
+        raise UsageError(f"unrecognized arguments: {' '.join(event.tokens)} (each agent's flags: --agent NAME --help)")
+
+
+def _error_hook():
+    """tyro's (private, experimental) parse-error hook, or None where this tyro has none."""
+    try:
+        from tyro import _errors
+    except ImportError:
+        return None
+    return getattr(_errors, "on_parse_error", None)
+
+
+def parse(default: T | type[T], argv: Sequence[str] | None = None, *, prog: str | None = None,
+          description: str | None = None) -> T:
+    """The config that ``argv`` (default ``sys.argv[1:]``) describes, starting from ``default`` (a config, or a
+    config class whose defaults apply). Bad input prints ``PROG: error: MESSAGE`` and exits with status 2."""
+    cls = default if isinstance(default, type) else type(default)
+    prog = prog or sys.argv[0]
+    argv = list(sys.argv[1:] if argv is None else argv)
+    kwargs = {} if isinstance(default, type) else {"default": default}
+    if any(f.name == "agent" for f in dataclasses.fields(cls)):
+        description = ((description or "").rstrip(".") + ". " if description else "") + (
+            "Choose the agent with --agent NAME (or NAME alone), then its flags; --agent NAME --help lists them.")
+    markers = (tyro.conf.OmitSubcommandPrefixes, tyro.conf.OmitArgPrefixes, tyro.conf.CascadeSubcommandArgs)
+    try:
+        argv = _spell_agent_flag(argv)
+        hook = _error_hook()
+        if hook is None:  # a tyro without the hook: its own (boxed) messages
+            return tyro.cli(cls, args=argv, prog=prog, description=description, config=markers, **kwargs)
+        with hook(_one_line):
+            return tyro.cli(cls, args=argv, prog=prog, description=description, config=markers, **kwargs)
+    except UsageError as error:
+        print(f"{prog}: error: {error}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None

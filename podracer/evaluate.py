@@ -8,17 +8,15 @@ observations, or the board of Catch).
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 import numpy as np
 
 
 def _agent_for(metadata, spec):
-    from podracer import agents
+    from podracer import experiment
 
-    hyper = {k: tuple(v) if isinstance(v, list) else v for k, v in metadata["agent_hyperparameters"].items()}
-    return agents.make(metadata["agent"], spec, **hyper)
+    return experiment.make_agent(experiment.agent_config_from(metadata), spec)
 
 
 def load(directory: str, spec):
@@ -168,15 +166,10 @@ def write_gif(frames, path: str, fps: int = 15) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip("`"))
-    parser.add_argument("--checkpoint", required=True, help="a --checkpoint-dir of a run")
-    parser.add_argument("--episodes", type=int, default=5, help="episodes to play (default: 5)")
-    parser.add_argument("--gif", default=None, help="write the first episode to this GIF (image observations)")
-    parser.add_argument("--greedy", action="store_true", help="take the most likely (or, for value-based agents, the highest-valued) action instead of the behaviour policy's")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    args = parser.parse_args(argv)
-    if args.episodes < 1:
-        parser.error(f"--episodes must be >= 1, got {args.episodes}.")
+    from podracer import config
+
+    args = config.parse(config.EvaluateConfig, argv, prog="python -m podracer.evaluate",
+                        description=__doc__.split("\n\n")[0].strip("`"))
     try:
         returns, frames = play(args.checkpoint, args.episodes, seed=args.seed, greedy=args.greedy, record=bool(args.gif))
     except (ValueError, FileNotFoundError) as error:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Literal
 
 import flax.linen as nn
 import jax
@@ -51,6 +52,7 @@ class ImpalaResNet(nn.Module):
 
 
 TORSOS = ("auto", "mlp", "impala", "nature")
+TorsoName = Literal[TORSOS]  # the torso choices, for configs and the command lines
 
 
 def choose_torso(torso: str, obs_rank: int) -> str:

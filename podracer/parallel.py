@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -28,10 +29,10 @@ BATCH_AXIS = "batch"
 def check_process_id(num_processes: int | None, process_id: int | None) -> None:
     """A clear error for a process count below 1 or a process id outside 0 ... num_processes - 1."""
     if num_processes is not None and num_processes < 1:
-        raise ValueError(f"num_processes must be >= 1, got {num_processes}.")
+        raise ValueError(f"--num-processes must be >= 1, got {num_processes}.")
     if num_processes is not None and process_id is not None and not 0 <= process_id < num_processes:
         raise ValueError(
-            f"process_id {process_id} is out of range for {num_processes} processes "
+            f"--process-id {process_id} is out of range for {num_processes} processes "
             f"(expected 0 ... {num_processes - 1})."
         )
 
@@ -244,3 +245,36 @@ def check_divisible(total: int, parts: int, what: str, among: str) -> int:
             f"choose a multiple of {parts}."
         )
     return total // parts
+
+
+class Layout(NamedTuple):
+    actor_devices: list[jax.Device]  # this process's actor devices
+    learner_devices: list[jax.Device]  # the learner devices of every process (the learner's mesh axis)
+
+
+def resolve_layout(actor_ids: Sequence[int] | None, learner_ids: Sequence[int] | None, num_envs: int) -> Layout:
+    """Actor and learner devices from local device indices, with checks that fail at start-up.
+
+    In a multi-process run every process passes the same indices; the learner group is
+    those devices of every process, so gradients average over all of them.
+    """
+    devices = jax.local_devices()
+    n = len(devices)
+    if actor_ids is None:
+        actor_ids = (0,)
+    if learner_ids is None:
+        learner_ids = (0,) if n == 1 else tuple(i for i in range(n) if i not in actor_ids) or (0,)
+    for name, ids in (("--actor-devices", actor_ids), ("--learner-devices", learner_ids)):
+        if not ids:
+            raise ValueError(f"{name} needs at least one device index.")
+        bad = [i for i in ids if not 0 <= i < n]
+        if bad:
+            raise ValueError(f"{name} {list(ids)}: device index {bad[0]} is out of range; this process has {n} device(s) (0 ... {n - 1}).")
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"{name} {list(ids)} lists a device twice.")
+    check_divisible(num_envs, len(learner_ids), "--num-envs-per-actor", "learner devices")
+    learners = []
+    for process in range(jax.process_count()):
+        theirs = [d for d in jax.devices() if d.process_index == process]
+        learners += [theirs[i] for i in learner_ids]
+    return Layout([devices[i] for i in actor_ids], learners)

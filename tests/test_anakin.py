@@ -7,8 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import agents, anakin, checkpoint, envs, learner, parallel
-from podracer.anakin import AnakinConfig
+from podracer import agents, anakin, checkpoint, envs, experiment, learner, parallel
+from podracer.agents import A2CConfig, PPOConfig
+from podracer.config import AnakinConfig
 
 
 def _setup(agent_name="a2c", env_name="catch", **hyper):
@@ -160,20 +161,20 @@ def test_summarize_weights_episode_statistics_by_episode_counts():
 
 def test_clear_errors_for_bad_input():
     with pytest.raises(ValueError, match=r"Unknown agent 'dqnn'; available: a2c, dqn, impala, ppo, r2d2\."):
-        AnakinConfig(agent="dqnn")
+        agents.config_class("dqnn")
     with pytest.raises(ValueError, match=r"Unknown JAX environment 'pong'; available: cartpole, catch, memory, synthetic\."):
-        AnakinConfig(env="pong")
+        envs.make("pong")
     with pytest.raises(ValueError, match=r"process_id 2 is out of range for 2 processes \(expected 0 \.\.\. 1\)\."):
         AnakinConfig(num_processes=2, process_id=2, coordinator="127.0.0.1:1234")
     with pytest.raises(ValueError, match=r"process_id 5 is out of range for 2 processes"):
         parallel.initialize("127.0.0.1:1234", 2, 5)
-    with pytest.raises(ValueError, match=r"num_envs = 10 is not divisible by the 8 devices of this run; choose a multiple of 8\."):
+    with pytest.raises(ValueError, match=r"--num-envs = 10 is not divisible by the 8 devices of this run; choose a multiple of 8\."):
         AnakinConfig(num_envs=10).envs_per_device(8)
     assert AnakinConfig(num_envs=16).envs_per_device(8) == 2
-    with pytest.raises(ValueError, match=r"num_updates = 50 is not divisible by the 20 updates per call"):
+    with pytest.raises(ValueError, match=r"--num-updates = 50 is not divisible by the 20 updates per call"):
         AnakinConfig(num_updates=50, updates_per_call=20)
-    with pytest.raises(ValueError, match=r"--num-epochs does not apply to agent 'a2c'\."):
-        AnakinConfig(agent="a2c", num_epochs=3).agent_hyperparameters()
+    with pytest.raises(ValueError, match=r"Agent 'a2c' has no hyper-parameter\(s\) \['num_epochs'\]"):
+        agents.make("a2c", envs.make("catch").spec(), num_epochs=3)
     with pytest.raises(ValueError, match=r"A multi-process run needs all of coordinator_address, num_processes and process_id"):
         parallel.initialize("127.0.0.1:1234", 2, None)
     with pytest.raises(ValueError, match=r"coordinator_address must be HOST:PORT, got 'localhost'\."):
@@ -193,18 +194,19 @@ class _StopAfter(threading.Event):
 
 
 def test_an_interrupted_and_resumed_run_ends_exactly_as_an_uninterrupted_one(tmp_path):
-    common = dict(agent="a2c", env="catch", num_envs_per_device=8, rollout_length=8, num_updates=200,
+    common = dict(agent=A2CConfig(), env="catch", num_envs_per_device=8, rollout_length=8, num_updates=200,
                   updates_per_call=20, checkpoint_every=40)
     whole = AnakinConfig(checkpoint_dir=str(tmp_path / "whole"), log_dir=str(tmp_path / "whole"), **common)
-    anakin.train(whole)
+    experiment.train_anakin(whole)
     parts = AnakinConfig(checkpoint_dir=str(tmp_path / "parts"), log_dir=str(tmp_path / "parts"), **common)
-    first = anakin.train(parts, stop=_StopAfter(5))  # Ctrl-C after 100 updates: a checkpoint of update 100
+    first = experiment.train_anakin(parts, stop=_StopAfter(5))  # Ctrl-C after 100 updates: a checkpoint of update 100
     assert first.history[-1]["env_steps"] == 100 * 8 * 8 * 8
     assert checkpoint.steps(parts.checkpoint_dir) == [40, 80, 100]
-    second = anakin.train(dataclasses.replace(parts, resume=True))
+    second = experiment.train_anakin(dataclasses.replace(parts, resume=True))
     assert [h["env_steps"] for h in second.history] == [n * 8 * 8 * 8 for n in range(120, 201, 20)]
 
-    template = anakin.init_state(envs.make("catch"), anakin.make_agent(whole), learner.make_optimizer(3e-3),
+    env = envs.make("catch")
+    template = anakin.init_state(env, experiment.make_agent(whole.agent, env.spec()), experiment.make_optimizer(whole.agent),
                                  jax.random.key(0), 8).learner
     a, meta_a = checkpoint.restore(whole.checkpoint_dir, template)
     b, meta_b = checkpoint.restore(parts.checkpoint_dir, template)
@@ -224,16 +226,16 @@ def test_checkpoint_directory_is_checked_before_training(tmp_path):
     afile = tmp_path / "afile"
     afile.write_text("")
     with pytest.raises(ValueError, match=r"--checkpoint-dir '.*afile' is a file, not a directory\."):
-        anakin.train(AnakinConfig(checkpoint_dir=str(afile), num_updates=20))
+        experiment.train_anakin(AnakinConfig(checkpoint_dir=str(afile), num_updates=20))
     with pytest.raises(ValueError, match=r"--resume: no checkpoint in '.*empty' to resume from\."):
-        anakin.train(AnakinConfig(checkpoint_dir=str(tmp_path / "empty"), resume=True, num_updates=20))
+        experiment.train_anakin(AnakinConfig(checkpoint_dir=str(tmp_path / "empty"), resume=True, num_updates=20))
     done = tmp_path / "done"
-    anakin.train(AnakinConfig(checkpoint_dir=str(done), num_updates=20, num_envs_per_device=4, rollout_length=4))
+    experiment.train_anakin(AnakinConfig(checkpoint_dir=str(done), num_updates=20, num_envs_per_device=4, rollout_length=4))
     with pytest.raises(ValueError, match=r"already holds checkpoints; pass --resume to continue that run"):
-        anakin.train(AnakinConfig(checkpoint_dir=str(done), num_updates=20))
+        experiment.train_anakin(AnakinConfig(checkpoint_dir=str(done), num_updates=20))
     with pytest.raises(ValueError, match=r"--resume: '.*done' holds a checkpoint of agent 'a2c', not agent 'ppo'\."):
-        anakin.train(AnakinConfig(checkpoint_dir=str(done), agent="ppo", resume=True, num_updates=20, rollout_length=4))
-    with pytest.raises(ValueError, match=r"checkpoint_every = 30 is not divisible by the 20 updates per call"):
+        experiment.train_anakin(AnakinConfig(checkpoint_dir=str(done), agent=PPOConfig(), resume=True, num_updates=20, rollout_length=4))
+    with pytest.raises(ValueError, match=r"--checkpoint-every = 30 is not divisible by the 20 updates per call"):
         AnakinConfig(checkpoint_dir=str(done), checkpoint_every=30)
     with pytest.raises(ValueError, match=r"--checkpoint-every and --resume need --checkpoint-dir\."):
         AnakinConfig(resume=True)

@@ -3,10 +3,9 @@
 import pytest
 
 from podracer import config
-from podracer.anakin import AnakinConfig
-from podracer.sebulba import SebulbaConfig
+from podracer.config import AnakinConfig, EvaluateConfig, SebulbaConfig
 
-A, S = AnakinConfig, SebulbaConfig
+A, S, E = AnakinConfig, SebulbaConfig, EvaluateConfig
 
 BAD_INPUTS = [
     (A, "--learning-rate -1", "--learning-rate must be > 0, got -1.0."),
@@ -35,40 +34,101 @@ BAD_INPUTS = [
     (A, "--agent r2d2 --burn-in -1", "--burn-in must be >= 0, got -1."),
     (A, "--rollout-length 0", "--rollout-length must be >= 1, got 0."),
     (S, "--rollout-length 0", "--rollout-length must be >= 1, got 0."),
-    (A, "--num-updates 0", "num_updates must be >= 1, got 0."),
-    (A, "--updates-per-call 0", "updates_per_call must be >= 1, got 0."),
-    (A, "--num-updates 50", "num_updates = 50 is not divisible by the 20 updates per call (--updates-per-call)"),
-    (A, "--num-envs 0", "num_envs must be >= 1, got 0."),
-    (A, "--num-envs-per-device 0", "num_envs_per_device must be >= 1, got 0."),
-    (A, "--num-seeds 0", "num_seeds must be >= 1, got 0."),
-    (S, "--num-envs 0", "num_envs must be >= 1, got 0."),
-    (S, "--actor-threads 0", "actor_threads must be >= 1, got 0."),
-    (S, "--queue-size 0", "queue_size must be >= 1, got 0."),
-    (S, "--log-every 0", "log_every must be >= 1, got 0."),
-    (S, "--envpool-threads -1", "envpool_threads must be >= 0, got -1."),
-    (S, "--num-envs 32 --env-groups 3", "num_envs (environments per actor thread) = 32 is not divisible by the 3 env_groups"),
-    (A, "--agent a2c --num-epochs 3", "--num-epochs does not apply to agent 'a2c'."),
-    (S, "--agent impala --replay-ratio 2", "--replay-ratio does not apply to agent 'impala'."),
+    (A, "--num-updates 0", "--num-updates must be >= 1, got 0."),
+    (A, "--updates-per-call 0", "--updates-per-call must be >= 1, got 0."),
+    (A, "--num-updates 50", "--num-updates = 50 is not divisible by the 20 updates per call (--updates-per-call)"),
+    (A, "--num-envs 0", "--num-envs must be >= 1, got 0."),
+    (A, "--num-envs-per-device 0", "--num-envs-per-device must be >= 1, got 0."),
+    (A, "--num-seeds 0", "--num-seeds must be >= 1, got 0."),
+    (S, "--num-envs 0", "--num-envs must be >= 1, got 0."),
+    (S, "--num-envs-per-actor 0", "--num-envs-per-actor must be >= 1, got 0."),
+    (S, "--actor-threads 0", "--actor-threads must be >= 1, got 0."),
+    (S, "--queue-size 0", "--queue-size must be >= 1, got 0."),
+    (S, "--log-every 0", "--log-every must be >= 1, got 0."),
+    (S, "--envpool-threads -1", "--envpool-threads must be >= 0, got -1."),
+    (S, "--num-envs-per-actor 32 --env-groups 3", "--num-envs-per-actor = 32 is not divisible by the 3 --env-groups"),
+    (A, "--agent a2c --num-epochs 3", "unrecognized arguments: --num-epochs 3"),
+    (S, "--agent impala --replay-ratio 2", "unrecognized arguments: --replay-ratio 2"),
     (A, "--resume", "--checkpoint-every and --resume need --checkpoint-dir."),
-    (S, "--resume", "--resume needs --checkpoint-dir."),
-    (A, "--checkpoint-dir x --checkpoint-every 30", "checkpoint_every = 30 is not divisible by the 20 updates per call"),
+    (S, "--resume", "--checkpoint-every and --resume need --checkpoint-dir."),
+    (A, "--checkpoint-dir x --checkpoint-every 30", "--checkpoint-every = 30 is not divisible by the 20 updates per call"),
     (A, "--num-seeds 2 --checkpoint-dir x --resume", "--checkpoint-every and --resume take one seed: drop --num-seeds"),
-    (A, "--num-processes 2 --process-id 2 --coordinator 127.0.0.1:1", "process_id 2 is out of range for 2 processes (expected 0 ... 1)."),
-    (S, "--num-processes 0", "num_processes must be >= 1, got 0."),
-    (A, "--env pong", "invalid choice: 'pong'"),
-    (S, "--agent sac", "invalid choice: 'sac'"),
+    (A, "--num-processes 2 --process-id 2 --coordinator 127.0.0.1:1", "--process-id 2 is out of range for 2 processes (expected 0 ... 1)."),
+    (S, "--num-processes 0", "--num-processes must be >= 1, got 0."),
+    (A, "--env pong", "--env: invalid choice: 'pong' (choose from cartpole, catch, memory, synthetic)."),
+    (S, "--agent sac", "--agent: invalid choice: 'sac' (choose from a2c, dqn, impala, ppo, r2d2)."),
+    (A, "--seed x", "--seed: invalid literal for int() with base 10: 'x'"),
+    (S, "--agent ppo --clip-epsilon 0", "--clip-epsilon must be > 0, got 0.0."),
+    (A, "--agent ppo --gae-lambda 1.5", "--gae-lambda must be in [0, 1], got 1.5."),
+    (A, "--td-lambda -0.5", "--td-lambda must be in [0, 1], got -0.5."),
+    (S, "--agent dqn --epsilon 2", "--epsilon must be in [0, 1], got 2.0."),
+    (A, "--agent dqn --batch-size 64 --min-replay-size 32", "Need --batch-size <= --min-replay-size <= --replay-capacity, got 64, 32, 100000."),
+    (S, "--agent dqn --target-tau 0", "--target-tau must be in (0, 1], got 0.0."),
+    (A, "--agent r2d2 --eta 1.5", "--eta must be in [0, 1], got 1.5."),
+    (S, "--agent impala --clip-rho-threshold 0", "--clip-rho-threshold must be > 0, got 0.0."),
+    (A, "--agent dqn --n-step 0", "--n-step must be >= 1, got 0."),
+    (S, "--checkpoint-dir x --checkpoint-every 0", "--checkpoint-every must be >= 1, got 0."),
+    (S, "--num-envs 0 --actor-threads 2", "--num-envs must be >= 1, got 0."),
+    (S, "--env jax:pong", "Unknown JAX environment 'pong'"),
+    (S, "--agent r2d2 --core lstm", "unrecognized arguments: --core lstm"),
+    (A, "--torso resnet", "--torso: invalid choice: 'resnet' (choose from auto, mlp, impala, nature)."),
+    (E, "--checkpoint x --episodes 0", "--episodes must be >= 1, got 0."),
+    (E, "--episodes 2", "the following arguments are required: --checkpoint"),
 ]
 
 
 @pytest.mark.parametrize("cls, argv, message", BAD_INPUTS, ids=[f"{c.__name__}:{a}" for c, a, _ in BAD_INPUTS])
 def test_bad_input_is_a_one_line_error_naming_the_flag(cls, argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        config.parse(cls, argv.split())
+        config.parse(cls, argv.split(), prog="prog")
     assert exit_info.value.code == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
-    assert len(errors) == 1 and message in errors[0], errors
+    assert len(errors) == 1 and errors[0].startswith("prog: error: ") and message in errors[0], errors
 
 
 def test_the_table_covers_at_least_thirty_inputs_of_both_modes():
     assert len(BAD_INPUTS) >= 30
-    assert {cls for cls, _, _ in BAD_INPUTS} == {A, S}
+    assert {cls for cls, _, _ in BAD_INPUTS} == {A, S, E}
+
+
+def test_every_agent_field_is_a_flag_of_both_modes_with_the_agents_own_defaults():
+    import dataclasses
+
+    from podracer import agents
+
+    for name, cls in agents.config_classes().items():
+        for mode in (A, S):
+            parsed = config.parse(mode, ["--agent", name])
+            assert parsed.agent == cls()  # the agent's own defaults, whatever the mode
+            for field in dataclasses.fields(cls):
+                if field.type in ("bool",) or field.type is bool:
+                    argv = ["--agent", name, "--no-" + field.name.replace("_", "-")]
+                    assert getattr(config.parse(mode, argv).agent, field.name) is False
+                    continue
+                # Each field is a flag: setting it to its default round-trips.
+                value = getattr(cls(), field.name)
+                text = (["None"] if value is None else [str(v) for v in value] if isinstance(value, tuple) else [str(value)])
+                argv = [name, "--" + field.name.replace("_", "-"), *text]
+                assert getattr(config.parse(mode, argv).agent, field.name) == value, (mode, name, field.name)
+    # R2D2's own discount and network, IMPALA's own gradient clip, in both modes.
+    for mode in (A, S):
+        assert config.parse(mode, ["--agent", "r2d2"]).agent.discount == 0.997
+        assert config.parse(mode, ["r2d2"]).agent.hidden_sizes == (64,)
+        assert config.parse(mode, ["--agent=impala"]).agent.max_grad_norm == 40.0
+
+
+def test_help_names_the_program_and_takes_choices_from_the_registries(capsys):
+    from podracer import agents, envs
+    from podracer.networks import TORSOS
+
+    with pytest.raises(SystemExit) as exit_info:
+        config.parse(A, ["--help"], prog="examples/anakin_catch.py")
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: examples/anakin_catch.py")
+    assert "{" + ",".join(agents.names()) + "}" in out and "{" + ",".join(envs.names()) + "}" in out
+    with pytest.raises(SystemExit):
+        config.parse(S, ["--agent", "ppo", "--help"], prog="python -m podracer.sebulba")
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m podracer.sebulba ppo") and "{" + ",".join(TORSOS) + "}" in out
+    assert out.count("(default: 0.003)") == 1  # PPO's learning rate, shown once

@@ -7,14 +7,16 @@ import pytest
 pytest.importorskip("envpool")
 
 from podracer.evaluate import play, write_gif  # noqa: E402
-from podracer.sebulba import SebulbaConfig, train  # noqa: E402
+from podracer.agents import PPOConfig  # noqa: E402
+from podracer.config import SebulbaConfig  # noqa: E402
+from podracer.experiment import train_sebulba as train  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def cartpole_checkpoint(tmp_path_factory):
     directory = str(tmp_path_factory.mktemp("ckpt"))
-    config = SebulbaConfig(env="CartPole", total_env_steps=30_000, num_envs=32, rollout_length=32,
-                           learning_rate=1e-3, actor_devices=(0,), learner_devices=(1,), log_every=10,
+    config = SebulbaConfig(env="CartPole", agent=PPOConfig(learning_rate=1e-3), total_env_steps=30_000,
+                           num_envs_per_actor=32, rollout_length=32, actor_devices=(0,), learner_devices=(1,), log_every=10,
                            checkpoint_dir=directory)
     result = train(config)
     return directory, result.history[-1]["episode_return"]

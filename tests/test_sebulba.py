@@ -6,8 +6,11 @@ import numpy as np
 import pytest
 
 from podracer import parallel
+from podracer.agents import A2CConfig, DQNConfig, IMPALAConfig, PPOConfig, R2D2Config
+from podracer.config import SebulbaConfig
 from podracer.envs.base import EnvSpec
-from podracer.sebulba import SebulbaConfig, resolve_layout, train
+from podracer.experiment import train_sebulba as train
+from podracer.parallel import resolve_layout
 from podracer.types import EpisodeStats, TimeStep
 
 
@@ -57,8 +60,8 @@ class FakeHostEnv:
 
 
 def _config(**overrides):
-    base = dict(env="fake", agent="impala", total_env_steps=8 * 4 * 6, num_envs=8, rollout_length=4,
-                actor_devices=(0,), learner_devices=(1, 2), log_every=2, hidden_sizes=(8,))
+    base = dict(env="fake", agent=IMPALAConfig(hidden_sizes=(8,)), total_env_steps=8 * 4 * 6, num_envs_per_actor=8,
+                rollout_length=4, actor_devices=(0,), learner_devices=(1, 2), log_every=2)
     return SebulbaConfig(**{**base, **overrides})
 
 
@@ -122,7 +125,7 @@ def test_one_environment_group_steps_while_another_is_acted_on(env_groups, devic
             in_flight.add(name)
     assert len(overlapped) >= 6 * 4 * env_groups
     assert all(overlapped) if env_groups == 2 else not any(overlapped)
-    with pytest.raises(ValueError, match=r"num_envs \(environments per actor thread\) = 8 is not divisible by the 3 env_groups; choose a multiple of 3\."):
+    with pytest.raises(ValueError, match=r"--num-envs-per-actor = 8 is not divisible by the 3 --env-groups; choose a multiple of 3\."):
         _config(env_groups=3)
 
 
@@ -162,29 +165,30 @@ def test_host_memory_stays_flat_over_a_long_run(devices):
 def test_bad_layouts_fail_at_start_up(devices):
     with pytest.raises(ValueError, match=r"--actor-devices \[9\]: device index 9 is out of range; this process has 8 device\(s\) \(0 \.\.\. 7\)\."):
         resolve_layout((9,), None, 8)
-    with pytest.raises(ValueError, match=r"num_envs \(environments per actor thread\) = 6 is not divisible by the 4 learner devices; choose a multiple of 4\."):
+    with pytest.raises(ValueError, match=r"--num-envs-per-actor = 6 is not divisible by the 4 learner devices; choose a multiple of 4\."):
         resolve_layout((0,), (1, 2, 3, 4), 6)
     with pytest.raises(ValueError, match=r"--learner-devices \[1, 1\] lists a device twice\."):
         resolve_layout((0,), (1, 1), 8)
     layout = resolve_layout(None, None, 7)
     assert layout.actor_devices == [jax.devices()[0]] and layout.learner_devices == jax.devices()[1:]
-    with pytest.raises(ValueError, match=r"Unknown agent 'dqnn'"):
-        SebulbaConfig(agent="dqnn")
+    with pytest.raises(ValueError, match=r"--num-envs = 10 is not divisible by the 4 actor threads of this run"):
+        train(SebulbaConfig(env="CartPole", num_envs=10, actor_threads=4, learner_devices=(1,)))
     with pytest.raises(ValueError, match=r"Unknown envpool task 'Pongg'\. Close matches: .*Pong-v5"):
         train(SebulbaConfig(env="Pongg", learner_devices=(1,)))
 
 
 @pytest.mark.parametrize(
     "agent, num_envs, rollout, learning_rate, target, extra",
-    [("ppo", 32, 32, 1e-3, 300.0, {}), ("impala", 16, 16, 3e-3, 100.0, {}),
-     ("dqn", 16, 16, 5e-4, 100.0, dict(replay_ratio=4.0, batch_size=128, min_replay_size=1000, replay_capacity=50_000))],
+    [(PPOConfig, 32, 32, 1e-3, 300.0, {}), (IMPALAConfig, 16, 16, 3e-3, 100.0, {}),
+     (DQNConfig, 16, 16, 5e-4, 100.0, dict(replay_ratio=4.0, batch_size=128, min_replay_size=1000, replay_capacity=50_000))],
+    ids=["ppo", "impala", "dqn"],
 )
 def test_agents_learn_cartpole_through_sebulba(agent, num_envs, rollout, learning_rate, target, extra, devices):
     """envpool CartPole-v1, 200k env steps: from a random policy (return about 22) to the target
     (DQN's returns include every actor of its epsilon ladder)."""
-    config = SebulbaConfig(env="CartPole-v1", agent=agent, total_env_steps=200_000, num_envs=num_envs,
-                           rollout_length=rollout, learning_rate=learning_rate, actor_devices=(0,),
-                           learner_devices=(1,), log_every=20, **extra)
+    config = SebulbaConfig(env="CartPole-v1", agent=agent(learning_rate=learning_rate, **extra), total_env_steps=200_000,
+                           num_envs_per_actor=num_envs, rollout_length=rollout, actor_devices=(0,),
+                           learner_devices=(1,), log_every=20)
     result = train(config)
     first = result.history[0]["episode_return"]
     final = max(h["episode_return"] for h in result.history[-3:])  # threads make runs differ; the best of the last 3 windows
@@ -207,7 +211,8 @@ def test_cli_help_bad_layout_and_a_short_logged_run(tmp_path):
     out = _cli("--help")
     assert out.returncode == 0
     for flag in ("--env", "--agent", "--total-env-steps", "--actor-devices", "--learner-devices", "--actor-threads",
-                 "--num-envs", "--envpool-threads", "--rollout-length", "--log-dir", "--seed"):
+                 "--num-envs", "--num-envs-per-actor", "--envpool-threads", "--rollout-length", "--log-dir", "--seed",
+                 "--learning-rate", "--max-grad-norm", "{a2c,dqn,impala,ppo,r2d2}", "python -m podracer.sebulba"):
         assert flag in out.stdout
     out = _cli("--env", "CartPole", "--cpu-devices", "2", "--learner-devices", "5")
     assert out.returncode == 2
@@ -317,9 +322,9 @@ def test_recurrent_agents_ship_their_start_state_once_per_trajectory_to_several_
     split = _split_for_learners(trajectory, 2)
     assert split.action.shape == (2, 5, 2) and split.actor_state.shape == (2, 2, 3)
     for name in ("r2d2", "a2c"):
-        config = SebulbaConfig(env="jax:memory", agent=name, core="lstm" if name == "a2c" else None, core_size=8,
-                               hidden_sizes=(8,), num_envs=8, rollout_length=8, total_env_steps=4 * 64, log_every=2,
-                               actor_devices=(0,), learner_devices=(1, 2), batch_size=4 if name == "r2d2" else None,
-                               min_replay_size=4 if name == "r2d2" else None)
+        agent = (R2D2Config(core_size=8, hidden_sizes=(8,), batch_size=4, min_replay_size=4) if name == "r2d2"
+                 else A2CConfig(core="lstm", core_size=8, hidden_sizes=(8,)))
+        config = SebulbaConfig(env="jax:memory", agent=agent, num_envs_per_actor=8, rollout_length=8,
+                               total_env_steps=4 * 64, log_every=2, actor_devices=(0,), learner_devices=(1, 2))
         result = train(config)
         assert result.updates == 4 and np.isfinite(result.history[-1]["loss"]), result.history

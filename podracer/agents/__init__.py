@@ -38,42 +38,36 @@ def config_class(name: str):
     return _AGENTS[name][1]
 
 
-# Hyper-parameters that the command lines offer as flags defaulting to None ("the agent's");
-# a flag that is set must be a field of the chosen agent's config.
-FLAG_HYPERPARAMETERS = ("entropy_coef", "num_epochs", "num_minibatches", "replay_ratio", "replay_capacity",
-                        "batch_size", "min_replay_size", "core", "core_size", "burn_in")
+def name_of(config) -> str:
+    """The registry name of an agent config (``A2CConfig()`` -> ``"a2c"``)."""
+    for name, (_, cls) in _AGENTS.items():
+        if type(config) is cls:
+            return name
+    raise ValueError(f"{type(config).__name__} is not the config of a registered agent ({', '.join(names())}).")
 
 
-def select_hyperparameters(name: str, always: dict, if_set: dict) -> dict:
-    """``always`` plus the entries of ``if_set`` that are not None, which must be fields of agent ``name``'s config.
-
-    For command lines whose flags serve several agents: a flag set for an agent that
-    has no such hyper-parameter is an error naming the flag.
-    """
-    fields = {f.name for f in dataclasses.fields(config_class(name))}
-    hyper = dict(always)
-    for key, value in if_set.items():
-        if value is None:
-            continue
-        if key not in fields:
-            raise ValueError(f"--{key.replace('_', '-')} does not apply to agent {name!r}.")
-        hyper[key] = value
-    return hyper
+def config_classes() -> dict[str, type]:
+    """Every registered agent's config class by name, in name order."""
+    return {name: _AGENTS[name][1] for name in names()}
 
 
-def make(name: str, spec: EnvSpec, **hyper) -> Agent:
-    """An agent by name; ``hyper`` sets fields of its config (unknown fields are an error)."""
-    config_cls = config_class(name)
-    fields = {f.name for f in dataclasses.fields(config_cls)}
-    unknown = sorted(set(hyper) - fields)
-    if unknown:
-        raise ValueError(f"Agent {name!r} has no hyper-parameter(s) {unknown}; it takes {sorted(fields)}.")
-    return _AGENTS[name][0](spec, config_cls(**hyper))
+def make(agent, spec: EnvSpec, **hyper) -> Agent:
+    """The agent for ``spec`` from its config (``make(PPOConfig(num_epochs=2), spec)``), or from its name and
+    hyper-parameters (``make("ppo", spec, num_epochs=2)``; unknown names and fields are errors)."""
+    if isinstance(agent, str):
+        config_cls = config_class(agent)
+        fields = {f.name for f in dataclasses.fields(config_cls)}
+        unknown = sorted(set(hyper) - fields)
+        if unknown:
+            raise ValueError(f"Agent {agent!r} has no hyper-parameter(s) {unknown}; it takes {sorted(fields)}.")
+        agent = config_cls(**hyper)
+    elif hyper:
+        raise ValueError("Pass hyper-parameters in the agent's config, or pass the agent's name.")
+    return _AGENTS[name_of(agent)][0](spec, agent)
 
 
 __all__ = [
     "A2CConfig",
-    "FLAG_HYPERPARAMETERS",
     "Agent",
     "DQNConfig",
     "ReplaySpec",
@@ -86,6 +80,7 @@ __all__ = [
     "make_recurrent_fns",
     "unroll_trajectory",
     "config_class",
+    "config_classes",
     "make",
     "make_a2c",
     "make_dqn",
@@ -95,8 +90,8 @@ __all__ = [
     "make_ppo",
     "make_r2d2",
     "masked_mean",
+    "name_of",
     "names",
     "policy_terms",
-    "select_hyperparameters",
     "transitions",
 ]

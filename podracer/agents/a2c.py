@@ -8,31 +8,30 @@ import jax
 import jax.numpy as jnp
 import rlax
 
-from podracer.agents.base import Agent, check_core, make_network, make_policy_fns, masked_mean, policy_terms, transitions, unroll_trajectory
+from podracer.agents.base import Agent, CoreName, check_hyperparameters, make_network, make_policy_fns, masked_mean, policy_terms, transitions, unroll_trajectory
+from podracer.networks import TorsoName
 from podracer.types import EnvSpec, Trajectory
 
 
 @dataclasses.dataclass(frozen=True)
 class A2CConfig:
-    discount: float = 0.99
-    lambda_: float = 0.95  # lambda of the lambda returns (used when n_step is None)
-    n_step: int | None = None  # n-step bootstrapped returns instead of lambda returns
-    value_coef: float = 0.5
-    entropy_coef: float = 0.01
-    hidden_sizes: tuple[int, ...] = (64, 64)
+    """Advantage actor-critic (A2C)."""
+
+    learning_rate: float = 3e-3  # Adam learning rate
+    max_grad_norm: float = 0.5  # global gradient-norm clip
+    discount: float = 0.99  # discount gamma
+    td_lambda: float = 0.95  # lambda of the lambda returns
+    n_step: int | None = None  # n-step bootstrapped returns instead of lambda returns; None: lambda returns
+    value_coef: float = 0.5  # weight of the value loss
+    entropy_coef: float = 0.01  # weight of the entropy bonus
+    hidden_sizes: tuple[int, ...] = (64, 64)  # hidden layer sizes of the MLPs
     shared_torso: bool = True  # one MLP under both heads (as in DeepMind's Anakin colab)
-    torso: str = "auto"  # mlp, impala or nature; auto: impala for images, mlp otherwise
-    core: str = "none"  # "lstm": an LSTM between torso and heads, its state carried across rollouts
+    torso: TorsoName = "auto"  # auto: impala (ResNet) for images, mlp otherwise
+    core: CoreName = "none"  # lstm: an LSTM between torso and heads, its state carried across rollouts
     core_size: int = 128  # LSTM units
 
     def __post_init__(self):
-        check_core(self.core, self.core_size)
-        if not 0.0 <= self.discount <= 1.0:
-            raise ValueError(f"discount must be in [0, 1], got {self.discount}.")
-        if not 0.0 <= self.lambda_ <= 1.0:
-            raise ValueError(f"lambda_ must be in [0, 1], got {self.lambda_}.")
-        if self.n_step is not None and self.n_step < 1:
-            raise ValueError(f"n_step must be >= 1, got {self.n_step}.")
+        check_hyperparameters(self)
 
 
 def make_a2c(spec: EnvSpec, config: A2CConfig = A2CConfig()) -> Agent:
@@ -42,7 +41,7 @@ def make_a2c(spec: EnvSpec, config: A2CConfig = A2CConfig()) -> Agent:
 
     def returns_fn(r_t, discount_t, continues_t, v_t):
         if config.n_step is None:
-            return rlax.lambda_returns(r_t, discount_t, v_t, config.lambda_ * continues_t)
+            return rlax.lambda_returns(r_t, discount_t, v_t, config.td_lambda * continues_t)
         return rlax.n_step_bootstrapped_returns(r_t, discount_t, v_t, config.n_step, lambda_t=continues_t)
 
     def loss(params, trajectory: Trajectory, key):

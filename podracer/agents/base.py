@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import chex
 import jax
 import jax.numpy as jnp
 
-from podracer.networks import (ActorCritic, ObservationTorso, RecurrentNetwork, StructuredTorso, choose_torso,
+from podracer.networks import (TORSOS, ActorCritic, ObservationTorso, RecurrentNetwork, StructuredTorso, choose_torso,
                                lstm_initial_state, reset_state)
 from podracer.types import Metrics, Params, Trajectory
 
@@ -120,13 +121,46 @@ def make_torso(spec, torso: str, hidden_sizes, activation: str = "relu"):
 
 
 CORES = ("none", "lstm")
+CoreName = Literal[CORES]  # the core choices, for configs and the command lines
+
+# How every agent config's fields are checked, by field name; each failure is a ValueError naming the flag.
+_AT_LEAST_ONE = ("n_step", "core_size", "num_epochs", "num_minibatches", "replay_capacity", "batch_size",
+                 "min_replay_size", "target_period")
+_POSITIVE = ("learning_rate", "max_grad_norm", "replay_ratio", "clip_epsilon", "clip_rho_threshold",
+             "clip_pg_rho_threshold", "huber_delta", "value_rescaling_eps")
+_NON_NEGATIVE = ("entropy_coef", "value_coef", "burn_in", "epsilon_alpha")
+_UNIT_INTERVAL = ("discount", "td_lambda", "gae_lambda", "epsilon", "eta", "priority_exponent", "importance_exponent")
 
 
-def check_core(core: str, core_size: int) -> None:
-    if core not in CORES:
-        raise ValueError(f"Unknown core {core!r}; choose one of {', '.join(CORES)}.")
-    if core_size < 1:
-        raise ValueError(f"core_size must be >= 1, got {core_size}.")
+def flag(name: str) -> str:
+    """The command-line flag of config field ``name``."""
+    return "--" + name.replace("_", "-")
+
+
+def check_hyperparameters(config) -> None:
+    """The checks every agent config makes in ``__post_init__``, by field name (a field that is ``None``
+    means "off" and is not checked): counts >= 1, rates and thresholds > 0, weights >= 0, probabilities
+    and discounts in [0, 1], hidden sizes >= 1, a known torso and core."""
+    values = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    for name, value in values.items():
+        if value is None:
+            continue
+        if name in _AT_LEAST_ONE and value < 1:
+            raise ValueError(f"{flag(name)} must be >= 1, got {value}.")
+        if name in _POSITIVE and not value > 0:
+            raise ValueError(f"{flag(name)} must be > 0, got {value}.")
+        if name in _NON_NEGATIVE and value < 0:
+            raise ValueError(f"{flag(name)} must be >= 0, got {value}.")
+        if name in _UNIT_INTERVAL and not 0.0 <= value <= 1.0:
+            raise ValueError(f"{flag(name)} must be in [0, 1], got {value}.")
+    if "target_tau" in values and values["target_tau"] is not None and not 0.0 < values["target_tau"] <= 1.0:
+        raise ValueError(f"--target-tau must be in (0, 1], got {values['target_tau']}.")
+    if any(size < 1 for size in values.get("hidden_sizes", ())):
+        raise ValueError(f"--hidden-sizes must all be >= 1, got {' '.join(map(str, values['hidden_sizes']))}.")
+    if values.get("torso", "auto") not in TORSOS:
+        raise ValueError(f"--torso: unknown torso {values['torso']!r}; choose one of {', '.join(TORSOS)}.")
+    if values.get("core", "none") not in CORES:
+        raise ValueError(f"--core: unknown core {values['core']!r}; choose one of {', '.join(CORES)}.")
 
 
 def make_network(spec, config):
@@ -246,5 +280,5 @@ def policy_terms(logits: chex.Array, actions: chex.Array):
     return log_prob, entropy
 
 
-__all__ = ["Agent", "CORES", "ReplaySpec", "START_STATE", "Transitions", "check_core", "first_flags", "no_state", "split_start_state",
+__all__ = ["Agent", "CORES", "ReplaySpec", "START_STATE", "Transitions", "check_hyperparameters", "flag", "first_flags", "no_state", "split_start_state",
            "make_network", "make_policy_fns", "make_recurrent_fns", "make_torso", "unroll_trajectory", "masked_mean", "policy_terms", "transitions"]

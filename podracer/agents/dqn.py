@@ -17,51 +17,44 @@ import jax
 import jax.numpy as jnp
 import rlax
 
-from podracer.agents.base import Agent, ReplaySpec, transitions
-from podracer.networks import QNetwork
+from podracer.agents.base import Agent, ReplaySpec, check_hyperparameters, transitions
+from podracer.networks import QNetwork, TorsoName
 from podracer.types import EnvSpec, Trajectory
 
 
 @dataclasses.dataclass(frozen=True)
 class DQNConfig:
-    discount: float = 0.99
+    """Double Q-learning with n-step returns, a target network and prioritized replay."""
+
+    learning_rate: float = 1e-3  # Adam learning rate
+    max_grad_norm: float = 10.0  # global gradient-norm clip
+    discount: float = 0.99  # discount gamma
     n_step: int = 3  # bootstrapped returns over up to n steps (fewer at episode and trajectory ends)
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    torso: str = "auto"  # mlp, impala or nature; auto: impala for images, mlp otherwise
+    hidden_sizes: tuple[int, ...] = (64, 64)  # hidden layer sizes of the MLP
+    torso: TorsoName = "auto"  # auto: impala (ResNet) for images, mlp otherwise
     epsilon: float = 0.4  # Ape-X ladder: the most exploring actor's epsilon ...
     epsilon_alpha: float = 7.0  # ... and the ladder's exponent range
-    huber_delta: float = 1.0
+    huber_delta: float = 1.0  # Huber loss threshold
     replay_capacity: int = 100_000  # items per replay shard (one shard per learner device)
     batch_size: int = 128  # items per gradient step, per learner device
-    replay_ratio: float = 1.0  # items learned from per item inserted
+    replay_ratio: float = 1.0  # items learned from per item inserted, held by a rate limiter
     min_replay_size: int = 1_000  # items inserted before learning starts (per shard)
-    prioritized: bool = True
-    priority_exponent: float = 0.6  # alpha
-    importance_exponent: float = 0.4  # beta
+    prioritized: bool = True  # prioritized replay (a sum tree); uniform otherwise
+    priority_exponent: float = 0.6  # prioritized replay alpha
+    importance_exponent: float = 0.4  # prioritized replay beta
     target_period: int = 100  # gradient steps between copies of the online network to the target
     target_tau: float | None = None  # Polyak averaging each step instead of periodic copies
 
     def __post_init__(self):
-        check_replay_config(self)
+        check_hyperparameters(self)
+        check_replay_sizes(self)
 
 
-def check_replay_config(config) -> None:
-    """The checks a Q-learning replay agent's config (DQN, R2D2) shares: discount, n-step, replay sizes and
-    ratio, exploration, target updates."""
-    if not 0.0 <= config.discount <= 1.0:
-        raise ValueError(f"discount must be in [0, 1], got {config.discount}.")
-    for name in ("n_step", "replay_capacity", "batch_size", "target_period"):
-        if getattr(config, name) < 1:
-            raise ValueError(f"{name} must be >= 1, got {getattr(config, name)}.")
-    if config.replay_ratio <= 0:
-        raise ValueError(f"replay_ratio must be > 0, got {config.replay_ratio}.")
+def check_replay_sizes(config) -> None:
+    """A replay agent's sizes fit together: batch size <= minimum replay size <= capacity."""
     if not config.batch_size <= config.min_replay_size <= config.replay_capacity:
-        raise ValueError(f"Need batch_size <= min_replay_size <= replay_capacity, got {config.batch_size}, "
+        raise ValueError(f"Need --batch-size <= --min-replay-size <= --replay-capacity, got {config.batch_size}, "
                          f"{config.min_replay_size}, {config.replay_capacity}.")
-    if not 0.0 <= config.epsilon <= 1.0:
-        raise ValueError(f"epsilon must be in [0, 1], got {config.epsilon}.")
-    if config.target_tau is not None and not 0.0 < config.target_tau <= 1.0:
-        raise ValueError(f"target_tau must be in (0, 1], got {config.target_tau}.")
 
 
 def replay_spec(config, make_items, loss) -> ReplaySpec:

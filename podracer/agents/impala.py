@@ -8,32 +8,31 @@ import jax
 import jax.numpy as jnp
 import rlax
 
-from podracer.agents.base import Agent, check_core, make_network, make_policy_fns, masked_mean, policy_terms, transitions, unroll_trajectory
+from podracer.agents.base import Agent, CoreName, check_hyperparameters, make_network, make_policy_fns, masked_mean, policy_terms, transitions, unroll_trajectory
+from podracer.networks import TorsoName
 from podracer.types import EnvSpec, Trajectory
 
 
 @dataclasses.dataclass(frozen=True)
 class IMPALAConfig:
-    discount: float = 0.99
-    lambda_: float = 1.0  # V-trace lambda
-    clip_rho_threshold: float = 1.0
-    clip_pg_rho_threshold: float = 1.0
-    value_coef: float = 0.5
-    entropy_coef: float = 0.01
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    shared_torso: bool = True
-    torso: str = "auto"  # mlp, impala or nature; auto: impala for images, mlp otherwise
-    core: str = "none"  # "lstm": an LSTM between torso and heads, its state carried across rollouts
+    """IMPALA: actor-critic with V-trace corrections."""
+
+    learning_rate: float = 6e-4  # Adam learning rate
+    max_grad_norm: float = 40.0  # global gradient-norm clip
+    discount: float = 0.99  # discount gamma
+    td_lambda: float = 1.0  # V-trace lambda
+    clip_rho_threshold: float = 1.0  # V-trace: clip of the importance weights in the value targets
+    clip_pg_rho_threshold: float = 1.0  # V-trace: clip of the importance weights in the policy gradient
+    value_coef: float = 0.5  # weight of the value loss
+    entropy_coef: float = 0.01  # weight of the entropy bonus
+    hidden_sizes: tuple[int, ...] = (64, 64)  # hidden layer sizes of the MLPs
+    shared_torso: bool = True  # one torso under both heads
+    torso: TorsoName = "auto"  # auto: impala (ResNet) for images, mlp otherwise
+    core: CoreName = "none"  # lstm: an LSTM between torso and heads, its state carried across rollouts
     core_size: int = 128  # LSTM units
 
     def __post_init__(self):
-        check_core(self.core, self.core_size)
-        if not 0.0 <= self.discount <= 1.0:
-            raise ValueError(f"discount must be in [0, 1], got {self.discount}.")
-        if not 0.0 <= self.lambda_ <= 1.0:
-            raise ValueError(f"lambda_ must be in [0, 1], got {self.lambda_}.")
-        if self.clip_rho_threshold <= 0 or self.clip_pg_rho_threshold <= 0:
-            raise ValueError("V-trace clipping thresholds must be > 0.")
+        check_hyperparameters(self)
 
 
 def make_impala(spec: EnvSpec, config: IMPALAConfig = IMPALAConfig()) -> Agent:
@@ -58,7 +57,7 @@ def make_impala(spec: EnvSpec, config: IMPALAConfig = IMPALAConfig()) -> Agent:
         log_prob, entropy = policy_terms(logits[:-1], actions)
         behaviour_log_prob, _ = policy_terms(trajectory.extras["logits"][:-1], actions)
         rho = jnp.exp(jax.lax.stop_gradient(log_prob) - behaviour_log_prob)
-        out = vtrace(values[:-1], values[1:], tr.r_t, tr.discount_t, rho, config.lambda_ * tr.continues_t)
+        out = vtrace(values[:-1], values[1:], tr.r_t, tr.discount_t, rho, config.td_lambda * tr.continues_t)
         policy_loss = -masked_mean(log_prob * jax.lax.stop_gradient(out.pg_advantage), tr.mask_t)
         value_loss = 0.5 * masked_mean(jnp.square(out.errors), tr.mask_t)
         entropy = masked_mean(entropy, tr.mask_t)

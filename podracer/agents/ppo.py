@@ -10,35 +10,31 @@ import jax
 import jax.numpy as jnp
 import rlax
 
-from podracer.agents.base import Agent, make_network, make_policy_fns, masked_mean, policy_terms, transitions
+from podracer.agents.base import Agent, check_hyperparameters, make_network, make_policy_fns, masked_mean, policy_terms, transitions
+from podracer.networks import TorsoName
 from podracer.types import EnvSpec, Trajectory
 
 
 @dataclasses.dataclass(frozen=True)
 class PPOConfig:
-    discount: float = 0.99
-    gae_lambda: float = 0.95
-    clip_epsilon: float = 0.2
-    value_coef: float = 0.5
-    entropy_coef: float = 0.01
-    num_epochs: int = 4
-    num_minibatches: int = 4
-    normalize_advantages: bool = True
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    shared_torso: bool = False
-    torso: str = "auto"  # mlp, impala or nature; auto: impala for images, mlp otherwise
+    """PPO: clipped surrogate objective, several epochs of minibatches per update."""
+
+    learning_rate: float = 3e-3  # Adam learning rate
+    max_grad_norm: float = 0.5  # global gradient-norm clip
+    discount: float = 0.99  # discount gamma
+    gae_lambda: float = 0.95  # lambda of generalized advantage estimation
+    clip_epsilon: float = 0.2  # clip of the probability ratio
+    value_coef: float = 0.5  # weight of the value loss
+    entropy_coef: float = 0.01  # weight of the entropy bonus
+    num_epochs: int = 4  # passes over each batch of trajectories
+    num_minibatches: int = 4  # minibatches per pass; must divide each learner device's batch
+    normalize_advantages: bool = True  # advantages normalized per minibatch
+    hidden_sizes: tuple[int, ...] = (64, 64)  # hidden layer sizes of the MLPs
+    shared_torso: bool = False  # one torso under both heads
+    torso: TorsoName = "auto"  # auto: impala (ResNet) for images, mlp otherwise
 
     def __post_init__(self):
-        if not 0.0 <= self.discount <= 1.0:
-            raise ValueError(f"discount must be in [0, 1], got {self.discount}.")
-        if not 0.0 <= self.gae_lambda <= 1.0:
-            raise ValueError(f"gae_lambda must be in [0, 1], got {self.gae_lambda}.")
-        if self.clip_epsilon <= 0:
-            raise ValueError(f"clip_epsilon must be > 0, got {self.clip_epsilon}.")
-        if self.num_epochs < 1 or self.num_minibatches < 1:
-            raise ValueError(
-                f"num_epochs and num_minibatches must be >= 1, got {self.num_epochs} and {self.num_minibatches}."
-            )
+        check_hyperparameters(self)
 
 
 class PPOBatch(NamedTuple):

@@ -19,45 +19,42 @@ import jax.numpy as jnp
 import rlax
 
 from podracer import replay as replay_lib
-from podracer.agents.base import Agent, check_core, first_flags, make_recurrent_fns, make_torso
-from podracer.agents.dqn import check_replay_config, epsilon_greedy, n_step_targets, replay_spec
-from podracer.networks import RecurrentNetwork
+from podracer.agents.base import Agent, check_hyperparameters, first_flags, make_recurrent_fns, make_torso
+from podracer.agents.dqn import check_replay_sizes, epsilon_greedy, n_step_targets, replay_spec
+from podracer.networks import RecurrentNetwork, TorsoName
 from podracer.types import EnvSpec, TimeStep, Trajectory
 
 
 @dataclasses.dataclass(frozen=True)
 class R2D2Config:
-    discount: float = 0.997
-    n_step: int = 5
-    burn_in: int = 4  # steps of each stored sequence that only warm the LSTM state up
-    hidden_sizes: tuple[int, ...] = (64,)
-    torso: str = "auto"  # mlp, impala or nature; auto: impala for images, mlp otherwise
-    core: str = "lstm"  # R2D2 is recurrent; the field exists so --core reads the same for every agent
-    core_size: int = 128
-    epsilon: float = 0.4
-    epsilon_alpha: float = 7.0
+    """R2D2: recurrent double Q-learning from prioritized sequences."""
+
+    learning_rate: float = 6e-4  # Adam learning rate
+    max_grad_norm: float = 40.0  # global gradient-norm clip
+    discount: float = 0.997  # discount gamma
+    n_step: int = 5  # bootstrapped returns over up to n steps
+    burn_in: int = 4  # steps of each stored sequence that only warm the LSTM state up; < --rollout-length
+    hidden_sizes: tuple[int, ...] = (64,)  # hidden layer sizes of the MLP under the LSTM
+    torso: TorsoName = "auto"  # auto: impala (ResNet) for images, mlp otherwise
+    core_size: int = 128  # LSTM units
+    epsilon: float = 0.4  # Ape-X ladder: the most exploring actor's epsilon ...
+    epsilon_alpha: float = 7.0  # ... and the ladder's exponent range
     value_rescaling: bool = True  # learn h(Q) (off: plain n-step double Q on sequences)
     value_rescaling_eps: float = 1e-3  # eps of h
     replay_capacity: int = 10_000  # sequences per replay shard
     batch_size: int = 32  # sequences per gradient step, per learner device
-    replay_ratio: float = 1.0  # sequences learned from per sequence inserted
+    replay_ratio: float = 1.0  # sequences learned from per sequence inserted, held by a rate limiter
     min_replay_size: int = 256  # sequences inserted before learning starts (per shard)
-    prioritized: bool = True
-    priority_exponent: float = 0.9  # alpha
-    importance_exponent: float = 0.6  # beta
+    prioritized: bool = True  # prioritized replay (a sum tree); uniform otherwise
+    priority_exponent: float = 0.9  # prioritized replay alpha
+    importance_exponent: float = 0.6  # prioritized replay beta
     eta: float = 0.9  # priority = eta x max |td| + (1 - eta) x mean |td| over a sequence
     target_period: int = 100  # gradient steps between target-network copies
-    target_tau: float | None = None
+    target_tau: float | None = None  # Polyak averaging each step instead of periodic copies
 
     def __post_init__(self):
-        if self.core != "lstm":
-            raise ValueError(f"R2D2 is recurrent: core must be 'lstm', got {self.core!r}.")
-        check_core(self.core, self.core_size)
-        check_replay_config(self)
-        if self.burn_in < 0:
-            raise ValueError(f"burn_in must be >= 0, got {self.burn_in}.")
-        if not 0.0 <= self.eta <= 1.0:
-            raise ValueError(f"eta must be in [0, 1], got {self.eta}.")
+        check_hyperparameters(self)
+        check_replay_sizes(self)
 
 
 def make_r2d2(spec: EnvSpec, config: R2D2Config = R2D2Config()) -> Agent:

@@ -1,6 +1,13 @@
-"""Sebulba mode: host environments (envpool) on actor threads, a learner on other devices."""
+"""Sebulba mode: host environments (envpool) on actor threads, a learner on other devices.
 
+:func:`podracer.experiment.train_sebulba` builds a run from a :class:`~podracer.config.SebulbaConfig`;
+the pieces it assembles live here: actor threads (:mod:`~podracer.sebulba.actor`), queues and the
+parameter store (:mod:`~podracer.sebulba.pipeline`), the learner loop (:mod:`~podracer.sebulba.learner`)
+and the lifetime that starts, joins and re-raises (:mod:`~podracer.sebulba.run`).
+"""
+
+from podracer.sebulba.learner import Schedule, SebulbaResult, learn
 from podracer.sebulba.pipeline import ParamStore, Rollout, StopAwareQueue, Stopped
-from podracer.sebulba.run import SebulbaConfig, SebulbaResult, resolve_layout, run, train
+from podracer.sebulba.run import run
 
-__all__ = ["ParamStore", "Rollout", "SebulbaConfig", "SebulbaResult", "StopAwareQueue", "Stopped", "resolve_layout", "run", "train"]
+__all__ = ["ParamStore", "Rollout", "Schedule", "SebulbaResult", "StopAwareQueue", "Stopped", "learn", "run"]

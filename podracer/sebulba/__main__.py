@@ -8,16 +8,15 @@ from podracer import config, lifetime, parallel
 
 
 def main(argv=None) -> int:
-    from podracer.sebulba.run import SebulbaConfig
-
-    cfg = config.parse(SebulbaConfig, argv, description="Train in Sebulba mode: envpool actors and a learner mapped over devices.")
+    cfg = config.parse(config.SebulbaConfig, argv, prog="python -m podracer.sebulba",
+                       description="Train in Sebulba mode: envpool actors and a learner mapped over devices.")
     stop, interrupted = lifetime.stop_on_ctrl_c("podracer.sebulba")
     parallel.set_cpu_device_count(cfg.cpu_devices or parallel.available_cores())
-    from podracer.sebulba.run import run
+    from podracer import experiment
 
     try:
         parallel.initialize(cfg.coordinator, cfg.num_processes, cfg.process_id, auto_detect=cfg.distributed)
-        result = run(cfg, stop=stop)
+        result = experiment.run_sebulba(cfg, stop=stop)
     except ValueError as error:  # an unknown task or a layout that does not fit the devices
         print(f"podracer.sebulba: error: {error}", file=sys.stderr)
         return 2

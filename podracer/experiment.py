@@ -1,0 +1,253 @@
+"""The composition root: environment, agent, optimizer, logger and checkpoints built from a config.
+
+The feeders (:mod:`podracer.anakin`, :mod:`podracer.sebulba`) know neither the agent
+registry nor the config tree; the entry points (``examples/``, ``python -m
+podracer.sebulba``, ``python -m podracer.evaluate``) parse a config and call this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import threading
+from collections.abc import Callable
+
+import jax
+import optax
+
+from podracer import agents, anakin, checkpoint, envs, parallel
+from podracer.agents.base import Agent
+from podracer.config import AnakinConfig, SebulbaConfig
+from podracer.envs.base import HostEnv, example_observation, observation_rank
+from podracer.learner import init_learner_state, make_learner_step, should_unroll
+from podracer.learner import make_optimizer as _adam
+from podracer.logging import make_logger
+from podracer.sebulba import learner as sebulba_learner
+from podracer.sebulba import run as sebulba_run
+from podracer.sebulba.actor import make_act, run_actor
+from podracer.sebulba.pipeline import ParamStore, StopAwareQueue
+
+
+def make_agent(agent_config, spec) -> Agent:
+    """The agent an agent config (``PPOConfig(...)``) describes, for environments of ``spec``."""
+    return agents.make(agent_config, spec)
+
+
+def make_optimizer(agent_config) -> optax.GradientTransformation:
+    """Adam with the agent config's learning rate, after clipping to its global gradient norm."""
+    return _adam(agent_config.learning_rate, agent_config.max_grad_norm)
+
+
+def agent_metadata(agent_config) -> dict:
+    """What a checkpoint records of the agent, enough for :func:`agent_config_from` to rebuild its config."""
+    return {"agent": agents.name_of(agent_config), "agent_hyperparameters": dataclasses.asdict(agent_config)}
+
+
+def agent_config_from(metadata: dict):
+    """The agent config a checkpoint's metadata (:func:`agent_metadata`) records."""
+    hyper = {k: tuple(v) if isinstance(v, list) else v for k, v in metadata["agent_hyperparameters"].items()}
+    return agents.config_class(metadata["agent"])(**hyper)
+
+
+# ----------------------------------------------------------------------------------------- Anakin
+
+
+def _check_anakin_batch(agent: Agent, per_device: int, rollout_length: int) -> None:
+    if agent.num_minibatches > 1:
+        parallel.check_divisible(per_device * rollout_length, agent.num_minibatches,
+                                 "the per-device batch (envs per device x rollout length)", "minibatches (--num-minibatches)")
+
+
+def _anakin_banner(config: AnakinConfig, num_global: int, per_device: int, resume_step: int | None) -> str:
+    seeds = f", seeds {config.seed} ... {config.seed + config.num_seeds - 1} together" if config.num_seeds > 1 else ""
+    resume = f"; resuming after {resume_step} updates" if resume_step is not None else ""
+    return (f"podracer anakin: {config.agent_name} on {config.env}, {num_global} device(s) in {jax.process_count()} "
+            f"process(es) [{jax.default_backend()}], {per_device} envs per device, rollout {config.rollout_length}, "
+            f"{config.num_updates} updates{seeds}{resume}")
+
+
+def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> anakin.RunResult:
+    """Runs ``config`` on every device of every process; only process 0 logs and writes checkpoints.
+
+    A set ``stop`` ends the run after the host call in flight (with a checkpoint when
+    ``config.checkpoint_dir`` is set). Call :func:`podracer.parallel.initialize` first in a
+    multi-process run (the example's entry point does, from the config's multi-process fields).
+    """
+    env = envs.make(config.env)
+    agent, optimizer = make_agent(config.agent, env.spec()), make_optimizer(config.agent)
+    num_global = parallel.num_global_devices()
+    per_device = config.envs_per_device(num_global)
+    _check_anakin_batch(agent, per_device, config.rollout_length)
+    steps_per_update = config.rollout_length * per_device * num_global
+    metadata = {"mode": "anakin", "env": config.env, "rollout_length": config.rollout_length, "seed": config.seed,
+                **agent_metadata(config.agent)}
+    resume_step = None
+    if config.checkpoint_dir:  # checked before anything is compiled
+        identity = {k: metadata[k] for k in ("mode", "env", "agent", "rollout_length")}
+        resume_step = checkpoint.prepare(config.checkpoint_dir, resume=config.resume, identity=identity)
+    key = anakin.seed_keys(config.seed, config.num_seeds) if config.num_seeds > 1 else jax.random.key(config.seed)
+    state = anakin.init(env, agent, optimizer, key, per_device, rollout_length=config.rollout_length)
+    if resume_step is not None:
+        state = parallel.shard(checkpoint.restore_run_state(config.checkpoint_dir, resume_step, state))
+    saver = _AnakinSaver(config, metadata, steps_per_update, resume_step or 0)
+    logger = make_logger(config.log_dir, is_main=parallel.is_main_process(),
+                         total_env_steps=config.num_updates * steps_per_update,
+                         console_keys=("episode_return_min",) if config.num_seeds > 1 else ())
+    if parallel.is_main_process():
+        print(_anakin_banner(config, num_global, per_device, resume_step), flush=True)
+    with logger:
+        result = anakin.run(env, agent, optimizer, key=key, num_envs_per_device=per_device,
+                            rollout_length=config.rollout_length, num_updates=config.num_updates,
+                            updates_per_call=config.updates_per_call, log=logger, state=state,
+                            start_update=resume_step or 0, after_call=saver.after_call, stop=stop)
+    saver.finish(result)
+    return result
+
+
+class _AnakinSaver:
+    """An Anakin run's checkpoints: every ``--checkpoint-every`` updates, and at the end (or on a stop)."""
+
+    def __init__(self, config: AnakinConfig, metadata: dict, steps_per_update: int, saved: int):
+        self.config, self.metadata, self.steps_per_update, self.saved = config, metadata, steps_per_update, saved
+
+    def save(self, state: anakin.AnakinState, updates: int) -> None:
+        """A checkpoint after ``updates`` updates: every process's run state, then process 0's learner."""
+        directory = self.config.checkpoint_dir
+        checkpoint.save_run_state(directory, updates, state)
+        if parallel.is_main_process():
+            checkpoint.save(directory, parallel.unreplicate(state.learner),
+                            {**self.metadata, "env_steps": updates * self.steps_per_update})
+        self.saved = updates
+
+    def after_call(self, state: anakin.AnakinState, updates: int) -> None:
+        every = self.config.checkpoint_every
+        if self.config.checkpoint_dir and every and updates % every == 0:
+            self.save(state, updates)
+
+    def finish(self, result: anakin.RunResult) -> None:
+        config = self.config
+        if not config.checkpoint_dir:
+            return
+        done = round(result.history[-1]["env_steps"] / self.steps_per_update) if result.history else self.saved
+        if config.num_seeds == 1:
+            if done > self.saved:  # the end of the run, or Ctrl-C
+                self.save(result.state, done)
+            return
+        if parallel.is_main_process():  # one final checkpoint per seed: DIR/seed_S
+            learner = parallel.unreplicate(result.state.learner)
+            for i in range(config.num_seeds):
+                seed = config.seed + i
+                checkpoint.save(os.path.join(config.checkpoint_dir, f"seed_{seed}"),
+                                jax.tree.map(lambda x: x[i], learner),  # noqa: B023 - used at once
+                                {**self.metadata, "seed": seed, "env_steps": done * self.steps_per_update})
+
+
+# ---------------------------------------------------------------------------------------- Sebulba
+
+
+def host_env_factory(config: SebulbaConfig) -> Callable[[int, int], HostEnv]:
+    """``make_env(seed, num_envs)`` for ``config.env``: envpool, or a JAX environment stepped on the host (``jax:NAME``)."""
+    from podracer.envs import host
+    from podracer.envs.envpool import EnvpoolEnv
+
+    def make_env(seed: int, num_envs: int) -> HostEnv:
+        if config.env.startswith(host.PREFIX):
+            return host.make(config.env, num_envs, seed)
+        return EnvpoolEnv(config.env, num_envs, seed=seed, num_threads=config.envpool_threads)
+
+    return make_env
+
+
+def _sebulba_checkpoints(config: SebulbaConfig, metadata: dict, state, steps_per_update: int):
+    """``(state, updates done, save)``: the state resumed from ``--checkpoint-dir`` when asked, and the saver."""
+    if not config.checkpoint_dir:
+        return state, 0, None
+    identity = {k: metadata[k] for k in ("mode", "env", "agent")}
+    updates = 0
+    if checkpoint.prepare(config.checkpoint_dir, resume=config.resume, identity=identity) is not None:
+        state, _ = checkpoint.restore(config.checkpoint_dir, state)
+        updates = int(state.step)
+
+    def save(state, updates: int) -> None:
+        if parallel.is_main_process():
+            checkpoint.save(config.checkpoint_dir, parallel.unreplicate(state),
+                            {**metadata, "env_steps": updates * steps_per_update})
+
+    return state, updates, save
+
+
+def train_sebulba(
+    config: SebulbaConfig,
+    *,
+    make_env: Callable[[int, int], HostEnv] | None = None,
+    stop: threading.Event | None = None,
+    log: Callable[[dict[str, float]], None] | None = None,
+) -> sebulba_learner.SebulbaResult:
+    """Runs ``config`` until ``total_env_steps`` or ``stop`` is set.
+
+    ``make_env(seed, num_envs)`` builds each environment group of each actor thread
+    (default: :func:`host_env_factory`). Returns the learner state and one summary per log line.
+    """
+    stop = stop or threading.Event()
+    make_env = make_env or host_env_factory(config)
+    actor_ids = config.actor_devices or (0,)
+    num_actors = len(actor_ids) * config.actor_threads
+    per_actor = config.envs_per_actor(num_actors * jax.process_count())
+    layout = parallel.resolve_layout(config.actor_devices, config.learner_devices, per_actor)
+    first_actor = jax.process_index() * num_actors  # actors are numbered across processes
+    num_groups = config.groups(layout.actor_devices[0].platform, per_actor)
+    group_size = per_actor // num_groups
+    # Actor i's group g gets seeds as if its batch were one envpool batch (envpool seeds env j with seed + j).
+    groups = [[make_env(config.seed + 1000 * (first_actor + i) + g * group_size, group_size) for g in range(num_groups)]
+              for i in range(num_actors)]
+    try:
+        return _run_sebulba(config, layout, groups, first_actor, stop, log)
+    finally:
+        for group in groups:
+            for env in group:
+                env.close()
+
+
+def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_actor: int, stop, log):
+    spec, first_env = groups[0][0].spec(), groups[0][0]
+    agent, optimizer = make_agent(config.agent, spec), make_optimizer(config.agent)
+    per_actor = sum(env.num_envs for env in groups[0])
+    # Every process feeds one trajectory per actor per update round; the update averages over all of them.
+    steps_per_update = config.rollout_length * per_actor * jax.process_count()
+    schedule = sebulba_learner.Schedule(
+        num_updates=math.ceil(config.total_env_steps / steps_per_update), steps_per_update=steps_per_update,
+        log_every=config.log_every, checkpoint_every=config.checkpoint_every,
+        frame_skip=4 if getattr(first_env, "atari", False) else 1)
+    unroll = should_unroll(observation_rank(spec), layout.learner_devices[0].platform)
+    step = parallel.device_map(make_learner_step(agent, optimizer, axis_names=(parallel.DEVICE_AXIS,), unroll=unroll),
+                               layout.learner_devices)
+    learner_key, actor_key = jax.random.split(jax.random.key(config.seed))
+    state = init_learner_state(agent, optimizer, learner_key, example_observation(spec), rollout_length=config.rollout_length)
+    metadata = {"mode": "sebulba", "env": getattr(first_env, "task_id", config.env), "seed": config.seed,
+                "rollout_length": config.rollout_length, **agent_metadata(config.agent)}
+    state, updates, save = _sebulba_checkpoints(config, metadata, state, steps_per_update)
+    state = parallel.replicate(state, layout.learner_devices)
+    if parallel.is_main_process():
+        print(f"podracer sebulba: {config.agent_name} on {metadata['env']}; actor devices {[d.id for d in layout.actor_devices]} "
+              f"x {config.actor_threads} thread(s) x {per_actor} envs ({len(groups[0])} group(s)); learner devices "
+              f"{[d.id for d in layout.learner_devices]} in {jax.process_count()} process(es)", flush=True)
+    store, queue, act = ParamStore(layout.actor_devices), StopAwareQueue(config.queue_size), make_act(agent)
+    actors = {}
+    for i, envs_i in enumerate(groups):
+        device = layout.actor_devices[i // config.actor_threads]
+        actors[f"actor-{first_actor + i}-device-{device.id}"] = lambda envs_i=envs_i, device=device, i=i: run_actor(
+            envs=envs_i, agent=agent, act=act, device=device, learner_devices=layout.learner_devices,
+            rollout_length=config.rollout_length, key=jax.random.fold_in(actor_key, first_actor + i),
+            store=store, queue=queue, stop=stop)
+    learn = lambda: sebulba_learner.learn(step, state, updates, schedule, queue=queue, store=store,  # noqa: E731
+                                          stop=stop, save=save, log=log)
+    return sebulba_run.run(learn, actors, stop)
+
+
+def run_sebulba(config: SebulbaConfig, stop: threading.Event | None = None) -> sebulba_learner.SebulbaResult:
+    """The command line's Sebulba run: console progress and, with ``log_dir``, JSONL and TensorBoard."""
+    logger = make_logger(config.log_dir, is_main=parallel.is_main_process(), total_env_steps=config.total_env_steps,
+                         console_keys=("fps", "learner_wait_s", "actor_put_wait_s", "policy_lag"))
+    with logger:
+        return train_sebulba(config, log=logger, stop=stop)

@@ -1,0 +1,137 @@
+"""The Sebulba learner loop: trajectories from the queue, the learner step on the learner devices, parameters out."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import numpy as np
+
+from podracer import parallel
+from podracer.sebulba.pipeline import ParamStore, StopAwareQueue, Stopped
+from podracer.types import LearnerState
+
+
+class SebulbaResult(NamedTuple):
+    state: LearnerState  # replicated over the learner devices
+    history: list[dict[str, float]]  # one summary per log line
+    updates: int  # learner updates done, those before a resume included
+
+
+class Schedule(NamedTuple):
+    """When the learner loop stops, logs and saves."""
+
+    num_updates: int  # the run's total
+    steps_per_update: int  # env steps of all processes per update
+    log_every: int  # updates between summaries
+    checkpoint_every: int | None  # updates between saves (None: only at the end)
+    frame_skip: int = 1  # frames per env step (4 for Atari), for frames/s
+
+
+def learn(
+    step,
+    state: LearnerState,
+    updates: int,
+    schedule: Schedule,
+    *,
+    queue: StopAwareQueue,
+    store: ParamStore,
+    stop: threading.Event,
+    save: Callable[[LearnerState, int], None] | None = None,
+    log: Callable[[dict[str, float]], None] | None = None,
+) -> SebulbaResult:
+    """Learns from the queue's trajectories until ``schedule.num_updates`` or ``stop``.
+
+    ``step(state, trajectory) -> (state, metrics)`` is the learner step mapped over the learner
+    devices; ``updates`` the updates already done (a resumed run). After every update the new
+    parameters go to ``store``. ``save(state, updates)`` runs every ``checkpoint_every`` updates
+    and, when the loop ends for any reason, for updates not yet saved.
+    """
+    history: list[dict[str, float]] = []
+    saved_at = updates
+    store.publish(parallel.unreplicate(state.params), updates)
+    window = _Window()
+    last_time, last_steps = time.perf_counter(), updates * schedule.steps_per_update
+    try:
+        while updates < schedule.num_updates and not stop.is_set():
+            try:
+                rollout, waited = queue.get(stop)
+            except Stopped:
+                break
+            learn_start = time.perf_counter()
+            state, metrics = step(state, rollout.trajectory)
+            updates += 1
+            store.publish(parallel.unreplicate(state.params), updates)
+            jax.block_until_ready(state.params)
+            window.add(rollout, metrics, waited, time.perf_counter() - learn_start, updates - rollout.policy_version - 1)
+            if save is not None and schedule.checkpoint_every and updates % schedule.checkpoint_every == 0:
+                save(state, updates)
+                saved_at = updates
+            if updates % schedule.log_every == 0 or updates == schedule.num_updates:
+                now, steps = time.perf_counter(), updates * schedule.steps_per_update
+                summary = window.summary(steps, (steps - last_steps) / (now - last_time), schedule.frame_skip,
+                                         queue.qsize())
+                history.append(summary)
+                if log is not None:
+                    log(summary)
+                window, last_time, last_steps = _Window(), now, steps
+    finally:
+        if save is not None and updates > saved_at:  # the end of the run, a stop, Ctrl-C or a failure
+            save(state, updates)
+    return SebulbaResult(state, history, updates)
+
+
+class _Window:
+    """Metrics gathered between two log lines."""
+
+    def __init__(self):
+        self.returns: deque = deque(maxlen=1000)
+        self.lengths: deque = deque(maxlen=1000)
+        self.metrics: list = []
+        self.learner_wait = self.learn = 0.0
+        self.actor = {"env": 0.0, "act": 0.0, "ship": 0.0, "put_wait": 0.0}
+        self.lags: list[int] = []
+
+    def add(self, rollout, metrics, waited, learn_seconds, lag):
+        self.returns.extend(rollout.episode_returns)
+        self.lengths.extend(rollout.episode_lengths)
+        self.metrics.append(metrics)
+        self.learner_wait += waited
+        self.learn += learn_seconds
+        for k, v in rollout.actor_seconds.items():
+            self.actor[k] += v
+        self.lags.append(lag)
+
+    def summary(self, env_steps, sps, frame_skip, queue_size) -> dict[str, float]:
+        metrics = jax.device_get(jax.tree.map(lambda *x: np.stack(x), *map(parallel.unreplicate, self.metrics)))
+        out = {"env_steps": float(env_steps), "sps": sps, "fps": sps * frame_skip}
+        out["episode_return"] = float(np.mean(self.returns)) if self.returns else float("nan")
+        out["episode_length"] = float(np.mean(self.lengths)) if self.lengths else float("nan")
+        out["episodes"] = float(len(self.returns))
+        out.update({k: float(np.mean(v)) for k, v in metrics.items()})
+        out["learner_wait_s"] = self.learner_wait
+        out["learn_s"] = self.learn
+        out.update({f"actor_{k}_s": v for k, v in self.actor.items()})
+        out["policy_lag"] = float(statistics.mean(self.lags))
+        out["queue_size"] = float(queue_size)
+        out["host_memory_mb"] = host_memory_mb()
+        return out
+
+
+def host_memory_mb() -> float:
+    """This process's resident memory in MiB (peak resident memory where /proc is missing)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
