@@ -43,7 +43,7 @@ def _checkpointer():
     """An orbax checkpointer that this process drives alone (only process 0 saves in a multi-process run)."""
     import orbax.checkpoint as ocp
 
-    me = jax.process_index()
+    me = parallel.process_index()
     return ocp.StandardCheckpointer(multiprocessing_options=ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me}))
 
 
@@ -84,7 +84,7 @@ def _is_key(x) -> bool:
 
 
 def _run_state_path(directory: str, step: int) -> str:
-    return os.path.join(os.path.abspath(directory), f"step_{step}.run", f"process_{jax.process_index()}")
+    return os.path.join(os.path.abspath(directory), f"step_{step}.run", f"process_{parallel.process_index()}")
 
 
 def save_run_state(directory: str, step: int, tree) -> None:

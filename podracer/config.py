@@ -227,7 +227,7 @@ def parse(default: T | type[T], argv: Sequence[str] | None = None, *, prog: str 
     kwargs = {} if isinstance(default, type) else {"default": default}
     if any(f.name == "agent" for f in dataclasses.fields(cls)):
         description = ((description or "").rstrip(".") + ". " if description else "") + (
-            "Choose the agent with --agent NAME (or NAME alone), then its flags; --agent NAME --help lists them.")
+            "Choose the agent with --agent NAME (or NAME alone); --agent NAME --help lists its flags.")
     markers = (tyro.conf.OmitSubcommandPrefixes, tyro.conf.OmitArgPrefixes, tyro.conf.CascadeSubcommandArgs)
     try:
         argv = _spell_agent_flag(argv)

@@ -24,7 +24,7 @@ from podracer.learner import init_learner_state, make_learner_step, should_unrol
 from podracer.learner import make_optimizer as _adam
 from podracer.logging import make_logger
 from podracer.sebulba import learner as sebulba_learner
-from podracer.sebulba import run as sebulba_run
+from podracer.sebulba.run import run as run_threads
 from podracer.sebulba.actor import make_act, run_actor
 from podracer.sebulba.pipeline import ParamStore, StopAwareQueue
 
@@ -62,7 +62,7 @@ def _check_anakin_batch(agent: Agent, per_device: int, rollout_length: int) -> N
 def _anakin_banner(config: AnakinConfig, num_global: int, per_device: int, resume_step: int | None) -> str:
     seeds = f", seeds {config.seed} ... {config.seed + config.num_seeds - 1} together" if config.num_seeds > 1 else ""
     resume = f"; resuming after {resume_step} updates" if resume_step is not None else ""
-    return (f"podracer anakin: {config.agent_name} on {config.env}, {num_global} device(s) in {jax.process_count()} "
+    return (f"podracer anakin: {config.agent_name} on {config.env}, {num_global} device(s) in {parallel.process_count()} "
             f"process(es) [{jax.default_backend()}], {per_device} envs per device, rollout {config.rollout_length}, "
             f"{config.num_updates} updates{seeds}{resume}")
 
@@ -193,9 +193,9 @@ def train_sebulba(
     make_env = make_env or host_env_factory(config)
     actor_ids = config.actor_devices or (0,)
     num_actors = len(actor_ids) * config.actor_threads
-    per_actor = config.envs_per_actor(num_actors * jax.process_count())
+    per_actor = config.envs_per_actor(num_actors * parallel.process_count())
     layout = parallel.resolve_layout(config.actor_devices, config.learner_devices, per_actor)
-    first_actor = jax.process_index() * num_actors  # actors are numbered across processes
+    first_actor = parallel.process_index() * num_actors  # actors are numbered across processes
     num_groups = config.groups(layout.actor_devices[0].platform, per_actor)
     group_size = per_actor // num_groups
     # Actor i's group g gets seeds as if its batch were one envpool batch (envpool seeds env j with seed + j).
@@ -214,7 +214,7 @@ def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_a
     agent, optimizer = make_agent(config.agent, spec), make_optimizer(config.agent)
     per_actor = sum(env.num_envs for env in groups[0])
     # Every process feeds one trajectory per actor per update round; the update averages over all of them.
-    steps_per_update = config.rollout_length * per_actor * jax.process_count()
+    steps_per_update = config.rollout_length * per_actor * parallel.process_count()
     schedule = sebulba_learner.Schedule(
         num_updates=math.ceil(config.total_env_steps / steps_per_update), steps_per_update=steps_per_update,
         log_every=config.log_every, checkpoint_every=config.checkpoint_every,
@@ -231,7 +231,7 @@ def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_a
     if parallel.is_main_process():
         print(f"podracer sebulba: {config.agent_name} on {metadata['env']}; actor devices {[d.id for d in layout.actor_devices]} "
               f"x {config.actor_threads} thread(s) x {per_actor} envs ({len(groups[0])} group(s)); learner devices "
-              f"{[d.id for d in layout.learner_devices]} in {jax.process_count()} process(es)", flush=True)
+              f"{[d.id for d in layout.learner_devices]} in {parallel.process_count()} process(es)", flush=True)
     store, queue, act = ParamStore(layout.actor_devices), StopAwareQueue(config.queue_size), make_act(agent)
     actors = {}
     for i, envs_i in enumerate(groups):
@@ -242,7 +242,7 @@ def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_a
             store=store, queue=queue, stop=stop)
     learn = lambda: sebulba_learner.learn(step, state, updates, schedule, queue=queue, store=store,  # noqa: E731
                                           stop=stop, save=save, log=log)
-    return sebulba_run.run(learn, actors, stop)
+    return run_threads(learn, actors, stop)
 
 
 def run_sebulba(config: SebulbaConfig, stop: threading.Event | None = None) -> sebulba_learner.SebulbaResult:

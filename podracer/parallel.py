@@ -104,6 +104,31 @@ def is_main_process() -> bool:
     return jax.process_index() == 0
 
 
+def process_index() -> int:
+    """This process's index among the processes of the run (0 in a single-process run)."""
+    return jax.process_index()
+
+
+def process_count() -> int:
+    """The processes of the run."""
+    return jax.process_count()
+
+
+def host_cpu_device() -> jax.Device:
+    """This process's first CPU device (where host-side JAX work runs, whatever the accelerators)."""
+    return jax.devices("cpu")[0]
+
+
+def put_on(tree, device: jax.Device):
+    """``tree`` placed on ``device`` (one device: an actor's, a host environment's)."""
+    return jax.device_put(tree, device)
+
+
+def broadcast(tree, devices: Sequence[jax.Device]) -> dict:
+    """A copy of ``tree`` on each of ``devices``, by device (parameters for every actor device)."""
+    return {d: jax.device_put(tree, d) for d in devices}
+
+
 def local_devices(devices: Sequence[jax.Device] | None = None) -> list[jax.Device]:
     """The devices of this process among ``devices`` (default: all devices of all processes).
 

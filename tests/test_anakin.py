@@ -164,9 +164,9 @@ def test_clear_errors_for_bad_input():
         agents.config_class("dqnn")
     with pytest.raises(ValueError, match=r"Unknown JAX environment 'pong'; available: cartpole, catch, memory, synthetic\."):
         envs.make("pong")
-    with pytest.raises(ValueError, match=r"process_id 2 is out of range for 2 processes \(expected 0 \.\.\. 1\)\."):
+    with pytest.raises(ValueError, match=r"--process-id 2 is out of range for 2 processes \(expected 0 \.\.\. 1\)\."):
         AnakinConfig(num_processes=2, process_id=2, coordinator="127.0.0.1:1234")
-    with pytest.raises(ValueError, match=r"process_id 5 is out of range for 2 processes"):
+    with pytest.raises(ValueError, match=r"--process-id 5 is out of range for 2 processes"):
         parallel.initialize("127.0.0.1:1234", 2, 5)
     with pytest.raises(ValueError, match=r"--num-envs = 10 is not divisible by the 8 devices of this run; choose a multiple of 8\."):
         AnakinConfig(num_envs=10).envs_per_device(8)

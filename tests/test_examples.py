@@ -79,10 +79,10 @@ def test_bad_command_lines_fail_with_clear_messages():
     assert out.returncode == 2 and "invalid choice: 'sac'" in out.stderr
     out = _run("--num-processes", "2", "--process-id", "2", "--coordinator", "127.0.0.1:1")
     assert out.returncode == 2
-    assert "process_id 2 is out of range for 2 processes (expected 0 ... 1)." in out.stderr
+    assert "--process-id 2 is out of range for 2 processes (expected 0 ... 1)." in out.stderr
     out = _run("--cpu-devices", "4", "--num-envs", "10")
     assert out.returncode == 2
-    assert "num_envs = 10 is not divisible by the 4 devices of this run; choose a multiple of 4." in out.stderr
+    assert "--num-envs = 10 is not divisible by the 4 devices of this run; choose a multiple of 4." in out.stderr
 
 
 def test_two_processes_solve_catch_as_one_process_with_the_same_devices(tmp_path):

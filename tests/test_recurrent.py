@@ -74,7 +74,7 @@ def test_structured_torso_shapes_and_clipping():
     assert action.shape == (5,) and extras["logits"].shape == (5, 8) and state[0].shape == (5, 16)
     with pytest.raises(ValueError, match=r"Structured \(dict\) observations need a recurrent agent \(core='lstm'\)\."):
         agents.make("a2c", spec)
-    with pytest.raises(ValueError, match=r"Unknown core 'gru'; choose one of none, lstm\."):
+    with pytest.raises(ValueError, match=r"--core: unknown core 'gru'; choose one of none, lstm\."):
         agents.make("a2c", spec, core="gru")
 
 
@@ -127,7 +127,7 @@ def test_r2d2_stores_aligned_sequences_and_learns_the_memory_task(devices):
     with pytest.raises(ValueError, match=r"R2D2 needs sequences longer than burn_in \+ 1 = 5 steps; the trajectories "
                                          r"have 4 \(raise --rollout-length or lower --burn-in\)\."):
         anakin.init_state(env, agent, make_optimizer(1e-3), jax.random.key(0), 5, rollout_length=3)
-    with pytest.raises(ValueError, match=r"R2D2 is recurrent: core must be 'lstm', got 'none'\."):
+    with pytest.raises(ValueError, match=r"Agent 'r2d2' has no hyper-parameter\(s\) \['core'\]"):  # always recurrent
         agents.make("r2d2", env.spec(), core="none")
 
     result = anakin.run(env, agent, make_optimizer(1e-3, 10.0), key=jax.random.key(0), num_envs_per_device=16,

@@ -158,7 +158,7 @@ def test_bad_input_gives_clear_errors():
     jax.block_until_ready(nan_update(state, jnp.array([1.0, 2.0])))
     with pytest.raises(Exception, match=r"Replay priorities must not be NaN; got 1 NaN value\(s\)\."):
         jax.block_until_ready(nan_update(state, jnp.array([1.0, jnp.nan])))
-    with pytest.raises(ValueError, match=r"Need batch_size <= min_replay_size <= replay_capacity, got 256, 100, 1000\."):
+    with pytest.raises(ValueError, match=r"Need --batch-size <= --min-replay-size <= --replay-capacity, got 256, 100, 1000\."):
         agents.DQNConfig(batch_size=256, min_replay_size=100, replay_capacity=1000)
 
 

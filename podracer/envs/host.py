@@ -11,6 +11,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
+from podracer import parallel
 from podracer.envs.base import EnvSpec, Environment
 from podracer.envs.wrappers import wrap
 from podracer.types import TimeStep
@@ -27,9 +28,9 @@ class JaxHostEnv:
         self.num_envs = num_envs
         self.task_id = PREFIX + type(env).__name__.lower()
         self._spec = env.spec()
-        self._device = device or jax.devices("cpu")[0]
+        self._device = device or parallel.host_cpu_device()
         wrapped = wrap(env)
-        keys = jax.device_put(jax.random.split(jax.random.key(seed), num_envs), self._device)
+        keys = parallel.put_on(jax.random.split(jax.random.key(seed), num_envs), self._device)
         self._reset = jax.jit(jax.vmap(wrapped.reset))
         self._step = jax.jit(jax.vmap(wrapped.step))
         self._keys = keys
@@ -52,7 +53,7 @@ class JaxHostEnv:
         action = np.asarray(action, np.int32)
         if action.shape != (self.num_envs,):
             raise ValueError(f"Expected {self.num_envs} actions, got shape {action.shape}.")
-        self._action = jax.device_put(action, self._device)
+        self._action = parallel.put_on(action, self._device)
 
     def recv(self) -> TimeStep:
         if self._action is None:

@@ -86,13 +86,13 @@ def run_actor(
     """
     num_learners = len(parallel.local_devices(learner_devices))
     params, version = store.latest(device, stop)
-    key = jax.device_put(key, device)
-    cores = [jax.device_put(agent.initial_state(env.num_envs), device) for env in envs]
+    key = parallel.put_on(key, device)
+    cores = [parallel.put_on(agent.initial_state(env.num_envs), device) for env in envs]
     firsts = [np.ones(env.num_envs, bool) for env in envs]
 
     def act_on(timestep, g):
         nonlocal key
-        observation = jax.device_put(timestep.observation, device)
+        observation = parallel.put_on(timestep.observation, device)
         action, extras, cores[g], key = act(params, observation, key, cores[g], firsts[g])
         firsts[g] = np.asarray(timestep.last)  # the next time step of a finished episode starts a new one
         return timestep, np.asarray(action), jax.device_get(extras)

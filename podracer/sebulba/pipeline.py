@@ -10,6 +10,8 @@ from typing import Any, NamedTuple
 
 import jax
 
+from podracer import parallel
+
 
 class Stopped(Exception):
     """Raised inside a thread when the run's stop event is set while it waits."""
@@ -30,7 +32,7 @@ class ParamStore:
         self._version = -1
 
     def publish(self, params, version: int) -> None:
-        placed = {d: jax.device_put(params, d) for d in self._devices}
+        placed = parallel.broadcast(params, self._devices)
         with self._lock:
             self._params, self._version = placed, version
         self._ready.set()
