@@ -21,11 +21,16 @@ def main(argv=None) -> int:
     from podracer import experiment
 
     try:
-        parallel.initialize(cfg.coordinator, cfg.num_processes, cfg.process_id, auto_detect=cfg.distributed)
+        parallel.initialize(cfg.coordinator, cfg.num_processes, cfg.process_id, auto_detect=cfg.distributed,
+                            timeout=cfg.distributed_timeout)
         result = experiment.train_anakin(cfg, stop=stop)
     except ValueError as error:  # a layout that does not fit the devices found, a checkpoint directory that does not fit
         print(f"anakin_catch.py: error: {error}", file=sys.stderr)
         return 2
+    except Exception as error:  # noqa: BLE001 - in a multi-process run, most likely a process that is gone
+        if parallel.process_count() > 1:
+            parallel.abandon_run("anakin_catch.py", error)
+        raise
     if interrupted.is_set():
         print("anakin_catch.py: interrupted; saved the last completed update." if cfg.checkpoint_dir
               else "anakin_catch.py: interrupted.", file=sys.stderr)

@@ -30,11 +30,16 @@ def main(argv=None) -> int:
     from podracer import experiment
 
     try:
-        parallel.initialize(cfg.coordinator, cfg.num_processes, cfg.process_id, auto_detect=cfg.distributed)
+        parallel.initialize(cfg.coordinator, cfg.num_processes, cfg.process_id, auto_detect=cfg.distributed,
+                            timeout=cfg.distributed_timeout)
         result = experiment.train_anakin(cfg)
     except ValueError as error:
         print(f"anakin_dqn_cartpole.py: error: {error}", file=sys.stderr)
         return 2
+    except Exception as error:  # noqa: BLE001 - in a multi-process run, most likely a process that is gone
+        if parallel.process_count() > 1:
+            parallel.abandon_run("anakin_dqn_cartpole.py", error)
+        raise
     if not parallel.is_main_process():
         return 0
     env = envs.make(cfg.env)

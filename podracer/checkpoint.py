@@ -6,6 +6,12 @@ hyper-parameters, updates and env steps). An Anakin run also writes
 ``step_<updates>.run/process_<i>/``: each process's entries of the whole run state
 (learner, replay memory, environments, keys), from which ``--resume`` continues exactly.
 The newest few are kept.
+
+A checkpoint counts once its ``.json`` exists, and that file is written last and
+atomically (a temporary file renamed), so a process killed during a save leaves the
+previous checkpoints as they were. Restoring the newest checkpoint falls back past
+ones that cannot be read (a truncated data file, a missing orbax ``_METADATA``, a
+broken ``.json``), with a one-line warning naming each.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import sys
 from typing import Any
 
 import jax
@@ -70,8 +77,9 @@ def save(directory: str, state: LearnerState, metadata: dict[str, Any], *, keep:
     checkpointer = _checkpointer()
     checkpointer.save(path, jax.device_get(_pack(state)))
     checkpointer.wait_until_finished()
-    with open(f"{path}.json", "w", encoding="utf-8") as f:
+    with open(f"{path}.json.tmp", "w", encoding="utf-8") as f:
         json.dump({**metadata, "updates": step}, f, indent=1)
+    os.replace(f"{path}.json.tmp", f"{path}.json")  # the checkpoint counts from here on
     for old in steps(directory)[:-keep]:
         shutil.rmtree(os.path.join(directory, f"step_{old}"), ignore_errors=True)
         shutil.rmtree(os.path.join(directory, f"step_{old}.run"), ignore_errors=True)
@@ -99,6 +107,57 @@ def save_run_state(directory: str, step: int, tree) -> None:
     checkpointer = _checkpointer()
     checkpointer.save(path, parallel.local_entries(tree))
     checkpointer.wait_until_finished()
+
+
+_WARNED: set[str] = set()
+
+
+def _warn(message: str) -> None:
+    print(f"podracer: warning: {message}", file=sys.stderr, flush=True)
+
+
+def _reason(error: BaseException) -> str:
+    """One line about why a checkpoint could not be read."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    text = lines[0] if lines else ""
+    text = text if len(text) <= 160 else text[:157] + "..."
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def _newest_intact(directory: str, load, what: str):
+    """``(load(step), step)`` for the newest step of ``directory`` that ``load`` reads, warning about each
+    newer one that it cannot; in a multi-process run every process ends on the same step."""
+    found = steps(directory)
+    if not found:
+        raise ValueError(f"No podracer checkpoint in {directory!r}.")
+    result, chosen = None, None
+    for step in reversed(found):
+        try:
+            result, chosen = load(step), step
+            break
+        except Exception as error:  # noqa: BLE001 - orbax, JSON and file errors all mean "not intact"
+            path = os.path.join(directory, f"step_{step}")
+            if path not in _WARNED:  # once per checkpoint, though the metadata and then the state are tried
+                _WARNED.add(path)
+                _warn(f"{what} {path} cannot be restored ({_reason(error)}); using the previous checkpoint.")
+    agreed = parallel.agree_on_min(-1 if chosen is None else chosen)
+    if agreed < 0:
+        raise ValueError(f"No intact checkpoint in {directory!r} (tried {', '.join(f'step_{s}' for s in reversed(found))}).")
+    if agreed != chosen:  # another process could not read this one: all take the newest every process reads
+        result = load(agreed)
+    return result, agreed
+
+
+def restore_newest_run_state(directory: str, template):
+    """``(run state, step)``: :func:`restore_run_state` of the newest checkpoint whose metadata and run state
+    are intact (see :func:`_newest_intact`)."""
+    directory = os.path.abspath(directory)
+
+    def load(step):
+        read_metadata(directory, step)
+        return restore_run_state(directory, step, template)
+
+    return _newest_intact(directory, load, "run state of")
 
 
 def restore_run_state(directory: str, step: int, template):
@@ -139,20 +198,31 @@ def prepare(directory: str, *, resume: bool, identity: dict[str, Any]) -> int | 
         return None
     if not found:
         raise ValueError(f"--resume: no checkpoint in {directory!r} to resume from.")
-    saved = read_metadata(directory, found[-1])
+    saved, newest = newest_metadata(directory)
     differ = {k: saved.get(k) for k, v in identity.items() if saved.get(k) != v}
     if differ:
         got = ", ".join(f"{k} {v!r}" for k, v in differ.items())
         want = ", ".join(f"{k} {identity[k]!r}" for k in differ)
         raise ValueError(f"--resume: {directory!r} holds a checkpoint of {got}, not {want}.")
-    return found[-1]
+    return newest
 
 
 def read_metadata(directory: str, step: int | None = None) -> dict[str, Any]:
-    """The metadata of the newest checkpoint (or of ``step``)."""
+    """The metadata of the newest checkpoint (or of ``step``); a ``ValueError`` naming the file when it cannot be read."""
     step = latest(directory) if step is None else step
-    with open(os.path.join(directory, f"step_{step}.json"), encoding="utf-8") as f:
-        return json.load(f)
+    path = os.path.join(directory, f"step_{step}.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not valid JSON ({error.msg}, line {error.lineno}).") from None
+    except OSError as error:
+        raise ValueError(f"{path} cannot be read ({error.strerror}).") from None
+
+
+def newest_metadata(directory: str) -> tuple[dict[str, Any], int]:
+    """``(metadata, step)`` of the newest checkpoint whose ``.json`` reads, warning about newer ones that do not."""
+    return _newest_intact(directory, lambda step: read_metadata(directory, step), "metadata of")
 
 
 def latest(directory: str) -> int:
@@ -163,13 +233,16 @@ def latest(directory: str) -> int:
 
 
 def restore(directory: str, template: LearnerState, step: int | None = None) -> tuple[LearnerState, dict[str, Any]]:
-    """The newest checkpoint (or ``step``) shaped like ``template``, as host arrays, and its metadata.
+    """The newest intact checkpoint (or ``step``) shaped like ``template``, as host arrays, and its metadata.
 
     ``template`` may be abstract (``jax.eval_shape`` of the initial state). Parts that are
-    not saved (a replay memory) come back as they are in ``template``.
+    not saved (a replay memory) come back as they are in ``template``. Without ``step``,
+    a newest checkpoint that cannot be read is skipped with a warning naming it.
     """
     directory = os.path.abspath(directory)
-    step = latest(directory) if step is None else step
+    if step is None:
+        return _newest_intact(directory, lambda step: restore(directory, template, step), "checkpoint")[0]
+    metadata = read_metadata(directory, step)
     abstract = jax.eval_shape(_pack, template)
     tree = _checkpointer().restore(os.path.join(directory, f"step_{step}"), abstract)
     key = tree["key"]
@@ -179,4 +252,4 @@ def restore(directory: str, template: LearnerState, step: int | None = None) -> 
     if "target_params" in tree:
         extra = extra._replace(target_params=tree["target_params"])
     state = LearnerState(tree["params"], tree["opt_state"], key, np.asarray(tree["step"]), extra)
-    return state, read_metadata(directory, step)
+    return state, metadata

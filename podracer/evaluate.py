@@ -27,7 +27,7 @@ def load(directory: str, spec):
     from podracer.envs.base import example_observation
     from podracer.learner import init_learner_state, make_optimizer
 
-    metadata = checkpoint.read_metadata(directory)
+    metadata, _ = checkpoint.newest_metadata(directory)
     agent = _agent_for(metadata, spec)
     example = example_observation(spec)
     # Abstract: a replay agent's template would otherwise allocate its whole replay memory.
@@ -148,7 +148,7 @@ def play(directory: str, episodes: int, *, seed: int = 0, greedy: bool = False, 
     episode's frames when ``record`` (image or board observations)."""
     from podracer import checkpoint
 
-    metadata = checkpoint.read_metadata(directory)
+    metadata, _ = checkpoint.newest_metadata(directory)
     mode = metadata.get("mode")
     if mode not in ("sebulba", "anakin"):
         raise ValueError(f"{directory!r} holds a checkpoint of unknown mode {mode!r}.")

@@ -89,7 +89,8 @@ def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> a
     key = anakin.seed_keys(config.seed, config.num_seeds) if config.num_seeds > 1 else jax.random.key(config.seed)
     state = anakin.init(env, agent, optimizer, key, per_device, rollout_length=config.rollout_length)
     if resume_step is not None:
-        state = parallel.shard(checkpoint.restore_run_state(config.checkpoint_dir, resume_step, state))
+        local, resume_step = checkpoint.restore_newest_run_state(config.checkpoint_dir, state)
+        state = parallel.shard(local)
     saver = _AnakinSaver(config, metadata, steps_per_update, resume_step or 0)
     logger = make_logger(config.log_dir, is_main=parallel.is_main_process(),
                          total_env_steps=config.num_updates * steps_per_update,

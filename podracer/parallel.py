@@ -12,7 +12,11 @@ local data. Only process 0 prints and writes files.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
+import threading
+import time
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -37,24 +41,42 @@ def check_process_id(num_processes: int | None, process_id: int | None) -> None:
         )
 
 
+# How fast a multi-process run notices a process that is gone: podracer's own watch ends every other
+# process once one has been silent this long (one line, exit status 1) ...
+PEER_SILENCE_SECONDS = 5
+# ... before JAX's distributed runtime declares it dead (no heartbeat for this long; it then ends the
+# other processes itself, with a C++ check failure).
+HEARTBEAT_SECONDS = 20
+# How long a process that ends waits for the others at JAX's shutdown barrier.
+SHUTDOWN_SECONDS = 10
+
+
 def initialize(
     coordinator_address: str | None = None,
     num_processes: int | None = None,
     process_id: int | None = None,
     *,
     auto_detect: bool = False,
+    timeout: int = 60,
 ) -> None:
     """Joins this process to a multi-process run, before any JAX computation.
 
     Either give all three of ``coordinator_address`` (``HOST:PORT`` of process 0),
     ``num_processes`` and ``process_id``, or set ``auto_detect`` to let JAX find them
     (TPU pod slices, Slurm, Open MPI). With neither, this is a single-process run and
-    nothing happens.
+    nothing happens. A process that has not joined every other one within ``timeout``
+    seconds (``--distributed-timeout``) exits with status 2 and a message naming the
+    coordinator's address.
     """
+    if timeout < 1:
+        raise ValueError(f"--distributed-timeout must be >= 1, got {timeout}.")
+    knobs = dict(initialization_timeout=timeout, heartbeat_timeout_seconds=HEARTBEAT_SECONDS,
+                 shutdown_timeout_seconds=SHUTDOWN_SECONDS)
     explicit = (coordinator_address, num_processes, process_id)
     if all(v is None for v in explicit):
         if auto_detect:
-            jax.distributed.initialize()
+            with _deadline(timeout, "the coordinator JAX detected"):
+                jax.distributed.initialize(**knobs)
         return
     if any(v is None for v in explicit):
         raise ValueError(
@@ -68,11 +90,124 @@ def initialize(
         raise ValueError(
             f"coordinator_address must be HOST:PORT, got {coordinator_address!r}."
         )
-    jax.distributed.initialize(
-        coordinator_address=coordinator_address,
-        num_processes=num_processes,
-        process_id=process_id,
-    )
+    with _deadline(timeout, coordinator_address, num_processes):
+        jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=num_processes,
+                                   process_id=process_id, **knobs)
+    _watch_peers()
+
+
+def _gone_processes(wait: float = 0.0) -> list[int] | None:
+    """The processes of this run that the coordinator no longer sees (waiting up to ``wait`` s for one to show);
+    None when the coordinator itself cannot be asked (it is gone). It notices a process gone only once that
+    process has sent no heartbeat for :data:`HEARTBEAT_SECONDS`."""
+    from jax._src import distributed
+
+    state = distributed.global_state
+    if state.client is None or not state.num_processes:
+        return []
+    everyone = list(range(state.num_processes))
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            live = state.client.get_live_nodes(everyone)
+        except Exception:  # noqa: BLE001 - the coordinator does not answer
+            return None
+        gone = [p for p in everyone if p not in live]
+        if gone or time.monotonic() >= deadline:
+            return gone
+        time.sleep(0.2)
+
+
+def _lost(gone: list[int] | None) -> str:
+    if gone is None:
+        return "process 0 (the coordinator) is gone or unreachable"
+    if not gone and jax.process_count() == 2:  # the coordinator has not noticed yet, but there is only one other
+        gone = [1 - jax.process_index()]
+    if gone:
+        return f"process {', '.join(map(str, gone))} of the run {'is' if len(gone) == 1 else 'are'} gone"
+    return "another process of the run is gone or failed (the coordinator has not yet noticed which)"
+
+
+def abandon_run(program: str, error: BaseException) -> None:
+    """Ends this process of a multi-process run at once after ``error`` (status 1), with one line naming the
+    process that is gone: JAX's shutdown barrier would wait for it and then abort with a C++ stack dump."""
+    detail = (str(error).strip().splitlines() or [type(error).__name__])[-1][:200]
+    print(f"{program}: error: {_lost(_gone_processes())}; ending this process ({detail})",
+          file=sys.stderr, flush=True)
+    os._exit(1)
+
+
+def _watch_peers(period: float = 0.5) -> None:
+    """A daemon thread that ends this process (status 1, one line) when another process of the run falls silent
+    for :data:`PEER_SILENCE_SECONDS`, or the coordinator cannot be reached: whatever this process is doing
+    (compiling, waiting for a queue). Each process bumps a counter in the coordinator's key-value store every
+    ``period`` seconds and reads the others'; this notices a lost process before JAX's own heartbeat check
+    (:data:`HEARTBEAT_SECONDS`), which would end the process with a C++ check failure instead."""
+    from jax._src import distributed
+
+    client, me, count = distributed.global_state.client, jax.process_index(), jax.process_count()
+    others = [p for p in range(count) if p != me]
+
+    def end(gone: list[int] | None) -> None:
+        print(f"podracer: error: {_lost(gone)}; ending this process.", file=sys.stderr, flush=True)
+        os._exit(1)
+
+    def watch():
+        seen = {p: (None, time.monotonic()) for p in others}
+        beat = 0
+        while True:
+            beat += 1
+            try:
+                client.key_value_set(f"podracer/alive/{me}", str(beat), allow_overwrite=True)
+                values = {p: _try_get(client, f"podracer/alive/{p}") for p in others}
+            except Exception:  # noqa: BLE001 - the coordinator does not answer
+                end(None)
+            now = time.monotonic()
+            for p, value in values.items():
+                if value != seen[p][0]:
+                    seen[p] = (value, now)
+            silent = [p for p in others if seen[p][0] is not None and now - seen[p][1] > PEER_SILENCE_SECONDS]
+            if silent:
+                end(silent)
+            time.sleep(period)
+
+    threading.Thread(target=watch, name="peer-watch", daemon=True).start()
+
+
+def _try_get(client, key: str) -> str | None:
+    try:
+        return client.key_value_try_get(key)
+    except Exception as error:  # noqa: BLE001 - NOT_FOUND until that process has started its watch
+        if "NOT_FOUND" in str(error) or "not found" in str(error).lower():
+            return None
+        raise
+
+
+def _unreachable(address: str, timeout: int, num_processes: int | None) -> str:
+    processes = f"all {num_processes} processes" if num_processes else "every process"
+    return (f"could not join the run at the coordinator {address} within {timeout} s (--distributed-timeout): check "
+            f"that process 0 runs with the same --coordinator, that {address} is reachable from this host (address, "
+            f"port, firewall) and that {processes} have started.")
+
+
+@contextlib.contextmanager
+def _deadline(timeout: int, address: str, num_processes: int | None = None):
+    """Ends the process (status 2, one line) when the block has not finished ``timeout`` + 5 s after it began:
+    JAX's own time-out can abort with a C++ stack dump and a message that names no address."""
+    done = threading.Event()
+
+    def watch():
+        if not done.wait(timeout + 5):
+            print(f"podracer: error: {_unreachable(address, timeout, num_processes)}", file=sys.stderr, flush=True)
+            os._exit(2)
+
+    threading.Thread(target=watch, name="distributed-deadline", daemon=True).start()
+    try:
+        yield
+    except Exception as error:  # noqa: BLE001 - JAX raises several kinds here
+        raise ValueError(f"{_unreachable(address, timeout, num_processes)} ({str(error).splitlines()[0][:200]})") from None
+    finally:
+        done.set()
 
 
 def set_cpu_device_count(count: int) -> None:
@@ -117,6 +252,15 @@ def process_count() -> int:
 def host_cpu_device() -> jax.Device:
     """This process's first CPU device (where host-side JAX work runs, whatever the accelerators)."""
     return jax.devices("cpu")[0]
+
+
+def agree_on_min(value: int) -> int:
+    """The smallest of every process's ``value`` (each process calls it; one process: ``value``)."""
+    if jax.process_count() == 1:
+        return value
+    from jax.experimental import multihost_utils
+
+    return int(np.min(multihost_utils.process_allgather(np.asarray(value, np.int64))))
 
 
 def put_on(tree, device: jax.Device):

@@ -15,11 +15,16 @@ def main(argv=None) -> int:
     from podracer import experiment
 
     try:
-        parallel.initialize(cfg.coordinator, cfg.num_processes, cfg.process_id, auto_detect=cfg.distributed)
+        parallel.initialize(cfg.coordinator, cfg.num_processes, cfg.process_id, auto_detect=cfg.distributed,
+                            timeout=cfg.distributed_timeout)
         result = experiment.run_sebulba(cfg, stop=stop)
     except ValueError as error:  # an unknown task or a layout that does not fit the devices
         print(f"podracer.sebulba: error: {error}", file=sys.stderr)
         return 2
+    except Exception as error:  # noqa: BLE001 - in a multi-process run, most likely a process that is gone
+        if parallel.process_count() > 1:
+            parallel.abandon_run("podracer.sebulba", error)
+        raise
     if interrupted.is_set():
         print("podracer.sebulba: interrupted; every thread stopped.", file=sys.stderr)
         return 130
