@@ -128,12 +128,22 @@ def _lost(gone: list[int] | None) -> str:
     return "another process of the run is gone or failed (the coordinator has not yet noticed which)"
 
 
+# Words in the errors of a collective or of the coordinator that another process left.
+_LOST_PEER_SIGNS = ("Gloo", "UNAVAILABLE", "DEADLINE_EXCEEDED", "Connection reset", "Connection closed", "Socket closed")
+
+
 def abandon_run(program: str, error: BaseException) -> None:
-    """Ends this process of a multi-process run at once after ``error`` (status 1), with one line naming the
-    process that is gone: JAX's shutdown barrier would wait for it and then abort with a C++ stack dump."""
+    """Ends this process of a multi-process run at once after ``error`` (status 1); JAX's shutdown barrier
+    would wait for the other processes and then abort with a C++ stack dump. A collective that failed because
+    a process is gone is one line naming that process; any other error keeps its traceback."""
     detail = (str(error).strip().splitlines() or [type(error).__name__])[-1][:200]
-    print(f"{program}: error: {_lost(_gone_processes())}; ending this process ({detail})",
-          file=sys.stderr, flush=True)
+    if any(sign in str(error) for sign in _LOST_PEER_SIGNS):
+        print(f"{program}: error: {_lost(_gone_processes())}; ending this process ({detail})", file=sys.stderr, flush=True)
+    else:
+        import traceback
+
+        traceback.print_exception(error)
+        print(f"{program}: error: {detail}; ending this process of the run.", file=sys.stderr, flush=True)
     os._exit(1)
 
 
@@ -251,7 +261,7 @@ def process_count() -> int:
 
 def host_cpu_device() -> jax.Device:
     """This process's first CPU device (where host-side JAX work runs, whatever the accelerators)."""
-    return jax.devices("cpu")[0]
+    return jax.local_devices(backend="cpu")[0]
 
 
 def agree_on_min(value: int) -> int:

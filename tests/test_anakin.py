@@ -258,15 +258,9 @@ def test_replay_and_recurrent_agents_train_seeds_together_as_alone(agent_name, e
             np.testing.assert_allclose(b[i], a, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("damage", ["truncated data file", "missing _METADATA", "broken json"])
-def test_resume_falls_back_past_a_damaged_newest_checkpoint(damage, tmp_path, capfd):
+def _damage(directory, damage):
     import os
-    import shutil
 
-    small = dict(num_envs_per_device=4, rollout_length=4, updates_per_call=20, checkpoint_every=20)
-    directory = tmp_path / "ckpt"
-    experiment.train_anakin(AnakinConfig(checkpoint_dir=str(directory), num_updates=60, **small))
-    assert checkpoint.steps(str(directory)) == [20, 40, 60]
     for part in ("step_60", "step_60.run/process_0"):
         if damage == "truncated data file":
             data = sorted((directory / part / "ocdbt.process_0" / "d").iterdir(), key=os.path.getsize)[-1]
@@ -275,17 +269,32 @@ def test_resume_falls_back_past_a_damaged_newest_checkpoint(damage, tmp_path, ca
             (directory / part / "_METADATA").unlink()
     if damage == "broken json":
         (directory / "step_60.json").write_text("{not json")
-    capfd.readouterr()
-    resumed = experiment.train_anakin(AnakinConfig(checkpoint_dir=str(directory), num_updates=80, resume=True, **small))
-    assert [h["env_steps"] for h in resumed.history] == [60 * 16 * 8, 80 * 16 * 8]  # from update 40, not 60
-    err = capfd.readouterr().err
-    warnings = [line for line in err.splitlines() if "warning" in line]
-    assert len(warnings) == 1 and f"{directory}/step_60 cannot be restored" in warnings[0], err
-    assert "Traceback" not in err and "Event loop" not in err
+
+
+def test_resume_falls_back_past_a_damaged_newest_checkpoint(tmp_path, capfd):
+    import shutil
+
+    small = dict(num_envs_per_device=4, rollout_length=4, updates_per_call=20, checkpoint_every=20)
+    saved = tmp_path / "saved"
+    experiment.train_anakin(AnakinConfig(checkpoint_dir=str(saved), num_updates=60, **small))
+    assert checkpoint.steps(str(saved)) == [20, 40, 60]
     env = envs.make("catch")
-    template = anakin.init_state(env, experiment.make_agent(A2CConfig(), env.spec()), experiment.make_optimizer(A2CConfig()),
-                                 jax.random.key(0), 4).learner
-    shutil.rmtree(directory / "step_80")  # the learner alone (evaluate, Sebulba) falls back past a damaged one too
-    (directory / "step_80.json").write_text("{")
-    _, metadata = checkpoint.restore(str(directory), template)
-    assert metadata["updates"] == 60
+    agent, optimizer = experiment.make_agent(A2CConfig(), env.spec()), experiment.make_optimizer(A2CConfig())
+    template = anakin.init(env, agent, optimizer, jax.random.key(0), 4)
+    for damage in ("truncated data file", "missing _METADATA", "broken json"):
+        directory = tmp_path / damage.replace(" ", "_")
+        shutil.copytree(saved, directory)
+        _damage(directory, damage)
+        capfd.readouterr()
+        _, step = checkpoint.restore_newest_run_state(str(directory), template)  # Anakin's --resume
+        _, metadata = checkpoint.restore(str(directory), template.learner)  # evaluate, Sebulba's --resume
+        err = capfd.readouterr().err
+        warnings = [line for line in err.splitlines() if "warning" in line]
+        assert step == 40 and metadata["updates"] == 40, damage
+        assert len(warnings) == 1 and f"{directory}/step_60 cannot be restored" in warnings[0], (damage, err)
+        assert "Traceback" not in err and "Event loop" not in err, err
+    # The whole run resumes from update 40 and saves over the damaged checkpoint.
+    directory = tmp_path / "truncated_data_file"
+    resumed = experiment.train_anakin(AnakinConfig(checkpoint_dir=str(directory), num_updates=80, resume=True, **small))
+    assert [h["env_steps"] for h in resumed.history] == [60 * 16 * 8, 80 * 16 * 8]
+    assert checkpoint.steps(str(directory)) == [40, 60, 80]
