@@ -317,8 +317,8 @@ def summarize_seeds(metrics: Metrics) -> dict:
 class RunResult(NamedTuple):
     state: AnakinState  # final state, stacked over devices (then over seeds, when several were trained)
     history: list[dict[str, float]]  # one summary per host call
-    compile_seconds: float  # first call (compilation included) minus a steady call's time
-    env_steps_per_second: float  # median steady-state throughput across calls after the first (all seeds together)
+    compile_seconds: float  # initialization and compilation of the update, before the first call
+    env_steps_per_second: float  # median throughput of the host calls (all seeds together), compilation excluded
 
 
 def run(
@@ -337,6 +337,7 @@ def run(
     start_update: int = 0,
     after_call: Callable[[AnakinState, int], None] | None = None,
     stop: threading.Event | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Trains with the update mapped over ``devices`` (default: all devices of all processes).
 
@@ -352,7 +353,9 @@ def run(
     To continue a run, pass its ``state`` (as :func:`init` lays it out) and the updates it
     has done as ``start_update``: the remaining updates then run exactly as they would have.
     ``after_call(state, updates)`` runs after every host call (checkpoints); a set ``stop``
-    ends the run after the call in flight.
+    ends the run after the call in flight. ``progress`` hears what the run is doing before
+    its first summary: ``"compiling"``, then ``"compiled in S s"`` (the update is compiled
+    ahead of its first call, so no summary's env steps/s includes compilation).
     """
     num_calls = parallel.check_divisible(num_updates, updates_per_call, "num_updates", "updates per call (--updates-per-call)")
     first_call = parallel.check_divisible(start_update, updates_per_call, "the updates already done", "updates per call")
@@ -360,10 +363,15 @@ def run(
     num_seeds = len(key) if seeded else 1
     steps_per_update = rollout_length * num_envs_per_device * parallel.num_global_devices(devices)
 
+    progress = progress or (lambda event: None)
+    progress("compiling")
+    compile_start = time.perf_counter()
     update = _over_seeds(make_update(env, agent, optimizer, rollout_length=rollout_length), key)
-    p_multi = parallel.device_map(make_multi_update(update, updates_per_call), devices)
     if state is None:
         state = init(env, agent, optimizer, key, num_envs_per_device, devices, rollout_length=rollout_length)
+    p_multi = parallel.device_map(make_multi_update(update, updates_per_call), devices).lower(state).compile()
+    compile_seconds = time.perf_counter() - compile_start
+    progress(f"compiled in {compile_seconds:.1f} s")
     summarize_call = summarize_seeds if seeded else summarize
 
     history, call_seconds = [], []
@@ -383,12 +391,5 @@ def run(
         if after_call is not None:
             after_call(state, (call + 1) * updates_per_call)
 
-    if not call_seconds:
-        return RunResult(state, history, 0.0, float("nan"))
-    steady = float(np.median(call_seconds[1:])) if len(call_seconds) > 1 else call_seconds[0]
-    return RunResult(
-        state=state,
-        history=history,
-        compile_seconds=max(call_seconds[0] - steady, 0.0),
-        env_steps_per_second=num_seeds * updates_per_call * steps_per_update / steady,
-    )
+    steady = float(np.median(call_seconds)) if call_seconds else float("nan")
+    return RunResult(state, history, compile_seconds, num_seeds * updates_per_call * steps_per_update / steady)

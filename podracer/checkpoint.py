@@ -95,17 +95,18 @@ def _run_state_path(directory: str, step: int) -> str:
     return os.path.join(os.path.abspath(directory), f"step_{step}.run", f"process_{parallel.process_index()}")
 
 
-def save_run_state(directory: str, step: int, tree) -> None:
+def save_run_state(directory: str, step: int, tree, *, local=None) -> None:
     """Writes this process's entries of ``tree`` (stacked over devices) for checkpoint ``step``.
 
-    Every process calls it, before the main process's :func:`save` of the same step.
+    Every process calls it, before the main process's :func:`save` of the same step. ``local``: this
+    process's entries already copied to the host (:func:`podracer.parallel.local_entries`), instead of ``tree``.
     """
     path = _run_state_path(directory, step)
     if os.path.exists(path):
         shutil.rmtree(path)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     checkpointer = _checkpointer()
-    checkpointer.save(path, parallel.local_entries(tree))
+    checkpointer.save(path, parallel.local_entries(tree) if local is None else local)
     checkpointer.wait_until_finished()
 
 

@@ -124,12 +124,15 @@ class SebulbaConfig(RunConfig):
     rollout_length: int = 20  # environment steps per trajectory
     queue_size: int = 2  # trajectories the queue holds before actors wait
     log_every: int = 10  # learner updates between log lines
+    actor_timeout: float = 900.0  # seconds an actor thread may go without shipping a trajectory (waiting for room in the queue aside) before the run stops, naming it
 
     def __post_init__(self):
         super().__post_init__()
         _at_least(self, 1, "total_env_steps", "actor_threads", "num_envs_per_actor", "num_envs", "rollout_length",
                   "queue_size", "log_every", "env_groups")
         _at_least(self, 0, "envpool_threads")
+        if not self.actor_timeout > 0:
+            raise ValueError(f"--actor-timeout must be > 0, got {self.actor_timeout}.")
         _check_burn_in(self.agent, self.rollout_length)
         if self.env.startswith("jax:"):
             envs.make(self.env[len("jax:"):])  # unknown names fail here, with the list of known ones

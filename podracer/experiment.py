@@ -11,12 +11,13 @@ import dataclasses
 import math
 import os
 import threading
+import time
 from collections.abc import Callable
 
 import jax
 import optax
 
-from podracer import agents, anakin, checkpoint, envs, parallel
+from podracer import agents, anakin, checkpoint, envs, lifetime, parallel
 from podracer.agents.base import Agent
 from podracer.config import AnakinConfig, SebulbaConfig
 from podracer.envs.base import HostEnv, example_observation, observation_rank
@@ -26,7 +27,7 @@ from podracer.logging import make_logger
 from podracer.sebulba import learner as sebulba_learner
 from podracer.sebulba.run import run as run_threads
 from podracer.sebulba.actor import make_act, run_actor
-from podracer.sebulba.pipeline import ParamStore, StopAwareQueue
+from podracer.sebulba.pipeline import ActorStatus, ParamStore, StopAwareQueue
 
 
 def make_agent(agent_config, spec) -> Agent:
@@ -74,6 +75,7 @@ def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> a
     ``config.checkpoint_dir`` is set). Call :func:`podracer.parallel.initialize` first in a
     multi-process run (the example's entry point does, from the config's multi-process fields).
     """
+    lifetime.starting()
     env = envs.make(config.env)
     agent, optimizer = make_agent(config.agent, env.spec()), make_optimizer(config.agent)
     num_global = parallel.num_global_devices()
@@ -95,15 +97,50 @@ def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> a
     logger = make_logger(config.log_dir, is_main=parallel.is_main_process(),
                          total_env_steps=config.num_updates * steps_per_update,
                          console_keys=("episode_return_min",) if config.num_seeds > 1 else ())
-    if parallel.is_main_process():
+    main = parallel.is_main_process()
+    if main:
         print(_anakin_banner(config, num_global, per_device, resume_step), flush=True)
-    with logger:
+    watch = _Progress(config.num_updates * steps_per_update, (resume_step or 0) * steps_per_update, main)
+    with logger, lifetime.Heartbeat(watch.status, enabled=main) as heartbeat:
+        watch.heartbeat = heartbeat
         result = anakin.run(env, agent, optimizer, key=key, num_envs_per_device=per_device,
                             rollout_length=config.rollout_length, num_updates=config.num_updates,
-                            updates_per_call=config.updates_per_call, log=logger, state=state,
-                            start_update=resume_step or 0, after_call=saver.after_call, stop=stop)
+                            updates_per_call=config.updates_per_call, log=watch.logging_to(logger), state=state,
+                            start_update=resume_step or 0, after_call=saver.after_call, stop=stop,
+                            progress=watch.event)
     saver.finish(result)
     return result
+
+
+class _Progress:
+    """What a run is doing, for the heartbeat line printed when no progress line has come for a while."""
+
+    def __init__(self, total_steps: float, steps: float, main: bool):
+        self.total, self.steps, self.main, self.phase = total_steps, steps, main, "starting"
+        self.start, self.first_steps, self.heartbeat = time.monotonic(), steps, None
+
+    def event(self, text: str) -> None:
+        self.phase = "compiling (a line every 30 s until it is done)" if text == "compiling" else "training"
+        if self.main and text != "compiling":
+            print(f"podracer: {text}", flush=True)
+        elif self.main:
+            print("podracer: compiling ...", flush=True)
+        self.start, self.first_steps = time.monotonic(), self.steps
+
+    def logging_to(self, log):
+        def write(summary):
+            self.steps = summary.get("env_steps", self.steps)
+            if self.heartbeat is not None:
+                self.heartbeat.beat()
+            log(summary)
+
+        return write
+
+    def status(self) -> str:
+        done = self.steps - self.first_steps
+        rate = done / max(time.monotonic() - self.start, 1e-9)
+        eta = f", ETA {(self.total - self.steps) / rate:,.0f} s" if rate > 0 and self.phase == "training" else ""
+        return f"env steps {self.steps:,.0f}/{self.total:,.0f} | {self.phase}{eta}"
 
 
 class _AnakinSaver:
@@ -111,22 +148,37 @@ class _AnakinSaver:
 
     def __init__(self, config: AnakinConfig, metadata: dict, steps_per_update: int, saved: int):
         self.config, self.metadata, self.steps_per_update, self.saved = config, metadata, steps_per_update, saved
+        self.call_start = time.monotonic()
 
-    def save(self, state: anakin.AnakinState, updates: int) -> None:
-        """A checkpoint after ``updates`` updates: every process's run state, then process 0's learner."""
-        directory = self.config.checkpoint_dir
-        checkpoint.save_run_state(directory, updates, state)
-        if parallel.is_main_process():
-            checkpoint.save(directory, parallel.unreplicate(state.learner),
-                            {**self.metadata, "env_steps": updates * self.steps_per_update})
+    @staticmethod
+    def snapshot(state: anakin.AnakinState):
+        """Host copies of what a checkpoint holds: this process's run state, and the learner (process 0)."""
+        learner = jax.device_get(parallel.unreplicate(state.learner)) if parallel.is_main_process() else None
+        return parallel.local_entries(state), learner
+
+    def save(self, state: anakin.AnakinState | None, updates: int, snapshot=None) -> None:
+        """A checkpoint after ``updates`` updates (of ``state``, or of its :meth:`snapshot`): every process's run
+        state, then process 0's learner."""
+        local, learner = snapshot or self.snapshot(state)
+        checkpoint.save_run_state(self.config.checkpoint_dir, updates, None, local=local)
+        if learner is not None:
+            checkpoint.save(self.config.checkpoint_dir, learner, {**self.metadata, "env_steps": updates * self.steps_per_update})
         self.saved = updates
 
     def after_call(self, state: anakin.AnakinState, updates: int) -> None:
         every = self.config.checkpoint_every
         if self.config.checkpoint_dir and every and updates % every == 0:
             self.save(state, updates)
+        now = time.monotonic()
+        # Calls long enough that Ctrl-C may abandon the next one: keep host copies of this one to save then.
+        if self.config.checkpoint_dir and self.config.num_seeds == 1 and now - self.call_start >= lifetime.GRACE_SECONDS / 2:
+            snapshot = self.snapshot(state)
+            lifetime.completed(lambda: self.save(None, updates, snapshot) if updates > self.saved else None)
+        self.call_start = time.monotonic()
 
     def finish(self, result: anakin.RunResult) -> None:
+        if not lifetime.finishing():  # Ctrl-C abandoned a call and saves the last completed one
+            lifetime.wait_for_the_end()
         config = self.config
         if not config.checkpoint_dir:
             return
@@ -170,9 +222,9 @@ def _sebulba_checkpoints(config: SebulbaConfig, metadata: dict, state, steps_per
         state, _ = checkpoint.restore(config.checkpoint_dir, state)
         updates = int(state.step)
 
-    def save(state, updates: int) -> None:
+    def save(state, updates: int, replicated: bool = True) -> None:
         if parallel.is_main_process():
-            checkpoint.save(config.checkpoint_dir, parallel.unreplicate(state),
+            checkpoint.save(config.checkpoint_dir, parallel.unreplicate(state) if replicated else state,
                             {**metadata, "env_steps": updates * steps_per_update})
 
     return state, updates, save
@@ -190,6 +242,7 @@ def train_sebulba(
     ``make_env(seed, num_envs)`` builds each environment group of each actor thread
     (default: :func:`host_env_factory`). Returns the learner state and one summary per log line.
     """
+    lifetime.starting()
     stop = stop or threading.Event()
     make_env = make_env or host_env_factory(config)
     actor_ids = config.actor_devices or (0,)
@@ -234,16 +287,87 @@ def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_a
               f"x {config.actor_threads} thread(s) x {per_actor} envs ({len(groups[0])} group(s)); learner devices "
               f"{[d.id for d in layout.learner_devices]} in {parallel.process_count()} process(es)", flush=True)
     store, queue, act = ParamStore(layout.actor_devices), StopAwareQueue(config.queue_size), make_act(agent)
-    actors = {}
+    actors, statuses = {}, []
     for i, envs_i in enumerate(groups):
         device = layout.actor_devices[i // config.actor_threads]
-        actors[f"actor-{first_actor + i}-device-{device.id}"] = lambda envs_i=envs_i, device=device, i=i: run_actor(
+        name = f"actor-{first_actor + i}-device-{device.id}"
+        statuses.append(ActorStatus(name, device))
+        actors[name] = lambda envs_i=envs_i, device=device, i=i: run_actor(
             envs=envs_i, agent=agent, act=act, device=device, learner_devices=layout.learner_devices,
             rollout_length=config.rollout_length, key=jax.random.fold_in(actor_key, first_actor + i),
-            store=store, queue=queue, stop=stop)
+            store=store, queue=queue, stop=stop, status=statuses[i])
+    watch = _SebulbaWatch(statuses, config.actor_timeout, schedule, updates, parallel.is_main_process())
+    completed = None if save is None else _keep_for_ctrl_c(save)
     learn = lambda: sebulba_learner.learn(step, state, updates, schedule, queue=queue, store=store,  # noqa: E731
-                                          stop=stop, save=save, log=log)
-    return run_threads(learn, actors, stop)
+                                          stop=stop, save=save, log=watch.logging_to(log), status=watch.learner,
+                                          completed=completed)
+    with lifetime.Heartbeat(watch.status, enabled=parallel.is_main_process()) as heartbeat:
+        watch.heartbeat = heartbeat
+        return run_threads(learn, actors, stop, watch=watch.stuck)
+
+
+def _keep_for_ctrl_c(save):
+    """``completed(state, updates)`` for the learner loop: after a learner step long enough that Ctrl-C may
+    abandon the next one, a host copy of the learner to save then."""
+    last = [time.monotonic()]
+
+    def completed(state, updates: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= lifetime.GRACE_SECONDS / 2:
+            host = jax.device_get(parallel.unreplicate(state))
+            lifetime.completed(lambda: save(host, updates, replicated=False))
+        last[0] = now
+
+    return completed
+
+
+class _SebulbaWatch:
+    """Stuck actors, and what the run is doing for the heartbeat line."""
+
+    def __init__(self, statuses, actor_timeout: float, schedule, updates: int, main: bool):
+        self.statuses, self.timeout, self.schedule, self.main = statuses, actor_timeout, schedule, main
+        self.learner = {"doing": "starting", "updates": updates}
+        self.start, self.first_updates, self.heartbeat, self.warned = time.monotonic(), updates, None, False
+
+    def stuck(self) -> str | None:
+        now = time.monotonic()
+        for status in self.statuses:
+            if status.stuck_seconds(now) > self.timeout:
+                return (f"{status.name} produced no trajectory for {status.stuck_seconds(now):.0f} s (--actor-timeout "
+                        f"{self.timeout:g}): it has been waiting on its {status.doing} for {now - status.since:.0f} s.")
+        return None
+
+    def logging_to(self, log):
+        def write(summary):
+            if self.heartbeat is not None:
+                self.heartbeat.beat()
+            self._warn_if_slow()
+            if log is not None:
+                log(summary)
+
+        return write
+
+    def _eta(self) -> float | None:
+        done = self.learner["updates"] - self.first_updates
+        if done < 1:
+            return None
+        return (self.schedule.num_updates - self.learner["updates"]) * (time.monotonic() - self.start) / done
+
+    def _warn_if_slow(self) -> None:
+        eta = self._eta()
+        if self.main and not self.warned and eta is not None and eta > 86_400:
+            self.warned = True
+            print(f"podracer: at this pace the run needs about {eta / 86_400:.1f} days more (--total-env-steps "
+                  f"{self.schedule.num_updates * self.schedule.steps_per_update:,}).", flush=True)
+
+    def status(self) -> str:
+        now, eta = time.monotonic(), self._eta()
+        steps = self.learner["updates"] * self.schedule.steps_per_update
+        parts = [f"env steps {steps:,}", f"learner: {self.learner['doing']}"]
+        parts += [s.describe(now) for s in self.statuses]
+        if eta is not None:
+            parts.append(f"ETA {eta:,.0f} s")
+        return " | ".join(parts)
 
 
 def run_sebulba(config: SebulbaConfig, stop: threading.Event | None = None) -> sebulba_learner.SebulbaResult:

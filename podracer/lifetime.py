@@ -4,13 +4,70 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 import threading
+import time
 
 
-def stop_on_ctrl_c(program: str) -> tuple[threading.Event, threading.Event]:
+# After Ctrl-C, how long the step in flight may take before it is abandoned (the last completed update is
+# saved from the thread that took the signal and the process exits), so that Ctrl-C ends a run in seconds.
+GRACE_SECONDS = 3.0
+
+_lock = threading.Lock()
+_last = {"save": None, "finishing": False}
+
+
+def starting() -> None:
+    """A run begins: nothing registered yet, nothing finishing."""
+    with _lock:
+        _last["save"], _last["finishing"] = None, False
+
+
+def completed(save) -> None:
+    """Registers ``save()``, which writes a checkpoint of the update that just completed from host copies (the
+    devices may be busy with the next one): what Ctrl-C saves when the step in flight is abandoned. ``None``:
+    nothing to save that way."""
+    with _lock:
+        _last["save"] = save
+
+
+def finishing() -> bool:
+    """The run has stopped and is about to save its last completed update itself: nothing is abandoned from here
+    on. False when the step in flight was abandoned already: the caller must not save (the process is ending)."""
+    with _lock:
+        if _last["finishing"]:
+            return False
+        _last["finishing"] = True
+        return True
+
+
+def wait_for_the_end() -> None:
+    """Blocks a thread whose step was abandoned until the process ends."""
+    threading.Event().wait()
+
+
+def _abandon(program: str) -> None:
+    with _lock:
+        if _last["finishing"]:  # the run is saving its last update itself
+            return
+        _last["finishing"] = True
+        save = _last["save"]
+    print(f"{program}: the step in flight takes longer than {GRACE_SECONDS:g} s: abandoned"
+          + ("; saving the last completed update" if save else ""), file=sys.stderr, flush=True)
+    if save is not None:
+        save()
+    print(f"{program}: interrupted.", file=sys.stderr, flush=True)
+    os._exit(130)
+
+
+def stop_on_ctrl_c(program: str, grace: float | None = None) -> tuple[threading.Event, threading.Event]:
     """Routes Ctrl-C to ``stop`` instead of raising ``KeyboardInterrupt`` somewhere in the run;
     returns ``(stop, interrupted)``. Call it in an entry point before JAX starts.
+
+    The run then stops after the step in flight and saves; when that step takes longer than
+    ``grace`` seconds (:data:`GRACE_SECONDS`), it is abandoned: the update registered last with
+    :func:`completed` is saved from the signal's thread and the process exits with status 130.
 
     SIGINT is blocked before JAX and envpool start their worker threads, so those
     threads inherit the block: a signal delivered to one of them could break a blocking
@@ -18,6 +75,7 @@ def stop_on_ctrl_c(program: str) -> tuple[threading.Event, threading.Event]:
     lands on a thread started earlier, the Python-level handler does the same. A second
     Ctrl-C exits at once.
     """
+    grace = GRACE_SECONDS if grace is None else grace
     stop, interrupted = threading.Event(), threading.Event()
     count = [0]
 
@@ -27,15 +85,68 @@ def stop_on_ctrl_c(program: str) -> tuple[threading.Event, threading.Event]:
             os._exit(130)
         interrupted.set()
         stop.set()
-        print(f"{program}: Ctrl-C: stopping (again to quit at once) ...", file=sys.stderr, flush=True)
+        print(f"{program}: Ctrl-C: stopping: saving the last completed update (again to quit at once) ...",
+              file=sys.stderr, flush=True)
+        timer = threading.Timer(grace, _abandon, args=(program,))
+        timer.daemon = True
+        timer.start()
 
-    signal.signal(signal.SIGINT, on_ctrl_c)
+    # A signal that lands on a thread started before this call (JAX's, at import) runs Python's C-level handler
+    # there, which writes to the wakeup socket: a thread of ours reads it and stops the run at once. (The
+    # Python-level handler would run only in the main thread, once it returns from the computation in flight.)
+    reader, writer = socket.socketpair()
+    writer.setblocking(False)
+    signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    signal.signal(signal.SIGINT, lambda *_: None)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
-    def wait():
+    def woken():
+        while reader.recv(1):
+            on_ctrl_c()
+
+    def wait():  # threads started from here on inherit the block: the signal comes here
         while True:
             signal.sigwait({signal.SIGINT})
             on_ctrl_c()
 
+    threading.Thread(target=woken, name="ctrl-c-wakeup", daemon=True).start()
     threading.Thread(target=wait, name="ctrl-c", daemon=True).start()
+    _keep.append((reader, writer))
     return stop, interrupted
+
+
+_keep: list = []  # the wakeup sockets live as long as the process
+
+
+class Heartbeat:
+    """Never silent: a daemon thread that prints ``[elapsed] | status()`` whenever ``interval`` seconds have
+    passed without a progress line (:meth:`beat` marks one), and runs ``check()`` every second (it may set a
+    stop event, for example when an actor is stuck). A context manager; ``enabled=False`` prints nothing
+    (processes other than the main one) but still checks."""
+
+    def __init__(self, status, *, interval: float = 30.0, check=None, enabled: bool = True, stream=None):
+        self.status, self.interval, self.check, self.enabled = status, interval, check, enabled
+        self.stream = stream
+        self.start = self.last = time.monotonic()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
+
+    def beat(self) -> None:
+        self.last = time.monotonic()
+
+    def _run(self) -> None:
+        while not self._done.wait(1.0):
+            if self.check is not None:
+                self.check()
+            now = time.monotonic()
+            if self.enabled and now - self.last >= self.interval:
+                print(f"[{now - self.start:7.1f}s] | {self.status()}", file=self.stream or sys.stdout, flush=True)
+                self.last = now
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        self._thread.join(timeout=5)

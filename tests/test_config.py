@@ -45,6 +45,8 @@ BAD_INPUTS = [
     (S, "--actor-threads 0", "--actor-threads must be >= 1, got 0."),
     (S, "--queue-size 0", "--queue-size must be >= 1, got 0."),
     (S, "--log-every 0", "--log-every must be >= 1, got 0."),
+    (S, "--actor-timeout 0", "--actor-timeout must be > 0, got 0.0."),
+    (A, "--distributed-timeout 0", "--distributed-timeout must be >= 1, got 0."),
     (S, "--envpool-threads -1", "--envpool-threads must be >= 0, got -1."),
     (S, "--num-envs-per-actor 32 --env-groups 3", "--num-envs-per-actor = 32 is not divisible by the 3 --env-groups"),
     (A, "--agent a2c --num-epochs 3", "unrecognized arguments: --num-epochs 3"),

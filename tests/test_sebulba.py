@@ -17,8 +17,9 @@ from podracer.types import EpisodeStats, TimeStep
 class FakeHostEnv:
     """A deterministic batch: observation [step in episode, env id], reward 1, episodes of ``length`` steps."""
 
-    def __init__(self, num_envs, length=5, fail_after=None, delay=0.0, obs_size=2):
+    def __init__(self, num_envs, length=5, fail_after=None, delay=0.0, obs_size=2, stuck_after=None, release=None):
         self.num_envs, self.length, self.fail_after, self.delay, self.obs_size = num_envs, length, fail_after, delay, obs_size
+        self.stuck_after, self.release = stuck_after, release  # recv blocks after that many steps, until release is set
         self.steps = 0
         self.closed = False
         self._t = np.zeros(num_envs, np.int32)
@@ -44,6 +45,8 @@ class FakeHostEnv:
         time.sleep(self.delay)
 
     def recv(self):
+        if self.stuck_after is not None and self.steps > self.stuck_after:
+            self.release.wait(120)
         restart = self._t >= self.length
         self._t = np.where(restart, 0, self._t + 1)
         last = self._t >= self.length
@@ -138,6 +141,19 @@ def test_an_actor_exception_ends_the_run_with_its_traceback(devices):
     assert isinstance(info.value.__cause__, RuntimeError)
     assert "send" in "".join(__import__("traceback").format_tb(info.value.__cause__.__traceback__))
     assert not _threads()
+
+
+def test_a_stuck_environment_stops_the_run_naming_the_actor_and_what_it_waits_on(devices):
+    release = threading.Event()
+    config = _config(total_env_steps=10**9, actor_timeout=2.0)
+    start = time.perf_counter()
+    try:
+        with pytest.raises(RuntimeError, match=r"^actor-0-device-0 produced no trajectory for \d+ s \(--actor-timeout 2\): "
+                                               r"it has been waiting on its environment for \d+ s\.$"):
+            train(config, make_env=lambda seed, n: FakeHostEnv(n, stuck_after=30, release=release))
+        assert time.perf_counter() - start < 30
+    finally:
+        release.set()
 
 
 def test_the_stop_event_ends_the_run(devices):

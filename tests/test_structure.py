@@ -45,3 +45,21 @@ def test_only_parallel_places_arrays_and_asks_for_processes():
         if path.name != "parallel.py":
             text = path.read_text()
             assert not [c for c in calls if c in text], path
+
+
+def test_the_heartbeat_speaks_only_when_no_progress_line_came_for_its_interval():
+    import io
+    import time
+
+    from podracer import lifetime
+
+    quiet, busy = io.StringIO(), io.StringIO()
+    with lifetime.Heartbeat(lambda: "compiling", interval=0.5, stream=quiet):
+        time.sleep(2.6)
+    with lifetime.Heartbeat(lambda: "compiling", interval=1.5, stream=busy) as heartbeat:
+        for _ in range(13):
+            heartbeat.beat()
+            time.sleep(0.2)
+    lines = quiet.getvalue().splitlines()
+    assert len(lines) >= 2 and all(line.endswith("] | compiling") for line in lines), lines
+    assert busy.getvalue() == ""

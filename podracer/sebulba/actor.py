@@ -12,7 +12,7 @@ import numpy as np
 from podracer import parallel
 from podracer.agents.base import Agent, split_start_state
 from podracer.envs.base import HostEnv
-from podracer.sebulba.pipeline import ParamStore, Rollout, StopAwareQueue
+from podracer.sebulba.pipeline import ActorStatus, ParamStore, Rollout, StopAwareQueue
 from podracer.types import TimeStep, Trajectory
 
 
@@ -59,6 +59,13 @@ def _concat(parts):
     return jax.tree.map(lambda *xs: np.concatenate(xs), *parts)
 
 
+def _episodes_ended(env: HostEnv, timestep, returns: list, lengths: list) -> None:
+    """Adds the returns and lengths of ``env``'s episodes that ``timestep`` ends."""
+    if timestep.last.any():
+        returns.extend(env.stats.episode_return[timestep.last].tolist())
+        lengths.extend(env.stats.episode_length[timestep.last].tolist())
+
+
 def run_actor(
     *,
     envs: Sequence[HostEnv],
@@ -71,6 +78,7 @@ def run_actor(
     store: ParamStore,
     queue: StopAwareQueue,
     stop: threading.Event,
+    status: ActorStatus | None = None,
 ) -> None:
     """Steps ``envs`` with the newest parameters (``act`` is :func:`make_act` of ``agent``) and ships ``[T + 1, B]`` trajectories until ``stop``.
 
@@ -82,8 +90,10 @@ def run_actor(
     Each trajectory starts with the previous one's last entry (observation and the action
     already chosen there). Parameters are refreshed between rollouts without waiting.
     A recurrent agent's core state stays on ``device``, one per group, carried across
-    rollouts and reset where an episode starts.
+    rollouts and reset where an episode starts. ``status`` hears what the thread waits on.
     """
+    status = status or ActorStatus("actor", device)
+    status.now("parameters")
     num_learners = len(parallel.local_devices(learner_devices))
     params, version = store.latest(device, stop)
     key = parallel.put_on(key, device)
@@ -92,11 +102,13 @@ def run_actor(
 
     def act_on(timestep, g):
         nonlocal key
+        status.now("inference")
         observation = parallel.put_on(timestep.observation, device)
         action, extras, cores[g], key = act(params, observation, key, cores[g], firsts[g])
         firsts[g] = np.asarray(timestep.last)  # the next time step of a finished episode starts a new one
         return timestep, np.asarray(action), jax.device_get(extras)
 
+    status.now("environment")
     parts = [act_on(env.reset(), g) for g, env in enumerate(envs)]
     for env, part in zip(envs, parts):
         env.send(part[1])
@@ -107,12 +119,11 @@ def run_actor(
         for _ in range(rollout_length):
             for g, env in enumerate(envs):
                 start = time.perf_counter()
+                status.now("environment")
                 timestep = env.recv()
                 now = time.perf_counter()
                 seconds["env"] += now - start
-                if timestep.last.any():
-                    returns.extend(env.stats.episode_return[timestep.last].tolist())
-                    lengths.extend(env.stats.episode_length[timestep.last].tolist())
+                _episodes_ended(env, timestep, returns, lengths)
                 parts[g] = act_on(timestep, g)
                 env.send(parts[g][1])
                 seconds["act"] += time.perf_counter() - now
@@ -122,5 +133,8 @@ def run_actor(
         start = time.perf_counter()
         trajectory = parallel.shard(_split_for_learners(_stack(entries), num_learners), learner_devices)
         seconds["ship"] = time.perf_counter() - start
+        status.now("queue")
         seconds["put_wait"] = queue.put(Rollout(trajectory, version, returns, lengths, seconds), stop)
+        status.shipped()
+        status.now("parameters")
         params, version = store.latest(device, stop)

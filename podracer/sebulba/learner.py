@@ -14,7 +14,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from podracer import parallel
+from podracer import lifetime, parallel
 from podracer.sebulba.pipeline import ParamStore, StopAwareQueue, Stopped
 from podracer.types import LearnerState
 
@@ -46,14 +46,19 @@ def learn(
     stop: threading.Event,
     save: Callable[[LearnerState, int], None] | None = None,
     log: Callable[[dict[str, float]], None] | None = None,
+    status: dict | None = None,
+    completed: Callable[[LearnerState, int], None] | None = None,
 ) -> SebulbaResult:
     """Learns from the queue's trajectories until ``schedule.num_updates`` or ``stop``.
 
     ``step(state, trajectory) -> (state, metrics)`` is the learner step mapped over the learner
     devices; ``updates`` the updates already done (a resumed run). After every update the new
     parameters go to ``store``. ``save(state, updates)`` runs every ``checkpoint_every`` updates
-    and, when the loop ends for any reason, for updates not yet saved.
+    and, when the loop ends for any reason, for updates not yet saved. ``status`` (a dict) hears
+    what the loop is doing (``doing``) and the updates done (``updates``); ``completed(state,
+    updates)`` hears of every completed update (what an abandoned stop saves).
     """
+    status = {} if status is None else status
     history: list[dict[str, float]] = []
     saved_at = updates
     store.publish(parallel.unreplicate(state.params), updates)
@@ -61,13 +66,18 @@ def learn(
     last_time, last_steps = time.perf_counter(), updates * schedule.steps_per_update
     try:
         while updates < schedule.num_updates and not stop.is_set():
+            status["doing"] = "waiting for trajectories"
             try:
                 rollout, waited = queue.get(stop)
             except Stopped:
                 break
+            status["doing"] = f"update {updates + 1}" + (" (compiling the learner step)" if not window.metrics and not history else "")
             learn_start = time.perf_counter()
             state, metrics = step(state, rollout.trajectory)
             updates += 1
+            status["updates"] = updates
+            if completed is not None:
+                completed(state, updates)
             store.publish(parallel.unreplicate(state.params), updates)
             jax.block_until_ready(state.params)
             window.add(rollout, metrics, waited, time.perf_counter() - learn_start, updates - rollout.policy_version - 1)
@@ -83,6 +93,8 @@ def learn(
                     log(summary)
                 window, last_time, last_steps = _Window(), now, steps
     finally:
+        if not lifetime.finishing():  # Ctrl-C abandoned the step in flight and saves the last completed one
+            lifetime.wait_for_the_end()
         if save is not None and updates > saved_at:  # the end of the run, a stop, Ctrl-C or a failure
             save(state, updates)
     return SebulbaResult(state, history, updates)

@@ -51,6 +51,29 @@ class ParamStore:
             return self._params[device], self._version
 
 
+class ActorStatus:
+    """What one actor thread is doing (``environment``, ``inference``, ``parameters``, ``queue``) and when it last
+    shipped a trajectory: for the stuck-actor check and the heartbeat line."""
+
+    def __init__(self, name: str, device: jax.Device):
+        self.name, self.device = name, device
+        self.doing, self.since = "starting", time.monotonic()
+        self.last_trajectory = self.since
+
+    def now(self, doing: str) -> None:
+        self.doing, self.since = doing, time.monotonic()
+
+    def shipped(self) -> None:
+        self.last_trajectory = time.monotonic()
+
+    def stuck_seconds(self, now: float) -> float:
+        """Seconds without a trajectory, not counting a wait for room in the queue (the learner's pace)."""
+        return 0.0 if self.doing == "queue" else now - self.last_trajectory
+
+    def describe(self, now: float) -> str:
+        return f"{self.name} waits on its {self.doing} ({now - self.since:.0f} s)"
+
+
 class Rollout(NamedTuple):
     """One actor thread's contribution to one learner update."""
 

@@ -18,13 +18,15 @@ R = TypeVar("R")
 JOIN_SECONDS = 30.0  # how long each thread gets to stop once the stop event is set
 
 
-def run(learn: Callable[[], R], actors: dict[str, Callable[[], Any]], stop: threading.Event) -> R:
+def run(learn: Callable[[], R], actors: dict[str, Callable[[], Any]], stop: threading.Event,
+        watch: Callable[[], str | None] | None = None) -> R:
     """Starts one daemon thread per entry of ``actors`` (name -> function), runs ``learn()`` in this thread,
     then sets ``stop`` and joins every thread; returns what ``learn`` returned.
 
     The first actor failure (any exception but :class:`~podracer.sebulba.pipeline.Stopped`)
     sets ``stop`` and is raised here as ``RuntimeError("NAME failed: ...")``; a thread still
-    alive after :data:`JOIN_SECONDS` is an error naming it.
+    alive after :data:`JOIN_SECONDS` is an error naming it. ``watch()`` runs every second
+    while the run lasts; a message from it (a stuck actor) stops the run and is raised here.
     """
     errors: list[tuple[str, BaseException]] = []
 
@@ -39,19 +41,31 @@ def run(learn: Callable[[], R], actors: dict[str, Callable[[], Any]], stop: thre
 
     threads = [threading.Thread(target=guarded, args=(name, target), name=name, daemon=True)
                for name, target in actors.items()]
+    if watch is not None:
+        def watching():
+            while not stop.wait(1.0):
+                message = watch()
+                if message:
+                    errors.append(("watch", RuntimeError(message)))
+                    stop.set()
+
+        threads.append(threading.Thread(target=watching, name="actor-watch", daemon=True))
     try:
         for thread in threads:
             thread.start()
         result = learn()
     finally:
         stop.set()
+        stuck = any(name == "watch" for name, _ in errors)  # a stuck thread will not stop: do not wait for it
         for thread in threads:
             if thread.ident is not None:
-                thread.join(timeout=JOIN_SECONDS)
+                thread.join(timeout=1.0 if stuck else JOIN_SECONDS)
         alive = [t.name for t in threads if t.is_alive()]
-        if alive:
+        if alive and not stuck:
             raise RuntimeError(f"actor threads did not stop within {JOIN_SECONDS:.0f} s: {alive}")
     if errors:
         name, error = errors[0]
+        if name == "watch":
+            raise error
         raise RuntimeError(f"{name} failed: {error!r}") from error
     return result
