@@ -135,7 +135,7 @@ class Heartbeat:
         self.last = time.monotonic()
 
     def _run(self) -> None:
-        while not self._done.wait(1.0):
+        while not self._done.wait(min(1.0, self.interval / 2)):
             if self.check is not None:
                 self.check()
             now = time.monotonic()

@@ -9,7 +9,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = {
@@ -38,35 +37,48 @@ def _start(mode, port, process_id, *extra):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
 
 
-@pytest.mark.parametrize("mode", ["anakin", "sebulba"])
-def test_a_lost_process_ends_the_other_within_fifteen_seconds_with_one_line(mode):
-    port = _free_port()
-    first, second = _start(mode, port, 0), _start(mode, port, 1)
+def _kill_the_second_when_the_first_trains(first, second):
+    """``(exit status of first, seconds from the kill to its exit, its stderr)``."""
+    progress = threading.Event()
+    lines = []
+
+    def read():
+        for line in first.stdout:
+            lines.append(line)
+            if "env steps" in line:
+                progress.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    assert progress.wait(180), lines  # both processes train together ...
+    os.kill(second.pid, signal.SIGKILL)  # ... until one is gone
+    killed = time.monotonic()
+    first.wait(timeout=60)
+    return first.returncode, time.monotonic() - killed, first.stderr.read()
+
+
+def test_a_lost_process_ends_the_other_within_fifteen_seconds_with_one_line():
+    """Both modes at once: 2 runs of 2 processes each on 127.0.0.1; process 1 of each is killed."""
+    runs = {mode: (_start(mode, port, 0), _start(mode, port, 1)) for mode, port in (("anakin", _free_port()),
+                                                                                    ("sebulba", _free_port()))}
+    results = {}
     try:
-        progress = threading.Event()
-        lines = []
-
-        def read():
-            for line in first.stdout:
-                lines.append(line)
-                if "env steps" in line:
-                    progress.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        assert progress.wait(180), lines  # both processes train together ...
-        os.kill(second.pid, signal.SIGKILL)  # ... until one is gone
-        killed = time.monotonic()
-        first.wait(timeout=60)
-        seconds = time.monotonic() - killed
-        stderr = first.stderr.read()
+        threads = [threading.Thread(target=lambda m=m, p=p: results.__setitem__(m, _kill_the_second_when_the_first_trains(*p)))
+                   for m, p in runs.items()]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=300)
     finally:
-        for p in (first, second):
-            if p.poll() is None:
-                p.kill()
-    assert first.returncode == 1 and seconds < 15, (first.returncode, seconds, stderr[-2000:])
-    errors = [line for line in stderr.splitlines() if "error:" in line]
-    assert len(errors) == 1 and "process 1 of the run is gone" in errors[0], stderr[-2000:]
-    assert "Check failure" not in stderr and "Traceback" not in stderr, stderr[-2000:]
+        for pair in runs.values():
+            for p in pair:
+                if p.poll() is None:
+                    p.kill()
+    assert set(results) == {"anakin", "sebulba"}, results
+    for mode, (status, seconds, stderr) in results.items():
+        assert status == 1 and seconds < 15, (mode, status, seconds, stderr[-2000:])
+        errors = [line for line in stderr.splitlines() if "error:" in line]
+        assert len(errors) == 1 and "process 1 of the run is gone" in errors[0], (mode, stderr[-2000:])
+        assert "Check failure" not in stderr and "Traceback" not in stderr, (mode, stderr[-2000:])
 
 
 def test_an_unreachable_coordinator_ends_the_process_naming_its_address():

@@ -54,12 +54,12 @@ def test_the_heartbeat_speaks_only_when_no_progress_line_came_for_its_interval()
     from podracer import lifetime
 
     quiet, busy = io.StringIO(), io.StringIO()
-    with lifetime.Heartbeat(lambda: "compiling", interval=0.5, stream=quiet):
-        time.sleep(2.6)
-    with lifetime.Heartbeat(lambda: "compiling", interval=1.5, stream=busy) as heartbeat:
-        for _ in range(13):
+    with lifetime.Heartbeat(lambda: "compiling", interval=0.2, stream=quiet):
+        time.sleep(0.75)
+    with lifetime.Heartbeat(lambda: "compiling", interval=0.4, stream=busy) as heartbeat:
+        for _ in range(8):
             heartbeat.beat()
-            time.sleep(0.2)
+            time.sleep(0.1)
     lines = quiet.getvalue().splitlines()
     assert len(lines) >= 2 and all(line.endswith("] | compiling") for line in lines), lines
     assert busy.getvalue() == ""
