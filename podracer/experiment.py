@@ -341,6 +341,10 @@ class _SebulbaWatch:
         def write(summary):
             if self.heartbeat is not None:
                 self.heartbeat.beat()
+            compiled = self.learner.pop("compiled_seconds", None)
+            if self.main and compiled is not None:
+                print(f"podracer: the first learner step took {compiled:.1f} s, compilation included "
+                      "(env steps/s leave it out)", flush=True)
             self._warn_if_slow()
             if log is not None:
                 log(summary)

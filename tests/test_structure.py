@@ -55,7 +55,7 @@ def test_the_heartbeat_speaks_only_when_no_progress_line_came_for_its_interval()
 
     quiet, busy = io.StringIO(), io.StringIO()
     with lifetime.Heartbeat(lambda: "compiling", interval=0.2, stream=quiet):
-        time.sleep(0.75)
+        time.sleep(1.0)
     with lifetime.Heartbeat(lambda: "compiling", interval=0.4, stream=busy) as heartbeat:
         for _ in range(8):
             heartbeat.beat()

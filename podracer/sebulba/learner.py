@@ -60,7 +60,7 @@ def learn(
     """
     status = {} if status is None else status
     history: list[dict[str, float]] = []
-    saved_at = updates
+    saved_at = first = updates
     store.publish(parallel.unreplicate(state.params), updates)
     window = _Window()
     last_time, last_steps = time.perf_counter(), updates * schedule.steps_per_update
@@ -75,6 +75,11 @@ def learn(
             learn_start = time.perf_counter()
             state, metrics = step(state, rollout.trajectory)
             updates += 1
+            if updates == first + 1:  # compiled: steps/s count from here (unless this update is logged now)
+                jax.block_until_ready(state.params)
+                status["compiled_seconds"] = time.perf_counter() - learn_start
+                if updates % schedule.log_every:
+                    last_time, last_steps = time.perf_counter(), updates * schedule.steps_per_update
             status["updates"] = updates
             if completed is not None:
                 completed(state, updates)
