@@ -55,7 +55,7 @@ class RunConfig:
     num_processes: int | None = None  # multi-process: number of processes
     process_id: int | None = None  # multi-process: index of this process, 0 ... num_processes - 1
     distributed: bool = False  # multi-process: let JAX detect the cluster (TPU pod slice, Slurm)
-    distributed_timeout: int = 60  # multi-process: seconds to reach the coordinator and every process before giving up
+    distributed_timeout: int = 45  # multi-process: seconds to reach the coordinator and every process before giving up
 
     def __post_init__(self):
         _at_least(self, 1, "checkpoint_every", "cpu_devices", "distributed_timeout")

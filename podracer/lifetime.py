@@ -118,14 +118,18 @@ def stop_on_ctrl_c(program: str, grace: float | None = None) -> tuple[threading.
 _keep: list = []  # the wakeup sockets live as long as the process
 
 
+HEARTBEAT_SECONDS = 30.0  # a status line at least this often while no progress line comes
+
+
 class Heartbeat:
     """Never silent: a daemon thread that prints ``[elapsed] | status()`` whenever ``interval`` seconds have
     passed without a progress line (:meth:`beat` marks one), and runs ``check()`` every second (it may set a
     stop event, for example when an actor is stuck). A context manager; ``enabled=False`` prints nothing
     (processes other than the main one) but still checks."""
 
-    def __init__(self, status, *, interval: float = 30.0, check=None, enabled: bool = True, stream=None):
-        self.status, self.interval, self.check, self.enabled = status, interval, check, enabled
+    def __init__(self, status, *, interval: float | None = None, check=None, enabled: bool = True, stream=None):
+        self.status, self.check, self.enabled = status, check, enabled
+        self.interval = HEARTBEAT_SECONDS if interval is None else interval
         self.stream = stream
         self.start = self.last = time.monotonic()
         self._done = threading.Event()

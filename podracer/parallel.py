@@ -202,12 +202,12 @@ def _unreachable(address: str, timeout: int, num_processes: int | None) -> str:
 
 @contextlib.contextmanager
 def _deadline(timeout: int, address: str, num_processes: int | None = None):
-    """Ends the process (status 2, one line) when the block has not finished ``timeout`` + 5 s after it began:
+    """Ends the process (status 2, one line) when the block has not finished ``timeout`` s after it began:
     JAX's own time-out can abort with a C++ stack dump and a message that names no address."""
     done = threading.Event()
 
     def watch():
-        if not done.wait(timeout + 5):
+        if not done.wait(timeout):
             print(f"podracer: error: {_unreachable(address, timeout, num_processes)}", file=sys.stderr, flush=True)
             os._exit(2)
 

@@ -156,6 +156,20 @@ def test_a_stuck_environment_stops_the_run_naming_the_actor_and_what_it_waits_on
         release.set()
 
 
+def test_a_slow_start_is_not_silent(devices, monkeypatch, capsys):
+    """No progress line for a while (an environment slow to answer): a status line names what everyone waits on."""
+    from podracer import lifetime
+
+    monkeypatch.setattr(lifetime, "HEARTBEAT_SECONDS", 0.5)
+    release = threading.Event()
+    threading.Timer(3.0, release.set).start()
+    result = train(_config(), make_env=lambda seed, n: FakeHostEnv(n, stuck_after=0, release=release))
+    assert result.updates == 6
+    lines = [line for line in capsys.readouterr().out.splitlines() if "learner: " in line]
+    assert any("env steps 0 | learner: waiting for trajectories | actor-0-device-0 waits on its environment" in line
+               for line in lines), lines
+
+
 def test_the_stop_event_ends_the_run(devices):
     stop = threading.Event()
     timer = threading.Timer(3.0, stop.set)
