@@ -18,6 +18,8 @@ def main(argv=None) -> int:
     cfg = config.parse(config.AnakinConfig, argv, prog="examples/anakin_catch.py", description=__doc__.split("\n\n")[0])
     stop, interrupted = lifetime.stop_on_ctrl_c("anakin_catch.py")
     parallel.set_cpu_device_count(cfg.cpu_devices or parallel.available_cores())
+    if cfg.compile_cache:
+        lifetime.use_compile_cache(cfg.compile_cache_dir)
     from podracer import experiment
 
     try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import sys
 
-from podracer import config, envs, evaluate, parallel
+from podracer import config, envs, evaluate, lifetime, parallel
 from podracer.agents import DQNConfig
 
 DEFAULTS = config.AnakinConfig(
@@ -27,6 +27,8 @@ DEFAULTS = config.AnakinConfig(
 def main(argv=None) -> int:
     cfg = config.parse(DEFAULTS, argv, prog="examples/anakin_dqn_cartpole.py", description=__doc__.split("\n\n")[0])
     parallel.set_cpu_device_count(cfg.cpu_devices or parallel.available_cores())
+    if cfg.compile_cache:
+        lifetime.use_compile_cache(cfg.compile_cache_dir)
     from podracer import experiment
 
     try:

@@ -56,6 +56,8 @@ class RunConfig:
     process_id: int | None = None  # multi-process: index of this process, 0 ... num_processes - 1
     distributed: bool = False  # multi-process: let JAX detect the cluster (TPU pod slice, Slurm)
     distributed_timeout: int = 45  # multi-process: seconds to reach the coordinator and every process before giving up
+    compile_cache: bool = True  # keep compiled programs on disk (JAX's persistent compilation cache): a run with the same settings skips compilation
+    compile_cache_dir: str | None = None  # where; None: $XDG_CACHE_HOME/podracer/jax (~/.cache/podracer/jax)
 
     def __post_init__(self):
         _at_least(self, 1, "checkpoint_every", "cpu_devices", "distributed_timeout")

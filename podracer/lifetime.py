@@ -10,6 +10,29 @@ import threading
 import time
 
 
+def compile_cache_dir(directory: str | None = None) -> str:
+    """``directory``, or podracer's default for JAX's persistent compilation cache."""
+    if directory:
+        return directory
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "podracer", "jax")
+
+
+def use_compile_cache(directory: str | None = None) -> str:
+    """Turns on JAX's persistent compilation cache in ``directory`` (default: :func:`compile_cache_dir`) for
+    every program, however quick to compile: a second run with the same settings loads them instead of
+    compiling (``examples/anakin_catch.py``: 6.3 s, then 2.6 s, here). Call it in an entry point before
+    anything compiles. Returns the directory."""
+    import jax
+
+    directory = compile_cache_dir(directory)
+    os.makedirs(directory, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", directory)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    return directory
+
+
 # After Ctrl-C, how long the step in flight may take before it is abandoned (the last completed update is
 # saved from the thread that took the signal and the process exits), so that Ctrl-C ends a run in seconds.
 GRACE_SECONDS = 3.0

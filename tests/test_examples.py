@@ -164,3 +164,15 @@ def test_ctrl_c_within_seconds_abandons_a_long_call_and_saves_the_last_completed
     assert checkpoint.steps(str(tmp_path)) == [10000]
     assert checkpoint.read_metadata(str(tmp_path))["env_steps"] == 10000 * 16 * 16 * 2
     assert (tmp_path / "step_10000.run" / "process_0").is_dir()
+
+
+def test_a_second_run_loads_its_programs_from_the_compile_cache(tmp_path):
+    import re
+
+    args = ["--cpu-devices", "2", "--num-updates", "40", "--compile-cache-dir", str(tmp_path / "cache")]
+    first, second = _run(*args), _run(*args)
+    assert first.returncode == 0 and second.returncode == 0, (first.stderr, second.stderr)
+    compiled = [float(re.search(r"compiled in ([\d.]+) s", out.stdout).group(1)) for out in (first, second)]
+    assert any((tmp_path / "cache").iterdir()) and compiled[1] < 0.5 * compiled[0], compiled
+    off = _run("--cpu-devices", "2", "--num-updates", "20", "--no-compile-cache", "--compile-cache-dir", str(tmp_path / "off"))
+    assert off.returncode == 0 and not (tmp_path / "off").exists()

@@ -6,7 +6,6 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
-import rlax
 
 from podracer.agents.base import Agent, CoreName, check_hyperparameters, make_network, make_policy_fns, masked_mean, policy_terms, transitions, unroll_trajectory
 from podracer.networks import TorsoName
@@ -36,6 +35,8 @@ class A2CConfig:
 
 def make_a2c(spec: EnvSpec, config: A2CConfig = A2CConfig()) -> Agent:
     """A2C: one gradient step per trajectory on policy-gradient, value and entropy terms."""
+    import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
+
     network = make_network(spec, config)
     fns = make_policy_fns(network)
 

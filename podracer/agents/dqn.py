@@ -15,7 +15,6 @@ import math
 
 import jax
 import jax.numpy as jnp
-import rlax
 
 from podracer.agents.base import Agent, ReplaySpec, check_hyperparameters, transitions
 from podracer.networks import QNetwork, TorsoName
@@ -117,6 +116,8 @@ def n_step_targets(trajectory: Trajectory, n: int, discount: float):
 
 def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig()) -> Agent:
     """Double DQN with n-step returns and (prioritized) replay; see the module docstring."""
+    import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
+
     network = QNetwork(spec.num_actions, len(spec.observation.shape), config.hidden_sizes, torso=config.torso)
 
     def init(key, observation):

@@ -6,7 +6,6 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
-import rlax
 
 from podracer.agents.base import Agent, CoreName, check_hyperparameters, make_network, make_policy_fns, masked_mean, policy_terms, transitions, unroll_trajectory
 from podracer.networks import TorsoName
@@ -37,6 +36,8 @@ class IMPALAConfig:
 
 def make_impala(spec: EnvSpec, config: IMPALAConfig = IMPALAConfig()) -> Agent:
     """IMPALA: one gradient step per trajectory; V-trace corrects for the actors' older policy."""
+    import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
+
     network = make_network(spec, config)
     fns = make_policy_fns(network)
 

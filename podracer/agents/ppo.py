@@ -8,7 +8,6 @@ from typing import NamedTuple
 import chex
 import jax
 import jax.numpy as jnp
-import rlax
 
 from podracer.agents.base import Agent, check_hyperparameters, make_network, make_policy_fns, masked_mean, policy_terms, transitions
 from podracer.networks import TorsoName
@@ -50,6 +49,8 @@ class PPOBatch(NamedTuple):
 
 def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig()) -> Agent:
     """PPO whose advantages are computed once per learner step with the learner's parameters."""
+    import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
+
     network = make_network(spec, config)
     fns = make_policy_fns(network)
     gae = jax.vmap(rlax.truncated_generalized_advantage_estimation, in_axes=1, out_axes=1)

@@ -16,7 +16,6 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
-import rlax
 
 from podracer import replay as replay_lib
 from podracer.agents.base import Agent, check_hyperparameters, first_flags, make_recurrent_fns, make_torso
@@ -59,6 +58,8 @@ class R2D2Config:
 
 def make_r2d2(spec: EnvSpec, config: R2D2Config = R2D2Config()) -> Agent:
     """R2D2; see the module docstring. Sequences are the learner's trajectories (``--rollout-length`` + 1 steps)."""
+    import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
+
     torso = make_torso(spec, config.torso, config.hidden_sizes, "relu")
     network = RecurrentNetwork(spec.num_actions, torso, config.core_size, heads="q")
 

@@ -12,6 +12,8 @@ def main(argv=None) -> int:
                        description="Train in Sebulba mode: envpool actors and a learner mapped over devices.")
     stop, interrupted = lifetime.stop_on_ctrl_c("podracer.sebulba")
     parallel.set_cpu_device_count(cfg.cpu_devices or parallel.available_cores())
+    if cfg.compile_cache:
+        lifetime.use_compile_cache(cfg.compile_cache_dir)
     from podracer import experiment
 
     try:
