@@ -16,6 +16,7 @@ both modes, with its default and help (the field's comment) in ``--help``.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import sys
 from collections.abc import Sequence
 from typing import Annotated, Literal, TypeVar, Union
@@ -56,12 +57,15 @@ class RunConfig:
     process_id: int | None = None  # multi-process: index of this process, 0 ... num_processes - 1
     distributed: bool = False  # multi-process: let JAX detect the cluster (TPU pod slice, Slurm)
     distributed_timeout: int = 45  # multi-process: seconds to reach the coordinator and every process before giving up
+    wandb_project: str | None = None  # also log to this Weights & Biases project (pip install 'podracer[wandb]'; WANDB_MODE=offline needs no network)
     compile_cache: bool = True  # keep compiled programs on disk (JAX's persistent compilation cache): a run with the same settings skips compilation
     compile_cache_dir: str | None = None  # where; None: $XDG_CACHE_HOME/podracer/jax (~/.cache/podracer/jax)
 
     def __post_init__(self):
         _at_least(self, 1, "checkpoint_every", "cpu_devices", "distributed_timeout")
         parallel.check_process_id(self.num_processes, self.process_id)
+        if self.wandb_project and importlib.util.find_spec("wandb") is None:
+            raise ValueError("--wandb-project needs wandb: pip install 'podracer[wandb]'.")
         if (self.checkpoint_every is not None or self.resume) and not self.checkpoint_dir:
             raise ValueError("--checkpoint-every and --resume need --checkpoint-dir.")
 

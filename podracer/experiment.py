@@ -96,7 +96,8 @@ def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> a
     saver = _AnakinSaver(config, metadata, steps_per_update, resume_step or 0)
     logger = make_logger(config.log_dir, is_main=parallel.is_main_process(),
                          total_env_steps=config.num_updates * steps_per_update,
-                         console_keys=("episode_return_min",) if config.num_seeds > 1 else ())
+                         console_keys=("episode_return_min",) if config.num_seeds > 1 else (),
+                         wandb_project=config.wandb_project, wandb_config=dataclasses.asdict(config))
     main = parallel.is_main_process()
     if main:
         print(_anakin_banner(config, num_global, per_device, resume_step), flush=True)
@@ -377,6 +378,7 @@ class _SebulbaWatch:
 def run_sebulba(config: SebulbaConfig, stop: threading.Event | None = None) -> sebulba_learner.SebulbaResult:
     """The command line's Sebulba run: console progress and, with ``log_dir``, JSONL and TensorBoard."""
     logger = make_logger(config.log_dir, is_main=parallel.is_main_process(), total_env_steps=config.total_env_steps,
-                         console_keys=("fps", "learner_wait_s", "actor_put_wait_s", "policy_lag"))
+                         console_keys=("fps", "learner_wait_s", "actor_put_wait_s", "policy_lag"),
+                         wandb_project=config.wandb_project, wandb_config=dataclasses.asdict(config))
     with logger:
         return train_sebulba(config, log=logger, stop=stop)

@@ -1,4 +1,4 @@
-"""Metrics sinks: a progress line on the console, ``metrics.jsonl`` and TensorBoard events.
+"""Metrics sinks: a progress line on the console, ``metrics.jsonl``, TensorBoard events and Weights & Biases.
 
 Only the main process (process 0) writes; :func:`make_logger` gives other processes
 a logger with no sinks.
@@ -93,6 +93,29 @@ class TensorBoardSink:
         self.writer.close()
 
 
+class WandbSink:
+    """A Weights & Biases run in ``project`` (``pip install 'podracer[wandb]'``); every metric against ``env_steps``
+    (lists become ``name/0``, ``name/1``, ...). ``WANDB_MODE=offline`` writes the run to disk only (``wandb sync``
+    uploads it later); its files go under ``log_dir`` when one is given."""
+
+    def __init__(self, project: str, config: Mapping | None = None, log_dir: str | None = None):
+        import wandb
+
+        if log_dir:
+            os.makedirs(log_dir, exist_ok=True)
+        self.run = wandb.init(project=project, config=dict(config or {}), dir=log_dir)
+
+    def write(self, metrics: Mapping[str, float]) -> None:
+        record = {}
+        for name, value in metrics.items():
+            values = {f"{name}/{i}": v for i, v in enumerate(value)} if isinstance(value, (list, tuple)) else {name: value}
+            record.update({k: float(v) for k, v in values.items() if name != "env_steps" and math.isfinite(float(v))})
+        self.run.log(record, step=int(metrics.get("env_steps", 0)))
+
+    def close(self) -> None:
+        self.run.finish()
+
+
 class Logger:
     """Fans one metrics dict out to every sink; usable as a callable and a context manager."""
 
@@ -121,8 +144,11 @@ def make_logger(
     console: bool = True,
     total_env_steps: float | None = None,
     console_keys: Sequence[str] = (),
+    wandb_project: str | None = None,
+    wandb_config: Mapping | None = None,
 ) -> Logger:
-    """Console progress, and with ``log_dir`` also ``log_dir/metrics.jsonl`` and TensorBoard events.
+    """Console progress, and with ``log_dir`` also ``log_dir/metrics.jsonl`` and TensorBoard events; with
+    ``wandb_project`` also a Weights & Biases run (its config: ``wandb_config``).
 
     On processes other than the main one the logger writes nothing.
     """
@@ -134,4 +160,6 @@ def make_logger(
     if log_dir:
         sinks.append(JsonlSink(os.path.join(log_dir, "metrics.jsonl")))
         sinks.append(TensorBoardSink(log_dir))
+    if wandb_project:
+        sinks.append(WandbSink(wandb_project, wandb_config, log_dir))
     return Logger(sinks)

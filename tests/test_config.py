@@ -134,3 +134,14 @@ def test_help_names_the_program_and_takes_choices_from_the_registries(capsys):
     out = capsys.readouterr().out
     assert out.startswith("usage: python -m podracer.sebulba ppo") and "{" + ",".join(TORSOS) + "}" in out
     assert out.count("(default: 0.003)") == 1  # PPO's learning rate, shown once
+
+
+def test_wandb_without_the_package_is_a_one_line_error(monkeypatch, capsys):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
+    with pytest.raises(SystemExit) as exit_info:
+        config.parse(A, ["--wandb-project", "p"], prog="prog")
+    assert exit_info.value.code == 2
+    assert "prog: error: --wandb-project needs wandb: pip install 'podracer[wandb]'." in capsys.readouterr().err

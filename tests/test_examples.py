@@ -176,3 +176,16 @@ def test_a_second_run_loads_its_programs_from_the_compile_cache(tmp_path):
     assert any((tmp_path / "cache").iterdir()) and compiled[1] < 0.5 * compiled[0], compiled
     off = _run("--cpu-devices", "2", "--num-updates", "20", "--no-compile-cache", "--compile-cache-dir", str(tmp_path / "off"))
     assert off.returncode == 0 and not (tmp_path / "off").exists()
+
+
+def test_wandb_offline_run_holds_the_metrics(tmp_path):
+    pytest.importorskip("wandb")
+    env = {**_env(), "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    out = subprocess.run([sys.executable, str(EXAMPLE), "--cpu-devices", "2", "--num-updates", "40", "--log-dir", str(tmp_path),
+                          "--wandb-project", "podracer-test"], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    runs = list((tmp_path / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1, list((tmp_path / "wandb").iterdir())
+    data = b"".join(path.read_bytes() for path in runs[0].glob("run-*.wandb"))  # wandb's record log, for `wandb sync`
+    for name in (b"episode_return", b"sps", b"learning_rate", b"num_updates", b"podracer-test"):  # metrics, config
+        assert name in data, name
