@@ -28,11 +28,11 @@ import numpy as np
 import optax
 
 from podracer import parallel
-from podracer.agents.base import Agent, split_start_state
+from podracer.agents.base import Agent, greedy_action, split_start_state
 from podracer.envs import wrappers
 from podracer.envs.base import Environment, State
 from podracer.learner import init_learner_state, make_learner_step, psum_flat
-from podracer.types import LearnerState, Metrics, TimeStep, Trajectory
+from podracer.types import LearnerState, Metrics, Params, TimeStep, Trajectory
 
 
 class RolloutState(NamedTuple):
@@ -215,6 +215,42 @@ def init_learner(
     return init_state(env, agent, optimizer, key, num_envs, rollout_length=rollout_length).learner
 
 
+def make_evaluate(env: Environment, agent: Agent, num_episodes: int, *, max_steps: int = 10_000):
+    """``evaluate(params, key) -> returns [num_episodes]``: greedy episodes of ``agent`` (the most likely action,
+    or the highest-valued one), one per environment, all at once, in one compiled loop on the device.
+
+    Each environment plays one episode from a reset with its own key split from ``key``; the loop ends
+    when every episode has ended or after ``max_steps`` steps (an unfinished episode counts what it has).
+    The same ``params`` and ``key`` give the same returns.
+    """
+    env = wrappers.wrap(env)
+
+    def evaluate(params, key):
+        reset_key, act_key = jax.random.split(key)
+        env_state, timestep = jax.vmap(env.reset)(jax.random.split(reset_key, num_episodes))
+        zeros = jnp.zeros((num_episodes,), jnp.float32)
+        carry = (env_state, timestep, agent.initial_state(num_episodes), jnp.ones((num_episodes,), bool),
+                 zeros, jnp.zeros((num_episodes,), bool), act_key, 0)
+
+        def running(carry):
+            *_, done, _, t = carry
+            return jnp.logical_and(t < max_steps, jnp.logical_not(jnp.all(done)))
+
+        def body(carry):
+            env_state, timestep, core, first, returns, done, key, t = carry
+            key, step_key = jax.random.split(key)
+            _, extras, core = agent.act(params, timestep.observation, step_key, core, first)
+            first = timestep.last  # the next observation starts an episode where this one ended it
+            env_state, timestep = jax.vmap(env.step)(env_state, greedy_action(extras))
+            returns = returns + jnp.where(done, 0.0, timestep.reward)
+            done = jnp.logical_or(done, timestep.last)
+            return env_state, timestep, core, first, returns, done, key, t + 1
+
+        return jax.lax.while_loop(running, body, carry)[4]
+
+    return evaluate
+
+
 def seed_keys(seed: int, num_seeds: int) -> jax.Array:
     """Keys ``[num_seeds]`` of seeds ``seed ... seed + num_seeds - 1``: seed ``i`` trains as a run with ``jax.random.key(i)``."""
     if num_seeds < 1:
@@ -265,6 +301,18 @@ def make_multi_update(update, num_updates: int):
         return jax.lax.scan(lambda s, _: update(s), state, None, length=num_updates)
 
     return multi_update
+
+
+def _evaluation(returns, target_return: float | None) -> dict[str, float]:
+    """Summary entries of evaluation returns (``[episodes]``, or ``[seeds, episodes]``)."""
+    returns = np.asarray(returns, np.float64)
+    out = {"eval_return": float(returns.mean()), "eval_return_min": float(returns.min()),
+           "eval_return_max": float(returns.max())}
+    if returns.ndim == 2:
+        out["eval_return_per_seed"] = returns.mean(axis=1).tolist()
+    if target_return is not None:
+        out["target_reached"] = float(out["eval_return"] >= target_return)
+    return out
 
 
 def summarize(metrics: Metrics) -> dict[str, float]:
@@ -338,6 +386,9 @@ def run(
     after_call: Callable[[AnakinState, int], None] | None = None,
     stop: threading.Event | None = None,
     progress: Callable[[str], None] | None = None,
+    evaluate: Callable[[Params], np.ndarray] | None = None,
+    eval_every: int | None = None,
+    target_return: float | None = None,
 ) -> RunResult:
     """Trains with the update mapped over ``devices`` (default: all devices of all processes).
 
@@ -356,6 +407,10 @@ def run(
     ends the run after the call in flight. ``progress`` hears what the run is doing before
     its first summary: ``"compiling"``, then ``"compiled in S s"`` (the update is compiled
     ahead of its first call, so no summary's env steps/s includes compilation).
+
+    ``evaluate(params) -> returns`` (params as one device holds them; :func:`make_evaluate`) runs
+    every ``eval_every`` updates: summaries then carry ``eval_return`` (the mean) and its minimum and
+    maximum; the run stops once that mean reaches ``target_return`` (``target_reached`` is 1 then).
     """
     num_calls = parallel.check_divisible(num_updates, updates_per_call, "num_updates", "updates per call (--updates-per-call)")
     first_call = parallel.check_divisible(start_update, updates_per_call, "the updates already done", "updates per call")
@@ -381,15 +436,19 @@ def run(
         start = time.perf_counter()
         state, metrics = p_multi(state)
         summary = summarize_call(jax.device_get(parallel.unreplicate(metrics)))
-        seconds = time.perf_counter() - start
-        call_seconds.append(seconds)
-        env_steps = (call + 1) * updates_per_call * steps_per_update
-        summary = {"env_steps": float(env_steps), "sps": num_seeds * updates_per_call * steps_per_update / seconds, **summary}
+        call_seconds.append(time.perf_counter() - start)
+        done = (call + 1) * updates_per_call
+        summary = {"env_steps": float(done * steps_per_update),
+                   "sps": num_seeds * updates_per_call * steps_per_update / call_seconds[-1], **summary}
+        if evaluate is not None and eval_every and done % eval_every == 0:
+            summary.update(_evaluation(evaluate(parallel.unreplicate(state.learner.params)), target_return))
         history.append(summary)
         if log is not None:
             log(summary)
         if after_call is not None:
-            after_call(state, (call + 1) * updates_per_call)
+            after_call(state, done)
+        if summary.get("target_reached"):
+            break
 
     steady = float(np.median(call_seconds)) if call_seconds else float("nan")
     return RunResult(state, history, compile_seconds, num_seeds * updates_per_call * steps_per_update / steady)

@@ -88,9 +88,17 @@ class AnakinConfig(RunConfig):
     rollout_length: int = 16  # environment steps per rollout (per update)
     num_updates: int = 240  # learner updates in the run
     updates_per_call: int = 20  # updates scanned on the device per host call; one log line per call
+    eval_every: int | None = None  # updates between evaluations of the greedy policy on separate environments with fixed seeds (a multiple of --updates-per-call); None: none
+    eval_episodes: int = 32  # episodes per evaluation, all at once, compiled on the device
+    target_return: float | None = None  # stop (and save) once an evaluation's mean return reaches this; needs --eval-every
 
     def __post_init__(self):
         super().__post_init__()
+        _at_least(self, 1, "eval_every", "eval_episodes")
+        if self.target_return is not None and self.eval_every is None:
+            raise ValueError("--target-return needs --eval-every.")
+        if self.eval_every is not None:
+            parallel.check_divisible(self.eval_every, self.updates_per_call, "--eval-every", "updates per call (--updates-per-call)")
         _at_least(self, 1, "num_seeds", "num_envs_per_device", "num_envs", "rollout_length", "num_updates",
                   "updates_per_call")
         _check_burn_in(self.agent, self.rollout_length)

@@ -124,13 +124,12 @@ def play_jax(env, agent, params, episodes: int, *, seed: int = 0, greedy: bool =
 def _policy(agent, greedy: bool):
     import jax
 
+    from podracer.agents.base import greedy_action
+
     @jax.jit
     def policy(params, observation, key, core, first):
         action, extras, core = agent.act(params, observation, key, core, first)
-        if not greedy:
-            return action, core
-        scores = extras["logits"] if "logits" in extras else extras["q_values"]  # policy agents / value agents
-        return jax.numpy.argmax(scores, axis=-1).astype(jax.numpy.int32), core
+        return (greedy_action(extras) if greedy else action), core
 
     return policy
 

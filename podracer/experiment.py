@@ -96,7 +96,8 @@ def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> a
     saver = _AnakinSaver(config, metadata, steps_per_update, resume_step or 0)
     logger = make_logger(config.log_dir, is_main=parallel.is_main_process(),
                          total_env_steps=config.num_updates * steps_per_update,
-                         console_keys=("episode_return_min",) if config.num_seeds > 1 else (),
+                         console_keys=(("episode_return_min",) if config.num_seeds > 1 else ())
+                         + (("eval_return", "eval_return_min") if config.eval_every else ()),
                          wandb_project=config.wandb_project, wandb_config=dataclasses.asdict(config))
     main = parallel.is_main_process()
     if main:
@@ -108,9 +109,31 @@ def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> a
                             rollout_length=config.rollout_length, num_updates=config.num_updates,
                             updates_per_call=config.updates_per_call, log=watch.logging_to(logger), state=state,
                             start_update=resume_step or 0, after_call=saver.after_call, stop=stop,
-                            progress=watch.event)
+                            progress=watch.event, evaluate=_anakin_evaluation(config, env, agent),
+                            eval_every=config.eval_every, target_return=config.target_return)
+    if main and result.history and result.history[-1].get("target_reached"):
+        last = result.history[-1]
+        print(f"podracer: evaluation return {last['eval_return']:.3f} >= --target-return {config.target_return:g} after "
+              f"{last['env_steps']:,.0f} env steps: stopping" + (" (saving a checkpoint)" if config.checkpoint_dir else ""),
+              flush=True)
     saver.finish(result)
     return result
+
+
+EVAL_SEED_OFFSET = 1_000_003  # evaluation environments: seeds apart from the training ones
+
+
+def _anakin_evaluation(config: AnakinConfig, env, agent):
+    """``evaluate(params) -> returns`` for ``--eval-every``: greedy episodes compiled on the device, with the same
+    environment seeds at every evaluation (so equal parameters score equally); per seed with ``--num-seeds``."""
+    if not config.eval_every:
+        return None
+    evaluate = anakin.make_evaluate(env, agent, config.eval_episodes)
+    key = jax.random.key(config.seed + EVAL_SEED_OFFSET)
+    if config.num_seeds > 1:
+        evaluate = jax.vmap(evaluate, in_axes=(0, None))
+    compiled = jax.jit(evaluate)
+    return lambda params: jax.device_get(compiled(params, key))
 
 
 class _Progress:

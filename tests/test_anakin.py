@@ -298,3 +298,23 @@ def test_resume_falls_back_past_a_damaged_newest_checkpoint(tmp_path, capfd):
     resumed = experiment.train_anakin(AnakinConfig(checkpoint_dir=str(directory), num_updates=80, resume=True, **small))
     assert [h["env_steps"] for h in resumed.history] == [60 * 16 * 8, 80 * 16 * 8]
     assert checkpoint.steps(str(directory)) == [40, 60, 80]
+
+
+def test_evaluation_uses_fixed_seeds_and_a_target_return_stops_the_run_with_a_checkpoint(tmp_path, capfd):
+    env = envs.make("catch")
+    agent = experiment.make_agent(A2CConfig(), env.spec())
+    params = anakin.init_state(env, agent, experiment.make_optimizer(A2CConfig()), jax.random.key(0), 4).learner.params
+    evaluate = jax.jit(anakin.make_evaluate(env, agent, 16))
+    first, again = evaluate(params, jax.random.key(5)), evaluate(params, jax.random.key(5))
+    assert first.shape == (16,) and np.all(np.abs(first) == 1.0)  # every Catch episode ends with +1 or -1
+    np.testing.assert_array_equal(first, again)
+
+    config = AnakinConfig(num_envs=128, num_updates=400, updates_per_call=20, eval_every=20, eval_episodes=32,
+                          target_return=0.95, checkpoint_dir=str(tmp_path))
+    result = experiment.train_anakin(config)
+    last = result.history[-1]
+    updates = round(last["env_steps"] / (16 * 128))
+    assert last["target_reached"] == 1.0 and last["eval_return"] >= 0.95 and updates < 400, last
+    assert all(h["eval_return"] < 0.95 for h in result.history[:-1])
+    assert checkpoint.steps(str(tmp_path)) == [updates]
+    assert f"evaluation return {last['eval_return']:.3f} >= --target-return 0.95" in capfd.readouterr().out

@@ -52,6 +52,13 @@ def split_start_state(extras):
     return extras, ()
 
 
+def greedy_action(extras) -> chex.Array:
+    """int32 ``[B]``: the most likely action of a policy agent (``extras["logits"]``) or the highest-valued one of a
+    Q agent (``extras["q_values"]``), from what ``act`` returned."""
+    scores = extras["logits"] if "logits" in extras else extras["q_values"]
+    return jnp.argmax(scores, axis=-1).astype(jnp.int32)
+
+
 def no_state(batch: int) -> tuple:
     """A feed-forward agent's actor state: nothing."""
     return ()
