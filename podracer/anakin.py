@@ -303,6 +303,13 @@ def make_multi_update(update, num_updates: int):
     return multi_update
 
 
+def _compile(update, key, updates_per_call: int, devices, state):
+    """``updates_per_call`` updates (vmapped over seeds when ``key`` holds several) mapped over ``devices``,
+    compiled ahead of the first call for ``state``."""
+    multi = make_multi_update(_over_seeds(update, key), updates_per_call)
+    return parallel.device_map(multi, devices).lower(state).compile()
+
+
 def _evaluation(returns, target_return: float | None) -> dict[str, float]:
     """Summary entries of evaluation returns (``[episodes]``, or ``[seeds, episodes]``)."""
     returns = np.asarray(returns, np.float64)
@@ -421,10 +428,9 @@ def run(
     progress = progress or (lambda event: None)
     progress("compiling")
     compile_start = time.perf_counter()
-    update = _over_seeds(make_update(env, agent, optimizer, rollout_length=rollout_length), key)
     if state is None:
         state = init(env, agent, optimizer, key, num_envs_per_device, devices, rollout_length=rollout_length)
-    p_multi = parallel.device_map(make_multi_update(update, updates_per_call), devices).lower(state).compile()
+    p_multi = _compile(make_update(env, agent, optimizer, rollout_length=rollout_length), key, updates_per_call, devices, state)
     compile_seconds = time.perf_counter() - compile_start
     progress(f"compiled in {compile_seconds:.1f} s")
     summarize_call = summarize_seeds if seeded else summarize
