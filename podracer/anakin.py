@@ -310,8 +310,9 @@ def _compile(update, key, updates_per_call: int, devices, state):
     return parallel.device_map(multi, devices).lower(state).compile()
 
 
-def _evaluation(returns, target_return: float | None) -> dict[str, float]:
-    """Summary entries of evaluation returns (``[episodes]``, or ``[seeds, episodes]``)."""
+def summarize_evaluation(returns, target_return: float | None = None) -> dict[str, float]:
+    """Summary entries of evaluation returns (``[episodes]``, or ``[seeds, episodes]``): ``eval_return`` (the
+    mean), its minimum and maximum, per seed, and ``target_reached`` when a ``target_return`` is given."""
     returns = np.asarray(returns, np.float64)
     out = {"eval_return": float(returns.mean()), "eval_return_min": float(returns.min()),
            "eval_return_max": float(returns.max())}
@@ -447,7 +448,7 @@ def run(
         summary = {"env_steps": float(done * steps_per_update),
                    "sps": num_seeds * updates_per_call * steps_per_update / call_seconds[-1], **summary}
         if evaluate is not None and eval_every and done % eval_every == 0:
-            summary.update(_evaluation(evaluate(parallel.unreplicate(state.learner.params)), target_return))
+            summary.update(summarize_evaluation(evaluate(parallel.unreplicate(state.learner.params)), target_return))
         history.append(summary)
         if log is not None:
             log(summary)

@@ -57,6 +57,9 @@ class RunConfig:
     process_id: int | None = None  # multi-process: index of this process, 0 ... num_processes - 1
     distributed: bool = False  # multi-process: let JAX detect the cluster (TPU pod slice, Slurm)
     distributed_timeout: int = 45  # multi-process: seconds to reach the coordinator and every process before giving up
+    eval_every: int | None = None  # updates between evaluations of the greedy policy on separate environments with fixed seeds (Anakin: a multiple of --updates-per-call); None: none
+    eval_episodes: int = 32  # episodes per evaluation, one per environment, all at once (Anakin: compiled on the device)
+    target_return: float | None = None  # stop (and save) once an evaluation's mean return reaches this; needs --eval-every
     wandb_project: str | None = None  # also log to this Weights & Biases project (pip install 'podracer[wandb]'; WANDB_MODE=offline needs no network)
     compile_cache: bool = True  # keep compiled programs on disk (JAX's persistent compilation cache): a run with the same settings skips compilation
     compile_cache_dir: str | None = None  # where; None: $XDG_CACHE_HOME/podracer/jax (~/.cache/podracer/jax)
@@ -64,6 +67,9 @@ class RunConfig:
     def __post_init__(self):
         _at_least(self, 1, "checkpoint_every", "cpu_devices", "distributed_timeout")
         parallel.check_process_id(self.num_processes, self.process_id)
+        _at_least(self, 1, "eval_every", "eval_episodes")
+        if self.target_return is not None and self.eval_every is None:
+            raise ValueError("--target-return needs --eval-every.")
         if self.wandb_project and importlib.util.find_spec("wandb") is None:
             raise ValueError("--wandb-project needs wandb: pip install 'podracer[wandb]'.")
         if (self.checkpoint_every is not None or self.resume) and not self.checkpoint_dir:
@@ -88,15 +94,9 @@ class AnakinConfig(RunConfig):
     rollout_length: int = 16  # environment steps per rollout (per update)
     num_updates: int = 240  # learner updates in the run
     updates_per_call: int = 20  # updates scanned on the device per host call; one log line per call
-    eval_every: int | None = None  # updates between evaluations of the greedy policy on separate environments with fixed seeds (a multiple of --updates-per-call); None: none
-    eval_episodes: int = 32  # episodes per evaluation, all at once, compiled on the device
-    target_return: float | None = None  # stop (and save) once an evaluation's mean return reaches this; needs --eval-every
 
     def __post_init__(self):
         super().__post_init__()
-        _at_least(self, 1, "eval_every", "eval_episodes")
-        if self.target_return is not None and self.eval_every is None:
-            raise ValueError("--target-return needs --eval-every.")
         if self.eval_every is not None:
             parallel.check_divisible(self.eval_every, self.updates_per_call, "--eval-every", "updates per call (--updates-per-call)")
         _at_least(self, 1, "num_seeds", "num_envs_per_device", "num_envs", "rollout_length", "num_updates",

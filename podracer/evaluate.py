@@ -69,6 +69,20 @@ def _check_recordable(metadata, spec) -> None:
         raise ValueError(f"--gif needs image or board observations; {metadata['env']} has observations of shape {shape}.")
 
 
+def play_host(env, agent, params, episodes: int, *, seed: int = 0, greedy: bool = True, max_steps: int = 100_000,
+              record: bool = False):
+    """Returns of one episode per environment of the host batch ``env`` (``env.num_envs == episodes``) played by
+    ``agent`` with ``params`` (one copy), from ``env.reset()``; the first one's frames when ``record``."""
+    import jax
+
+    def step(action):
+        timestep = env.step(np.asarray(action))
+        return timestep, env.stats.episode_return
+
+    return _episodes(agent, _policy(agent, greedy), params, env.reset(), step, jax.random.key(seed), episodes,
+                     max_steps, record)
+
+
 def _play_host(metadata, directory, episodes, seed, greedy, max_steps, record):
     import jax
 
@@ -79,13 +93,7 @@ def _play_host(metadata, directory, episodes, seed, greedy, max_steps, record):
         if record:
             _check_recordable(metadata, env.spec())
         agent, params, _ = load(directory, env.spec())
-
-        def step(action):
-            timestep = env.step(np.asarray(action))
-            return timestep, env.stats.episode_return
-
-        key = jax.random.key(seed)
-        return _episodes(agent, _policy(agent, greedy), params, env.reset(), step, key, episodes, max_steps, record)
+        return play_host(env, agent, params, episodes, seed=seed, greedy=greedy, max_steps=max_steps, record=record)
     finally:
         env.close()
 

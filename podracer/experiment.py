@@ -280,14 +280,14 @@ def train_sebulba(
     groups = [[make_env(config.seed + 1000 * (first_actor + i) + g * group_size, group_size) for g in range(num_groups)]
               for i in range(num_actors)]
     try:
-        return _run_sebulba(config, layout, groups, first_actor, stop, log)
+        return _run_sebulba(config, layout, groups, first_actor, stop, log, make_env)
     finally:
         for group in groups:
             for env in group:
                 env.close()
 
 
-def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_actor: int, stop, log):
+def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_actor: int, stop, log, make_env):
     spec, first_env = groups[0][0].spec(), groups[0][0]
     agent, optimizer = make_agent(config.agent, spec), make_optimizer(config.agent)
     per_actor = sum(env.num_envs for env in groups[0])
@@ -296,7 +296,7 @@ def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_a
     schedule = sebulba_learner.Schedule(
         num_updates=math.ceil(config.total_env_steps / steps_per_update), steps_per_update=steps_per_update,
         log_every=config.log_every, checkpoint_every=config.checkpoint_every,
-        frame_skip=4 if getattr(first_env, "atari", False) else 1)
+        frame_skip=4 if getattr(first_env, "atari", False) else 1, eval_every=config.eval_every)
     unroll = should_unroll(observation_rank(spec), layout.learner_devices[0].platform)
     step = parallel.device_map(make_learner_step(agent, optimizer, axis_names=(parallel.DEVICE_AXIS,), unroll=unroll),
                                layout.learner_devices)
@@ -322,12 +322,36 @@ def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_a
             store=store, queue=queue, stop=stop, status=statuses[i])
     watch = _SebulbaWatch(statuses, config.actor_timeout, schedule, updates, parallel.is_main_process())
     completed = None if save is None else _keep_for_ctrl_c(save)
+    evaluate = _sebulba_evaluation(config, make_env, agent)
     learn = lambda: sebulba_learner.learn(step, state, updates, schedule, queue=queue, store=store,  # noqa: E731
                                           stop=stop, save=save, log=watch.logging_to(log), status=watch.learner,
-                                          completed=completed)
+                                          completed=completed, evaluate=evaluate)
     with lifetime.Heartbeat(watch.status, enabled=parallel.is_main_process()) as heartbeat:
         watch.heartbeat = heartbeat
         return run_threads(learn, actors, stop, watch=watch.stuck)
+
+
+def _sebulba_evaluation(config: SebulbaConfig, make_env, agent):
+    """``evaluate(state) -> summary entries`` for ``--eval-every``: the greedy policy plays one episode on each of
+    ``--eval-episodes`` fresh host environments, seeded the same at every evaluation."""
+    if not config.eval_every:
+        return None
+    from podracer import evaluate as evaluate_lib
+
+    def evaluate(state) -> dict[str, float]:
+        env = make_env(config.seed + EVAL_SEED_OFFSET, config.eval_episodes)
+        try:
+            params = jax.device_get(parallel.unreplicate(state.params))
+            returns, _ = evaluate_lib.play_host(env, agent, params, config.eval_episodes, seed=config.seed)
+        finally:
+            env.close()
+        summary = anakin.summarize_evaluation(returns, config.target_return)
+        if parallel.is_main_process() and summary.get("target_reached"):
+            print(f"podracer: evaluation return {summary['eval_return']:.3f} >= --target-return {config.target_return:g}: "
+                  "stopping" + (" (saving a checkpoint)" if config.checkpoint_dir else ""), flush=True)
+        return summary
+
+    return evaluate
 
 
 def _keep_for_ctrl_c(save):
@@ -401,7 +425,8 @@ class _SebulbaWatch:
 def run_sebulba(config: SebulbaConfig, stop: threading.Event | None = None) -> sebulba_learner.SebulbaResult:
     """The command line's Sebulba run: console progress and, with ``log_dir``, JSONL and TensorBoard."""
     logger = make_logger(config.log_dir, is_main=parallel.is_main_process(), total_env_steps=config.total_env_steps,
-                         console_keys=("fps", "learner_wait_s", "actor_put_wait_s", "policy_lag"),
+                         console_keys=("fps", "learner_wait_s", "actor_put_wait_s", "policy_lag")
+                         + (("eval_return", "eval_return_min") if config.eval_every else ()),
                          wandb_project=config.wandb_project, wandb_config=dataclasses.asdict(config))
     with logger:
         return train_sebulba(config, log=logger, stop=stop)

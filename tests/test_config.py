@@ -47,6 +47,8 @@ BAD_INPUTS = [
     (S, "--log-every 0", "--log-every must be >= 1, got 0."),
     (S, "--actor-timeout 0", "--actor-timeout must be > 0, got 0.0."),
     (A, "--target-return 0.9", "--target-return needs --eval-every."),
+    (S, "--target-return 450", "--target-return needs --eval-every."),
+    (S, "--eval-every 0", "--eval-every must be >= 1, got 0."),
     (A, "--eval-every 30", "--eval-every = 30 is not divisible by the 20 updates per call (--updates-per-call)"),
     (A, "--eval-every 20 --eval-episodes 0", "--eval-episodes must be >= 1, got 0."),
     (A, "--distributed-timeout 0", "--distributed-timeout must be >= 1, got 0."),

@@ -170,6 +170,23 @@ def test_a_slow_start_is_not_silent(devices, monkeypatch, capsys):
                for line in lines), lines
 
 
+def test_evaluation_logs_eval_return_and_a_target_return_stops_the_run(devices, tmp_path):
+    made = []
+
+    def make_env(seed, num_envs):
+        made.append((seed, num_envs))
+        return FakeHostEnv(num_envs)  # every episode: 5 steps of reward 1
+
+    config = _config(total_env_steps=10**9, eval_every=2, eval_episodes=3, target_return=5.0, checkpoint_dir=str(tmp_path))
+    result = train(config, make_env=make_env)
+    last = result.history[-1]
+    assert result.updates == 2 and last["eval_return"] == last["eval_return_min"] == 5.0 and last["target_reached"] == 1.0
+    assert made[-1] == (config.seed + 1_000_003, 3)  # fresh evaluation environments with their own seed
+    from podracer import checkpoint
+
+    assert checkpoint.steps(str(tmp_path)) == [2]
+
+
 def test_the_stop_event_ends_the_run(devices):
     stop = threading.Event()
     timer = threading.Timer(3.0, stop.set)

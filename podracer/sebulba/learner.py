@@ -33,6 +33,7 @@ class Schedule(NamedTuple):
     log_every: int  # updates between summaries
     checkpoint_every: int | None  # updates between saves (None: only at the end)
     frame_skip: int = 1  # frames per env step (4 for Atari), for frames/s
+    eval_every: int | None = None  # updates between evaluations (None: none)
 
 
 def learn(
@@ -48,6 +49,7 @@ def learn(
     log: Callable[[dict[str, float]], None] | None = None,
     status: dict | None = None,
     completed: Callable[[LearnerState, int], None] | None = None,
+    evaluate: Callable[[LearnerState], dict[str, float]] | None = None,
 ) -> SebulbaResult:
     """Learns from the queue's trajectories until ``schedule.num_updates`` or ``stop``.
 
@@ -56,53 +58,76 @@ def learn(
     parameters go to ``store``. ``save(state, updates)`` runs every ``checkpoint_every`` updates
     and, when the loop ends for any reason, for updates not yet saved. ``status`` (a dict) hears
     what the loop is doing (``doing``) and the updates done (``updates``); ``completed(state,
-    updates)`` hears of every completed update (what an abandoned stop saves).
+    updates)`` hears of every completed update (what an abandoned stop saves). ``evaluate(state)``
+    runs every ``schedule.eval_every`` updates; its entries join a summary logged at once, and the
+    loop ends when it holds a true ``target_reached``.
     """
     status = {} if status is None else status
     history: list[dict[str, float]] = []
     saved_at = first = updates
     store.publish(parallel.unreplicate(state.params), updates)
-    window = _Window()
-    last_time, last_steps = time.perf_counter(), updates * schedule.steps_per_update
+    window, clock = _Window(), _Clock(updates * schedule.steps_per_update)
+    completed, log = completed or (lambda state, updates: None), log or (lambda summary: None)
     try:
         while updates < schedule.num_updates and not stop.is_set():
             status["doing"] = "waiting for trajectories"
             try:
                 rollout, waited = queue.get(stop)
-            except Stopped:
+            except Stopped:  # the run is stopping
                 break
-            status["doing"] = f"update {updates + 1}" + (" (compiling the learner step)" if not window.metrics and not history else "")
+            status["doing"] = f"update {updates + 1}" + (" (compiling the learner step)" if updates == first else "")
             learn_start = time.perf_counter()
             state, metrics = step(state, rollout.trajectory)
             updates += 1
             if updates == first + 1:  # compiled: steps/s count from here (unless this update is logged now)
-                jax.block_until_ready(state.params)
-                status["compiled_seconds"] = time.perf_counter() - learn_start
+                status["compiled_seconds"] = _seconds_until_ready(state, learn_start)
                 if updates % schedule.log_every:
-                    last_time, last_steps = time.perf_counter(), updates * schedule.steps_per_update
+                    clock.restart(updates * schedule.steps_per_update)
             status["updates"] = updates
-            if completed is not None:
-                completed(state, updates)
+            completed(state, updates)
             store.publish(parallel.unreplicate(state.params), updates)
             jax.block_until_ready(state.params)
             window.add(rollout, metrics, waited, time.perf_counter() - learn_start, updates - rollout.policy_version - 1)
             if save is not None and schedule.checkpoint_every and updates % schedule.checkpoint_every == 0:
                 save(state, updates)
                 saved_at = updates
-            if updates % schedule.log_every == 0 or updates == schedule.num_updates:
-                now, steps = time.perf_counter(), updates * schedule.steps_per_update
-                summary = window.summary(steps, (steps - last_steps) / (now - last_time), schedule.frame_skip,
-                                         queue.qsize())
+            if evaluate is not None and schedule.eval_every and updates % schedule.eval_every == 0:
+                window.evaluation = evaluate(state)
+            if updates % schedule.log_every == 0 or updates == schedule.num_updates or window.evaluation:
+                steps = updates * schedule.steps_per_update
+                summary = window.summary(steps, clock.rate(steps), schedule.frame_skip, queue.qsize())
                 history.append(summary)
-                if log is not None:
-                    log(summary)
-                window, last_time, last_steps = _Window(), now, steps
+                log(summary)
+                window = _Window()
+                if summary.get("target_reached"):
+                    break
     finally:
         if not lifetime.finishing():  # Ctrl-C abandoned the step in flight and saves the last completed one
             lifetime.wait_for_the_end()
         if save is not None and updates > saved_at:  # the end of the run, a stop, Ctrl-C or a failure
             save(state, updates)
     return SebulbaResult(state, history, updates)
+
+
+def _seconds_until_ready(state: LearnerState, start: float) -> float:
+    jax.block_until_ready(state.params)
+    return time.perf_counter() - start
+
+
+class _Clock:
+    """Env steps per second between two log lines."""
+
+    def __init__(self, steps: float):
+        self.restart(steps)
+
+    def restart(self, steps: float) -> None:
+        self.time, self.steps = time.perf_counter(), steps
+
+    def rate(self, steps: float) -> float:
+        now = time.perf_counter()
+        rate = (steps - self.steps) / max(now - self.time, 1e-9)
+        self.time, self.steps = now, steps
+        return rate
 
 
 class _Window:
@@ -115,6 +140,7 @@ class _Window:
         self.learner_wait = self.learn = 0.0
         self.actor = {"env": 0.0, "act": 0.0, "ship": 0.0, "put_wait": 0.0}
         self.lags: list[int] = []
+        self.evaluation: dict[str, float] = {}
 
     def add(self, rollout, metrics, waited, learn_seconds, lag):
         self.returns.extend(rollout.episode_returns)
@@ -139,6 +165,7 @@ class _Window:
         out["policy_lag"] = float(statistics.mean(self.lags))
         out["queue_size"] = float(queue_size)
         out["host_memory_mb"] = host_memory_mb()
+        out.update(self.evaluation)
         return out
 
 
