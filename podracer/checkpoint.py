@@ -208,6 +208,21 @@ def prepare(directory: str, *, resume: bool, identity: dict[str, Any]) -> int | 
     return newest
 
 
+FINISHED = "finished.json"  # in a checkpoint directory while no run is writing to it (python -m podracer.preview)
+
+
+def mark_running(directory: str) -> None:
+    """A run starts writing to ``directory``: ``python -m podracer.preview`` keeps watching."""
+    if os.path.exists(os.path.join(directory, FINISHED)):
+        os.remove(os.path.join(directory, FINISHED))
+
+
+def mark_finished(directory: str) -> None:
+    """The run writing to ``directory`` has ended (done, stopped or failed): a preview may end too."""
+    with open(os.path.join(directory, FINISHED), "w", encoding="utf-8") as f:
+        json.dump({"steps": steps(directory)}, f)
+
+
 def read_metadata(directory: str, step: int | None = None) -> dict[str, Any]:
     """The metadata of the newest checkpoint (or of ``step``); a ``ValueError`` naming the file when it cannot be read."""
     step = latest(directory) if step is None else step

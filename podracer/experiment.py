@@ -84,22 +84,32 @@ def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> a
     steps_per_update = config.rollout_length * per_device * num_global
     metadata = {"mode": "anakin", "env": config.env, "rollout_length": config.rollout_length, "seed": config.seed,
                 **agent_metadata(config.agent)}
-    resume_step = None
+    resume_step, main = None, parallel.is_main_process()
     if config.checkpoint_dir:  # checked before anything is compiled
         identity = {k: metadata[k] for k in ("mode", "env", "agent", "rollout_length")}
         resume_step = checkpoint.prepare(config.checkpoint_dir, resume=config.resume, identity=identity)
+        if main:
+            checkpoint.mark_running(config.checkpoint_dir)
+    try:
+        return _train_anakin(config, env, agent, optimizer, per_device, steps_per_update, metadata, resume_step, stop)
+    finally:
+        if config.checkpoint_dir and main:
+            checkpoint.mark_finished(config.checkpoint_dir)
+
+
+def _train_anakin(config: AnakinConfig, env, agent, optimizer, per_device: int, steps_per_update: int, metadata: dict,
+                  resume_step: int | None, stop) -> anakin.RunResult:
+    main, num_global = parallel.is_main_process(), parallel.num_global_devices()
     key = anakin.seed_keys(config.seed, config.num_seeds) if config.num_seeds > 1 else jax.random.key(config.seed)
     state = anakin.init(env, agent, optimizer, key, per_device, rollout_length=config.rollout_length)
     if resume_step is not None:
         local, resume_step = checkpoint.restore_newest_run_state(config.checkpoint_dir, state)
         state = parallel.shard(local)
     saver = _AnakinSaver(config, metadata, steps_per_update, resume_step or 0)
-    logger = make_logger(config.log_dir, is_main=parallel.is_main_process(),
-                         total_env_steps=config.num_updates * steps_per_update,
+    logger = make_logger(config.log_dir, is_main=main, total_env_steps=config.num_updates * steps_per_update,
                          console_keys=(("episode_return_min",) if config.num_seeds > 1 else ())
                          + (("eval_return", "eval_return_min") if config.eval_every else ()),
                          wandb_project=config.wandb_project, wandb_config=dataclasses.asdict(config))
-    main = parallel.is_main_process()
     if main:
         print(_anakin_banner(config, num_global, per_device, resume_step), flush=True)
     watch = _Progress(config.num_updates * steps_per_update, (resume_step or 0) * steps_per_update, main)
@@ -245,6 +255,8 @@ def _sebulba_checkpoints(config: SebulbaConfig, metadata: dict, state, steps_per
     if checkpoint.prepare(config.checkpoint_dir, resume=config.resume, identity=identity) is not None:
         state, _ = checkpoint.restore(config.checkpoint_dir, state)
         updates = int(state.step)
+    if parallel.is_main_process():
+        checkpoint.mark_running(config.checkpoint_dir)
 
     def save(state, updates: int, replicated: bool = True) -> None:
         if parallel.is_main_process():
@@ -326,9 +338,13 @@ def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_a
     learn = lambda: sebulba_learner.learn(step, state, updates, schedule, queue=queue, store=store,  # noqa: E731
                                           stop=stop, save=save, log=watch.logging_to(log), status=watch.learner,
                                           completed=completed, evaluate=evaluate)
-    with lifetime.Heartbeat(watch.status, enabled=parallel.is_main_process()) as heartbeat:
-        watch.heartbeat = heartbeat
-        return run_threads(learn, actors, stop, watch=watch.stuck)
+    try:
+        with lifetime.Heartbeat(watch.status, enabled=parallel.is_main_process()) as heartbeat:
+            watch.heartbeat = heartbeat
+            return run_threads(learn, actors, stop, watch=watch.stuck)
+    finally:
+        if config.checkpoint_dir and parallel.is_main_process():
+            checkpoint.mark_finished(config.checkpoint_dir)
 
 
 def _sebulba_evaluation(config: SebulbaConfig, make_env, agent):

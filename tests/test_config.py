@@ -4,8 +4,9 @@ import pytest
 
 from podracer import config
 from podracer.config import AnakinConfig, EvaluateConfig, SebulbaConfig
+from podracer.preview import PreviewConfig
 
-A, S, E = AnakinConfig, SebulbaConfig, EvaluateConfig
+A, S, E, P = AnakinConfig, SebulbaConfig, EvaluateConfig, PreviewConfig
 
 BAD_INPUTS = [
     (A, "--learning-rate -1", "--learning-rate must be > 0, got -1.0."),
@@ -81,6 +82,8 @@ BAD_INPUTS = [
     (A, "--torso resnet", "--torso: invalid choice: 'resnet' (choose from auto, mlp, impala, nature)."),
     (E, "--checkpoint x --episodes 0", "--episodes must be >= 1, got 0."),
     (E, "--episodes 2", "the following arguments are required: --checkpoint"),
+    (P, "--checkpoint-dir x --poll-seconds 0", "--poll-seconds must be > 0, got 0.0."),
+    (P, "--gif x.gif", "the following arguments are required: --checkpoint-dir"),
 ]
 
 
@@ -95,7 +98,7 @@ def test_bad_input_is_a_one_line_error_naming_the_flag(cls, argv, message, capsy
 
 def test_the_table_covers_at_least_thirty_inputs_of_both_modes():
     assert len(BAD_INPUTS) >= 30
-    assert {cls for cls, _, _ in BAD_INPUTS} == {A, S, E}
+    assert {cls for cls, _, _ in BAD_INPUTS} == {A, S, E, P}
 
 
 def test_every_agent_field_is_a_flag_of_both_modes_with_the_agents_own_defaults():

@@ -66,3 +66,31 @@ def test_evaluate_plays_an_anakin_checkpoint_and_writes_a_gif(tmp_path):
     assert mean >= 0.9  # the solved policy catches the ball
     with Image.open(gif) as image:
         assert image.n_frames == 10 and image.size == (80, 160)  # reset + 9 steps of a 10 x 5 board, scaled 16x
+
+
+def test_preview_plays_each_new_checkpoint_until_the_run_has_ended(tmp_path):
+    import threading
+    import time
+
+    from podracer import experiment, preview
+    from podracer.config import AnakinConfig
+
+    directory = tmp_path / "run"
+    small = dict(num_envs_per_device=4, rollout_length=4, updates_per_call=20, checkpoint_every=20,
+                 checkpoint_dir=str(directory))
+    experiment.train_anakin(AnakinConfig(num_updates=20, **small))
+    assert (directory / "finished.json").exists()
+    lines = []
+    played = preview.watch(preview.PreviewConfig(str(directory), poll_seconds=0.2), report=lines.append, timeout=60)
+    assert played == [20] and lines[0].startswith("checkpoint step_20: return ") and "wrote" in lines[0]
+    assert lines[-1] == "the run has ended; played 1 checkpoint(s)." and (directory / "preview.gif").exists()
+
+    # Beside a run that resumes and writes two more checkpoints, the preview picks up the newer ones.
+    lines.clear()
+    run = threading.Thread(target=experiment.train_anakin, args=(AnakinConfig(num_updates=60, resume=True, **small),))
+    run.start()
+    while (directory / "finished.json").exists() and run.is_alive():  # the run has started writing
+        time.sleep(0.05)
+    played = preview.watch(preview.PreviewConfig(str(directory), poll_seconds=0.2), report=lines.append, timeout=120)
+    run.join()
+    assert played[-1] == 60 and set(played) <= {20, 40, 60} and len(played) >= 2, (played, lines)

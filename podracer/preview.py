@@ -1,0 +1,97 @@
+"""Watch a run while it trains: ``python -m podracer.preview --checkpoint-dir DIR [--gif preview.gif]``.
+
+Beside a training run that writes checkpoints (``--checkpoint-dir DIR --checkpoint-every K``),
+this loads the newest checkpoint whenever a new one appears, plays one greedy episode with it,
+prints the return and rewrites the GIF (Atari frames, the Catch board; other tasks print their
+return with a note that they cannot be drawn). It ends once the run has ended (the run writes
+``DIR/finished.json`` last) and its newest checkpoint has been played.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+from collections.abc import Callable
+
+FINISHED = "finished.json"  # written by a run into its checkpoint directory when it ends
+
+
+@dataclasses.dataclass(frozen=True)
+class PreviewConfig:
+    """``python -m podracer.preview``: play each new checkpoint of a training run."""
+
+    checkpoint_dir: str  # the --checkpoint-dir of the run to watch
+    gif: str | None = None  # rewrite this GIF with each new checkpoint's episode; None: DIR/preview.gif
+    poll_seconds: float = 2.0  # how often to look for a new checkpoint
+    seed: int = 0  # seed of the environment the episode is played on
+    max_steps: int = 10_000  # an episode longer than this is cut
+
+    def __post_init__(self):
+        if not self.poll_seconds > 0:
+            raise ValueError(f"--poll-seconds must be > 0, got {self.poll_seconds}.")
+        if self.max_steps < 1:
+            raise ValueError(f"--max-steps must be >= 1, got {self.max_steps}.")
+
+
+def watch(config: PreviewConfig, *, report: Callable[[str], None] = print, timeout: float | None = None) -> list[int]:
+    """Plays every new newest checkpoint of ``config.checkpoint_dir`` until the run has ended (or ``timeout``
+    seconds); returns the checkpoints (updates) it played."""
+    from podracer import checkpoint, evaluate
+
+    gif = config.gif or os.path.join(config.checkpoint_dir, "preview.gif")
+    played: list[int] = []
+    drawable = True
+    start = time.monotonic()
+    while timeout is None or time.monotonic() - start < timeout:
+        finished = os.path.exists(os.path.join(config.checkpoint_dir, FINISHED))  # read first: no step is missed
+        found = checkpoint.steps(config.checkpoint_dir)
+        if found and (not played or found[-1] > played[-1]):
+            returns, frames = _play(evaluate, config, drawable)
+            drawable = frames is not None
+            played.append(found[-1])
+            line = f"checkpoint step_{found[-1]}: return {float(returns[0]):.2f}"
+            if drawable:
+                evaluate.write_gif(frames, gif)
+                line += f"; wrote {gif} ({len(frames)} frames)"
+            report(line)
+            continue
+        if finished:
+            report(f"the run has ended; played {len(played)} checkpoint(s).")
+            return played
+        time.sleep(config.poll_seconds)
+    return played
+
+
+def _play(evaluate, config: PreviewConfig, drawable: bool):
+    """``(returns, frames or None)`` of one greedy episode of the newest checkpoint."""
+    if drawable:
+        try:
+            return evaluate.play(config.checkpoint_dir, 1, seed=config.seed, greedy=True, max_steps=config.max_steps,
+                                 record=True)
+        except ValueError as error:
+            if "--gif needs" not in str(error):
+                raise
+            print(f"podracer.preview: {error.args[0].replace('--gif needs', 'a GIF needs')} Printing returns only.",
+                  file=sys.stderr, flush=True)
+    returns, _ = evaluate.play(config.checkpoint_dir, 1, seed=config.seed, greedy=True, max_steps=config.max_steps)
+    return returns, None
+
+
+def main(argv=None) -> int:
+    from podracer import config
+
+    args = config.parse(PreviewConfig, argv, prog="python -m podracer.preview", description=__doc__.split("\n\n")[0])
+    try:
+        watch(args)
+    except KeyboardInterrupt:
+        return 130
+    except (ValueError, FileNotFoundError) as error:
+        print(f"podracer.preview: error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
