@@ -154,11 +154,11 @@ class _Progress:
         self.start, self.first_steps, self.heartbeat = time.monotonic(), steps, None
 
     def event(self, text: str) -> None:
-        self.phase = "compiling (a line every 30 s until it is done)" if text == "compiling" else "training"
-        if self.main and text != "compiling":
-            print(f"podracer: {text}", flush=True)
-        elif self.main:
-            print("podracer: compiling ...", flush=True)
+        """``anakin.run``'s progress: ``"compiling"``, then ``"compiled in S s"``."""
+        compiling = text == "compiling"
+        self.phase = "compiling" if compiling else "training"
+        if self.main:
+            print(f"podracer: {'compiling ...' if compiling else text}", flush=True)
         self.start, self.first_steps = time.monotonic(), self.steps
 
     def logging_to(self, log):
