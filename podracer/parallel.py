@@ -12,6 +12,7 @@ local data. Only process 0 prints and writes files.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import sys
@@ -152,36 +153,50 @@ def _watch_peers(period: float = 0.5) -> None:
     for :data:`PEER_SILENCE_SECONDS`, or the coordinator cannot be reached: whatever this process is doing
     (compiling, waiting for a queue). Each process bumps a counter in the coordinator's key-value store every
     ``period`` seconds and reads the others'; this notices a lost process before JAX's own heartbeat check
-    (:data:`HEARTBEAT_SECONDS`), which would end the process with a C++ check failure instead."""
+    (:data:`HEARTBEAT_SECONDS`), which would end the process with a C++ check failure instead. A process that
+    exits normally says so first (``podracer/done/I``) and stops its watch before JAX shuts down."""
     from jax._src import distributed
 
     client, me, count = distributed.global_state.client, jax.process_index(), jax.process_count()
     others = [p for p in range(count) if p != me]
+    done = threading.Event()
 
     def end(gone: list[int] | None) -> None:
-        print(f"podracer: error: {_lost(gone)}; ending this process.", file=sys.stderr, flush=True)
-        os._exit(1)
+        if not done.is_set():
+            print(f"podracer: error: {_lost(gone)}; ending this process.", file=sys.stderr, flush=True)
+            os._exit(1)
 
     def watch():
         seen = {p: (None, time.monotonic()) for p in others}
         beat = 0
-        while True:
+        while not done.wait(period):
             beat += 1
             try:
                 client.key_value_set(f"podracer/alive/{me}", str(beat), allow_overwrite=True)
                 values = {p: _try_get(client, f"podracer/alive/{p}") for p in others}
+                now = time.monotonic()
+                for p, value in values.items():
+                    if value != seen[p][0]:
+                        seen[p] = (value, now)
+                silent = [p for p in others if seen[p][0] is not None and now - seen[p][1] > PEER_SILENCE_SECONDS
+                          and _try_get(client, f"podracer/done/{p}") is None]  # one that ended normally is not lost
             except Exception:  # noqa: BLE001 - the coordinator does not answer
-                end(None)
-            now = time.monotonic()
-            for p, value in values.items():
-                if value != seen[p][0]:
-                    seen[p] = (value, now)
-            silent = [p for p in others if seen[p][0] is not None and now - seen[p][1] > PEER_SILENCE_SECONDS]
+                return end(None)
             if silent:
-                end(silent)
-            time.sleep(period)
+                return end(silent)
 
-    threading.Thread(target=watch, name="peer-watch", daemon=True).start()
+    thread = threading.Thread(target=watch, name="peer-watch", daemon=True)
+    thread.start()
+
+    def stop_watching():  # at exit, before JAX's own shutdown (atexit runs in reverse order of registration)
+        try:
+            client.key_value_set(f"podracer/done/{me}", "1", allow_overwrite=True)
+        except Exception:  # noqa: BLE001 - the coordinator is gone: nothing to tell
+            pass
+        done.set()
+        thread.join(timeout=5)
+
+    atexit.register(stop_watching)
 
 
 def _try_get(client, key: str) -> str | None:
