@@ -82,8 +82,16 @@ def _check_burn_in(agent, rollout_length: int) -> None:
         raise ValueError(f"--burn-in ({burn_in}) must be shorter than --rollout-length ({rollout_length}).")
 
 
+class _ChoosesAnAgent:
+    """A mode's config: its ``agent`` field is one registered agent's config."""
+
+    @property
+    def agent_name(self) -> str:
+        return agents.name_of(self.agent)
+
+
 @dataclasses.dataclass(frozen=True)
-class AnakinConfig(RunConfig):
+class AnakinConfig(RunConfig, _ChoosesAnAgent):
     """A training run in Anakin mode: JAX environments and the learner in one program per device."""
 
     env: AnakinEnvName = "catch"  # JAX environment
@@ -110,10 +118,6 @@ class AnakinConfig(RunConfig):
             raise ValueError("--checkpoint-every and --resume take one seed: drop --num-seeds (final checkpoints of "
                              "several seeds go to --checkpoint-dir/seed_S).")
 
-    @property
-    def agent_name(self) -> str:
-        return agents.name_of(self.agent)
-
     def envs_per_device(self, num_global_devices: int) -> int:
         """Environments on each device, checking that a total splits evenly."""
         if self.num_envs is None:
@@ -122,7 +126,7 @@ class AnakinConfig(RunConfig):
 
 
 @dataclasses.dataclass(frozen=True)
-class SebulbaConfig(RunConfig):
+class SebulbaConfig(RunConfig, _ChoosesAnAgent):
     """A training run in Sebulba mode: actor threads step host environments, a learner trains on their trajectories."""
 
     env: str = "Pong"  # envpool task id or short name (Pong, Breakout, CartPole), or jax:NAME for a JAX environment stepped on the host (jax:memory, jax:catch, jax:cartpole)
@@ -152,10 +156,6 @@ class SebulbaConfig(RunConfig):
             envs.make(self.env[len("jax:"):])  # unknown names fail here, with the list of known ones
         if self.env_groups is not None:
             parallel.check_divisible(self.num_envs_per_actor, self.env_groups, "--num-envs-per-actor", "--env-groups")
-
-    @property
-    def agent_name(self) -> str:
-        return agents.name_of(self.agent)
 
     def envs_per_actor(self, num_actors: int) -> int:
         """Environments per actor thread, given the actor threads of all processes; checks that a total splits evenly."""

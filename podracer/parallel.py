@@ -97,26 +97,21 @@ def initialize(
     _watch_peers()
 
 
-def _gone_processes(wait: float = 0.0) -> list[int] | None:
-    """The processes of this run that the coordinator no longer sees (waiting up to ``wait`` s for one to show);
-    None when the coordinator itself cannot be asked (it is gone). It notices a process gone only once that
-    process has sent no heartbeat for :data:`HEARTBEAT_SECONDS`."""
+def _gone_processes() -> list[int] | None:
+    """The processes of this run that the coordinator no longer sees; None when the coordinator itself cannot be
+    asked (it is gone). It notices a process gone only once that process has sent no heartbeat for
+    :data:`HEARTBEAT_SECONDS`."""
     from jax._src import distributed
 
     state = distributed.global_state
     if state.client is None or not state.num_processes:
         return []
     everyone = list(range(state.num_processes))
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            live = state.client.get_live_nodes(everyone)
-        except Exception:  # noqa: BLE001 - the coordinator does not answer
-            return None
-        gone = [p for p in everyone if p not in live]
-        if gone or time.monotonic() >= deadline:
-            return gone
-        time.sleep(0.2)
+    try:
+        live = state.client.get_live_nodes(everyone)
+    except Exception:  # noqa: BLE001 - the coordinator does not answer
+        return None
+    return [p for p in everyone if p not in live]
 
 
 def _lost(gone: list[int] | None) -> str:
