@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     last = result.history[-1]
     final = last["episode_return"]
     if parallel.is_main_process():
-        if cfg.num_seeds > 1:
+        if cfg.num_seeds > 1 and not cfg.sweep:  # a sweep prints its own table
             returns = last["episode_return_per_seed"]
             for i, value in enumerate(returns):
                 print(f"seed {cfg.seed + i}: final mean episode return {value:.3f}")

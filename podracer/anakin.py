@@ -53,6 +53,33 @@ class AnakinState(NamedTuple):
     rollout: RolloutState
 
 
+class Sweep(NamedTuple):
+    """Hyper-parameter settings trained together with every seed, vmapped in one program.
+
+    ``build(values) -> (agent, optimizer)`` makes one setting's agent and optimizer from
+    ``values`` (name -> number, or traced scalar inside the program); ``points`` are the
+    settings. With seed keys ``[S]``, entry ``p * S + s`` of the run's seed axis trains
+    setting ``p`` with seed ``s``, as a run of that setting alone with that seed's key would.
+    """
+
+    points: tuple[dict[str, float], ...]
+    build: Callable[[dict], tuple[Agent, optax.GradientTransformation]]
+
+    def expand(self, key: chex.PRNGKey) -> tuple[chex.PRNGKey, dict[str, chex.Array]]:
+        """Keys ``[P x S]`` (every seed's key, once per setting) and each swept value ``[P x S]`` along them."""
+        keys = key[None] if jnp.ndim(key) == 0 else key
+        values = {name: jnp.asarray(np.repeat([point[name] for point in self.points], len(keys)))
+                  for name in self.points[0]}
+        return jnp.concatenate([keys] * len(self.points)), values
+
+    def update(self, env: Environment, rollout_length: int, values: dict[str, chex.Array], **kwargs):
+        """The per-device update of every entry: :func:`make_update` of each entry's setting, vmapped."""
+        def one(state, entry_values):
+            return make_update(env, *self.build(entry_values), rollout_length=rollout_length, **kwargs)(state)
+
+        return lambda state: jax.vmap(one)(state, values)
+
+
 def make_rollout(env: Environment, agent: Agent, rollout_length: int):
     """``rollout(params, rollout_state) -> (rollout_state, trajectory, episode_metrics)``.
 
@@ -174,6 +201,7 @@ def init(
     devices: Sequence[jax.Device] | None = None,
     *,
     rollout_length: int = 1,
+    sweep: Sweep | None = None,
 ) -> AnakinState:
     """Initial states for ``devices`` (default: all devices), stacked on a leading device axis.
 
@@ -181,8 +209,11 @@ def init(
     so each device's index along the device axis (global across processes) seeds its
     environments, and parameters are identical. ``key`` may be one key, or keys ``[S]`` of
     independent seeds (:func:`seed_keys`): then every leaf has a seed axis after the device
-    axis, and each seed's state is the one a single run with its key would start from.
+    axis, and each seed's state is the one a single run with its key would start from. With a
+    ``sweep``, the seed axis holds every setting with every seed (:meth:`Sweep.expand`).
     """
+    if sweep is not None:
+        return _init_sweep(env, sweep, key, num_envs_per_device, devices, rollout_length)
     init_fn = functools.partial(init_state, env, agent, optimizer, num_envs=num_envs_per_device,
                                 rollout_length=rollout_length)
     # The learner is the same on every device: made once, then copied; seed by seed, because a vmap
@@ -200,6 +231,48 @@ def init(
         return _over_seeds(lambda k, learner: init_fn(k, actor_index=index, learner=learner), k)(k, learner)
 
     return parallel.device_map(per_device, devices)(parallel.replicate(key, devices), parallel.replicate(learner, devices))
+
+
+def _init_sweep(env: Environment, sweep: Sweep, key, num_envs_per_device: int, devices, rollout_length: int):
+    """:func:`init` of a sweep: each entry's learner made with its setting's concrete values, seed by seed (see
+    :func:`init`), then every entry's acting state with its setting's (traced) agent, vmapped."""
+    keys, values = sweep.expand(key)
+    learners = []
+    for point in sweep.points:
+        agent, optimizer = sweep.build(point)
+        make_learner = jax.jit(functools.partial(init_learner, env, agent, optimizer, num_envs=num_envs_per_device,
+                                                 rollout_length=rollout_length))
+        learners += [make_learner(k) for k in keys[:len(keys) // len(sweep.points)]]
+    learner = jax.tree.map(lambda *xs: jnp.stack(xs), *learners)
+
+    def per_device(keys, learner):
+        index = jax.lax.axis_index(parallel.DEVICE_AXIS)
+
+        def one(k, learner, entry_values):
+            agent, optimizer = sweep.build(entry_values)
+            return init_state(env, agent, optimizer, k, num_envs_per_device, actor_index=index,
+                              rollout_length=rollout_length, learner=learner)
+
+        return jax.vmap(one)(keys, learner, values)
+
+    return parallel.device_map(per_device, devices)(parallel.replicate(keys, devices), parallel.replicate(learner, devices))
+
+
+def unsweepable(env: Environment, sweep: Sweep, state: AnakinState, rollout_length: int) -> list[str]:
+    """The swept names whose values the update cannot take traced (they set shapes or loop counts), found by
+    tracing one entry's update (no collectives) with each name alone traced; ``state`` as :func:`init` lays it out."""
+    entry = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[2:], x.dtype), state)
+    bad = []
+    for name in sweep.points[0]:
+        def trace(state, value, name=name):
+            values = {**sweep.points[0], name: value}
+            return make_update(env, *sweep.build(values), rollout_length=rollout_length, axis_names=())(state)
+
+        try:
+            jax.eval_shape(trace, entry, jnp.asarray(sweep.points[0][name]))
+        except TypeError:  # jax.errors.ConcretizationTypeError and the like, or a Python op a tracer lacks
+            bad.append(name)
+    return bad
 
 
 def init_learner(
@@ -303,10 +376,9 @@ def make_multi_update(update, num_updates: int):
     return multi_update
 
 
-def _compile(update, key, updates_per_call: int, devices, state):
-    """``updates_per_call`` updates (vmapped over seeds when ``key`` holds several) mapped over ``devices``,
-    compiled ahead of the first call for ``state``."""
-    multi = make_multi_update(_over_seeds(update, key), updates_per_call)
+def _compile(update, updates_per_call: int, devices, state):
+    """``updates_per_call`` updates mapped over ``devices``, compiled ahead of the first call for ``state``."""
+    multi = make_multi_update(update, updates_per_call)
     return parallel.device_map(multi, devices).lower(state).compile()
 
 
@@ -397,6 +469,7 @@ def run(
     evaluate: Callable[[Params], np.ndarray] | None = None,
     eval_every: int | None = None,
     target_return: float | None = None,
+    sweep: Sweep | None = None,
 ) -> RunResult:
     """Trains with the update mapped over ``devices`` (default: all devices of all processes).
 
@@ -419,19 +492,27 @@ def run(
     ``evaluate(params) -> returns`` (params as one device holds them; :func:`make_evaluate`) runs
     every ``eval_every`` updates: summaries then carry ``eval_return`` (the mean) and its minimum and
     maximum; the run stops once that mean reaches ``target_return`` (``target_reached`` is 1 then).
+
+    A ``sweep`` trains each of its settings with every seed of ``key`` in the same program (``agent`` and
+    ``optimizer`` are then unused): the per-seed entries of the summaries run setting by setting
+    (:meth:`Sweep.expand`), and ``evaluate`` receives every entry's parameters.
     """
     num_calls = parallel.check_divisible(num_updates, updates_per_call, "num_updates", "updates per call (--updates-per-call)")
     first_call = parallel.check_divisible(start_update, updates_per_call, "the updates already done", "updates per call")
-    seeded = jnp.ndim(key) == 1
-    num_seeds = len(key) if seeded else 1
+    seeded = jnp.ndim(key) == 1 or sweep is not None
+    num_seeds = len(sweep.expand(key)[0]) if sweep is not None else len(key) if seeded else 1
     steps_per_update = rollout_length * num_envs_per_device * parallel.num_global_devices(devices)
 
     progress = progress or (lambda event: None)
     progress("compiling")
     compile_start = time.perf_counter()
     if state is None:
-        state = init(env, agent, optimizer, key, num_envs_per_device, devices, rollout_length=rollout_length)
-    p_multi = _compile(make_update(env, agent, optimizer, rollout_length=rollout_length), key, updates_per_call, devices, state)
+        state = init(env, agent, optimizer, key, num_envs_per_device, devices, rollout_length=rollout_length, sweep=sweep)
+    if sweep is not None:
+        update = sweep.update(env, rollout_length, sweep.expand(key)[1])
+    else:
+        update = _over_seeds(make_update(env, agent, optimizer, rollout_length=rollout_length), key)
+    p_multi = _compile(update, updates_per_call, devices, state)
     compile_seconds = time.perf_counter() - compile_start
     progress(f"compiled in {compile_seconds:.1f} s")
     summarize_call = summarize_seeds if seeded else summarize

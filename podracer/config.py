@@ -23,7 +23,7 @@ from typing import Annotated, Literal, TypeVar, Union
 
 import tyro
 
-from podracer import agents, envs, parallel
+from podracer import agents, envs, parallel, sweep
 from podracer.agents import A2CConfig, IMPALAConfig
 from podracer.agents.base import flag
 
@@ -102,6 +102,7 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
     rollout_length: int = 16  # environment steps per rollout (per update)
     num_updates: int = 240  # learner updates in the run
     updates_per_call: int = 20  # updates scanned on the device per host call; one log line per call
+    sweep: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()  # NAME=V1,V2,... (repeat for a grid): train every setting x --num-seeds in one program; ends with a table of final returns (mean, IQM, 95% bootstrap intervals) and, with --log-dir, sweep.csv and sweep.png
 
     def __post_init__(self):
         super().__post_init__()
@@ -117,6 +118,18 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
         if self.num_seeds > 1 and (self.checkpoint_every is not None or self.resume):
             raise ValueError("--checkpoint-every and --resume take one seed: drop --num-seeds (final checkpoints of "
                              "several seeds go to --checkpoint-dir/seed_S).")
+        if self.sweep:
+            sweep.parse(self.agent, self.sweep)
+            if self.checkpoint_every is not None or self.resume:
+                raise ValueError("--checkpoint-every and --resume take one run: drop --sweep (a sweep's final checkpoints "
+                                 "go to --checkpoint-dir/SETTING/seed_S).")
+            if self.target_return is not None:
+                raise ValueError("--target-return stops one run: drop it or --sweep (a sweep trains every setting to the end).")
+
+    @property
+    def sweep_points(self) -> tuple[dict[str, float], ...]:
+        """The settings of ``--sweep`` (the grid, last name fastest); ``()`` without one."""
+        return sweep.parse(self.agent, self.sweep)
 
     def envs_per_device(self, num_global_devices: int) -> int:
         """Environments on each device, checking that a total splits evenly."""

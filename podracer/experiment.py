@@ -18,6 +18,7 @@ import jax
 import optax
 
 from podracer import agents, anakin, checkpoint, envs, lifetime, parallel
+from podracer import sweep as sweep_lib
 from podracer.agents.base import Agent
 from podracer.config import AnakinConfig, SebulbaConfig
 from podracer.envs.base import HostEnv, example_observation, observation_rank
@@ -62,6 +63,10 @@ def _check_anakin_batch(agent: Agent, per_device: int, rollout_length: int) -> N
 
 def _anakin_banner(config: AnakinConfig, num_global: int, per_device: int, resume_step: int | None) -> str:
     seeds = f", seeds {config.seed} ... {config.seed + config.num_seeds - 1} together" if config.num_seeds > 1 else ""
+    if config.sweep:
+        points = len(config.sweep_points)
+        seeds = f", {points} settings x {config.num_seeds} seed(s) = {points * config.num_seeds} runs together" + (
+            f" (seeds {config.seed} ... {config.seed + config.num_seeds - 1})" if config.num_seeds > 1 else "")
     resume = f"; resuming after {resume_step} updates" if resume_step is not None else ""
     return (f"podracer anakin: {config.agent_name} on {config.env}, {num_global} device(s) in {parallel.process_count()} "
             f"process(es) [{jax.default_backend()}], {per_device} envs per device, rollout {config.rollout_length}, "
@@ -97,17 +102,33 @@ def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> a
             checkpoint.mark_finished(config.checkpoint_dir)
 
 
+def make_sweep(config: AnakinConfig, spec) -> anakin.Sweep | None:
+    """The :class:`~podracer.anakin.Sweep` of ``--sweep`` (None without one): each setting's agent and optimizer."""
+    if not config.sweep:
+        return None
+
+    def build(values):
+        agent_config = sweep_lib.with_values(config.agent, values)
+        return make_agent(agent_config, spec), make_optimizer(agent_config)
+
+    return anakin.Sweep(config.sweep_points, build)
+
+
 def _train_anakin(config: AnakinConfig, env, agent, optimizer, per_device: int, steps_per_update: int, metadata: dict,
                   resume_step: int | None, stop) -> anakin.RunResult:
     main, num_global = parallel.is_main_process(), parallel.num_global_devices()
     key = anakin.seed_keys(config.seed, config.num_seeds) if config.num_seeds > 1 else jax.random.key(config.seed)
-    state = anakin.init(env, agent, optimizer, key, per_device, rollout_length=config.rollout_length)
+    sweep = make_sweep(config, env.spec())
+    state = anakin.init(env, agent, optimizer, key, per_device, rollout_length=config.rollout_length, sweep=sweep)
+    if sweep is not None and (bad := anakin.unsweepable(env, sweep, state, config.rollout_length)):
+        raise ValueError(f"--sweep {', '.join(bad)}: sets shapes or loop counts of the compiled update, so its settings "
+                         "cannot share one program; sweep it over separate runs.")
     if resume_step is not None:
         local, resume_step = checkpoint.restore_newest_run_state(config.checkpoint_dir, state)
         state = parallel.shard(local)
     saver = _AnakinSaver(config, metadata, steps_per_update, resume_step or 0)
     logger = make_logger(config.log_dir, is_main=main, total_env_steps=config.num_updates * steps_per_update,
-                         console_keys=(("episode_return_min",) if config.num_seeds > 1 else ())
+                         console_keys=(("episode_return_min",) if config.num_seeds > 1 or sweep else ())
                          + (("eval_return", "eval_return_min") if config.eval_every else ()),
                          wandb_project=config.wandb_project, wandb_config=dataclasses.asdict(config))
     if main:
@@ -119,27 +140,38 @@ def _train_anakin(config: AnakinConfig, env, agent, optimizer, per_device: int, 
                             rollout_length=config.rollout_length, num_updates=config.num_updates,
                             updates_per_call=config.updates_per_call, log=watch.logging_to(logger), state=state,
                             start_update=resume_step or 0, after_call=saver.after_call, stop=stop,
-                            progress=watch.event, evaluate=_anakin_evaluation(config, env, agent),
-                            eval_every=config.eval_every, target_return=config.target_return)
+                            progress=watch.event, evaluate=_anakin_evaluation(config, env, agent, sweep),
+                            eval_every=config.eval_every, target_return=config.target_return, sweep=sweep)
     if main and result.history and result.history[-1].get("target_reached"):
         last = result.history[-1]
         print(f"podracer: evaluation return {last['eval_return']:.3f} >= --target-return {config.target_return:g} after "
               f"{last['env_steps']:,.0f} env steps: stopping" + (" (saving a checkpoint)" if config.checkpoint_dir else ""),
               flush=True)
     saver.finish(result)
+    if main and sweep is not None and result.history:
+        print(sweep_lib.report(result.history, sweep.points, config.log_dir), flush=True)
     return result
 
 
 EVAL_SEED_OFFSET = 1_000_003  # evaluation environments: seeds apart from the training ones
 
 
-def _anakin_evaluation(config: AnakinConfig, env, agent):
+def _anakin_evaluation(config: AnakinConfig, env, agent, sweep: anakin.Sweep | None = None):
     """``evaluate(params) -> returns`` for ``--eval-every``: greedy episodes compiled on the device, with the same
-    environment seeds at every evaluation (so equal parameters score equally); per seed with ``--num-seeds``."""
+    environment seeds at every evaluation (so equal parameters score equally); per seed with ``--num-seeds``, per
+    setting and seed with ``--sweep``."""
     if not config.eval_every:
         return None
-    evaluate = anakin.make_evaluate(env, agent, config.eval_episodes)
     key = jax.random.key(config.seed + EVAL_SEED_OFFSET)
+    if sweep is not None:
+        values = sweep.expand(anakin.seed_keys(config.seed, config.num_seeds))[1]
+
+        def evaluate_entry(params, entry_values):
+            return anakin.make_evaluate(env, sweep.build(entry_values)[0], config.eval_episodes)(params, key)
+
+        compiled = jax.jit(lambda params: jax.vmap(evaluate_entry)(params, values))
+        return lambda params: jax.device_get(compiled(params))
+    evaluate = anakin.make_evaluate(env, agent, config.eval_episodes)
     if config.num_seeds > 1:
         evaluate = jax.vmap(evaluate, in_axes=(0, None))
     compiled = jax.jit(evaluate)
@@ -205,7 +237,7 @@ class _AnakinSaver:
             self.save(state, updates)
         now = time.monotonic()
         # Calls long enough that Ctrl-C may abandon the next one: keep host copies of this one to save then.
-        if self.config.checkpoint_dir and self.config.num_seeds == 1 and now - self.call_start >= lifetime.GRACE_SECONDS / 2:
+        if self.config.checkpoint_dir and self.config.num_seeds == 1 and not self.config.sweep and now - self.call_start >= lifetime.GRACE_SECONDS / 2:
             snapshot = self.snapshot(state)
             lifetime.completed(lambda: self.save(None, updates, snapshot) if updates > self.saved else None)
         self.call_start = time.monotonic()
@@ -217,17 +249,27 @@ class _AnakinSaver:
         if not config.checkpoint_dir:
             return
         done = round(result.history[-1]["env_steps"] / self.steps_per_update) if result.history else self.saved
-        if config.num_seeds == 1:
+        if config.num_seeds == 1 and not config.sweep:
             if done > self.saved:  # the end of the run, or Ctrl-C
                 self.save(result.state, done)
             return
-        if parallel.is_main_process():  # one final checkpoint per seed: DIR/seed_S
+        if parallel.is_main_process():  # one final checkpoint per seed: DIR/seed_S (a sweep: DIR/SETTING/seed_S)
             learner = parallel.unreplicate(result.state.learner)
-            for i in range(config.num_seeds):
-                seed = config.seed + i
-                checkpoint.save(os.path.join(config.checkpoint_dir, f"seed_{seed}"),
+            for i, (where, metadata) in enumerate(self.entries()):
+                checkpoint.save(os.path.join(config.checkpoint_dir, where),
                                 jax.tree.map(lambda x: x[i], learner),  # noqa: B023 - used at once
-                                {**self.metadata, "seed": seed, "env_steps": done * self.steps_per_update})
+                                {**metadata, "env_steps": done * self.steps_per_update})
+
+    def entries(self) -> list[tuple[str, dict]]:
+        """Where each entry of the seed axis is saved, and its metadata: seed by seed, setting by setting."""
+        config, points = self.config, self.config.sweep_points or ({},)
+        out = []
+        for point in points:
+            agent = agent_metadata(dataclasses.replace(config.agent, **point))
+            for seed in range(config.seed, config.seed + config.num_seeds):
+                where = os.path.join(sweep_lib.label(point), f"seed_{seed}") if point else f"seed_{seed}"
+                out.append((where, {**self.metadata, **agent, "seed": seed}))
+        return out
 
 
 # ---------------------------------------------------------------------------------------- Sebulba

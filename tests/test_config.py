@@ -84,6 +84,17 @@ BAD_INPUTS = [
     (E, "--episodes 2", "the following arguments are required: --checkpoint"),
     (P, "--checkpoint-dir x --poll-seconds 0", "--poll-seconds must be > 0, got 0.0."),
     (P, "--gif x.gif", "the following arguments are required: --checkpoint-dir"),
+    (A, "--sweep learning_rate", "--sweep takes NAME=V1,V2,... (for example learning_rate=1e-3,3e-3), got 'learning_rate'."),
+    (A, "--sweep lr=1e-3,3e-3", "--sweep: 'lr' is not a numeric hyper-parameter of this agent; choose from learning_rate, max_grad_norm, discount,"),
+    (A, "--sweep torso=1,2", "--sweep: 'torso' is not a numeric hyper-parameter of this agent"),
+    (A, "--sweep learning_rate=1e-3,fast", "--sweep learning_rate: 'fast' is not a number."),
+    (A, "--sweep learning_rate=-1e-3,1e-3", "--learning-rate must be > 0, got -0.001."),
+    (A, "--sweep learning_rate=1e-3 --sweep learning_rate=3e-3", "--sweep learning_rate: given twice"),
+    (A, "--sweep learning_rate=1e-3,1e-3", "--sweep learning_rate: a value is repeated in '1e-3,1e-3'."),
+    (A, "--agent dqn --sweep n_step=1.5,3", "--sweep n_step: '1.5' is not a whole number (--n-step takes integers)."),
+    (A, "--sweep discount=0.9,0.99 --eval-every 20 --target-return 1", "--target-return stops one run: drop it or --sweep"),
+    (A, "--sweep discount=0.9,0.99 --checkpoint-dir x --resume", "--checkpoint-every and --resume take one run: drop --sweep"),
+    (S, "--sweep discount=0.9,0.99", "unrecognized arguments: --sweep"),
 ]
 
 

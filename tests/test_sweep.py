@@ -1,0 +1,89 @@
+"""Hyper-parameter sweeps in one program: ``--sweep NAME=V1,V2,...`` x ``--num-seeds``."""
+
+import csv
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+
+from podracer import experiment, sweep
+from podracer.agents import A2CConfig, DQNConfig, PPOConfig
+from podracer.config import AnakinConfig
+
+SMALL = dict(env="catch", num_envs_per_device=2, rollout_length=8, num_updates=4, updates_per_call=2, cpu_devices=None)
+
+
+def test_a_two_by_two_sweep_equals_the_four_separate_runs(tmp_path, capsys):
+    base = AnakinConfig(**SMALL, seed=3, eval_every=4, eval_episodes=4, log_dir=str(tmp_path / "logs"),
+                        sweep=("learning_rate=3e-3,3e-2", "discount=0.9,0.99"))
+    together = experiment.train_anakin(base)
+    out = capsys.readouterr().out
+    assert "4 settings x 1 seed(s) = 4 runs together" in out
+    points = [(3e-3, 0.9), (3e-3, 0.99), (3e-2, 0.9), (3e-2, 0.99)]  # the grid: the last name varies fastest
+    assert [tuple(p.values()) for p in base.sweep_points] == points
+    for i, (learning_rate, discount) in enumerate(points):
+        alone_config = dataclasses.replace(base, sweep=(), log_dir=None,
+                                           agent=A2CConfig(learning_rate=learning_rate, discount=discount))
+        alone = experiment.train_anakin(alone_config)
+        for a, b in zip(jax.tree.leaves(alone.state.learner.params), jax.tree.leaves(together.state.learner.params)):
+            assert b.shape == (a.shape[0], 4, *a.shape[1:])  # [device, setting x seed, ...]
+            np.testing.assert_allclose(b[:, i], a, rtol=1e-5, atol=1e-6)
+        for t, a in zip(together.history, alone.history):
+            np.testing.assert_allclose(t["episode_return_per_seed"][i], a["episode_return"], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(together.history[-1]["eval_return_per_seed"][i], alone.history[-1]["eval_return"],
+                                   rtol=1e-5, atol=1e-6)
+    # The settings really differ, and the table says so, setting by setting.
+    params = jax.tree.leaves(together.state.learner.params)[0]
+    assert not np.allclose(params[:, 0], params[:, 2])
+    with open(tmp_path / "logs" / "sweep.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(float(r["learning_rate"]), float(r["discount"])) for r in rows] == points
+    final = together.history[-1]["eval_return_per_seed"]
+    for row, value in zip(rows, final):
+        assert float(row["mean"]) == pytest.approx(value) and row["seeds"] == "1"
+    assert (tmp_path / "logs" / "sweep.png").stat().st_size > 10_000
+    assert "greedy evaluation return at the end" in out and "learning_rate=0.03,discount=0.99" in out
+
+
+def test_seeds_of_each_setting_follow_the_settings_in_order(tmp_path):
+    """Entry p x S + s of the seed axis is setting p with seed s; a final checkpoint per entry records its values."""
+    config = AnakinConfig(**SMALL, seed=5, num_seeds=2, agent=PPOConfig(num_epochs=1, num_minibatches=1),
+                          sweep=("clip_epsilon=0.1,0.3",), checkpoint_dir=str(tmp_path / "ckpt"))
+    together = experiment.train_anakin(config)
+    alone = experiment.train_anakin(dataclasses.replace(config, sweep=(), checkpoint_dir=None, seed=6,
+                                                        num_seeds=1, agent=PPOConfig(num_epochs=1, num_minibatches=1,
+                                                                                     clip_epsilon=0.3)))
+    for a, b in zip(jax.tree.leaves(alone.state.learner.params), jax.tree.leaves(together.state.learner.params)):
+        np.testing.assert_allclose(b[:, 3], a, rtol=1e-5, atol=1e-6)
+    from podracer import checkpoint
+
+    metadata, _ = checkpoint.newest_metadata(str(tmp_path / "ckpt" / "clip_epsilon=0.3" / "seed_6"))
+    assert metadata["seed"] == 6 and metadata["agent_hyperparameters"]["clip_epsilon"] == 0.3
+
+
+def test_a_value_that_sets_shapes_is_named_and_refused():
+    config = AnakinConfig(**SMALL, agent=DQNConfig(batch_size=16, min_replay_size=32, replay_capacity=64),
+                          sweep=("batch_size=16,32", "learning_rate=1e-3,3e-3"))
+    with pytest.raises(ValueError, match=r"^--sweep batch_size: sets shapes or loop counts of the compiled update"):
+        experiment.train_anakin(config)
+
+
+def test_sweepable_names_are_the_numeric_hyperparameters():
+    names = sweep.sweepable(PPOConfig())
+    assert {"learning_rate", "max_grad_norm", "discount", "clip_epsilon", "num_epochs"} <= set(names)
+    assert not {"torso", "hidden_sizes", "normalize_advantages"} & set(names)
+    assert "target_tau" in sweep.sweepable(DQNConfig())  # float | None
+
+
+def test_table_gives_mean_and_interquartile_mean_with_bootstrap_intervals():
+    points = [{"learning_rate": 1e-3}, {"learning_rate": 1e-2}]
+    returns = np.array([[1.0, 2.0, 3.0, 100.0], [5.0, 5.0, 5.0, 5.0]])
+    rows = sweep.table(points, returns)
+    assert rows[0]["mean"] == pytest.approx(26.5) and rows[0]["iqm"] == pytest.approx(2.5)
+    assert rows[0]["mean_low"] < 26.5 < rows[0]["mean_high"] and rows[0]["iqm_low"] <= 2.5 <= rows[0]["iqm_high"]
+    assert 1.0 <= rows[0]["mean_low"] and rows[0]["mean_high"] <= 100.0
+    assert (rows[1]["mean_low"], rows[1]["mean_high"], rows[1]["iqm"]) == (5.0, 5.0, 5.0)
+    assert sweep.table(points, returns) == rows  # a fixed bootstrap seed: the same returns, the same intervals
+    text = sweep.format_table(rows, "test")
+    assert text.splitlines()[-1].endswith("<- best IQM") and "learning_rate=0.01" in text.splitlines()[-1]
