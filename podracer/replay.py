@@ -27,6 +27,7 @@ from the compiled call.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import chex
@@ -68,19 +69,47 @@ def _raise_if(*checks, when: bool | chex.Array = True) -> None:
     a caller whose call may not count (a branch that ``vmap`` turned into a select) passes its predicate."""
     conditions = [jnp.logical_and(c[0], when) if when is not True else c[0] for c in checks]
     values = [c[2:] for c in checks]
-
-    def check(conditions, values):
-        for condition, (_, message, *_), args in zip(conditions, checks, values):
-            if bool(condition):
-                raise ValueError(message.format(*(np.asarray(a).tolist() for a in args)))
+    messages = [c[1] for c in checks]
 
     if _concrete(conditions, values):
-        check(conditions, values)
+        _report(messages, conditions, values)
         return
-    # One branch for all checks, and only a failing check calls back to the host
-    # (an unconditional callback costs about 1 ms a call on the CPU).
-    failed = jnp.any(jnp.stack([jnp.asarray(c) for c in conditions]))
-    jax.lax.cond(failed, lambda: jax.debug.callback(check, conditions, values), lambda: None)
+    failed = jnp.any(jnp.stack([jnp.any(jnp.asarray(c)) for c in conditions]))
+    _checked(failed, conditions, values, messages)
+
+
+def _report(messages, conditions, values) -> None:
+    """The host side of :func:`_raise_if`: raises for the first condition that holds, with the arguments of its
+    first failing entry (under ``vmap``, conditions and arguments carry the batch axes in front)."""
+    for message, condition, args in zip(messages, conditions, values):
+        condition = np.asarray(condition)
+        if condition.any():
+            where = np.unravel_index(np.argmax(condition), condition.shape)
+            picked = [np.asarray(a)[where] if np.ndim(a) >= condition.ndim > 0 else np.asarray(a) for a in args]
+            raise ValueError(message.format(*(a.tolist() for a in picked)))
+
+
+def _checked(failed, conditions, values, messages) -> None:
+    # One branch for all checks, and only a failing check calls back to the host (an unconditional callback costs
+    # about 1 ms a call on the CPU). Under vmap (seeds, sweeps) a plain cond would become a select that calls back
+    # on every step; the batching rule instead branches once on "any entry failed".
+    @jax.custom_batching.custom_vmap
+    def check(failed, conditions, values):
+        jax.lax.cond(failed, lambda: jax.debug.callback(functools.partial(_report, messages), conditions, values),
+                     lambda: None)
+        return jnp.zeros((), jnp.int32)
+
+    @check.def_vmap
+    def check_batched(axis_size, in_batched, failed, conditions, values):
+        def materialize(x, batched):
+            return x if batched else jnp.broadcast_to(x, (axis_size, *jnp.shape(x)))
+
+        failed = jnp.any(failed) if in_batched[0] else failed
+        conditions, values = jax.tree.map(materialize, (conditions, values), tuple(in_batched[1:]))
+        check(failed, conditions, values)  # again through the rule, under an outer vmap
+        return jnp.zeros((), jnp.int32), False
+
+    check(failed, conditions, values)
 
 
 def init(item: chex.ArrayTree, capacity: int) -> ReplayState:

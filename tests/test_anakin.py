@@ -90,15 +90,16 @@ def test_second_call_of_the_compiled_update_does_not_recompile(form, devices):
     ],
 )
 def test_agents_learn_catch(agent_name, hyper, num_envs, rollout, updates, devices):
-    """From a random policy (mean return about -0.6) to >= 0.9 (the optimum is 1)."""
+    """Four seeds in one program, from a random policy (mean return about -0.6): at least 3 of 4 reach >= 0.9 (the
+    optimum is 1), and the seeds' mean reaches 0.8."""
     env, agent, optimizer = _setup(agent_name, **hyper)
     result = anakin.run(
-        env, agent, optimizer, key=jax.random.key(0), num_envs_per_device=num_envs,
+        env, agent, optimizer, key=anakin.seed_keys(0, 4), num_envs_per_device=num_envs,
         rollout_length=rollout, num_updates=updates, updates_per_call=4, devices=devices[:2],
     )
-    first, final = result.history[0]["episode_return"], result.history[-1]["episode_return"]
-    assert first < 0.0, first
-    assert final >= 0.9, final
+    first, final = result.history[0]["episode_return_per_seed"], result.history[-1]["episode_return_per_seed"]
+    assert max(first) < 0.0, first
+    assert sum(f >= 0.9 for f in final) >= 3 and np.mean(final) >= 0.8, final
 
 
 def test_metrics_report_episodes_from_all_devices(devices):

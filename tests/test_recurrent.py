@@ -7,7 +7,6 @@ import pytest
 
 from podracer import agents, anakin, envs
 from podracer.envs.host import JaxHostEnv
-from podracer.evaluate import play_jax
 from podracer.learner import make_optimizer
 from podracer.networks import ObservationTorso, RecurrentNetwork, StructuredTorso, lstm_initial_state
 
@@ -97,20 +96,28 @@ def test_anakin_rollout_stores_the_start_state_once_and_resets_it_after_last(dev
     np.testing.assert_array_equal(trajectory.actor_state[1], rollout_state.extras["core_state"][1])
 
 
-def test_recurrent_agent_solves_the_memory_task_that_feed_forward_cannot(devices, tmp_path):
-    """Cue recall over 4 blank steps: chance is -0.5 (4 cues), recall is +1."""
+def _greedy_per_seed(env, agent, params, episodes=64):
+    """Mean greedy return of each seed's parameters (``[device, seed, ...]``), compiled, with fixed environment seeds."""
+    evaluate = jax.jit(jax.vmap(anakin.make_evaluate(env, agent, episodes), in_axes=(0, None)))
+    return np.asarray(evaluate(jax.tree.map(lambda x: x[0], params), jax.random.key(1))).mean(axis=1)
+
+
+def test_recurrent_agent_solves_the_memory_task_that_feed_forward_cannot(devices):
+    """Cue recall over 4 blank steps: chance is -0.5 (4 cues), recall is +1. Four seeds each: at least 3 of 4 LSTM
+    seeds recall (training > 0.6, greedy > 0.8); no feed-forward seed can (greedy < -0.2 for all)."""
     env = envs.make("memory")
     results = {}
     for core in ("lstm", "none"):
         agent = agents.make("a2c", env.spec(), core=core, core_size=32, hidden_sizes=(32,))
-        result = anakin.run(env, agent, make_optimizer(3e-3), key=jax.random.key(0), num_envs_per_device=32,
+        result = anakin.run(env, agent, make_optimizer(3e-3), key=anakin.seed_keys(0, 4), num_envs_per_device=32,
                             rollout_length=16, num_updates=200 if core == "lstm" else 60, updates_per_call=20,
                             devices=devices[:2])
-        params = jax.tree.map(lambda x: x[0], result.state.learner.params)
-        greedy, _ = play_jax(env, agent, params, 64, greedy=True)
-        results[core] = (result.history[-1]["episode_return"], float(np.mean(greedy)))
-    assert results["lstm"][0] > 0.6 and results["lstm"][1] > 0.8, results
-    assert results["none"][0] < -0.3 and results["none"][1] < -0.2, results
+        results[core] = (np.array(result.history[-1]["episode_return_per_seed"]),
+                         _greedy_per_seed(env, agent, result.state.learner.params))
+    training, greedy = results["lstm"]
+    assert np.sum((training > 0.6) & (greedy > 0.8)) >= 3, results
+    training, greedy = results["none"]
+    assert np.all(training < -0.3) and np.all(greedy < -0.2), results
 
 
 def test_r2d2_stores_aligned_sequences_and_learns_the_memory_task(devices):
@@ -130,12 +137,12 @@ def test_r2d2_stores_aligned_sequences_and_learns_the_memory_task(devices):
     with pytest.raises(ValueError, match=r"Agent 'r2d2' has no hyper-parameter\(s\) \['core'\]"):  # always recurrent
         agents.make("r2d2", env.spec(), core="none")
 
-    result = anakin.run(env, agent, make_optimizer(1e-3, 10.0), key=jax.random.key(0), num_envs_per_device=16,
+    # Three seeds in one program: at least 2 of 3 recall (training > 0.5, greedy > 0.7).
+    result = anakin.run(env, agent, make_optimizer(1e-3, 10.0), key=anakin.seed_keys(0, 3), num_envs_per_device=16,
                         rollout_length=16, num_updates=240, updates_per_call=40, devices=devices[:2])
     last = result.history[-1]
-    params = jax.tree.map(lambda x: x[0], result.state.learner.params)
-    greedy, _ = play_jax(env, agent, params, 64, greedy=True)
-    assert last["episode_return"] > 0.5 and float(np.mean(greedy)) > 0.7, (result.history, greedy)
+    training, greedy = np.array(last["episode_return_per_seed"]), _greedy_per_seed(env, agent, result.state.learner.params)
+    assert np.sum((training > 0.5) & (greedy > 0.7)) >= 2, (training, greedy)
     assert abs(last["replay_ratio"] - 4.0) < 0.2
 
 

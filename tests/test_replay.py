@@ -162,6 +162,24 @@ def test_bad_input_gives_clear_errors():
         agents.DQNConfig(batch_size=256, min_replay_size=100, replay_capacity=1000)
 
 
+def test_checks_under_vmap_call_the_host_only_when_an_entry_fails(monkeypatch):
+    """Seeds and sweeps vmap the replay: a check must not become a host callback on every call (a cond under vmap
+    is a select of both branches), and a failing entry still stops the call, naming that entry's values."""
+    states = jax.tree.map(lambda *xs: jnp.stack(xs), _filled(16, 12), _filled(16, 4))
+    calls = []
+    report = replay._report
+    monkeypatch.setattr(replay, "_report", lambda *args: (calls.append(1), report(*args)))
+    sample = jax.jit(jax.vmap(lambda s, k: replay.sample(s, k, 4).indices))
+    jax.block_until_ready(sample(states, jax.random.split(jax.random.key(0), 2)))
+    jax.effects_barrier()
+    assert calls == []
+    sample_8 = jax.jit(jax.vmap(jax.vmap(lambda s, k: replay.sample(s, k, 8).indices, in_axes=(None, 0)), in_axes=(0, None)))
+    with pytest.raises(Exception, match=r"Cannot sample a batch of 8 from a replay holding 4 items\."):
+        jax.block_until_ready(sample_8(states, jax.random.split(jax.random.key(0), 3)))
+        jax.effects_barrier()
+    assert calls == [1]  # once for the whole batch, through the nested rules
+
+
 def test_rate_limiter_holds_the_ratio():
     limiter = replay.RateLimiter.create()
     ratio, batch, min_size = 0.75, 32, 200
