@@ -3,7 +3,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import agents, anakin, envs, evaluate, parallel, replay
+from podracer import agents, anakin, envs, parallel, replay
 from podracer.agents.dqn import epsilon_ladder, n_step_targets
 from podracer.learner import make_optimizer
 from podracer.types import TimeStep, Trajectory
@@ -217,18 +217,21 @@ def test_epsilon_ladder():
     assert np.all(np.diff(eps) < 0)
 
 
-def test_dqn_with_prioritized_replay_solves_jax_cartpole_in_anakin(devices):
-    """2 devices x 16 envs, replay ratio 4: greedy return 500 (the maximum) after 1M env steps."""
+def test_dqn_with_prioritized_replay_learns_jax_cartpole_in_anakin_on_most_seeds(devices):
+    """Four seeds in one program, 2 devices x 16 envs, replay ratio 4, 256k env steps each: the greedy policy of an
+    untrained Q-network lasts about 10 steps; at least 3 of 4 seeds reach 120 and the mean over seeds 100 (the example
+    goes on to 490-500; its README figures are over seeds 0-7)."""
     env = envs.make("cartpole")
     agent = agents.make("dqn", env.spec(), replay_ratio=4.0, batch_size=128, min_replay_size=1000, replay_capacity=50_000)
     two = devices[:2]
-    result = anakin.run(env, agent, make_optimizer(1e-3, 10.0), key=jax.random.key(0), num_envs_per_device=16,
-                        rollout_length=8, num_updates=4000, updates_per_call=1000, devices=two)
+    result = anakin.run(env, agent, make_optimizer(1e-3, 10.0), key=anakin.seed_keys(0, 4), num_envs_per_device=16,
+                        rollout_length=8, num_updates=1000, updates_per_call=500, devices=two)
     final = result.history[-1]
     assert abs(final["replay_ratio"] - 4.0) < 0.05 and final["sgd_steps"] == 4.0
     assert final["replay_size"] == 50_000
-    returns, _ = evaluate.play_jax(env, agent, parallel.unreplicate(result.state.learner.params), 16, greedy=True, max_steps=600)
-    assert returns.mean() >= 475, returns
+    evaluate = jax.jit(jax.vmap(anakin.make_evaluate(env, agent, 16, max_steps=600), in_axes=(0, None)))
+    greedy = np.asarray(evaluate(parallel.unreplicate(result.state.learner.params), jax.random.key(1))).mean(axis=1)
+    assert np.sum(greedy >= 120) >= 3 and greedy.mean() >= 100, greedy
 
 
 def test_a_checkpoint_keeps_the_target_network_but_not_the_replay_memory(tmp_path):

@@ -87,3 +87,27 @@ def test_table_gives_mean_and_interquartile_mean_with_bootstrap_intervals():
     assert sweep.table(points, returns) == rows  # a fixed bootstrap seed: the same returns, the same intervals
     text = sweep.format_table(rows, "test")
     assert text.splitlines()[-1].endswith("<- best IQM") and "learning_rate=0.01" in text.splitlines()[-1]
+
+
+@pytest.mark.parametrize("name, swept, refused", [
+    ("a2c", ["learning_rate", "max_grad_norm", "discount", "td_lambda", "value_coef", "entropy_coef"], []),
+    ("ppo", ["learning_rate", "gae_lambda", "clip_epsilon", "entropy_coef"], ["num_epochs", "num_minibatches"]),
+    ("impala", ["learning_rate", "td_lambda", "clip_rho_threshold", "clip_pg_rho_threshold"], []),
+    ("dqn", ["learning_rate", "discount", "epsilon", "epsilon_alpha", "huber_delta", "priority_exponent",
+             "importance_exponent"], ["batch_size", "replay_ratio", "n_step"]),
+])
+def test_what_the_readme_says_can_be_swept_can_be(name, swept, refused, devices):
+    """The README names these as sweepable (traced in one program) or refused (they set shapes or loop counts)."""
+    from podracer import agents, anakin, envs
+
+    env = envs.make("catch")
+    config = agents.config_class(name)(**({"batch_size": 8, "min_replay_size": 16, "replay_capacity": 64} if name == "dqn" else {}))
+    point = {n: getattr(config, n) for n in swept + refused}
+
+    def build(values):
+        agent_config = sweep.with_values(config, values)
+        return experiment.make_agent(agent_config, env.spec()), experiment.make_optimizer(agent_config)
+
+    sweep_ = anakin.Sweep((point,), build)
+    state = anakin.init(env, None, None, jax.random.key(0), 2, devices[:1], rollout_length=4, sweep=sweep_)
+    assert anakin.unsweepable(env, sweep_, state, 4) == refused
