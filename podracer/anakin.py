@@ -376,6 +376,13 @@ def make_multi_update(update, num_updates: int):
     return multi_update
 
 
+def _seeded_update(env, agent, optimizer, key, rollout_length: int, sweep: Sweep | None):
+    """The per-device update of every seed of ``key`` (and every setting of ``sweep``)."""
+    if sweep is not None:
+        return sweep.update(env, rollout_length, sweep.expand(key)[1])
+    return _over_seeds(make_update(env, agent, optimizer, rollout_length=rollout_length), key)
+
+
 def _compile(update, updates_per_call: int, devices, state):
     """``updates_per_call`` updates mapped over ``devices``, compiled ahead of the first call for ``state``."""
     multi = make_multi_update(update, updates_per_call)
@@ -500,19 +507,14 @@ def run(
     num_calls = parallel.check_divisible(num_updates, updates_per_call, "num_updates", "updates per call (--updates-per-call)")
     first_call = parallel.check_divisible(start_update, updates_per_call, "the updates already done", "updates per call")
     seeded = jnp.ndim(key) == 1 or sweep is not None
-    num_seeds = len(sweep.expand(key)[0]) if sweep is not None else len(key) if seeded else 1
+    num_seeds = len(sweep.expand(key)[0]) if sweep is not None else len(key) if seeded else 1  # entries, with a sweep
     steps_per_update = rollout_length * num_envs_per_device * parallel.num_global_devices(devices)
-
     progress = progress or (lambda event: None)
     progress("compiling")
     compile_start = time.perf_counter()
     if state is None:
         state = init(env, agent, optimizer, key, num_envs_per_device, devices, rollout_length=rollout_length, sweep=sweep)
-    if sweep is not None:
-        update = sweep.update(env, rollout_length, sweep.expand(key)[1])
-    else:
-        update = _over_seeds(make_update(env, agent, optimizer, rollout_length=rollout_length), key)
-    p_multi = _compile(update, updates_per_call, devices, state)
+    p_multi = _compile(_seeded_update(env, agent, optimizer, key, rollout_length, sweep), updates_per_call, devices, state)
     compile_seconds = time.perf_counter() - compile_start
     progress(f"compiled in {compile_seconds:.1f} s")
     summarize_call = summarize_seeds if seeded else summarize

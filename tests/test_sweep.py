@@ -7,59 +7,64 @@ import jax
 import numpy as np
 import pytest
 
-from podracer import experiment, sweep
+from podracer import anakin, checkpoint, envs, experiment, parallel, sweep
 from podracer.agents import A2CConfig, DQNConfig, PPOConfig
 from podracer.config import AnakinConfig
 
 SMALL = dict(env="catch", num_envs_per_device=2, rollout_length=8, num_updates=4, updates_per_call=2, cpu_devices=None)
 
 
-def test_a_two_by_two_sweep_equals_the_four_separate_runs(tmp_path, capsys):
-    base = AnakinConfig(**SMALL, seed=3, eval_every=4, eval_episodes=4, log_dir=str(tmp_path / "logs"),
-                        sweep=("learning_rate=3e-3,3e-2", "discount=0.9,0.99"))
-    together = experiment.train_anakin(base)
-    out = capsys.readouterr().out
-    assert "4 settings x 1 seed(s) = 4 runs together" in out
+def test_a_two_by_two_sweep_equals_the_four_separate_runs(devices):
+    config = AnakinConfig(**SMALL, sweep=("learning_rate=3e-3,3e-2", "discount=0.9,0.99"))
     points = [(3e-3, 0.9), (3e-3, 0.99), (3e-2, 0.9), (3e-2, 0.99)]  # the grid: the last name varies fastest
-    assert [tuple(p.values()) for p in base.sweep_points] == points
+    assert [tuple(p.values()) for p in config.sweep_points] == points
+    env = envs.make("catch")
+    common = dict(key=jax.random.key(3), num_envs_per_device=2, rollout_length=8, num_updates=4, updates_per_call=4,
+                  devices=devices[:2])
+    evaluate = jax.jit(jax.vmap(lambda params, values: anakin.make_evaluate(
+        env, experiment.make_sweep(config, env.spec()).build(values)[0], 4)(params, jax.random.key(9))))
+    sweep_ = experiment.make_sweep(config, env.spec())
+    together = anakin.run(env, None, None, sweep=sweep_, **common)
+    together_eval = evaluate(parallel.unreplicate(together.state.learner.params), sweep_.expand(common["key"])[1])
     for i, (learning_rate, discount) in enumerate(points):
-        alone_config = dataclasses.replace(base, sweep=(), log_dir=None,
-                                           agent=A2CConfig(learning_rate=learning_rate, discount=discount))
-        alone = experiment.train_anakin(alone_config)
+        agent_config = A2CConfig(learning_rate=learning_rate, discount=discount)
+        agent, optimizer = experiment.make_agent(agent_config, env.spec()), experiment.make_optimizer(agent_config)
+        alone = anakin.run(env, agent, optimizer, **common)
         for a, b in zip(jax.tree.leaves(alone.state.learner.params), jax.tree.leaves(together.state.learner.params)):
-            assert b.shape == (a.shape[0], 4, *a.shape[1:])  # [device, setting x seed, ...]
+            assert b.shape == (2, 4, *a.shape[1:])  # [device, setting x seed, ...]
             np.testing.assert_allclose(b[:, i], a, rtol=1e-5, atol=1e-6)
-        for t, a in zip(together.history, alone.history):
-            np.testing.assert_allclose(t["episode_return_per_seed"][i], a["episode_return"], rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(together.history[-1]["eval_return_per_seed"][i], alone.history[-1]["eval_return"],
+        np.testing.assert_allclose(together.history[-1]["episode_return_per_seed"][i], alone.history[-1]["episode_return"],
                                    rtol=1e-5, atol=1e-6)
-    # The settings really differ, and the table says so, setting by setting.
-    params = jax.tree.leaves(together.state.learner.params)[0]
-    assert not np.allclose(params[:, 0], params[:, 2])
-    with open(tmp_path / "logs" / "sweep.csv") as f:
-        rows = list(csv.DictReader(f))
-    assert [(float(r["learning_rate"]), float(r["discount"])) for r in rows] == points
-    final = together.history[-1]["eval_return_per_seed"]
-    for row, value in zip(rows, final):
-        assert float(row["mean"]) == pytest.approx(value) and row["seeds"] == "1"
-    assert (tmp_path / "logs" / "sweep.png").stat().st_size > 10_000
-    assert "greedy evaluation return at the end" in out and "learning_rate=0.03,discount=0.99" in out
+        alone_eval = anakin.make_evaluate(env, agent, 4)(parallel.unreplicate(alone.state.learner.params), jax.random.key(9))
+        np.testing.assert_allclose(together_eval[i], alone_eval, rtol=1e-5, atol=1e-6)
+    params = jax.tree.leaves(together.state.learner.params)[0]  # the settings really differ
+    assert not np.allclose(params[:, 0], params[:, 2]) and not np.allclose(params[:, 0], params[:, 1])
 
 
-def test_seeds_of_each_setting_follow_the_settings_in_order(tmp_path):
-    """Entry p x S + s of the seed axis is setting p with seed s; a final checkpoint per entry records its values."""
+def test_a_sweep_run_ends_with_its_table_plot_and_a_checkpoint_per_setting_and_seed(tmp_path, capsys):
+    """Through the composition root: entry p x S + s of the seed axis is setting p with seed s; the table (from the
+    final greedy evaluation), sweep.csv, sweep.png, and a final checkpoint per entry recording its values."""
     config = AnakinConfig(**SMALL, seed=5, num_seeds=2, agent=PPOConfig(num_epochs=1, num_minibatches=1),
-                          sweep=("clip_epsilon=0.1,0.3",), checkpoint_dir=str(tmp_path / "ckpt"))
+                          sweep=("clip_epsilon=0.1,0.3",), checkpoint_dir=str(tmp_path / "ckpt"),
+                          log_dir=str(tmp_path / "logs"), eval_every=4, eval_episodes=4)
     together = experiment.train_anakin(config)
-    alone = experiment.train_anakin(dataclasses.replace(config, sweep=(), checkpoint_dir=None, seed=6,
-                                                        num_seeds=1, agent=PPOConfig(num_epochs=1, num_minibatches=1,
-                                                                                     clip_epsilon=0.3)))
+    out = capsys.readouterr().out
+    assert "2 settings x 2 seed(s) = 4 runs together (seeds 5 ... 6)" in out
+    assert "greedy evaluation return at the end" in out and "clip_epsilon=0.3" in out
+    alone = experiment.train_anakin(dataclasses.replace(config, sweep=(), checkpoint_dir=None, log_dir=None, seed=6,
+                                                        num_seeds=1, eval_every=None,
+                                                        agent=PPOConfig(num_epochs=1, num_minibatches=1, clip_epsilon=0.3)))
     for a, b in zip(jax.tree.leaves(alone.state.learner.params), jax.tree.leaves(together.state.learner.params)):
         np.testing.assert_allclose(b[:, 3], a, rtol=1e-5, atol=1e-6)
-    from podracer import checkpoint
-
     metadata, _ = checkpoint.newest_metadata(str(tmp_path / "ckpt" / "clip_epsilon=0.3" / "seed_6"))
     assert metadata["seed"] == 6 and metadata["agent_hyperparameters"]["clip_epsilon"] == 0.3
+    with open(tmp_path / "logs" / "sweep.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [float(r["clip_epsilon"]) for r in rows] == [0.1, 0.3] and [r["seeds"] for r in rows] == ["2", "2"]
+    final = np.reshape(together.history[-1]["eval_return_per_seed"], (2, 2))
+    for row, values in zip(rows, final):
+        assert float(row["mean"]) == pytest.approx(values.mean())
+    assert (tmp_path / "logs" / "sweep.png").stat().st_size > 10_000
 
 
 def test_a_value_that_sets_shapes_is_named_and_refused():
@@ -98,7 +103,7 @@ def test_table_gives_mean_and_interquartile_mean_with_bootstrap_intervals():
 ])
 def test_what_the_readme_says_can_be_swept_can_be(name, swept, refused, devices):
     """The README names these as sweepable (traced in one program) or refused (they set shapes or loop counts)."""
-    from podracer import agents, anakin, envs
+    from podracer import agents
 
     env = envs.make("catch")
     config = agents.config_class(name)(**({"batch_size": 8, "min_replay_size": 16, "replay_capacity": 64} if name == "dqn" else {}))
