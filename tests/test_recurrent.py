@@ -103,19 +103,19 @@ def _greedy_per_seed(env, agent, params, episodes=64):
 
 
 def test_recurrent_agent_solves_the_memory_task_that_feed_forward_cannot(devices):
-    """Cue recall over 4 blank steps: chance is -0.5 (4 cues), recall is +1. Four seeds each: at least 3 of 4 LSTM
+    """Cue recall over 4 blank steps: chance is -0.5 (4 cues), recall is +1. Three seeds each: at least 2 of 3 LSTM
     seeds recall (training > 0.6, greedy > 0.8); no feed-forward seed can (greedy < -0.2 for all)."""
     env = envs.make("memory")
     results = {}
     for core in ("lstm", "none"):
         agent = agents.make("a2c", env.spec(), core=core, core_size=32, hidden_sizes=(32,))
-        result = anakin.run(env, agent, make_optimizer(3e-3), key=anakin.seed_keys(0, 4), num_envs_per_device=32,
+        result = anakin.run(env, agent, make_optimizer(3e-3), key=anakin.seed_keys(0, 3), num_envs_per_device=32,
                             rollout_length=16, num_updates=200 if core == "lstm" else 60, updates_per_call=20,
                             devices=devices[:2])
         results[core] = (np.array(result.history[-1]["episode_return_per_seed"]),
                          _greedy_per_seed(env, agent, result.state.learner.params))
     training, greedy = results["lstm"]
-    assert np.sum((training > 0.6) & (greedy > 0.8)) >= 3, results
+    assert np.sum((training > 0.6) & (greedy > 0.8)) >= 2, results
     training, greedy = results["none"]
     assert np.all(training < -0.3) and np.all(greedy < -0.2), results
 
