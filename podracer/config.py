@@ -125,6 +125,8 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
                                  "go to --checkpoint-dir/SETTING/seed_S).")
             if self.target_return is not None:
                 raise ValueError("--target-return stops one run: drop it or --sweep (a sweep trains every setting to the end).")
+            if self.log_dir and importlib.util.find_spec("matplotlib") is None:
+                raise ValueError("--sweep with --log-dir plots sweep.png and needs matplotlib: pip install 'podracer[plot]'.")
 
     @property
     def sweep_points(self) -> tuple[dict[str, float], ...]:

@@ -164,3 +164,16 @@ def test_wandb_without_the_package_is_a_one_line_error(monkeypatch, capsys):
         config.parse(A, ["--wandb-project", "p"], prog="prog")
     assert exit_info.value.code == 2
     assert "prog: error: --wandb-project needs wandb: pip install 'podracer[wandb]'." in capsys.readouterr().err
+
+
+def test_a_sweep_plot_without_matplotlib_is_a_one_line_error_before_training(monkeypatch, capsys):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    with pytest.raises(SystemExit) as exit_info:
+        config.parse(A, ["--sweep", "learning_rate=1e-3,3e-3", "--log-dir", "x"], prog="prog")
+    assert exit_info.value.code == 2
+    assert ("prog: error: --sweep with --log-dir plots sweep.png and needs matplotlib: pip install 'podracer[plot]'."
+            in capsys.readouterr().err)
+    assert config.parse(A, ["--sweep", "learning_rate=1e-3,3e-3"]).sweep  # without --log-dir: the table only
