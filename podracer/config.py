@@ -32,7 +32,17 @@ T = TypeVar("T")
 # The agent choice: a tyro subcommand per registered agent, named as in the registry.
 AgentConfig = Union[tuple(Annotated[cls, tyro.conf.subcommand(name, default=cls())]  # noqa: UP007
                           for name, cls in agents.config_classes().items())]
-AnakinEnvName = Literal[tuple(envs.names())]
+AnakinEnvName = Annotated[str, tyro.conf.arg(
+    metavar="NAME", help=f"JAX environment: {', '.join(envs.names())}, one registered with podracer.envs.register, or "
+                         f"SUITE:NAME ({', '.join(f'{s}:...' for s in sorted(envs.SUITES))}); --env list shows them")]
+
+
+def check_env(name: str) -> None:
+    """``--env`` names a JAX environment that can be made (built-in, registered, or SUITE:NAME from an installed suite)."""
+    try:
+        envs.check(name)
+    except ValueError as error:
+        raise ValueError(f"--env: {error}") from None
 
 
 def _at_least(config, low: int, *names: str) -> None:
@@ -94,7 +104,7 @@ class _ChoosesAnAgent:
 class AnakinConfig(RunConfig, _ChoosesAnAgent):
     """A training run in Anakin mode: JAX environments and the learner in one program per device."""
 
-    env: AnakinEnvName = "catch"  # JAX environment
+    env: AnakinEnvName = "catch"
     agent: AgentConfig = A2CConfig()  # the agent and its hyper-parameters
     num_seeds: int = 1  # seeds trained together in one compiled program, vmapped on every device: --seed S --num-seeds N trains seeds S ... S + N - 1, each as a run of its own
     num_envs_per_device: int = 64  # environments stepped on each device
@@ -106,6 +116,7 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
 
     def __post_init__(self):
         super().__post_init__()
+        check_env(self.env)
         if self.eval_every is not None:
             parallel.check_divisible(self.eval_every, self.updates_per_call, "--eval-every", "updates per call (--updates-per-call)")
         _at_least(self, 1, "num_seeds", "num_envs_per_device", "num_envs", "rollout_length", "num_updates",
@@ -144,7 +155,7 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
 class SebulbaConfig(RunConfig, _ChoosesAnAgent):
     """A training run in Sebulba mode: actor threads step host environments, a learner trains on their trajectories."""
 
-    env: str = "Pong"  # envpool task id or short name (Pong, Breakout, CartPole), or jax:NAME for a JAX environment stepped on the host (jax:memory, jax:catch, jax:cartpole)
+    env: str = "Pong"  # envpool task id or short name (Pong, Breakout, CartPole), or a JAX environment stepped on the host: jax:NAME (jax:memory, jax:catch, jax:cartpole) or SUITE:NAME (gymnax:CartPole-v1); --env list shows them
     agent: AgentConfig = IMPALAConfig()  # the agent and its hyper-parameters
     total_env_steps: int = 10_000_000  # environment steps to train for (all actors together)
     actor_devices: tuple[int, ...] | None = None  # indices of the local devices that act; None: device 0
@@ -168,7 +179,9 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
             raise ValueError(f"--actor-timeout must be > 0, got {self.actor_timeout}.")
         _check_burn_in(self.agent, self.rollout_length)
         if self.env.startswith("jax:"):
-            envs.make(self.env[len("jax:"):])  # unknown names fail here, with the list of known ones
+            check_env(self.env[len("jax:"):])  # unknown names fail here, with the list of known ones
+        elif self.env.split(":", 1)[0] in envs.SUITES:
+            check_env(self.env)
         if self.env_groups is not None:
             parallel.check_divisible(self.num_envs_per_actor, self.env_groups, "--num-envs-per-actor", "--env-groups")
 
@@ -262,6 +275,10 @@ def parse(default: T | type[T], argv: Sequence[str] | None = None, *, prog: str 
         description = ((description or "").rstrip(".") + ". " if description else "") + (
             "Choose the agent with --agent NAME (or NAME alone); --agent NAME --help lists its flags.")
     markers = (tyro.conf.OmitSubcommandPrefixes, tyro.conf.OmitArgPrefixes, tyro.conf.CascadeSubcommandArgs)
+    if "env" in {f.name for f in dataclasses.fields(cls)} and any(
+            a == "--env=list" or (a == "--env" and argv[i + 1:i + 2] == ["list"]) for i, a in enumerate(argv)):
+        print(envs.listing())
+        raise SystemExit(0)
     try:
         argv = _spell_agent_flag(argv)
         hook = _error_hook()

@@ -101,7 +101,8 @@ def _play_host(metadata, directory, episodes, seed, greedy, max_steps, record):
 def _play_jax(metadata, directory, episodes, seed, greedy, max_steps, record):
     from podracer import envs
 
-    env = envs.make(metadata["env"])
+    name = metadata["env"]
+    env = envs.make(name[len("jax:"):] if name.startswith("jax:") else name)  # Sebulba's JAX environments too
     if record:
         _check_recordable(metadata, env.spec())
     agent, params, _ = load(directory, env.spec())
@@ -159,7 +160,11 @@ def play(directory: str, episodes: int, *, seed: int = 0, greedy: bool = False, 
     mode = metadata.get("mode")
     if mode not in ("sebulba", "anakin"):
         raise ValueError(f"{directory!r} holds a checkpoint of unknown mode {mode!r}.")
-    play_fn = _play_host if mode == "sebulba" else _play_jax
+    from podracer import envs
+
+    name = metadata.get("env", "")
+    jax_env = name.startswith("jax:") or name.split(":", 1)[0] in envs.SUITES  # a JAX environment Sebulba stepped
+    play_fn = _play_host if mode == "sebulba" and not jax_env else _play_jax
     return play_fn(metadata, directory, episodes, seed, greedy, max_steps, record)
 
 

@@ -283,6 +283,8 @@ def host_env_factory(config: SebulbaConfig) -> Callable[[int, int], HostEnv]:
     def make_env(seed: int, num_envs: int) -> HostEnv:
         if config.env.startswith(host.PREFIX):
             return host.make(config.env, num_envs, seed)
+        if config.env.split(":", 1)[0] in envs.SUITES:  # SUITE:NAME, a JAX environment stepped on the host
+            return host.make(host.PREFIX + config.env, num_envs, seed)
         return EnvpoolEnv(config.env, num_envs, seed=seed, num_threads=config.envpool_threads)
 
     return make_env

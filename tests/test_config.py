@@ -63,7 +63,9 @@ BAD_INPUTS = [
     (A, "--num-seeds 2 --checkpoint-dir x --resume", "--checkpoint-every and --resume take one seed: drop --num-seeds"),
     (A, "--num-processes 2 --process-id 2 --coordinator 127.0.0.1:1", "--process-id 2 is out of range for 2 processes (expected 0 ... 1)."),
     (S, "--num-processes 0", "--num-processes must be >= 1, got 0."),
-    (A, "--env pong", "--env: invalid choice: 'pong' (choose from cartpole, catch, memory, synthetic)."),
+    (A, "--env pong", "--env: Unknown JAX environment 'pong'; available: cartpole, catch, memory, synthetic, or SUITE:NAME (gymnax; --env list)."),
+    (A, "--env gym:CartPole-v1", "--env: Unknown environment suite 'gym' in 'gym:CartPole-v1'; suites: gymnax."),
+    (S, "--env jax:gym:CartPole-v1", "--env: Unknown environment suite 'gym' in 'gym:CartPole-v1'; suites: gymnax."),
     (S, "--agent sac", "--agent: invalid choice: 'sac' (choose from a2c, dqn, impala, ppo, r2d2)."),
     (A, "--seed x", "--seed: invalid literal for int() with base 10: 'x'"),
     (S, "--agent ppo --clip-epsilon 0", "--clip-epsilon must be > 0, got 0.0."),
@@ -147,7 +149,7 @@ def test_help_names_the_program_and_takes_choices_from_the_registries(capsys):
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     assert out.startswith("usage: examples/anakin_catch.py")
-    assert "{" + ",".join(agents.names()) + "}" in out and "{" + ",".join(envs.names()) + "}" in out
+    assert "{" + ",".join(agents.names()) + "}" in out and ", ".join(envs.names()) in out and "--env list" in out
     with pytest.raises(SystemExit):
         config.parse(S, ["--agent", "ppo", "--help"], prog="python -m podracer.sebulba")
     out = capsys.readouterr().out

@@ -20,8 +20,29 @@ _JAX_ENVS: dict[str, Callable[..., Environment]] = {
 }
 
 
+# Suites of JAX environments by name, SUITE:NAME: the adapter module (imported when used) and the pip extra.
+SUITES: dict[str, str] = {"gymnax": "podracer.envs.gymnax"}
+
+
+def register(name: str, factory: Callable[..., Environment]) -> None:
+    """Adds a JAX environment of your own under ``name``: ``factory(**kwargs)`` makes it. The name then works
+    everywhere a built-in one does (``--env NAME`` in both command lines, ``python -m podracer.evaluate``)."""
+    key = name.lower()
+    if ":" in key:
+        raise ValueError(f"Environment names take no ':' (SUITE:NAME is for the suites), got {name!r}.")
+    _JAX_ENVS[key] = factory
+
+
 def make(name: str, **kwargs) -> Environment:
-    """A JAX environment by name (``catch``, ``cartpole``, ``memory``, ``synthetic``); keyword arguments go to its constructor."""
+    """A JAX environment by name: a built-in or registered one (``catch``, ``cartpole``, ``memory``,
+    ``synthetic``), or ``SUITE:NAME`` from an installed suite (``gymnax:CartPole-v1``); keyword arguments
+    go to its constructor."""
+    if ":" in name:
+        check(name)
+        import importlib
+
+        suite, task = name.split(":", 1)
+        return importlib.import_module(SUITES[suite]).make(task, **kwargs)
     key = name.lower().replace("_", "-")
     aliases = {"cartpole-v1": "cartpole"}
     key = aliases.get(key, key)
@@ -29,14 +50,44 @@ def make(name: str, **kwargs) -> Environment:
         close = difflib.get_close_matches(key, list(_JAX_ENVS), n=3, cutoff=0.6)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise ValueError(
-            f"Unknown JAX environment {name!r}; available: {', '.join(sorted(_JAX_ENVS))}.{hint}"
+            f"Unknown JAX environment {name!r}; available: {', '.join(sorted(_JAX_ENVS))}, or SUITE:NAME "
+            f"({', '.join(sorted(SUITES))}; --env list).{hint}"
         )
     return _JAX_ENVS[key](**kwargs)
 
 
+def check(name: str) -> None:
+    """Fails, as :func:`make` would, for a name that cannot be made, without importing a suite's package (importing
+    one may start JAX, which a command line checks before it chooses JAX's devices): for ``SUITE:NAME`` only the
+    suite and its installation are checked here, the task when the environment is made."""
+    if ":" in name:
+        suite = name.split(":", 1)[0]
+        if suite not in SUITES:
+            raise ValueError(f"Unknown environment suite {suite!r} in {name!r}; suites: {', '.join(sorted(SUITES))}.")
+        import importlib
+
+        importlib.import_module(SUITES[suite]).require()
+        return
+    make(name)
+
+
 def names() -> list[str]:
-    """Names accepted by :func:`make`."""
+    """Names accepted by :func:`make` without a suite prefix (built-in and registered)."""
     return sorted(_JAX_ENVS)
+
+
+def listing() -> str:
+    """What ``--env list`` prints: the built-in and registered names, then each suite's (or how to install it)."""
+    import importlib
+
+    lines = ["JAX environments: " + ", ".join(names())]
+    for suite, path in sorted(SUITES.items()):
+        module = importlib.import_module(path)
+        try:
+            lines.append(f"{suite}: " + ", ".join(f"{suite}:{n}" for n in module.names()))
+        except ValueError as error:
+            lines.append(f"{suite}: not installed ({str(error).split(': ', 1)[-1]})")
+    return "\n".join(lines)
 
 
 __all__ = [
@@ -50,7 +101,10 @@ __all__ = [
     "HostEnv",
     "Synthetic",
     "first_timestep",
+    "check",
+    "listing",
     "make",
     "names",
+    "register",
     "wrap",
 ]

@@ -22,11 +22,12 @@ PREFIX = "jax:"
 class JaxHostEnv:
     """``num_envs`` copies of ``env`` (auto-resetting, with episode statistics), stepped as one batch."""
 
-    def __init__(self, env: Environment, num_envs: int, seed: int = 0, device: jax.Device | None = None):
+    def __init__(self, env: Environment, num_envs: int, seed: int = 0, device: jax.Device | None = None,
+                 name: str | None = None):
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}.")
         self.num_envs = num_envs
-        self.task_id = PREFIX + type(env).__name__.lower()
+        self.task_id = PREFIX + (name or type(env).__name__.lower())  # what envs.make takes, after the prefix
         self._spec = env.spec()
         self._device = device or parallel.host_cpu_device()
         wrapped = wrap(env)
@@ -76,4 +77,4 @@ def make(name: str, num_envs: int, seed: int = 0) -> JaxHostEnv:
 
     if not name.startswith(PREFIX):
         raise ValueError(f"Expected a name of the form {PREFIX}NAME, got {name!r}.")
-    return JaxHostEnv(envs.make(name[len(PREFIX):]), num_envs, seed)
+    return JaxHostEnv(envs.make(name[len(PREFIX):]), num_envs, seed, name=name[len(PREFIX):])

@@ -1,0 +1,111 @@
+"""gymnax environments (``gymnax:NAME``) as podracer :class:`~podracer.envs.base.Environment` s.
+
+The adapter calls gymnax's non-resetting ``reset_env`` / ``step_env`` (podracer's own
+:class:`~podracer.envs.wrappers.AutoReset` starts the next episode) and keeps termination
+and truncation apart: a terminal step has discount 0, a step that hits the time limit
+keeps discount 1 (the learner bootstraps from it). Both gymnax APIs are understood:
+
+- gymnax >= 1.0: ``step_env`` returns ``terminated`` and the environment has
+  ``is_truncated(state, params)`` (its public ``step`` returns six values);
+- gymnax 0.0.x: ``step_env`` returns ``done``, which includes the time limit
+  ``state.time >= params.max_steps_in_episode`` (its ``step`` returns five values).
+
+The environment's key lives in the state, so stochastic environments stay pure functions
+of their arguments.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any, NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+
+from podracer.envs.base import first_timestep
+from podracer.types import EnvSpec, TimeStep
+
+EXTRA = "gymnax"
+
+
+class GymnaxState(NamedTuple):
+    env_state: Any  # gymnax's own state
+    key: chex.PRNGKey  # for the environment's own randomness
+
+
+def require() -> None:
+    """A one-line error naming the extra when gymnax is not installed."""
+    if importlib.util.find_spec("gymnax") is None:
+        raise ValueError(f"gymnax: environments need gymnax: pip install 'podracer[{EXTRA}]'.")
+
+
+def names() -> list[str]:
+    """gymnax's registered environments."""
+    require()
+    import gymnax
+
+    return list(gymnax.registered_envs)
+
+
+def make(name: str, **kwargs) -> "GymnaxEnv":
+    """``gymnax:NAME`` (:func:`podracer.envs.make` calls this)."""
+    return GymnaxEnv(name, **kwargs)
+
+
+class GymnaxEnv:
+    """``gymnax.make(name, **kwargs)`` behind podracer's environment protocol (discrete actions, vector observations)."""
+
+    def __init__(self, name: str, *, env=None, params=None, **kwargs):
+        if env is None:
+            require()
+            import gymnax
+
+            if name not in gymnax.registered_envs:
+                import difflib
+
+                close = difflib.get_close_matches(name, gymnax.registered_envs, n=3, cutoff=0.5)
+                hint = f" Did you mean {', '.join('gymnax:' + c for c in close)}?" if close else ""
+                raise ValueError(f"--env gymnax:{name}: unknown gymnax environment.{hint} (--env list shows them all)")
+            env, default = gymnax.make(name, **kwargs)
+            params = default if params is None else params
+        self.name, self.env, self.params = name, env, params if params is not None else env.default_params
+        self._spec = None  # made when first asked for: a config check makes the environment before JAX may start
+
+    def _make_spec(self) -> EnvSpec:
+        space = self.env.action_space(self.params)
+        if not hasattr(space, "n"):
+            raise ValueError(f"gymnax:{self.name} has continuous actions ({type(space).__name__}); podracer's agents "
+                             "take discrete actions only.")
+        observation = jax.eval_shape(lambda key: self.env.reset_env(key, self.params)[0], jax.random.key(0))
+        if len(observation.shape) != 1:
+            raise ValueError(f"gymnax:{self.name} has observations of shape {tuple(observation.shape)} (a channels-last "
+                             "board); podracer's torsos take vectors and stacked [C, H, W] uint8 frames only.")
+        return EnvSpec(jax.ShapeDtypeStruct(observation.shape, jnp.float32), num_actions=int(space.n))
+
+    def spec(self) -> EnvSpec:
+        if self._spec is None:
+            self._spec = self._make_spec()
+        return self._spec
+
+    def reset(self, key: chex.PRNGKey) -> tuple[GymnaxState, TimeStep]:
+        key, reset_key = jax.random.split(key)
+        observation, env_state = self.env.reset_env(reset_key, self.params)
+        return GymnaxState(env_state, key), first_timestep(jnp.asarray(observation, jnp.float32))
+
+    def step(self, state: GymnaxState, action: chex.Array) -> tuple[GymnaxState, TimeStep]:
+        key, step_key = jax.random.split(state.key)
+        observation, env_state, reward, done, _ = self.env.step_env(step_key, state.env_state, action, self.params)
+        if hasattr(self.env, "is_truncated"):  # gymnax >= 1.0: step_env's flag is termination alone
+            terminated = jnp.asarray(done, bool)
+            truncated = jnp.logical_and(self.env.is_truncated(env_state, self.params), ~terminated)
+        else:  # gymnax 0.0.x: done includes the time limit
+            truncated = env_state.time >= self.params.max_steps_in_episode
+            terminated = jnp.logical_and(jnp.asarray(done, bool), ~truncated)
+        timestep = TimeStep(
+            observation=jnp.asarray(observation, jnp.float32),
+            reward=jnp.asarray(reward, jnp.float32),
+            discount=jnp.where(terminated, 0.0, 1.0).astype(jnp.float32),
+            last=jnp.logical_or(terminated, truncated),
+        )
+        return GymnaxState(env_state, key), timestep

@@ -1,0 +1,149 @@
+"""JAX environment suites by name (SUITE:NAME), tested against the real packages; user-registered environments."""
+
+import importlib.util
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from podracer import config, envs, experiment
+from podracer.config import AnakinConfig, SebulbaConfig
+from podracer.envs.gymnax import GymnaxEnv
+
+gymnax = pytest.importorskip("gymnax")
+
+
+def test_gymnax_cartpole_spec_shapes_dtypes_under_jit_and_vmap():
+    env = envs.make("gymnax:CartPole-v1")
+    spec = env.spec()
+    assert spec.observation.shape == (4,) and spec.observation.dtype == jnp.float32 and spec.num_actions == 2
+    state, timestep = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.key(0), 8))
+    assert timestep.observation.shape == (8, 4) and timestep.observation.dtype == jnp.float32
+    assert not timestep.last.any() and np.all(timestep.discount == 1.0)
+    state, timestep = jax.jit(jax.vmap(env.step))(state, jnp.ones(8, jnp.int32))
+    assert timestep.observation.shape == (8, 4) and timestep.reward.dtype == jnp.float32 and timestep.last.dtype == bool
+    np.testing.assert_array_equal(timestep.reward, 1.0)
+    # Different keys, different starts; the environment's key moves on with its state.
+    assert len(np.unique(np.asarray(timestep.observation[:, 0]))) == 8
+
+
+def test_gymnax_keeps_termination_and_truncation_apart():
+    base = envs.make("gymnax:CartPole-v1")
+    # Truncation: a time limit of 5 steps that balancing cannot fail in: last, discount 1.
+    short = GymnaxEnv("CartPole-v1", env=base.env, params=base.params.replace(max_steps_in_episode=5))
+    state, timestep = short.reset(jax.random.key(1))
+    lasts = []
+    for t in range(5):
+        state, timestep = short.step(state, jnp.int32(t % 2))
+        lasts.append((bool(timestep.last), float(timestep.discount)))
+    assert lasts == [(False, 1.0)] * 4 + [(True, 1.0)]
+    # Termination: the pole past its angle limit: last, discount 0.
+    state, _ = base.reset(jax.random.key(2))
+    state = state._replace(env_state=state.env_state.replace(theta=jnp.float32(0.5)))
+    _, timestep = base.step(state, jnp.int32(1))
+    assert bool(timestep.last) and float(timestep.discount) == 0.0
+
+
+class _OldApi:
+    """gymnax 0.0.x as far as the adapter can tell: step_env's done includes the time limit; no is_truncated."""
+
+    def __init__(self, env):
+        self.env = env
+
+    def __getattr__(self, name):
+        if name == "is_truncated":
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+    def step_env(self, key, state, action, params):
+        obs, state, reward, terminated, info = self.env.step_env(key, state, action, params)
+        return obs, state, reward, jnp.logical_or(terminated, state.time >= params.max_steps_in_episode), info
+
+
+def test_gymnax_old_and_new_step_signatures_give_the_same_time_steps():
+    new = envs.make("gymnax:CartPole-v1")
+    params = new.params.replace(max_steps_in_episode=30)
+    new = GymnaxEnv("CartPole-v1", env=new.env, params=params)
+    old = GymnaxEnv("CartPole-v1", env=_OldApi(new.env), params=params)
+    assert not hasattr(old.env, "is_truncated")
+    wrapped_new, wrapped_old = envs.wrap(new), envs.wrap(old)
+    actions = jax.random.randint(jax.random.key(3), (200, 16), 0, 2)
+
+    def play(env):
+        def body(state, action):
+            state, timestep = jax.vmap(env.step)(state, action)
+            return state, timestep
+
+        state, _ = jax.vmap(env.reset)(jax.random.split(jax.random.key(4), 16))
+        return jax.lax.scan(body, state, actions)[1]
+
+    a, b = jax.jit(lambda: play(wrapped_new))(), jax.jit(lambda: play(wrapped_old))()
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        np.testing.assert_array_equal(x, y)
+    # Both kinds of episode end happened: falls (discount 0) and the 30-step limit (discount 1).
+    ends = np.asarray(a.last)
+    assert (np.asarray(a.discount)[ends] == 0).any() and (np.asarray(a.discount)[ends] == 1).any()
+
+
+def test_gymnax_errors_name_what_does_not_fit():
+    with pytest.raises(ValueError, match=r"^gymnax:Pendulum-v1 has continuous actions \(Box\); podracer's agents take "
+                                         r"discrete actions only\.$"):
+        envs.make("gymnax:Pendulum-v1").spec()
+    with pytest.raises(ValueError, match=r"^gymnax:Breakout-MinAtar has observations of shape \(10, 10, 4\) \(a "
+                                         r"channels-last board\)"):
+        envs.make("gymnax:Breakout-MinAtar").spec()
+    with pytest.raises(ValueError, match=r"^--env gymnax:Cartpole: unknown gymnax environment\. Did you mean "
+                                         r"gymnax:CartPole-v1\?"):
+        envs.make("gymnax:Cartpole")
+    with pytest.raises(ValueError, match=r"^Unknown environment suite 'gym' in 'gym:CartPole-v1'; suites: gymnax\.$"):
+        envs.make("gym:CartPole-v1")
+
+
+def test_a_missing_suite_names_the_extra_to_install(monkeypatch, capsys):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gymnax" else real(name, *a))
+    for cls in (AnakinConfig, SebulbaConfig):
+        with pytest.raises(SystemExit) as exit_info:
+            config.parse(cls, ["--env", "gymnax:CartPole-v1"], prog="prog")
+        assert exit_info.value.code == 2
+        assert ("prog: error: --env: gymnax: environments need gymnax: pip install 'podracer[gymnax]'."
+                in capsys.readouterr().err)
+
+
+def test_env_list_prints_every_name(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        config.parse(AnakinConfig, ["--env", "list"], prog="prog")
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "catch" in out and "gymnax:CartPole-v1" in out and "gymnax:Breakout-MinAtar" in out
+
+
+def test_a_registered_environment_works_by_name_in_both_modes_and_trains(monkeypatch):
+    monkeypatch.setitem(envs._JAX_ENVS, "my-catch", None)  # removed again after the test
+    envs.register("my-catch", lambda **kw: envs.Catch(rows=5, columns=3, **kw))
+    assert isinstance(envs.make("my-catch"), envs.Catch) and "my-catch" in envs.names()
+    cfg = config.parse(AnakinConfig, ["--env", "my-catch", "--num-envs-per-device", "2", "--num-updates", "2",
+                                      "--updates-per-call", "2", "--rollout-length", "4"])
+    result = experiment.train_anakin(cfg)
+    assert result.history[-1]["env_steps"] == 2 * 4 * 2 * len(jax.devices())
+    assert config.parse(SebulbaConfig, ["--env", "jax:my-catch"]).env == "jax:my-catch"
+    with pytest.raises(ValueError, match="take no ':'"):
+        envs.register("mine:catch", envs.Catch)
+
+
+def test_sebulba_trains_on_a_suite_environment_and_evaluate_plays_its_checkpoint(tmp_path):
+    from podracer.agents import PPOConfig
+    from podracer.evaluate import play
+
+    cfg = config.parse(SebulbaConfig, ["--env", "gymnax:CartPole-v1", "--agent", "ppo"])
+    env = experiment.host_env_factory(cfg)(seed=0, num_envs=4)
+    assert env.reset().observation.shape == (4, 4) and env.spec().num_actions == 2
+    env.close()
+    directory = str(tmp_path / "ckpt")
+    result = experiment.train_sebulba(SebulbaConfig(
+        env="gymnax:CartPole-v1", agent=PPOConfig(learning_rate=1e-3), total_env_steps=8_192, num_envs_per_actor=16,
+        rollout_length=16, actor_devices=(0,), learner_devices=(1,), log_every=8, checkpoint_dir=directory))
+    assert result.history and np.isfinite(result.history[-1]["episode_return"])
+    returns, _ = play(directory, 4, seed=1, greedy=True)  # Sebulba's JAX environment, rebuilt by name
+    assert returns.shape == (4,) and np.isfinite(returns).all() and (returns >= 8).all()
