@@ -79,8 +79,9 @@ class GymnaxEnv:
                              "take discrete actions only.")
         observation = jax.eval_shape(lambda key: self.env.reset_env(key, self.params)[0], jax.random.key(0))
         if len(observation.shape) != 1:
-            raise ValueError(f"gymnax:{self.name} has observations of shape {tuple(observation.shape)} (a channels-last "
-                             "board); podracer's torsos take vectors and stacked [C, H, W] uint8 frames only.")
+            board = " (a channels-last board)" if len(observation.shape) == 3 else ""
+            raise ValueError(f"gymnax:{self.name} has observations of shape {tuple(observation.shape)}{board}; podracer's "
+                             "torsos take vectors and stacked [C, H, W] uint8 frames only.")
         return EnvSpec(jax.ShapeDtypeStruct(observation.shape, jnp.float32), num_actions=int(space.n))
 
     def spec(self) -> EnvSpec:
