@@ -155,7 +155,7 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
 class SebulbaConfig(RunConfig, _ChoosesAnAgent):
     """A training run in Sebulba mode: actor threads step host environments, a learner trains on their trajectories."""
 
-    env: str = "Pong"  # envpool task id or short name (Pong, Breakout, CartPole), or a JAX environment stepped on the host: jax:NAME (jax:memory, jax:catch, jax:cartpole) or SUITE:NAME (gymnax:CartPole-v1); --env list shows them
+    env: str = "Pong"  # envpool task id or short name (Pong, Breakout, CartPole); gymnasium:ID, any registered gymnasium environment (gymnasium:CartPole-v1, gymnasium:my_package:MyTask-v0); or a JAX environment stepped on the host: jax:NAME (jax:memory, jax:catch, jax:cartpole) or SUITE:NAME (gymnax:CartPole-v1); --env list shows the JAX ones
     agent: AgentConfig = IMPALAConfig()  # the agent and its hyper-parameters
     total_env_steps: int = 10_000_000  # environment steps to train for (all actors together)
     actor_devices: tuple[int, ...] | None = None  # indices of the local devices that act; None: device 0
@@ -165,6 +165,7 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
     num_envs: int | None = None  # environments in total, over all actor threads of all processes; overrides --num-envs-per-actor
     env_groups: int | None = None  # groups an actor thread's environments are split into: one group steps while another's actions are computed; None: 2 on accelerators, 1 when actors run on the CPU
     envpool_threads: int = 0  # envpool worker threads per batch; 0: envpool's default
+    gymnasium_vectorization: Literal["sync", "async"] = "sync"  # gymnasium:ID batches: sync steps them in the actor thread; async gives each environment a process of its own (for environments slower to step than a process round trip)
     rollout_length: int = 20  # environment steps per trajectory
     queue_size: int = 2  # trajectories the queue holds before actors wait
     log_every: int = 10  # learner updates between log lines

@@ -86,9 +86,9 @@ def play_host(env, agent, params, episodes: int, *, seed: int = 0, greedy: bool 
 def _play_host(metadata, directory, episodes, seed, greedy, max_steps, record):
     import jax
 
-    from podracer.envs.envpool import EnvpoolEnv
+    from podracer import envs
 
-    env = EnvpoolEnv(metadata["env"], episodes, seed=seed)
+    env = envs.make_host(metadata["env"], episodes, seed=seed)
     try:
         if record:
             _check_recordable(metadata, env.spec())

@@ -276,16 +276,15 @@ class _AnakinSaver:
 
 
 def host_env_factory(config: SebulbaConfig) -> Callable[[int, int], HostEnv]:
-    """``make_env(seed, num_envs)`` for ``config.env``: envpool, or a JAX environment stepped on the host (``jax:NAME``)."""
-    from podracer.envs import host
-    from podracer.envs.envpool import EnvpoolEnv
+    """``make_env(seed, num_envs)`` for ``config.env``: envpool, gymnasium (``gymnasium:ID``), or a JAX environment
+    stepped on the host (``jax:NAME``, ``SUITE:NAME``); see :func:`podracer.envs.make_host`."""
 
     def make_env(seed: int, num_envs: int) -> HostEnv:
-        if config.env.startswith(host.PREFIX):
-            return host.make(config.env, num_envs, seed)
-        if config.env.split(":", 1)[0] in envs.SUITES:  # SUITE:NAME, a JAX environment stepped on the host
-            return host.make(host.PREFIX + config.env, num_envs, seed)
-        return EnvpoolEnv(config.env, num_envs, seed=seed, num_threads=config.envpool_threads)
+        if envs.is_jax_on_host(config.env):
+            return envs.make_host(config.env, num_envs, seed)
+        if config.env.startswith("gymnasium:"):
+            return envs.make_host(config.env, num_envs, seed, vectorization=config.gymnasium_vectorization)
+        return envs.make_host(config.env, num_envs, seed, num_threads=config.envpool_threads)
 
     return make_env
 

@@ -71,6 +71,28 @@ def check(name: str) -> None:
     make(name)
 
 
+def is_jax_on_host(name: str) -> bool:
+    """Whether a Sebulba ``--env`` names a JAX environment stepped on the host (``jax:NAME`` or ``SUITE:NAME``)."""
+    return name.startswith("jax:") or name.split(":", 1)[0] in SUITES
+
+
+def make_host(name: str, num_envs: int, seed: int = 0, **kwargs) -> HostEnv:
+    """A Sebulba host batch by ``--env`` name: ``jax:NAME`` or ``SUITE:NAME`` (a JAX environment stepped on the
+    host), ``gymnasium:ID`` (any registered gymnasium environment), else an envpool task id or short name;
+    keyword arguments go to the envpool or gymnasium batch."""
+    from podracer.envs import host
+
+    if is_jax_on_host(name):
+        return host.make(name if name.startswith(host.PREFIX) else host.PREFIX + name, num_envs, seed)
+    if name.startswith("gymnasium:"):
+        from podracer.envs.gymnasium import GymnasiumEnv
+
+        return GymnasiumEnv(name[len("gymnasium:"):], num_envs, seed=seed, **kwargs)
+    from podracer.envs.envpool import EnvpoolEnv
+
+    return EnvpoolEnv(name, num_envs, seed=seed, **kwargs)
+
+
 def names() -> list[str]:
     """Names accepted by :func:`make` without a suite prefix (built-in and registered)."""
     return sorted(_JAX_ENVS)
@@ -102,7 +124,9 @@ __all__ = [
     "Synthetic",
     "first_timestep",
     "check",
+    "is_jax_on_host",
     "listing",
+    "make_host",
     "make",
     "names",
     "register",

@@ -1,0 +1,115 @@
+"""Any registered gymnasium environment (``gymnasium:ID``) as a Sebulba :class:`~podracer.envs.base.HostEnv`.
+
+``gymnasium.make_vec(ID, num_envs)`` builds the batch, so an environment of your own works
+once it is registered: ``gymnasium:my_package:MyTask-v0`` imports ``my_package`` first, whose
+``gymnasium.register(...)`` call (an entry point) makes ``MyTask-v0`` known. The batch behaves
+as envpool's does: environment ``i`` is seeded ``seed + i``; after a ``last`` time step, the
+next step of that environment returns the first observation of a new episode with reward 0
+(gymnasium's next-step auto-reset); termination has discount 0 and truncation keeps 1;
+:attr:`GymnasiumEnv.stats` holds each episode's return and length so far. ``send`` starts a
+step and ``recv`` waits for it: with ``vectorization="async"`` each environment steps in a
+process of its own meanwhile; ``"sync"`` (the default, best for environments as cheap as
+CartPole, where a process round trip costs more than a step) steps them in ``recv``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import warnings
+
+import jax
+import numpy as np
+
+from podracer.envs.base import EnvSpec
+from podracer.types import EpisodeStats, TimeStep
+
+PREFIX = "gymnasium:"
+
+
+def require() -> None:
+    if importlib.util.find_spec("gymnasium") is None:
+        raise ValueError("gymnasium: environments need gymnasium: pip install gymnasium.")
+
+
+class GymnasiumEnv:
+    """``num_envs`` copies of the registered gymnasium environment ``env_id`` (discrete actions) stepped together."""
+
+    def __init__(self, env_id: str, num_envs: int, *, seed: int = 0, vectorization: str = "sync", **kwargs):
+        require()
+        import gymnasium
+
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}.")
+        if vectorization not in ("sync", "async"):
+            raise ValueError(f"vectorization must be 'sync' or 'async', got {vectorization!r}.")
+        self.task_id, self.num_envs = PREFIX + env_id, num_envs
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # gymnasium's own deprecation and precision notes
+                vector_kwargs = {"autoreset_mode": gymnasium.vector.AutoresetMode.NEXT_STEP}
+                if vectorization == "async":  # spawned, not forked: this process runs JAX's threads
+                    vector_kwargs["context"] = "spawn"
+                self._envs = gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode=vectorization,
+                                                vector_kwargs=vector_kwargs, **kwargs)
+        except gymnasium.error.Error as error:
+            raise ValueError(f"--env {self.task_id}: {error}") from None
+        action_space = self._envs.single_action_space
+        if not isinstance(action_space, gymnasium.spaces.Discrete):
+            self._envs.close()
+            raise ValueError(f"--env {self.task_id} has actions of {type(action_space).__name__}; podracer's agents "
+                             "take discrete actions only.")
+        space = self._envs.single_observation_space
+        self._spec = EnvSpec(jax.ShapeDtypeStruct(space.shape, space.dtype), int(action_space.n))
+        self._start = int(action_space.start)
+        self._seed = seed
+        self._action = None
+        self._zero_stats()
+
+    def _zero_stats(self) -> None:
+        self._return = np.zeros(self.num_envs, np.float32)
+        self._length = np.zeros(self.num_envs, np.int32)
+        self._last = np.zeros(self.num_envs, bool)
+        self.stats = EpisodeStats(self._return.copy(), self._length.copy())
+
+    def spec(self) -> EnvSpec:
+        return self._spec
+
+    def reset(self) -> TimeStep:
+        observation, _ = self._envs.reset(seed=self._seed)
+        self._zero_stats()
+        n = self.num_envs
+        return TimeStep(self._observation(observation), np.zeros(n, np.float32), np.ones(n, np.float32), np.zeros(n, bool))
+
+    def _observation(self, observation):
+        return np.asarray(observation, self._spec.observation.dtype)
+
+    def send(self, action: np.ndarray) -> None:
+        """Starts a step of every environment with ``action`` (int ``[num_envs]``, 0 ... n - 1)."""
+        action = np.asarray(action, np.int64) + self._start
+        if hasattr(self._envs, "step_async"):
+            self._envs.step_async(action)
+        else:
+            self._action = action
+
+    def recv(self) -> TimeStep:
+        """Waits for the step :meth:`send` started."""
+        if hasattr(self._envs, "step_wait"):
+            observation, reward, terminated, truncated, _ = self._envs.step_wait()
+        else:
+            observation, reward, terminated, truncated, _ = self._envs.step(self._action)
+        reward = np.asarray(reward, np.float32)
+        terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
+        last = terminated | truncated
+        new_episode = self._last
+        self._return = np.where(new_episode, 0.0, self._return + reward).astype(np.float32)
+        self._length = np.where(new_episode, 0, self._length + 1).astype(np.int32)
+        self._last = last
+        self.stats = EpisodeStats(self._return.copy(), self._length.copy())
+        return TimeStep(self._observation(observation), reward, np.where(terminated, 0.0, 1.0).astype(np.float32), last)
+
+    def step(self, action: np.ndarray) -> TimeStep:
+        self.send(action)
+        return self.recv()
+
+    def close(self) -> None:
+        self._envs.close()

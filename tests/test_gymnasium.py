@@ -1,0 +1,112 @@
+"""Any registered gymnasium environment as a Sebulba host batch (gymnasium:ID), held to envpool's behaviour."""
+
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+pytest.importorskip("gymnasium")
+pytest.importorskip("envpool")
+
+from podracer import config, envs, experiment  # noqa: E402
+from podracer.agents import PPOConfig  # noqa: E402
+from podracer.config import SebulbaConfig  # noqa: E402
+
+
+def _play(env, actions):
+    timesteps, stats = [env.reset()], []
+    for action in actions:
+        timesteps.append(env.step(action))
+        stats.append(env.stats)
+    return timesteps, stats
+
+
+@pytest.mark.parametrize("vectorization", ["sync", "async"])
+def test_gymnasium_cartpole_behaves_as_envpool_cartpole(vectorization):
+    """Same spec, shapes and dtypes; the same episode-end rules (termination: discount 0; the time limit: discount
+    1; the next step starts a new episode with reward 0, and the statistics restart) and statistics."""
+    n = 6
+    actions = [np.zeros(n, np.int32)] * 40  # always left: every episode falls within about 10 steps
+    ours = envs.make_host("gymnasium:CartPole-v1", n, seed=3, vectorization=vectorization)
+    pool = envs.make_host("CartPole-v1", n, seed=3)
+    assert ours.spec() == pool.spec() and ours.task_id == "gymnasium:CartPole-v1"
+    for env in (ours, pool):
+        timesteps, stats = _play(env, actions)
+        for t in timesteps:
+            assert t.observation.shape == (n, 4) and t.observation.dtype == np.float32
+            assert t.reward.dtype == np.float32 and t.discount.dtype == np.float32 and t.last.dtype == bool
+        last = np.stack([t.last for t in timesteps[1:]])
+        discount = np.stack([t.discount for t in timesteps[1:]])
+        reward = np.stack([t.reward for t in timesteps[1:]])
+        assert last.any(axis=0).all() and np.all(discount[last] == 0.0)  # falls are terminations
+        after = np.zeros_like(last)
+        after[1:] = last[:-1]
+        assert np.all(reward[after] == 0.0) and not np.any(last & after)  # the step after an end starts anew
+        returns, lengths = np.stack([s.episode_return for s in stats]), np.stack([s.episode_length for s in stats])
+        np.testing.assert_array_equal(returns, lengths)  # reward 1 a step
+        assert np.all(lengths[after] == 0) and 8 <= lengths[last].min() and lengths[last].max() <= 12
+        env.close()
+    # The time limit: alternating actions do not fall within 5 steps; the end is a truncation (discount 1).
+    for env in (envs.make_host("gymnasium:CartPole-v1", n, max_episode_steps=5),
+                envs.make_host("CartPole-v1", n, max_episode_steps=5)):
+        timesteps, _ = _play(env, [np.full(n, i % 2, np.int32) for i in range(5)])
+        assert timesteps[-1].last.all() and np.all(timesteps[-1].discount == 1.0)
+        assert not np.any([t.last for t in timesteps[:-1]])
+        env.close()
+
+
+def test_an_environment_of_your_own_registered_by_entry_point(tmp_path, monkeypatch):
+    (tmp_path / "corridor_envs.py").write_text(textwrap.dedent('''
+        import gymnasium
+        import numpy as np
+
+        class Corridor(gymnasium.Env):
+            """Walk right (action 1) three times to the goal: reward 1, terminated; 10 steps at most."""
+            observation_space = gymnasium.spaces.Box(0.0, 3.0, (1,), np.float32)
+            action_space = gymnasium.spaces.Discrete(2)
+
+            def reset(self, *, seed=None, options=None):
+                super().reset(seed=seed)
+                self.position = 0
+                return np.zeros(1, np.float32), {}
+
+            def step(self, action):
+                self.position = min(3, self.position + int(action))
+                done = self.position == 3
+                return np.full(1, self.position, np.float32), float(done), done, False, {}
+
+        gymnasium.register(id="Corridor-v0", entry_point=Corridor, max_episode_steps=10)
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    name = "gymnasium:corridor_envs:Corridor-v0"
+    assert config.parse(SebulbaConfig, ["--env", name, "--agent", "ppo"]).env == name
+    env = envs.make_host(name, 2)
+    env.reset()
+    timesteps = [env.step(np.array([1, 0], np.int32)) for _ in range(3)]
+    assert timesteps[-1].last.tolist() == [True, False] and timesteps[-1].reward.tolist() == [1.0, 0.0]
+    assert timesteps[-1].discount.tolist() == [0.0, 1.0] and env.stats.episode_return.tolist() == [1.0, 0.0]
+    env.close()
+    del sys.modules["corridor_envs"]
+
+
+def test_what_does_not_fit_is_one_clear_line():
+    with pytest.raises(ValueError, match=r"^--env gymnasium:Pendulum-v1 has actions of Box; podracer's agents take "
+                                         r"discrete actions only\.$"):
+        envs.make_host("gymnasium:Pendulum-v1", 2)
+    with pytest.raises(ValueError, match=r"^--env gymnasium:NoSuchTask-v0: .*NoSuchTask"):
+        envs.make_host("gymnasium:NoSuchTask-v0", 2)
+
+
+def test_sebulba_trains_on_gymnasium_and_evaluate_plays_the_checkpoint(tmp_path):
+    from podracer.evaluate import play
+
+    directory = str(tmp_path / "ckpt")
+    result = experiment.train_sebulba(SebulbaConfig(
+        env="gymnasium:CartPole-v1", agent=PPOConfig(learning_rate=1e-3), total_env_steps=8_192, num_envs_per_actor=16,
+        rollout_length=16, actor_devices=(0,), learner_devices=(1,), log_every=8, checkpoint_dir=directory,
+        eval_every=8, eval_episodes=4))
+    last = result.history[-1]
+    assert np.isfinite(last["episode_return"]) and "eval_return" in last
+    returns, _ = play(directory, 4, seed=1, greedy=True)
+    assert returns.shape == (4,) and np.isfinite(returns).all() and (returns >= 8).all()
