@@ -179,10 +179,8 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
         if not self.actor_timeout > 0:
             raise ValueError(f"--actor-timeout must be > 0, got {self.actor_timeout}.")
         _check_burn_in(self.agent, self.rollout_length)
-        if self.env.startswith("jax:"):
-            check_env(self.env[len("jax:"):])  # unknown names fail here, with the list of known ones
-        elif self.env.split(":", 1)[0] in envs.SUITES:
-            check_env(self.env)
+        if envs.is_jax_on_host(self.env):
+            check_env(self.env.removeprefix("jax:"))  # unknown names fail here, with the list of known ones
         if self.env_groups is not None:
             parallel.check_divisible(self.num_envs_per_actor, self.env_groups, "--num-envs-per-actor", "--env-groups")
 

@@ -101,8 +101,7 @@ def _play_host(metadata, directory, episodes, seed, greedy, max_steps, record):
 def _play_jax(metadata, directory, episodes, seed, greedy, max_steps, record):
     from podracer import envs
 
-    name = metadata["env"]
-    env = envs.make(name[len("jax:"):] if name.startswith("jax:") else name)  # Sebulba's JAX environments too
+    env = envs.make(metadata["env"].removeprefix("jax:"))  # Sebulba's JAX environments too
     if record:
         _check_recordable(metadata, env.spec())
     agent, params, _ = load(directory, env.spec())
@@ -162,8 +161,7 @@ def play(directory: str, episodes: int, *, seed: int = 0, greedy: bool = False, 
         raise ValueError(f"{directory!r} holds a checkpoint of unknown mode {mode!r}.")
     from podracer import envs
 
-    name = metadata.get("env", "")
-    jax_env = name.startswith("jax:") or name.split(":", 1)[0] in envs.SUITES  # a JAX environment Sebulba stepped
+    jax_env = envs.is_jax_on_host(metadata.get("env", ""))  # a JAX environment Sebulba stepped on the host
     play_fn = _play_host if mode == "sebulba" and not jax_env else _play_jax
     return play_fn(metadata, directory, episodes, seed, greedy, max_steps, record)
 

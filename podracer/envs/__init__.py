@@ -83,7 +83,7 @@ def make_host(name: str, num_envs: int, seed: int = 0, **kwargs) -> HostEnv:
     from podracer.envs import host
 
     if is_jax_on_host(name):
-        return host.make(name if name.startswith(host.PREFIX) else host.PREFIX + name, num_envs, seed)
+        return host.make(host.PREFIX + name.removeprefix(host.PREFIX), num_envs, seed)
     if name.startswith("gymnasium:"):
         from podracer.envs.gymnasium import GymnasiumEnv
 

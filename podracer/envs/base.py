@@ -76,3 +76,30 @@ def first_timestep(observation: chex.ArrayTree) -> TimeStep:
         discount=jax.numpy.ones((), jax.numpy.float32),
         last=jax.numpy.zeros((), jax.numpy.bool_),
     )
+
+
+class HostEpisodes:
+    """Episode statistics of a host batch whose environments auto-reset on the step after ``last`` (envpool's and
+    gymnasium's next-step rule: that step starts a new episode with reward 0, so it counts as step 0)."""
+
+    def __init__(self, num_envs: int):
+        self.num_envs = num_envs
+        self.reset()
+
+    def reset(self) -> EpisodeStats:
+        self._return = np.zeros(self.num_envs, np.float32)
+        self._length = np.zeros(self.num_envs, np.int32)
+        self._last = np.zeros(self.num_envs, bool)
+        return self.stats
+
+    @property
+    def stats(self) -> EpisodeStats:
+        return EpisodeStats(self._return.copy(), self._length.copy())
+
+    def update(self, reward: np.ndarray, last: np.ndarray) -> EpisodeStats:
+        """Counts one step with raw ``reward`` that ended episodes where ``last``; returns the statistics after it."""
+        new_episode = self._last
+        self._return = np.where(new_episode, 0.0, self._return + reward).astype(np.float32)
+        self._length = np.where(new_episode, 0, self._length + 1).astype(np.int32)
+        self._last = np.asarray(last, bool)
+        return self.stats

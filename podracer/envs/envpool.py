@@ -15,8 +15,8 @@ import warnings
 import jax
 import numpy as np
 
-from podracer.envs.base import EnvSpec
-from podracer.types import EpisodeStats, TimeStep
+from podracer.envs.base import EnvSpec, HostEpisodes
+from podracer.types import TimeStep
 
 SHORT_NAMES = {
     "pong": "Pong-v5",
@@ -109,20 +109,15 @@ class EnvpoolEnv:
         space = self._pool.observation_space
         self._spec = EnvSpec(jax.ShapeDtypeStruct(space.shape, space.dtype), int(self._pool.action_space.n))
         self._all = np.arange(num_envs, dtype=np.int32)
-        self._return = np.zeros(num_envs, np.float32)
-        self._length = np.zeros(num_envs, np.int32)
-        self._last = np.zeros(num_envs, bool)
-        self.stats = EpisodeStats(self._return.copy(), self._length.copy())
+        self._episodes = HostEpisodes(num_envs)
+        self.stats = self._episodes.stats
 
     def spec(self) -> EnvSpec:
         return self._spec
 
     def reset(self) -> TimeStep:
         observation, _ = self._pool.reset()
-        self._return[:] = 0.0
-        self._length[:] = 0
-        self._last[:] = False
-        self.stats = EpisodeStats(self._return.copy(), self._length.copy())
+        self.stats = self._episodes.reset()
         n = self.num_envs
         return TimeStep(observation, np.zeros(n, np.float32), np.ones(n, np.float32), np.zeros(n, bool))
 
@@ -139,11 +134,7 @@ class EnvpoolEnv:
             info = {k: v[order] for k, v in info.items() if isinstance(v, np.ndarray) and len(v) == self.num_envs}
         raw = np.asarray(info.get("reward", reward), np.float32) if self.atari else np.asarray(reward, np.float32)
         last = np.logical_or(terminated, truncated)
-        new_episode = self._last
-        self._return = np.where(new_episode, 0.0, self._return + raw).astype(np.float32)
-        self._length = np.where(new_episode, 0, self._length + 1).astype(np.int32)
-        self._last = last
-        self.stats = EpisodeStats(self._return.copy(), self._length.copy())
+        self.stats = self._episodes.update(raw, last)
         reward = np.clip(reward, -1.0, 1.0) if self.clip_rewards else reward
         return TimeStep(
             observation=observation,

@@ -20,8 +20,8 @@ import warnings
 import jax
 import numpy as np
 
-from podracer.envs.base import EnvSpec
-from podracer.types import EpisodeStats, TimeStep
+from podracer.envs.base import EnvSpec, HostEpisodes
+from podracer.types import TimeStep
 
 PREFIX = "gymnasium:"
 
@@ -63,20 +63,15 @@ class GymnasiumEnv:
         self._start = int(action_space.start)
         self._seed = seed
         self._action = None
-        self._zero_stats()
-
-    def _zero_stats(self) -> None:
-        self._return = np.zeros(self.num_envs, np.float32)
-        self._length = np.zeros(self.num_envs, np.int32)
-        self._last = np.zeros(self.num_envs, bool)
-        self.stats = EpisodeStats(self._return.copy(), self._length.copy())
+        self._episodes = HostEpisodes(num_envs)
+        self.stats = self._episodes.stats
 
     def spec(self) -> EnvSpec:
         return self._spec
 
     def reset(self) -> TimeStep:
         observation, _ = self._envs.reset(seed=self._seed)
-        self._zero_stats()
+        self.stats = self._episodes.reset()
         n = self.num_envs
         return TimeStep(self._observation(observation), np.zeros(n, np.float32), np.ones(n, np.float32), np.zeros(n, bool))
 
@@ -100,11 +95,7 @@ class GymnasiumEnv:
         reward = np.asarray(reward, np.float32)
         terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
         last = terminated | truncated
-        new_episode = self._last
-        self._return = np.where(new_episode, 0.0, self._return + reward).astype(np.float32)
-        self._length = np.where(new_episode, 0, self._length + 1).astype(np.int32)
-        self._last = last
-        self.stats = EpisodeStats(self._return.copy(), self._length.copy())
+        self.stats = self._episodes.update(reward, last)
         return TimeStep(self._observation(observation), reward, np.where(terminated, 0.0, 1.0).astype(np.float32), last)
 
     def step(self, action: np.ndarray) -> TimeStep:
