@@ -25,8 +25,9 @@ SUITES: dict[str, str] = {"gymnax": "podracer.envs.gymnax"}
 
 
 def register(name: str, factory: Callable[..., Environment]) -> None:
-    """Adds a JAX environment of your own under ``name``: ``factory(**kwargs)`` makes it. The name then works
-    everywhere a built-in one does (``--env NAME`` in both command lines, ``python -m podracer.evaluate``)."""
+    """Adds a JAX environment of your own under ``name``: ``factory(**kwargs)`` makes it. In the process that
+    registered it, the name then works as a built-in one does (``--env NAME`` in Anakin, ``--env jax:NAME`` in
+    Sebulba, :func:`podracer.evaluate.play`); a separate ``python -m podracer.evaluate`` does not know it."""
     key = name.lower()
     if ":" in key:
         raise ValueError(f"Environment names take no ':' (SUITE:NAME is for the suites), got {name!r}.")

@@ -14,7 +14,6 @@ CartPole, where a process round trip costs more than a step) steps them in ``rec
 
 from __future__ import annotations
 
-import importlib.util
 import warnings
 
 import jax
@@ -26,17 +25,11 @@ from podracer.types import TimeStep
 PREFIX = "gymnasium:"
 
 
-def require() -> None:
-    if importlib.util.find_spec("gymnasium") is None:
-        raise ValueError("gymnasium: environments need gymnasium: pip install gymnasium.")
-
-
 class GymnasiumEnv:
     """``num_envs`` copies of the registered gymnasium environment ``env_id`` (discrete actions) stepped together."""
 
     def __init__(self, env_id: str, num_envs: int, *, seed: int = 0, vectorization: str = "sync", **kwargs):
-        require()
-        import gymnasium
+        import gymnasium  # a dependency of podracer (and of envpool)
 
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}.")
