@@ -18,6 +18,9 @@ def compile_cache_dir(directory: str | None = None) -> str:
     return os.path.join(base, "podracer", "jax")
 
 
+COMPILE_CACHE_MAX_BYTES = 4 * 2**30  # the persistent compilation cache keeps the most recently used 4 GiB
+
+
 def use_compile_cache(directory: str | None = None) -> str:
     """Turns on JAX's persistent compilation cache in ``directory`` (default: :func:`compile_cache_dir`) for
     every program, however quick to compile: a second run with the same settings loads them instead of
@@ -30,6 +33,10 @@ def use_compile_cache(directory: str | None = None) -> str:
     jax.config.update("jax_compilation_cache_dir", directory)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    # A size bound turns on JAX's least-recently-used eviction, and with it a file lock around every read and
+    # write of the directory. Without it an entry is written in place, unlocked, so a second process (a preview
+    # beside its training run, two runs at once) can read a half-written program, which aborts the process.
+    jax.config.update("jax_compilation_cache_max_size", COMPILE_CACHE_MAX_BYTES)
     return directory
 
 

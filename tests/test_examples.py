@@ -9,7 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import pytest
+
+from podracer import lifetime
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "anakin_catch.py"
@@ -174,6 +177,10 @@ def test_a_second_run_loads_its_programs_from_the_compile_cache(tmp_path):
     assert first.returncode == 0 and second.returncode == 0, (first.stderr, second.stderr)
     compiled = [float(re.search(r"compiled in ([\d.]+) s", out.stdout).group(1)) for out in (first, second)]
     assert any((tmp_path / "cache").iterdir()) and compiled[1] < 0.5 * compiled[0], compiled
+    # Bounded, so JAX locks the directory around every read and write: processes sharing it never read a half-written
+    # program. The tests' own cache (conftest), which their example subprocesses share, is bounded the same way.
+    assert (tmp_path / "cache" / ".lockfile").exists()
+    assert jax.config.jax_compilation_cache_max_size == lifetime.COMPILE_CACHE_MAX_BYTES
     off = _run("--cpu-devices", "2", "--num-updates", "20", "--no-compile-cache", "--compile-cache-dir", str(tmp_path / "off"))
     assert off.returncode == 0 and not (tmp_path / "off").exists()
 
