@@ -37,7 +37,26 @@ def use_compile_cache(directory: str | None = None) -> str:
     # write of the directory. Without it an entry is written in place, unlocked, so a second process (a preview
     # beside its training run, two runs at once) can read a half-written program, which aborts the process.
     jax.config.update("jax_compilation_cache_max_size", COMPILE_CACHE_MAX_BYTES)
+    adopt_orphans(directory)
     return directory
+
+
+def adopt_orphans(directory: str) -> int:
+    """Gives every cache entry without its access-time file (entries an unbounded cache wrote, or a write cut
+    short) an empty one, which JAX reads as time 0: the entry is evicted first. JAX 0.10's eviction reads every
+    entry's access time, so one orphan makes every later write fail (jax-ml/jax issue 39880, fixed after 0.10).
+    Returns how many were adopted."""
+    adopted = 0
+    for name in os.listdir(directory):
+        if name.endswith("-cache"):
+            atime = os.path.join(directory, name.removesuffix("-cache") + "-atime")
+            if not os.path.exists(atime):
+                try:
+                    with open(atime, "xb"):
+                        adopted += 1
+                except FileExistsError:  # another process adopted it first
+                    pass
+    return adopted
 
 
 # After Ctrl-C, how long the step in flight may take before it is abandoned (the last completed update is
