@@ -11,6 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from podracer.types import ImageLayout
+
 
 class NatureCNN(nn.Module):
     """The DQN torso (Mnih et al., 2015): three convolutions and a 512-unit layer."""
@@ -51,25 +53,84 @@ class ImpalaResNet(nn.Module):
         return nn.relu(nn.Dense(self.hidden)(x))
 
 
-TORSOS = ("auto", "mlp", "impala", "nature")
+class BoardCNN(nn.Module):
+    """A torso for small channels-last boards (MinAtar's 10 x 10 grids, grid worlds): one 3 x 3 convolution
+    that keeps every cell (no striding or pooling, which would blur single cells), then a dense layer
+    (the network of Young and Tian, 2019).
+
+    The convolution is written as a matmul over 3 x 3 patches: Anakin scans whole updates, and
+    XLA:CPU runs a convolution's gradient inside ``lax.scan`` tens of times slower than a
+    matmul of the same size (jax-ml/jax issue 12868).
+    """
+
+    channels: int = 16
+    hidden: int = 128
+
+    @nn.compact
+    def __call__(self, x):
+        n, height, width, _ = x.shape
+        if height < 3 or width < 3:
+            raise ValueError(f"The board torso needs boards of at least 3 x 3 cells, got {height} x {width}.")
+        patches = jnp.concatenate([x[:, i:i + height - 2, j:j + width - 2, :] for i in range(3) for j in range(3)],
+                                  axis=-1)  # [N, H - 2, W - 2, 9 C]: the VALID convolution's inputs
+        x = nn.relu(nn.Dense(self.channels)(patches.reshape(-1, patches.shape[-1])))
+        x = x.reshape(n, -1)
+        return nn.relu(nn.Dense(self.hidden)(x))
+
+
+TORSOS = ("auto", "mlp", "impala", "nature", "board")
 TorsoName = Literal[TORSOS]  # the torso choices, for configs and the command lines
 
+# The layout of rank-3 observations when a module is given none: envpool's stacked Atari frames.
+ATARI_FRAMES = ImageLayout(channel_axis=-3, low=0.0, high=255.0)
+SMALL_BOARD_CELLS = 32 * 32  # auto: channels-last images of at most this many cells get the board torso
 
-def choose_torso(torso: str, obs_rank: int) -> str:
-    """``auto`` picks the IMPALA ResNet for images (rank 3) and an MLP for everything else."""
+
+def choose_torso(torso: str, obs_rank: int, image: ImageLayout | None = None, shape: Sequence[int] = ()) -> str:
+    """The torso for observations of rank ``obs_rank`` (``image``: their layout when rank 3; ``shape``: one
+    observation's). ``auto`` picks the IMPALA ResNet for channels-first frames, the board torso for
+    channels-last images of at most ``SMALL_BOARD_CELLS`` cells (the ResNet for larger ones), an MLP for vectors."""
     if torso not in TORSOS:
         raise ValueError(f"Unknown torso {torso!r}; choose one of {', '.join(TORSOS)}.")
+    image = image or (ATARI_FRAMES if obs_rank == 3 else None)
     if torso == "auto":
-        return "impala" if obs_rank == 3 else "mlp"
+        if image is None:
+            return "mlp"
+        small = len(shape) == 3 and math.prod(np.delete(np.asarray(shape), image.channel_axis)) <= SMALL_BOARD_CELLS
+        return "board" if image.channel_axis == -1 and small else "impala"
     if torso != "mlp" and obs_rank != 3:
         raise ValueError(f"The {torso!r} torso needs image observations (rank 3), got rank {obs_rank}.")
     return torso
 
 
-def to_nhwc(observation):
-    """Stacked frames ``[..., C, H, W]`` (uint8, as envpool gives them) to float ``[N, H, W, C]`` in [0, 1]."""
-    x = observation.reshape(-1, *observation.shape[-3:]).astype(jnp.float32) / 255.0
-    return jnp.transpose(x, (0, 2, 3, 1))
+def to_nhwc(observation, image: ImageLayout = ATARI_FRAMES):
+    """Images (``image``'s layout, any leading axes) to float ``[N, H, W, C]`` with values in [0, 1]."""
+    x = observation.reshape(-1, *observation.shape[-3:]).astype(jnp.float32)
+    x = (x - image.low) / (image.high - image.low)
+    return jnp.transpose(x, (0, 2, 3, 1)) if image.channel_axis == -3 else x
+
+
+def image_torso(kind: str) -> nn.Module:
+    """The convolutional torso called ``kind``."""
+    return {"impala": ImpalaResNet, "nature": NatureCNN, "board": BoardCNN}[kind]()
+
+
+class PolicyHead(nn.Module):
+    """The policy's outputs from features: logits ``[..., num_actions]`` for discrete actions; for continuous ones
+    (``action_size`` > 0) a Gaussian's ``{"mean": [..., action_size], "log_std": [..., action_size]}``, its log
+    standard deviation a learned parameter that does not depend on the state."""
+
+    num_actions: int
+    action_size: int = 0  # > 0: continuous actions of this many entries (num_actions is then unused)
+    initial_log_std: float = 0.0
+
+    @nn.compact
+    def __call__(self, h):
+        if self.action_size == 0:
+            return nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(0.01))(h)
+        mean = nn.Dense(self.action_size, kernel_init=nn.initializers.orthogonal(0.01))(h)
+        log_std = self.param("log_std", nn.initializers.constant(self.initial_log_std), (self.action_size,))
+        return {"mean": mean, "log_std": jnp.broadcast_to(log_std, mean.shape)}
 
 
 class MLP(nn.Module):
@@ -87,13 +148,15 @@ class MLP(nn.Module):
 
 
 class ActorCritic(nn.Module):
-    """Policy logits and a state value from one observation (any leading batch axes).
+    """The policy's outputs and a state value from one observation (any leading batch axes).
 
-    The last ``obs_rank`` axes of the input are one observation. ``torso`` is
-    ``mlp`` (observations flattened), ``impala`` or ``nature`` (stacked frames
-    ``[C, H, W]``, uint8); ``auto`` chooses from the observation's rank. Image torsos
-    are always shared by both heads; an MLP is shared when ``shared_torso``, and
-    otherwise :meth:`policy` (what actors call) skips the value network.
+    The last ``obs_rank`` axes of the input are one observation. ``torso`` is ``mlp``
+    (observations flattened), ``impala``, ``nature`` or ``board`` (images laid out as
+    ``image`` says; stacked ``[C, H, W]`` uint8 frames when ``None``); ``auto`` chooses from
+    the observation (:func:`choose_torso`; ``obs_shape`` is one observation's shape). Image
+    torsos are always shared by both heads; an MLP is shared when ``shared_torso``, and
+    otherwise :meth:`policy` (what actors call) skips the value network. The policy
+    outputs are :class:`PolicyHead`'s: logits, or a Gaussian when ``action_size`` > 0.
     """
 
     num_actions: int
@@ -102,21 +165,22 @@ class ActorCritic(nn.Module):
     shared_torso: bool = False
     activation: str = "tanh"
     torso: str = "auto"
+    image: ImageLayout | None = None
+    obs_shape: Sequence[int] = ()
+    action_size: int = 0
 
     def setup(self):
-        kind = choose_torso(self.torso, self.obs_rank)
+        kind = choose_torso(self.torso, self.obs_rank, self.image, self.obs_shape)
         self._image = kind != "mlp"
         self._shared = self.shared_torso or self._image
-        if kind == "impala":
-            self.torso_net = ImpalaResNet()
-        elif kind == "nature":
-            self.torso_net = NatureCNN()
+        if self._image:
+            self.torso_net = image_torso(kind)
         elif self.shared_torso:
             self.torso_net = MLP(self.hidden_sizes, self.activation)
         else:
             self.policy_torso = MLP(self.hidden_sizes, self.activation)
             self.value_torso = MLP(self.hidden_sizes, self.activation)
-        self.policy_head = nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(0.01))
+        self.policy_head = PolicyHead(self.num_actions, self.action_size)
         self.value_head = nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0))
 
     def _flatten(self, observation):
@@ -124,9 +188,12 @@ class ActorCritic(nn.Module):
         # markedly faster than the same work with extra batch axes.
         batch_shape = observation.shape[: observation.ndim - self.obs_rank]
         if self._image:
-            return to_nhwc(observation), batch_shape
+            return to_nhwc(observation, self.image or ATARI_FRAMES), batch_shape
         features = math.prod(observation.shape[len(batch_shape) :])
         return jnp.reshape(observation, (-1, features)).astype(jnp.float32), batch_shape
+
+    def _policy_outputs(self, h_pi, batch_shape):
+        return jax.tree.map(lambda x: x.reshape(*batch_shape, x.shape[-1]), self.policy_head(h_pi))
 
     def __call__(self, observation):
         x, batch_shape = self._flatten(observation)
@@ -134,20 +201,20 @@ class ActorCritic(nn.Module):
             h_pi = h_v = self.torso_net(x)
         else:
             h_pi, h_v = self.policy_torso(x), self.value_torso(x)
-        logits = self.policy_head(h_pi).reshape(*batch_shape, self.num_actions)
-        return logits, self.value_head(h_v).reshape(batch_shape)
+        return self._policy_outputs(h_pi, batch_shape), self.value_head(h_v).reshape(batch_shape)
 
     def policy(self, observation):
-        """The logits alone."""
+        """The policy outputs alone."""
         x, batch_shape = self._flatten(observation)
         h_pi = self.torso_net(x) if self._shared else self.policy_torso(x)
-        return self.policy_head(h_pi).reshape(*batch_shape, self.num_actions)
+        return self._policy_outputs(h_pi, batch_shape)
 
 
 class QNetwork(nn.Module):
     """Action values from one observation (any leading batch axes): a torso and a linear head.
 
-    ``torso`` as in :class:`ActorCritic` (MLPs use ReLU here, as value-based agents usually do).
+    ``torso``, ``image`` and ``obs_shape`` as in :class:`ActorCritic` (MLPs use ReLU here, as value-based agents
+    usually do).
     """
 
     num_actions: int
@@ -155,16 +222,18 @@ class QNetwork(nn.Module):
     hidden_sizes: Sequence[int] = (64, 64)
     activation: str = "relu"
     torso: str = "auto"
+    image: ImageLayout | None = None
+    obs_shape: Sequence[int] = ()
 
     @nn.compact
     def __call__(self, observation):
-        kind = choose_torso(self.torso, self.obs_rank)
+        kind = choose_torso(self.torso, self.obs_rank, self.image, self.obs_shape)
         batch_shape = observation.shape[: observation.ndim - self.obs_rank]
         if kind == "mlp":
             x = jnp.reshape(observation, (-1, math.prod(observation.shape[len(batch_shape):]))).astype(jnp.float32)
             x = MLP(self.hidden_sizes, self.activation)(x)
         else:
-            x = (ImpalaResNet() if kind == "impala" else NatureCNN())(to_nhwc(observation))
+            x = image_torso(kind)(to_nhwc(observation, self.image or ATARI_FRAMES))
         return nn.Dense(self.num_actions)(x).reshape(*batch_shape, self.num_actions)
 
 
@@ -245,11 +314,12 @@ class RecurrentNetwork(nn.Module):
     torso: nn.Module
     core_size: int = 128
     heads: str = "actor_critic"
+    action_size: int = 0  # actor_critic heads: > 0 for continuous actions (:class:`PolicyHead`)
 
     def setup(self):
         self.core = _ScannedLSTM(self.core_size)
         if self.heads == "actor_critic":
-            self.policy_head = nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(0.01))
+            self.policy_head = PolicyHead(self.num_actions, self.action_size)
             self.value_head = nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0))
         elif self.heads == "q":
             self.q_head = nn.Dense(self.num_actions)
@@ -274,16 +344,18 @@ class RecurrentNetwork(nn.Module):
 class ObservationTorso(nn.Module):
     """The torso :class:`ActorCritic` and :class:`QNetwork` use, as a module of its own (``[N, ...]`` in).
 
-    ``kind``: ``mlp`` (observations flattened), ``impala`` or ``nature`` (stacked frames).
+    ``kind``: ``mlp`` (observations flattened), ``impala``, ``nature`` or ``board`` (images laid out as ``image``
+    says; stacked frames when ``None``).
     """
 
     kind: str
     hidden_sizes: Sequence[int] = (64, 64)
     activation: str = "relu"
+    image: ImageLayout | None = None
 
     @nn.compact
     def __call__(self, observation):
         if self.kind == "mlp":
             x = jnp.reshape(observation, (observation.shape[0], -1)).astype(jnp.float32)
             return MLP(self.hidden_sizes, self.activation)(x)
-        return (ImpalaResNet() if self.kind == "impala" else NatureCNN())(to_nhwc(observation))
+        return image_torso(self.kind)(to_nhwc(observation, self.image or ATARI_FRAMES))

@@ -64,9 +64,42 @@ class EpisodeStats(NamedTuple):
     episode_length: chex.Array  # int32 []: steps so far (the full length at a last step)
 
 
+class ImageLayout(NamedTuple):
+    """How an image observation is laid out: where its channels are and what its values span."""
+
+    channel_axis: int  # -3: channels first [C, H, W] (envpool's stacked Atari frames); -1: channels last [H, W, C]
+    low: float = 0.0  # the smallest value a pixel or cell takes
+    high: float = 255.0  # the largest; torsos rescale [low, high] to [0, 1]
+
+
+class Box(NamedTuple):
+    """Continuous actions: float32 vectors whose entry ``i`` lies in ``[low[i], high[i]]``."""
+
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+
+    @property
+    def size(self) -> int:
+        """Entries of one action."""
+        return len(self.low)
+
+
 class EnvSpec(NamedTuple):
-    """What an agent needs to know about an environment."""
+    """What an agent needs to know about an environment.
+
+    Observations: a vector (any shape without ``image``; torsos flatten it), an image
+    (rank 3, with ``image`` saying its layout; uint8 frames without it are taken as
+    envpool's channels-first Atari stacks), or a dict (structured features, with
+    ``vocab_size``). Actions: discrete (``num_actions``) or a continuous box (``box``).
+    """
 
     observation: chex.ArrayTree  # one observation, without batch axes: a jax.ShapeDtypeStruct, or a dict of them
-    num_actions: int  # discrete actions 0 ... num_actions - 1
+    num_actions: int = 0  # discrete actions 0 ... num_actions - 1 (0 when the actions are continuous)
     vocab_size: int | None = None  # structured observations: values of the integer ("discrete") features
+    image: ImageLayout | None = None  # rank-3 observations: their layout
+    box: Box | None = None  # continuous actions: their bounds (num_actions is then 0)
+
+    @property
+    def continuous(self) -> bool:
+        """Whether actions are float vectors in :attr:`box` rather than integers below :attr:`num_actions`."""
+        return self.box is not None

@@ -13,6 +13,7 @@ from podracer.agents.dqn import DQNConfig, make_dqn
 from podracer.agents.impala import IMPALAConfig, make_impala
 from podracer.agents.ppo import PPOBatch, PPOConfig, make_ppo
 from podracer.agents.r2d2 import R2D2Config, make_r2d2
+from podracer.agents.sac import SACConfig, make_sac
 from podracer.types import EnvSpec
 
 _AGENTS = {
@@ -21,6 +22,7 @@ _AGENTS = {
     "impala": (make_impala, IMPALAConfig),
     "ppo": (make_ppo, PPOConfig),
     "r2d2": (make_r2d2, R2D2Config),
+    "sac": (make_sac, SACConfig),
 }
 
 
@@ -75,6 +77,7 @@ __all__ = [
     "PPOBatch",
     "PPOConfig",
     "R2D2Config",
+    "SACConfig",
     "Transitions",
     "no_state",
     "make_recurrent_fns",
@@ -89,6 +92,7 @@ __all__ = [
     "make_policy_fns",
     "make_ppo",
     "make_r2d2",
+    "make_sac",
     "masked_mean",
     "name_of",
     "names",

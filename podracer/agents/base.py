@@ -10,6 +10,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from podracer.envs.base import image_layout
 from podracer.networks import (TORSOS, ActorCritic, ObservationTorso, RecurrentNetwork, StructuredTorso, choose_torso,
                                lstm_initial_state, reset_state)
 from podracer.types import Metrics, Params, Trajectory
@@ -53,8 +54,13 @@ def split_start_state(extras):
 
 
 def greedy_action(extras) -> chex.Array:
-    """int32 ``[B]``: the most likely action of a policy agent (``extras["logits"]``) or the highest-valued one of a
-    Q agent (``extras["q_values"]``), from what ``act`` returned."""
+    """The greedy action, from what ``act`` returned: int32 ``[B]``, the most likely action of a discrete policy
+    (``extras["logits"]``) or the highest-valued one of a Q agent (``extras["q_values"]``); float32 ``[B, size]``,
+    the mean of a Gaussian policy (``extras["mean"]``) or what an agent names as its greedy action
+    (``extras["greedy"]``, e.g. SAC's squashed mean)."""
+    for key in ("mean", "greedy"):
+        if key in extras:
+            return extras[key]
     scores = extras["logits"] if "logits" in extras else extras["q_values"]
     return jnp.argmax(scores, axis=-1).astype(jnp.int32)
 
@@ -124,7 +130,9 @@ def make_torso(spec, torso: str, hidden_sizes, activation: str = "relu"):
         if spec.vocab_size is None:
             raise ValueError("Structured observations need the environment spec's vocab_size.")
         return StructuredTorso(spec.vocab_size, hidden_sizes=hidden_sizes)
-    return ObservationTorso(choose_torso(torso, len(spec.observation.shape)), hidden_sizes, activation)
+    image = image_layout(spec)
+    kind = choose_torso(torso, len(spec.observation.shape), image, spec.observation.shape)
+    return ObservationTorso(kind, hidden_sizes, activation, image)
 
 
 CORES = ("none", "lstm")
@@ -179,14 +187,31 @@ def make_network(spec, config):
         if core != "lstm":
             raise ValueError("Structured (dict) observations need a recurrent agent (core='lstm').")
         torso = make_torso(spec, config.torso, config.hidden_sizes, "tanh")
-        return RecurrentNetwork(spec.num_actions, torso, config.core_size, heads="actor_critic")
+        return RecurrentNetwork(spec.num_actions, torso, config.core_size, heads="actor_critic",
+                                action_size=action_size(spec))
     return ActorCritic(
         num_actions=spec.num_actions,
         obs_rank=len(spec.observation.shape),
         hidden_sizes=config.hidden_sizes,
         shared_torso=config.shared_torso,
         torso=config.torso,
+        image=image_layout(spec),
+        obs_shape=tuple(spec.observation.shape),
+        action_size=action_size(spec),
     )
+
+
+def action_size(spec) -> int:
+    """Entries of one continuous action; 0 for discrete actions."""
+    return spec.box.size if spec.continuous else 0
+
+
+def require_actions(spec, agent: str, continuous: bool) -> None:
+    """A one-line error when ``agent`` cannot act in ``spec``'s action space."""
+    if spec.continuous != continuous:
+        has, takes = ("continuous", "discrete") if spec.continuous else ("discrete", "continuous")
+        others = "a2c, ppo or sac" if spec.continuous else "a2c, dqn, impala, ppo or r2d2"
+        raise ValueError(f"--agent {agent} takes {takes} actions and this environment's are {has}; use {others}.")
 
 
 def make_policy_fns(network):
@@ -206,13 +231,29 @@ def make_policy_fns(network):
 
     def act(params, observation, key, state, first):
         if hasattr(network, "policy"):
-            logits = network.apply(params, observation, method="policy")
+            policy = network.apply(params, observation, method="policy")
         else:
-            logits, _ = network.apply(params, observation)
-        action = jax.random.categorical(key, logits).astype(jnp.int32)
-        return action, {"logits": logits}, state
+            policy, _ = network.apply(params, observation)
+        return *sample_policy(policy, key), state
 
     return {"init": init, "act": act, "initial_state": no_state}
+
+
+def sample_policy(policy, key):
+    """``(action, extras)`` sampled from a policy head's outputs (:class:`~podracer.networks.PolicyHead`): a softmax
+    over logits (int32 action, extras ``{"logits"}``), or a Gaussian (float32 action, unclipped: the environment
+    wrappers clip it to [-1, 1] and rescale it to the bounds; extras ``{"mean", "log_std"}``)."""
+    if isinstance(policy, dict):
+        noise = jax.random.normal(key, policy["mean"].shape, policy["mean"].dtype)
+        return policy["mean"] + jnp.exp(policy["log_std"]) * noise, dict(policy)
+    return jax.random.categorical(key, policy).astype(jnp.int32), {"logits": policy}
+
+
+def behaviour_policy(extras):
+    """The acting policy's outputs kept in a trajectory's ``extras``: the logits, or the Gaussian's mean and log_std."""
+    if "logits" in extras:
+        return extras["logits"]
+    return {"mean": extras["mean"], "log_std": extras["log_std"]}
 
 
 def make_recurrent_fns(network, choose=None):
@@ -230,8 +271,8 @@ def make_recurrent_fns(network, choose=None):
         return network.init(key, observation, jnp.ones((batch,), bool), initial_state(batch))
 
     def sample(outputs, key):
-        logits, _ = outputs
-        return jax.random.categorical(key, logits).astype(jnp.int32), {"logits": logits}
+        policy, _ = outputs
+        return sample_policy(policy, key)
 
     choose = choose or sample
 
@@ -279,8 +320,17 @@ def masked_mean(x: chex.Array, mask: chex.Array) -> chex.Array:
     return jnp.mean(x * mask)
 
 
-def policy_terms(logits: chex.Array, actions: chex.Array):
-    """Log-probabilities of ``actions`` and the entropy of the softmax policy."""
+def policy_terms(policy, actions: chex.Array):
+    """Log-probabilities of ``actions`` and the entropy of the policy: a softmax over logits ``[..., A]``, or a
+    diagonal Gaussian ``{"mean", "log_std"}`` (``[..., size]`` each) over the unclipped actions ``[..., size]``
+    (the clip to the bounds belongs to the environment, so these are the sampled actions' own probabilities)."""
+    if isinstance(policy, dict):
+        mean, log_std = policy["mean"], policy["log_std"]
+        z = (actions - mean) * jnp.exp(-log_std)
+        log_prob = jnp.sum(-0.5 * jnp.square(z) - log_std - 0.5 * jnp.log(2 * jnp.pi), axis=-1)
+        entropy = jnp.sum(log_std + 0.5 * (1.0 + jnp.log(2 * jnp.pi)), axis=-1)
+        return log_prob, entropy
+    logits = policy
     log_pi = jax.nn.log_softmax(logits)
     log_prob = jnp.take_along_axis(log_pi, actions[..., None].astype(jnp.int32), axis=-1)[..., 0]
     entropy = -jnp.sum(jnp.exp(log_pi) * log_pi, axis=-1)
@@ -288,4 +338,5 @@ def policy_terms(logits: chex.Array, actions: chex.Array):
 
 
 __all__ = ["Agent", "CORES", "ReplaySpec", "START_STATE", "Transitions", "check_hyperparameters", "flag", "first_flags", "no_state", "split_start_state",
-           "make_network", "make_policy_fns", "make_recurrent_fns", "make_torso", "unroll_trajectory", "masked_mean", "policy_terms", "transitions"]
+           "make_network", "make_policy_fns", "action_size", "behaviour_policy", "greedy_action", "require_actions",
+           "sample_policy", "make_recurrent_fns", "make_torso", "unroll_trajectory", "masked_mean", "policy_terms", "transitions"]

@@ -16,7 +16,8 @@ import math
 import jax
 import jax.numpy as jnp
 
-from podracer.agents.base import Agent, ReplaySpec, check_hyperparameters, transitions
+from podracer.agents.base import Agent, ReplaySpec, check_hyperparameters, require_actions, transitions
+from podracer.envs.base import image_layout
 from podracer.networks import QNetwork, TorsoName
 from podracer.types import EnvSpec, Trajectory
 
@@ -118,7 +119,9 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig()) -> Agent:
     """Double DQN with n-step returns and (prioritized) replay; see the module docstring."""
     import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
 
-    network = QNetwork(spec.num_actions, len(spec.observation.shape), config.hidden_sizes, torso=config.torso)
+    require_actions(spec, "dqn", continuous=False)
+    network = QNetwork(spec.num_actions, len(spec.observation.shape), config.hidden_sizes, torso=config.torso,
+                       image=image_layout(spec), obs_shape=tuple(spec.observation.shape))
 
     def init(key, observation):
         return network.init(key, observation)

@@ -7,7 +7,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from podracer.agents.base import Agent, CoreName, check_hyperparameters, make_network, make_policy_fns, masked_mean, policy_terms, transitions, unroll_trajectory
+from podracer.agents.base import Agent, CoreName, check_hyperparameters, make_network, require_actions, make_policy_fns, masked_mean, policy_terms, transitions, unroll_trajectory
 from podracer.networks import TorsoName
 from podracer.types import EnvSpec, Trajectory
 
@@ -38,6 +38,7 @@ def make_impala(spec: EnvSpec, config: IMPALAConfig = IMPALAConfig()) -> Agent:
     """IMPALA: one gradient step per trajectory; V-trace corrects for the actors' older policy."""
     import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
 
+    require_actions(spec, "impala", continuous=False)
     network = make_network(spec, config)
     fns = make_policy_fns(network)
 

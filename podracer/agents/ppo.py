@@ -9,7 +9,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from podracer.agents.base import Agent, check_hyperparameters, make_network, make_policy_fns, masked_mean, policy_terms, transitions
+from podracer.agents.base import Agent, behaviour_policy, check_hyperparameters, make_network, make_policy_fns, masked_mean, policy_terms, transitions
 from podracer.networks import TorsoName
 from podracer.types import EnvSpec, Trajectory
 
@@ -40,7 +40,7 @@ class PPOBatch(NamedTuple):
     """Flattened samples ``[N]`` (N = T x B) with their fixed targets."""
 
     observation: chex.ArrayTree  # o_t
-    action: chex.Array  # int32: a_t
+    action: chex.Array  # a_t: int32, or float32 [size] for continuous actions
     behaviour_log_prob: chex.Array  # float32: log mu(a_t | o_t) of the acting policy
     advantage: chex.Array  # float32: GAE at t
     value_target: chex.Array  # float32: advantage + v(o_t)
@@ -61,7 +61,8 @@ def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig()) -> Agent:
         tr = transitions(trajectory, config.discount)
         advantage = gae(tr.r_t, tr.discount_t, config.gae_lambda * tr.continues_t, values)
         actions = trajectory.action[:-1]
-        behaviour_log_prob, _ = policy_terms(trajectory.extras["logits"][:-1], actions)
+        behaviour = jax.tree.map(lambda x: x[:-1], behaviour_policy(trajectory.extras))
+        behaviour_log_prob, _ = policy_terms(behaviour, actions)
         batch = PPOBatch(
             observation=jax.tree.map(lambda x: x[:-1], observation),
             action=actions,
@@ -75,8 +76,8 @@ def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig()) -> Agent:
 
     def loss(params, batch: PPOBatch, key):
         del key
-        logits, values = network.apply(params, batch.observation)
-        log_prob, entropy = policy_terms(logits, batch.action)
+        policy, values = network.apply(params, batch.observation)
+        log_prob, entropy = policy_terms(policy, batch.action)
         advantage = batch.advantage
         if config.normalize_advantages:
             count = jnp.maximum(jnp.sum(batch.mask), 1.0)

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from podracer import replay as replay_lib
-from podracer.agents.base import Agent, check_hyperparameters, first_flags, make_recurrent_fns, make_torso
+from podracer.agents.base import Agent, check_hyperparameters, first_flags, make_recurrent_fns, make_torso, require_actions
 from podracer.agents.dqn import check_replay_sizes, epsilon_greedy, n_step_targets, replay_spec
 from podracer.networks import RecurrentNetwork, TorsoName
 from podracer.types import EnvSpec, TimeStep, Trajectory
@@ -60,6 +60,7 @@ def make_r2d2(spec: EnvSpec, config: R2D2Config = R2D2Config()) -> Agent:
     """R2D2; see the module docstring. Sequences are the learner's trajectories (``--rollout-length`` + 1 steps)."""
     import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
 
+    require_actions(spec, "r2d2", continuous=False)
     torso = make_torso(spec, config.torso, config.hidden_sizes, "relu")
     network = RecurrentNetwork(spec.num_actions, torso, config.core_size, heads="q")
 

@@ -13,7 +13,7 @@ import chex
 import jax
 import numpy as np
 
-from podracer.types import EnvSpec, EpisodeStats, TimeStep  # noqa: F401 (EnvSpec: re-exported)
+from podracer.types import Box, EnvSpec, EpisodeStats, ImageLayout, TimeStep  # noqa: F401 (re-exported)
 
 State = Any
 
@@ -59,8 +59,69 @@ class HostEnv(Protocol):
 
 
 def observation_rank(spec: EnvSpec) -> int:
-    """Axes of one observation: 3 for stacked frames, 1 for vectors; structured (dict) observations count as 1."""
+    """Axes of one observation: 3 for images, 1 for vectors; structured (dict) observations count as 1."""
     return 1 if isinstance(spec.observation, dict) else len(spec.observation.shape)
+
+
+def image_layout(spec: EnvSpec) -> ImageLayout | None:
+    """The layout of ``spec``'s image observations (``None`` for vectors and dicts).
+
+    Rank-3 observations need ``spec.image``, except uint8 ones without it, which are
+    envpool's stacked Atari frames ``[C, H, W]``; anything else is refused rather than
+    guessed at.
+    """
+    if isinstance(spec.observation, dict):
+        return None
+    shape, image = tuple(spec.observation.shape), spec.image
+    if image is not None:
+        if len(shape) != 3 or image.channel_axis not in (-1, -3) or not (np.isfinite(image.high - image.low) and image.high > image.low):
+            raise ValueError(f"EnvSpec.image {image} does not fit observations of shape {shape}: images have rank 3, "
+                             "channel_axis -1 or -3, and finite bounds high > low.")
+        return image
+    if len(shape) != 3:
+        return None
+    if spec.observation.dtype == np.uint8:
+        return ImageLayout(channel_axis=-3, low=0.0, high=255.0)
+    raise ValueError(f"Observations of shape {shape} ({np.dtype(spec.observation.dtype).name}) have rank 3, but the "
+                     "environment spec does not say how: give EnvSpec(image=ImageLayout(channel_axis, low, high)).")
+
+
+def action_shape(spec: EnvSpec) -> tuple[int, ...]:
+    """The shape of one action: ``()`` for discrete actions, ``(size,)`` for a continuous box."""
+    return (spec.box.size,) if spec.continuous else ()
+
+
+def action_dtype(spec: EnvSpec):
+    """int32 for discrete actions, float32 for continuous ones."""
+    return np.float32 if spec.continuous else np.int32
+
+
+def to_box(box: Box, action):
+    """An agent's continuous action (each entry meant for [-1, 1]; clipped there) rescaled to ``box``'s bounds.
+    numpy in, numpy out; JAX arrays in, JAX arrays out."""
+    xp = np if isinstance(action, np.ndarray) else jax.numpy
+    low, high = xp.asarray(box.low, xp.float32), xp.asarray(box.high, xp.float32)
+    return low + (xp.clip(action, -1.0, 1.0) + 1.0) * (0.5 * (high - low))
+
+
+def actions_of(space, env: str) -> dict:
+    """``EnvSpec`` fields for a gymnasium action space (``Discrete`` or a bounded 1-D ``Box``) of ``--env env``."""
+    if hasattr(space, "n") and np.ndim(space.n) == 0:
+        return {"num_actions": int(space.n)}
+    low, high = (np.asarray(getattr(space, bound, np.nan), np.float64) for bound in ("low", "high"))
+    if low.ndim != 1 or not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+        raise ValueError(f"--env {env} has actions of {type(space).__name__} {getattr(space, 'shape', '')}; podracer takes "
+                         "discrete actions and continuous vectors with finite bounds.")
+    return {"box": Box(tuple(map(float, low)), tuple(map(float, high)))}
+
+
+def host_action(spec: EnvSpec, action, num_envs: int) -> np.ndarray:
+    """``num_envs`` actions as a host batch takes them: int32 ``[B]``, or float32 ``[B, size]`` rescaled to the box."""
+    action = np.asarray(action, action_dtype(spec))
+    expected = (num_envs, *action_shape(spec))
+    if action.shape != expected:
+        raise ValueError(f"Expected actions of shape {expected}, got {action.shape}.")
+    return to_box(spec.box, action) if spec.continuous else action
 
 
 def example_observation(spec: EnvSpec, batch: int = 1) -> chex.ArrayTree:

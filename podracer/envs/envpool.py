@@ -15,7 +15,7 @@ import warnings
 import jax
 import numpy as np
 
-from podracer.envs.base import EnvSpec, HostEpisodes
+from podracer.envs.base import EnvSpec, HostEpisodes, actions_of, host_action
 from podracer.types import TimeStep
 
 SHORT_NAMES = {
@@ -107,7 +107,7 @@ class EnvpoolEnv:
             self._pool = envpool.make(self.task_id, env_type="gymnasium", **kwargs)
         self.clip_rewards = clip_rewards and self.atari
         space = self._pool.observation_space
-        self._spec = EnvSpec(jax.ShapeDtypeStruct(space.shape, space.dtype), int(self._pool.action_space.n))
+        self._spec = EnvSpec(jax.ShapeDtypeStruct(space.shape, space.dtype), **actions_of(self._pool.action_space, self.task_id))
         self._all = np.arange(num_envs, dtype=np.int32)
         self._episodes = HostEpisodes(num_envs)
         self.stats = self._episodes.stats
@@ -122,8 +122,9 @@ class EnvpoolEnv:
         return TimeStep(observation, np.zeros(n, np.float32), np.ones(n, np.float32), np.zeros(n, bool))
 
     def send(self, action: np.ndarray) -> None:
-        """Starts a step of every environment with ``action`` (int32 ``[num_envs]``)."""
-        self._pool.send(np.asarray(action, np.int32), self._all)
+        """Starts a step of every environment with ``action`` (int32 ``[num_envs]``, or float32 ``[num_envs, size]``
+        for continuous actions, rescaled from [-1, 1] to the bounds)."""
+        self._pool.send(host_action(self._spec, action, self.num_envs), self._all)
 
     def recv(self) -> TimeStep:
         """Waits for the step started by :meth:`send`."""

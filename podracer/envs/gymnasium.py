@@ -19,7 +19,7 @@ import warnings
 import jax
 import numpy as np
 
-from podracer.envs.base import EnvSpec, HostEpisodes
+from podracer.envs.base import EnvSpec, HostEpisodes, ImageLayout, actions_of, host_action
 from podracer.types import TimeStep
 
 PREFIX = "gymnasium:"
@@ -46,14 +46,16 @@ class GymnasiumEnv:
                                                 vector_kwargs=vector_kwargs, **kwargs)
         except gymnasium.error.Error as error:
             raise ValueError(f"--env {self.task_id}: {error}") from None
-        action_space = self._envs.single_action_space
-        if not isinstance(action_space, gymnasium.spaces.Discrete):
+        action_space, space = self._envs.single_action_space, self._envs.single_observation_space
+        try:
+            actions = actions_of(action_space, self.task_id)
+        except ValueError:
             self._envs.close()
-            raise ValueError(f"--env {self.task_id} has actions of {type(action_space).__name__}; podracer's agents "
-                             "take discrete actions only.")
-        space = self._envs.single_observation_space
-        self._spec = EnvSpec(jax.ShapeDtypeStruct(space.shape, space.dtype), int(action_space.n))
-        self._start = int(action_space.start)
+            raise
+        # gymnasium's images are [H, W, C]; their value range is the space's
+        image = ImageLayout(-1, float(np.min(space.low)), float(np.max(space.high))) if len(space.shape) == 3 else None
+        self._spec = EnvSpec(jax.ShapeDtypeStruct(space.shape, space.dtype), image=image, **actions)
+        self._start = int(getattr(action_space, "start", 0))
         self._seed = seed
         self._action = None
         self._episodes = HostEpisodes(num_envs)
@@ -72,8 +74,10 @@ class GymnasiumEnv:
         return np.asarray(observation, self._spec.observation.dtype)
 
     def send(self, action: np.ndarray) -> None:
-        """Starts a step of every environment with ``action`` (int ``[num_envs]``, 0 ... n - 1)."""
-        action = np.asarray(action, np.int64) + self._start
+        """Starts a step of every environment with ``action`` (int ``[num_envs]``, 0 ... n - 1; or float32
+        ``[num_envs, size]`` for continuous actions, rescaled from [-1, 1] to the bounds)."""
+        action = host_action(self._spec, action, self.num_envs)
+        action = action if self._spec.continuous else action.astype(np.int64) + self._start
         if hasattr(self._envs, "step_async"):
             self._envs.step_async(action)
         else:

@@ -17,13 +17,15 @@ of their arguments.
 from __future__ import annotations
 
 import importlib.util
+from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 import chex
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from podracer.envs.base import first_timestep
+from podracer.envs.base import ImageLayout, actions_of, first_timestep, image_layout
 from podracer.types import EnvSpec, TimeStep
 
 EXTRA = "gymnax"
@@ -54,7 +56,8 @@ def make(name: str, **kwargs) -> "GymnaxEnv":
 
 
 class GymnaxEnv:
-    """``gymnax.make(name, **kwargs)`` behind podracer's environment protocol (discrete actions, vector observations)."""
+    """``gymnax.make(name, **kwargs)`` behind podracer's environment protocol: discrete or continuous (box) actions;
+    vector, grid and channels-last board observations (as float32; a board's layout and value range in the spec)."""
 
     def __init__(self, name: str, *, env=None, params=None, **kwargs):
         if env is None:
@@ -74,15 +77,24 @@ class GymnaxEnv:
 
     def _make_spec(self) -> EnvSpec:
         space = self.env.action_space(self.params)
-        if not hasattr(space, "n"):
-            raise ValueError(f"gymnax:{self.name} has continuous actions ({type(space).__name__}); podracer's agents "
-                             "take discrete actions only.")
+        if hasattr(space, "n"):
+            actions = {"num_actions": int(space.n)}
+        else:  # a Box: gymnax gives scalar or per-entry bounds
+            shape = tuple(space.shape)
+            low, high = (np.broadcast_to(np.asarray(bound, np.float64), shape) for bound in (space.low, space.high))
+            actions = actions_of(SimpleNamespace(low=low, high=high), f"gymnax:{self.name}")
         observation = jax.eval_shape(lambda key: self.env.reset_env(key, self.params)[0], jax.random.key(0))
-        if len(observation.shape) != 1:
-            board = " (a channels-last board)" if len(observation.shape) == 3 else ""
-            raise ValueError(f"gymnax:{self.name} has observations of shape {tuple(observation.shape)}{board}; podracer's "
-                             "torsos take vectors and stacked [C, H, W] uint8 frames only.")
-        return EnvSpec(jax.ShapeDtypeStruct(observation.shape, jnp.float32), num_actions=int(space.n))
+        image = None
+        if len(observation.shape) == 3:  # gymnax's boards (MinAtar) are channels-last
+            space = self.env.observation_space(self.params)
+            low, high = float(np.min(space.low)), float(np.max(space.high))
+            image = ImageLayout(channel_axis=-1, low=low, high=high)
+        elif len(observation.shape) > 3:
+            raise ValueError(f"gymnax:{self.name} has observations of shape {tuple(observation.shape)}; podracer takes "
+                             "vectors, grids (flattened) and rank-3 images.")
+        spec = EnvSpec(jax.ShapeDtypeStruct(observation.shape, jnp.float32), image=image, **actions)
+        image_layout(spec)  # an image without finite bounds is refused here, naming the environment's spec
+        return spec
 
     def spec(self) -> EnvSpec:
         if self._spec is None:

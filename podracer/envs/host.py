@@ -12,7 +12,7 @@ import jax
 import numpy as np
 
 from podracer import parallel
-from podracer.envs.base import EnvSpec, Environment
+from podracer.envs.base import EnvSpec, Environment, action_dtype, action_shape
 from podracer.envs.wrappers import wrap
 from podracer.types import TimeStep
 
@@ -51,9 +51,9 @@ class JaxHostEnv:
         return self._host(timestep)
 
     def send(self, action: np.ndarray) -> None:
-        action = np.asarray(action, np.int32)
-        if action.shape != (self.num_envs,):
-            raise ValueError(f"Expected {self.num_envs} actions, got shape {action.shape}.")
+        action = np.asarray(action, action_dtype(self._spec))  # the wrapped environment rescales continuous ones
+        if action.shape != (self.num_envs, *action_shape(self._spec)):
+            raise ValueError(f"Expected actions of shape {(self.num_envs, *action_shape(self._spec))}, got {action.shape}.")
         self._action = parallel.put_on(action, self._device)
 
     def recv(self) -> TimeStep:

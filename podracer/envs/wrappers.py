@@ -8,7 +8,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from podracer.envs.base import EnvSpec, Environment, State
+from podracer.envs.base import EnvSpec, Environment, State, to_box
 from podracer.types import EpisodeStats, TimeStep
 
 
@@ -82,6 +82,24 @@ class EpisodeStatistics:
         return EpisodeStatsState(env_state, stats, timestep.last), timestep
 
 
+class BoxActions:
+    """Continuous actions as agents give them (each entry meant for [-1, 1]) clipped there and rescaled to the
+    environment's bounds (:func:`~podracer.envs.base.to_box`)."""
+
+    def __init__(self, env: Environment):
+        self.env = env
+        self.box = env.spec().box
+
+    def spec(self) -> EnvSpec:
+        return self.env.spec()
+
+    def reset(self, key: chex.PRNGKey):
+        return self.env.reset(key)
+
+    def step(self, state, action: chex.Array):
+        return self.env.step(state, to_box(self.box, action))
+
+
 def wrap(env: Environment) -> EpisodeStatistics:
-    """An endless, statistics-keeping version of ``env``: what Anakin steps."""
-    return EpisodeStatistics(AutoReset(env))
+    """An endless, statistics-keeping version of ``env`` (continuous actions rescaled to its box): what Anakin steps."""
+    return EpisodeStatistics(AutoReset(BoxActions(env) if env.spec().continuous else env))

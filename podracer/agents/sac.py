@@ -1,0 +1,166 @@
+"""Soft actor-critic (Haarnoja et al., 2018): twin Q critics, target critics, entropy temperature tuned.
+
+Continuous actions only. The actor is a tanh-squashed Gaussian: it acts in (-1, 1) per
+entry, which the environment wrappers rescale to the action bounds
+(:func:`podracer.envs.base.to_box`); its log-probabilities include the squashing's
+Jacobian. The learner is the replay learner that DQN uses
+(:func:`podracer.learner.make_replay_learner_step`): it stores the one-step transitions
+of every trajectory it receives and takes gradient steps as often as the replay ratio
+allows, moving the target network by Polyak averaging after each.
+
+One parameter tree holds the actor, both critics and ``log_alpha``; one loss sums the
+critic, actor and temperature terms, each seeing the others' parameters through
+``stop_gradient``, so a single Adam (per-parameter, no global-norm clip by default)
+takes exactly the three separate updates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from podracer.agents.base import Agent, ReplaySpec, action_size, check_hyperparameters, require_actions
+from podracer.agents.dqn import check_replay_sizes, n_step_targets
+from podracer.networks import MLP
+from podracer.types import EnvSpec, Trajectory
+
+LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0  # the actor's log standard deviation is squashed into this range
+
+
+@dataclasses.dataclass(frozen=True)
+class SACConfig:
+    """Soft actor-critic with twin critics, target critics and a tuned entropy temperature."""
+
+    learning_rate: float = 3e-4  # Adam learning rate (actor, critics and temperature)
+    max_grad_norm: float | None = None  # global gradient-norm clip; None: none
+    discount: float = 0.99  # discount gamma
+    hidden_sizes: tuple[int, ...] = (256, 256)  # hidden layer sizes of the actor's and each critic's MLP
+    initial_alpha: float = 1.0  # entropy temperature at the start
+    target_entropy_scale: float = 1.0  # target entropy = -scale x action entries
+    replay_capacity: int = 100_000  # items per replay shard (one shard per learner device)
+    batch_size: int = 256  # items per gradient step, per learner device
+    replay_ratio: float = 32.0  # items learned from per item inserted, held by a rate limiter
+    min_replay_size: int = 1_000  # items inserted before learning starts (per shard)
+    target_tau: float = 0.005  # Polyak averaging of the target critics, each gradient step
+
+    def __post_init__(self):
+        check_hyperparameters(self)
+        check_replay_sizes(self)
+        if not self.initial_alpha > 0:
+            raise ValueError(f"--initial-alpha must be > 0, got {self.initial_alpha}.")
+        if self.target_entropy_scale < 0:
+            raise ValueError(f"--target-entropy-scale must be >= 0, got {self.target_entropy_scale}.")
+
+
+class SquashedGaussianActor(nn.Module):
+    """A Gaussian's mean and log standard deviation (both depend on the state) from flattened observations."""
+
+    action_size: int
+    hidden_sizes: Sequence[int]
+
+    @nn.compact
+    def __call__(self, x):
+        h = MLP(self.hidden_sizes, "relu")(x)
+        mean = nn.Dense(self.action_size)(h)
+        log_std = nn.Dense(self.action_size)(h)
+        log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (jnp.tanh(log_std) + 1.0)
+        return mean, log_std
+
+
+class TwinCritic(nn.Module):
+    """Two independent Q networks on ``concat(observation, action)``: values ``[2, N]``."""
+
+    hidden_sizes: Sequence[int]
+
+    @nn.compact
+    def __call__(self, x, action):
+        xa = jnp.concatenate([x, action], axis=-1)
+        return jnp.stack([nn.Dense(1)(MLP(self.hidden_sizes, "relu")(xa))[..., 0] for _ in range(2)])
+
+
+def squashed_sample(mean, log_std, key):
+    """``(action, log_prob)``: ``tanh(u)`` with ``u ~ N(mean, exp(log_std))``, and its log-density (the Gaussian's at
+    ``u`` minus ``sum log(1 - tanh(u)^2)``, written stably as ``2 (log 2 - u - softplus(-2 u))``)."""
+    u = mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape, mean.dtype)
+    gaussian = -0.5 * jnp.square((u - mean) * jnp.exp(-log_std)) - log_std - 0.5 * jnp.log(2 * jnp.pi)
+    correction = 2.0 * (jnp.log(2.0) - u - jax.nn.softplus(-2.0 * u))
+    return jnp.tanh(u), jnp.sum(gaussian - correction, axis=-1)
+
+
+def make_sac(spec: EnvSpec, config: SACConfig = SACConfig()) -> Agent:
+    """SAC; see the module docstring."""
+    require_actions(spec, "sac", continuous=True)
+    if isinstance(spec.observation, dict) or len(spec.observation.shape) == 3:
+        raise ValueError("--agent sac takes vector observations; this environment's are images or structured.")
+    size = action_size(spec)
+    actor, critic = SquashedGaussianActor(size, config.hidden_sizes), TwinCritic(config.hidden_sizes)
+    target_entropy = -config.target_entropy_scale * size
+    obs_rank = len(spec.observation.shape)
+
+    def flatten(observation):
+        batch_shape = observation.shape[: observation.ndim - obs_rank]
+        return jnp.reshape(observation, (math.prod(batch_shape), -1)).astype(jnp.float32), batch_shape
+
+    def init(key, observation):
+        x, _ = flatten(observation)
+        actor_key, critic_key = jax.random.split(key)
+        return {"actor": actor.init(actor_key, x), "critic": critic.init(critic_key, x, jnp.zeros((x.shape[0], size))),
+                "log_alpha": jnp.asarray(math.log(config.initial_alpha), jnp.float32)}
+
+    def act(params, observation, key, state, first):
+        x, batch_shape = flatten(observation)
+        mean, log_std = actor.apply(params["actor"], x)
+        action, _ = squashed_sample(mean, log_std, key)
+        return action.reshape(*batch_shape, size), {"greedy": jnp.tanh(mean).reshape(*batch_shape, size)}, state
+
+    def make_items(trajectory: Trajectory):
+        reward, discount, index, mask = n_step_targets(trajectory, 1, config.discount)
+        observation = trajectory.timestep.observation
+        t_len, batch = reward.shape
+        items = {
+            "observation": observation[:-1],
+            "action": trajectory.action[:-1],
+            "reward": reward,
+            "discount": discount,
+            "next_observation": observation[index, jnp.arange(batch)[None, :]],
+            "valid": mask,
+        }
+        flat = jax.tree.map(lambda x: x.reshape(t_len * batch, *x.shape[2:]), items)
+        return flat, mask.reshape(-1) > 0
+
+    def loss(params, target_params, batch, weights, key):
+        del weights  # uniform replay
+        next_key, pi_key = jax.random.split(key)
+        x, _ = flatten(batch["observation"])
+        x_next, _ = flatten(batch["next_observation"])
+        valid = batch["valid"].astype(jnp.float32)
+        alpha = jnp.exp(params["log_alpha"])
+        sg = jax.lax.stop_gradient
+        # Critics: soft Bellman targets from the target critics and the current actor.
+        mean, log_std = actor.apply(sg(params["actor"]), x_next)
+        next_action, next_log_prob = squashed_sample(mean, log_std, next_key)
+        q_next = jnp.min(critic.apply(target_params["critic"], x_next, next_action), axis=0)
+        target = sg(batch["reward"] + batch["discount"] * (q_next - sg(alpha) * next_log_prob))
+        q = critic.apply(params["critic"], x, batch["action"])
+        critic_loss = jnp.mean(valid * jnp.sum(jnp.square(q - target[None]), axis=0)) * 0.5
+        # Actor: the reparameterized action against the critics, held fixed.
+        mean, log_std = actor.apply(params["actor"], x)
+        action, log_prob = squashed_sample(mean, log_std, pi_key)
+        q_pi = jnp.min(critic.apply(sg(params["critic"]), x, action), axis=0)
+        actor_loss = jnp.mean(valid * (sg(alpha) * log_prob - q_pi))
+        # Temperature: towards the target entropy.
+        alpha_loss = -jnp.mean(valid * params["log_alpha"] * sg(log_prob + target_entropy))
+        total = critic_loss + actor_loss + alpha_loss
+        metrics = {"loss": total, "critic_loss": critic_loss, "actor_loss": actor_loss, "alpha": alpha,
+                   "entropy": -jnp.mean(valid * log_prob), "q_value": jnp.mean(valid * q[0])}
+        return total, (metrics, jnp.zeros_like(valid))
+
+    replay = ReplaySpec(make_items=make_items, loss=loss, capacity=config.replay_capacity,
+                        batch_size=config.batch_size, replay_ratio=config.replay_ratio,
+                        min_size=config.min_replay_size, prioritized=False, target_tau=config.target_tau)
+    return Agent(init=init, act=act, loss=None, replay=replay)
