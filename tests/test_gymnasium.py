@@ -90,10 +90,33 @@ def test_an_environment_of_your_own_registered_by_entry_point(tmp_path, monkeypa
     del sys.modules["corridor_envs"]
 
 
+def test_continuous_actions_are_rescaled_from_the_agents_range_to_the_bounds():
+    import gymnasium
+
+    from podracer.types import Box
+
+    env = envs.make_host("gymnasium:Pendulum-v1", 2, seed=3)
+    assert env.spec().box == Box((-2.0,), (2.0,)) and env.spec().num_actions == 0
+    reference = gymnasium.make("Pendulum-v1")
+    observation, _ = reference.reset(seed=3)
+    np.testing.assert_allclose(env.reset().observation[0], observation, rtol=1e-6)
+    # The agent's 0.5 is a torque of 1.0 (bounds -2 ... 2); its 7.0 is clipped to the largest torque, 2.0.
+    for agent_action, torque in ((0.5, 1.0), (7.0, 2.0)):
+        timestep = env.step(np.array([[agent_action], [0.0]], np.float32))
+        observation, reward, *_ = reference.step(np.array([torque], np.float32))
+        np.testing.assert_allclose(timestep.observation[0], observation, rtol=1e-5)
+        np.testing.assert_allclose(timestep.reward[0], reward, rtol=1e-5)
+    with pytest.raises(ValueError, match=r"^Expected actions of shape \(2, 1\), got \(2,\)\.$"):
+        env.send(np.zeros(2, np.float32))
+    env.close()
+
+
 def test_what_does_not_fit_is_one_clear_line():
-    with pytest.raises(ValueError, match=r"^--env gymnasium:Pendulum-v1 has actions of Box; podracer's agents take "
-                                         r"discrete actions only\.$"):
-        envs.make_host("gymnasium:Pendulum-v1", 2)
+    import gymnasium
+
+    with pytest.raises(ValueError, match=r"^--env gymnasium:X has actions of MultiDiscrete \(2,\); podracer takes "
+                                         r"discrete actions and continuous vectors with finite bounds\.$"):
+        envs.base.actions_of(gymnasium.spaces.MultiDiscrete([2, 3]), "gymnasium:X")
     with pytest.raises(ValueError, match=r"^--env gymnasium:NoSuchTask-v0: .*NoSuchTask"):
         envs.make_host("gymnasium:NoSuchTask-v0", 2)
 

@@ -107,7 +107,9 @@ class EnvpoolEnv:
             self._pool = envpool.make(self.task_id, env_type="gymnasium", **kwargs)
         self.clip_rewards = clip_rewards and self.atari
         space = self._pool.observation_space
-        self._spec = EnvSpec(jax.ShapeDtypeStruct(space.shape, space.dtype), **actions_of(self._pool.action_space, self.task_id))
+        # float64 observations (MuJoCo's) arrive as float32: JAX computes in 32 bits
+        self._dtype = np.float32 if space.dtype == np.float64 else space.dtype
+        self._spec = EnvSpec(jax.ShapeDtypeStruct(space.shape, self._dtype), **actions_of(self._pool.action_space, self.task_id))
         self._all = np.arange(num_envs, dtype=np.int32)
         self._episodes = HostEpisodes(num_envs)
         self.stats = self._episodes.stats
@@ -119,7 +121,8 @@ class EnvpoolEnv:
         observation, _ = self._pool.reset()
         self.stats = self._episodes.reset()
         n = self.num_envs
-        return TimeStep(observation, np.zeros(n, np.float32), np.ones(n, np.float32), np.zeros(n, bool))
+        return TimeStep(np.asarray(observation, self._dtype), np.zeros(n, np.float32), np.ones(n, np.float32),
+                        np.zeros(n, bool))
 
     def send(self, action: np.ndarray) -> None:
         """Starts a step of every environment with ``action`` (int32 ``[num_envs]``, or float32 ``[num_envs, size]``
@@ -138,7 +141,7 @@ class EnvpoolEnv:
         self.stats = self._episodes.update(raw, last)
         reward = np.clip(reward, -1.0, 1.0) if self.clip_rewards else reward
         return TimeStep(
-            observation=observation,
+            observation=np.asarray(observation, self._dtype),
             reward=np.asarray(reward, np.float32),
             discount=np.where(terminated, 0.0, 1.0).astype(np.float32),
             last=last,

@@ -1,0 +1,169 @@
+"""Action spaces and observation layouts: Gaussian policies, SAC, boxes, boards."""
+
+import distrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from podracer import agents, anakin, envs, networks
+from podracer.agents.base import greedy_action, policy_terms
+from podracer.agents.sac import squashed_sample
+from podracer.envs.base import image_layout, to_box
+from podracer.learner import make_optimizer
+from podracer.types import Box, EnvSpec, ImageLayout
+
+gymnax = pytest.importorskip("gymnax")
+
+VECTOR_BOX = EnvSpec(jax.ShapeDtypeStruct((3,), jnp.float32), box=Box((-2.0, 0.0), (2.0, 1.0)))
+
+
+def test_gaussian_log_probabilities_and_entropy_match_a_reference_distribution():
+    rng = np.random.default_rng(0)
+    mean, log_std = rng.normal(size=(5, 3)).astype(np.float32), rng.normal(size=(5, 3)).astype(np.float32) * 0.5
+    actions = rng.normal(size=(5, 3)).astype(np.float32) * 2
+    log_prob, entropy = policy_terms({"mean": jnp.asarray(mean), "log_std": jnp.asarray(log_std)}, jnp.asarray(actions))
+    reference = distrax.MultivariateNormalDiag(mean, np.exp(log_std))
+    np.testing.assert_allclose(log_prob, reference.log_prob(actions), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(entropy, reference.entropy(), rtol=1e-5, atol=1e-5)
+    # The categorical branch is unchanged: log-softmax at the actions.
+    logits = rng.normal(size=(4, 6)).astype(np.float32)
+    log_prob, entropy = policy_terms(jnp.asarray(logits), jnp.arange(4))
+    np.testing.assert_allclose(log_prob, distrax.Categorical(logits=logits).log_prob(np.arange(4)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(entropy, distrax.Categorical(logits=logits).entropy(), rtol=1e-5, atol=1e-6)
+
+
+def test_squashed_gaussian_log_probabilities_match_a_reference_distribution():
+    rng = np.random.default_rng(1)
+    mean, log_std = rng.normal(size=(64, 2)).astype(np.float32), rng.normal(size=(64, 2)).astype(np.float32) * 0.5
+    action, log_prob = squashed_sample(jnp.asarray(mean), jnp.asarray(log_std), jax.random.key(0))
+    assert np.all(np.abs(action) < 1.0)
+    reference = distrax.Independent(distrax.Transformed(distrax.Normal(mean, np.exp(log_std)), distrax.Tanh()), 1)
+    np.testing.assert_allclose(log_prob, reference.log_prob(np.clip(action, -0.999999, 0.999999)), rtol=2e-3, atol=2e-3)
+
+
+def test_actions_are_rescaled_to_the_box_in_numpy_and_jax():
+    box = Box((-2.0, 0.0), (2.0, 1.0))
+    action = np.array([[-1.0, 1.0], [0.5, 0.0], [9.0, -9.0]], np.float32)
+    expected = np.array([[-2.0, 1.0], [1.0, 0.5], [2.0, 0.0]], np.float32)
+    np.testing.assert_allclose(to_box(box, action), expected)
+    np.testing.assert_allclose(jax.jit(lambda a: to_box(box, a))(jnp.asarray(action)), expected)
+    assert isinstance(to_box(box, action), np.ndarray)
+
+
+def test_the_anakin_wrapper_steps_a_continuous_environment_in_its_bounds():
+    env = envs.make("gymnax:Pendulum-v1")
+    wrapped = envs.wrap(env)
+    key = jax.random.key(2)
+    state, _ = wrapped.reset(key)
+    raw_state, _ = env.reset(jax.random.split(key)[1])
+    _, timestep = wrapped.step(state, jnp.array([0.5]))  # the agent's 0.5: a torque of 1.0
+    _, expected = env.step(raw_state, jnp.array([1.0]))
+    np.testing.assert_allclose(timestep.observation, expected.observation, rtol=1e-6)
+    np.testing.assert_allclose(timestep.reward, expected.reward, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["ppo", "a2c"])
+def test_gaussian_policy_agents_act_in_a_box(name):
+    agent = agents.make(name, VECTOR_BOX, hidden_sizes=(8,))
+    observation = jnp.zeros((5, 3))
+    params = agent.init(jax.random.key(0), observation)
+    assert params["params"]["policy_head"]["log_std"].shape == (2,)
+    action, extras, _ = agent.act(params, observation, jax.random.key(1), (), jnp.ones(5, bool))
+    assert action.shape == (5, 2) and action.dtype == jnp.float32
+    assert extras["mean"].shape == (5, 2) and extras["log_std"].shape == (5, 2)
+    # Initial standard deviation 1 around a mean near 0, and the greedy action is the mean.
+    assert 0.3 < float(jnp.std(action)) < 3.0 and greedy_action(extras) is extras["mean"]
+
+
+def test_sac_acts_inside_the_unit_box_and_its_greedy_action_is_the_squashed_mean():
+    agent = agents.make("sac", VECTOR_BOX, hidden_sizes=(8,))
+    observation = jnp.ones((7, 3))
+    params = agent.init(jax.random.key(0), observation)
+    assert set(params) == {"actor", "critic", "log_alpha"}
+    action, extras, _ = agent.act(params, observation, jax.random.key(1), (), jnp.ones(7, bool))
+    assert action.shape == (7, 2) and np.all(np.abs(action) < 1.0)
+    assert extras["greedy"].shape == (7, 2) and np.all(np.abs(greedy_action(extras)) < 1.0)
+
+
+def test_agents_refuse_actions_they_cannot_take():
+    discrete = envs.make("cartpole").spec()
+    with pytest.raises(ValueError, match=r"^--agent dqn takes discrete actions and this environment's are continuous; "
+                                         r"use a2c, ppo or sac\.$"):
+        agents.make("dqn", VECTOR_BOX)
+    for name in ("impala", "r2d2"):
+        with pytest.raises(ValueError, match=rf"^--agent {name} takes discrete actions"):
+            agents.make(name, VECTOR_BOX)
+    with pytest.raises(ValueError, match=r"^--agent sac takes continuous actions and this environment's are discrete; "
+                                         r"use a2c, dqn, impala, ppo or r2d2\.$"):
+        agents.make("sac", discrete)
+
+
+def test_image_layouts_choose_the_torso_and_nothing_is_guessed():
+    atari = EnvSpec(jax.ShapeDtypeStruct((4, 84, 84), jnp.uint8), 6)
+    board = EnvSpec(jax.ShapeDtypeStruct((10, 10, 4), jnp.float32), 3, image=ImageLayout(-1, 0.0, 1.0))
+    pixels = EnvSpec(jax.ShapeDtypeStruct((64, 64, 3), jnp.float32), 3, image=ImageLayout(-1, 0.0, 1.0))
+    assert image_layout(atari) == ImageLayout(-3, 0.0, 255.0)
+    kinds = [networks.choose_torso("auto", 3, image_layout(s), s.observation.shape) for s in (atari, board, pixels)]
+    assert kinds == ["impala", "board", "impala"]
+    assert networks.choose_torso("auto", 1) == "mlp"
+    unsaid = EnvSpec(jax.ShapeDtypeStruct((10, 10, 4), jnp.float32), 3)
+    with pytest.raises(ValueError, match=r"^Observations of shape \(10, 10, 4\) \(float32\) have rank 3, but the "
+                                         r"environment spec does not say how: give EnvSpec\(image=ImageLayout"):
+        agents.make("ppo", unsaid)
+    wrong = EnvSpec(jax.ShapeDtypeStruct((10, 4), jnp.float32), 3, image=ImageLayout(-1, 0.0, 1.0))
+    with pytest.raises(ValueError, match=r"does not fit observations of shape \(10, 4\)"):
+        agents.make("ppo", wrong)
+
+
+def test_images_are_scaled_by_their_range_and_channels_last_boards_keep_their_axes():
+    board = np.random.default_rng(0).integers(0, 2, (2, 10, 10, 4)).astype(np.float32)
+    np.testing.assert_array_equal(networks.to_nhwc(jnp.asarray(board), ImageLayout(-1, 0.0, 1.0)), board)
+    frames = np.random.default_rng(1).integers(0, 256, (2, 4, 8, 8)).astype(np.uint8)
+    np.testing.assert_allclose(networks.to_nhwc(jnp.asarray(frames)), np.transpose(frames, (0, 2, 3, 1)) / 255.0)
+
+
+def test_the_board_torso_is_a_valid_three_by_three_convolution():
+    import flax.linen as nn
+
+    x = jnp.asarray(np.random.default_rng(2).normal(size=(3, 10, 10, 4)).astype(np.float32))
+    torso = networks.BoardCNN(channels=5, hidden=7)
+    params = torso.init(jax.random.key(0), x)
+    kernel = params["params"]["Dense_0"]["kernel"].reshape(3, 3, 4, 5)  # patches are ordered (row, column, channel)
+    bias = params["params"]["Dense_0"]["bias"]
+    conv = nn.Conv(5, (3, 3), padding="VALID")
+    expected_features = conv.apply({"params": {"kernel": kernel, "bias": bias}}, x)
+    dense = params["params"]["Dense_1"]
+    expected = jax.nn.relu(jax.nn.relu(expected_features).reshape(3, -1) @ dense["kernel"] + dense["bias"])
+    np.testing.assert_allclose(torso.apply(params, x), expected, rtol=1e-5, atol=1e-5)
+
+
+def _train_seeds(env, agent, num_seeds, num_envs, rollout_length, num_updates, learning_rate):
+    optimizer = make_optimizer(learning_rate, None)
+    update = anakin.make_update(env, agent, optimizer, rollout_length=rollout_length, axis_names=())
+    multi = anakin.make_multi_update(update, num_updates)
+
+    def train(key):
+        state = anakin.init_state(env, agent, optimizer, key, num_envs, rollout_length=rollout_length)
+        return multi(state)
+
+    keys = jax.random.split(jax.random.key(0), num_seeds)
+    state, metrics = jax.jit(jax.vmap(train))(keys)
+    evaluate = anakin.make_evaluate(env, agent, 8)
+    returns = jax.jit(jax.vmap(evaluate, in_axes=(0, None)))(state.learner.params, jax.random.key(1))
+    return np.asarray(returns).mean(axis=-1)
+
+
+def test_gaussian_ppo_learns_pendulum_on_two_of_three_seeds():
+    env = envs.make("gymnax:Pendulum-v1")
+    agent = agents.make("ppo", env.spec(), discount=0.95, entropy_coef=0.0, num_epochs=10, num_minibatches=8)
+    returns = _train_seeds(env, agent, num_seeds=3, num_envs=32, rollout_length=64, num_updates=150, learning_rate=1e-3)
+    # A random policy scores about -1,200; the bar of the issue is -300, here with a margin for a short run.
+    assert (returns > -450).sum() >= 2 and returns.mean() > -700, returns
+
+
+def test_sac_learns_pendulum_on_two_of_three_seeds():
+    env = envs.make("gymnax:Pendulum-v1")
+    agent = agents.make("sac", env.spec(), hidden_sizes=(64, 64), learning_rate=1e-3, replay_ratio=32.0)
+    returns = _train_seeds(env, agent, num_seeds=3, num_envs=8, rollout_length=8, num_updates=500, learning_rate=1e-3)
+    assert (returns > -400).sum() >= 2 and returns.mean() > -700, returns
