@@ -167,3 +167,19 @@ def test_sac_learns_pendulum_on_two_of_three_seeds():
     agent = agents.make("sac", env.spec(), hidden_sizes=(64, 64), learning_rate=1e-3, replay_ratio=32.0)
     returns = _train_seeds(env, agent, num_seeds=3, num_envs=8, rollout_length=8, num_updates=500, learning_rate=1e-3)
     assert (returns > -400).sum() >= 2 and returns.mean() > -700, returns
+
+
+@pytest.mark.parametrize("agent", ["ppo", "sac"])
+def test_sebulba_trains_continuous_agents_on_host_environments(agent):
+    from podracer import experiment
+    from podracer.agents import PPOConfig, SACConfig
+    from podracer.config import SebulbaConfig
+
+    agent_config = PPOConfig() if agent == "ppo" else SACConfig(hidden_sizes=(16,), min_replay_size=256, batch_size=64)
+    result = experiment.train_sebulba(SebulbaConfig(
+        env="gymnasium:Pendulum-v1", agent=agent_config, total_env_steps=4_096, num_envs_per_actor=8, rollout_length=16,
+        actor_devices=(0,), learner_devices=(1,), log_every=8))
+    last = result.history[-1]
+    assert last["env_steps"] >= 4_096 and np.isfinite(last["episode_return"]) and -2_000 < last["episode_return"] < 0
+    if agent == "sac":
+        assert last["sgd_steps"] > 0

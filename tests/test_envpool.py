@@ -69,3 +69,19 @@ def test_pong_preprocessing_and_clipped_rewards_with_raw_returns():
     # Pong's raw points are also +-1, so the raw running return equals the sum of clipped rewards
     np.testing.assert_array_equal(env.stats.episode_return, np.sum(np.stack(np.split(rewards, 300)), axis=0))
     env.close()
+
+
+def test_mujoco_tasks_take_continuous_actions_rescaled_to_their_bounds():
+    from podracer.types import Box
+
+    env = EnvpoolEnv("HalfCheetah-v4", num_envs=3, seed=0)
+    spec = env.spec()
+    assert spec.continuous and spec.box == Box((-1.0,) * 6, (1.0,) * 6) and spec.num_actions == 0
+    assert spec.observation.shape == (17,) and spec.observation.dtype == np.float32  # float64 arrives as float32
+    ts = env.reset()
+    assert ts.observation.dtype == np.float32 and ts.observation.shape == (3, 17)
+    ts = env.step(np.full((3, 6), 0.5, np.float32))
+    assert ts.observation.dtype == np.float32 and ts.reward.shape == (3,) and not ts.last.any()
+    with pytest.raises(ValueError, match=r"^Expected actions of shape \(3, 6\), got \(3,\)\.$"):
+        env.send(np.zeros(3, np.int32))
+    env.close()
