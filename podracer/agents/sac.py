@@ -110,7 +110,7 @@ def make_sac(spec: EnvSpec, config: SACConfig = SACConfig()) -> Agent:
         x, _ = flatten(observation)
         actor_key, critic_key = jax.random.split(key)
         return {"actor": actor.init(actor_key, x), "critic": critic.init(critic_key, x, jnp.zeros((x.shape[0], size))),
-                "log_alpha": jnp.asarray(math.log(config.initial_alpha), jnp.float32)}
+                "log_alpha": jnp.log(jnp.asarray(config.initial_alpha, jnp.float32))}
 
     def act(params, observation, key, state, first):
         x, batch_shape = flatten(observation)

@@ -1,0 +1,90 @@
+"""brax environments (``brax:NAME``) as podracer :class:`~podracer.envs.base.Environment` s.
+
+The adapter steps brax's own environment (``brax.envs.get_environment``), without brax's
+training wrappers: podracer's :class:`~podracer.envs.wrappers.AutoReset` starts the next
+episode, and the adapter keeps the time limit itself. A step where brax reports ``done``
+terminates (discount 0); a step that reaches ``episode_length`` without it is a truncation
+(discount 1, so the learner bootstraps). Actions are continuous in ``[-1, 1]`` per actuator,
+as brax's tasks take them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any, NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+
+from podracer.envs.base import first_timestep
+from podracer.types import Box, EnvSpec, TimeStep
+
+EXTRA = "brax"
+
+
+class BraxState(NamedTuple):
+    env_state: Any  # brax's State (pipeline state, observation, reward, done, info)
+    t: chex.Array  # int32 []: steps taken in this episode
+
+
+def require() -> None:
+    """A one-line error naming the extra when brax is not installed."""
+    if importlib.util.find_spec("brax") is None:
+        raise ValueError(f"brax: environments need brax: pip install 'podracer[{EXTRA}]'.")
+
+
+def names() -> list[str]:
+    """brax's registered environments."""
+    require()
+    from brax import envs
+
+    return sorted(envs._envs)  # brax keeps its registry here; it has no public listing
+
+
+def make(name: str, **kwargs) -> "BraxEnv":
+    """``brax:NAME`` (:func:`podracer.envs.make` calls this)."""
+    return BraxEnv(name, **kwargs)
+
+
+class BraxEnv:
+    """``brax.envs.get_environment(name, **kwargs)`` behind podracer's environment protocol, episodes cut at
+    ``episode_length`` steps (brax's default for training, 1,000)."""
+
+    def __init__(self, name: str, *, episode_length: int = 1000, env=None, **kwargs):
+        if episode_length < 1:
+            raise ValueError(f"episode_length must be >= 1, got {episode_length}.")
+        if env is None:
+            require()
+            from brax import envs
+
+            if name not in envs._envs:
+                import difflib
+
+                close = difflib.get_close_matches(name, list(envs._envs), n=3, cutoff=0.5)
+                hint = f" Did you mean {', '.join('brax:' + c for c in close)}?" if close else ""
+                raise ValueError(f"--env brax:{name}: unknown brax environment.{hint} (--env list shows them all)")
+            env = envs.get_environment(name, **kwargs)
+        self.name, self.env, self.episode_length = name, env, episode_length
+
+    def spec(self) -> EnvSpec:
+        size = int(self.env.observation_size)
+        box = Box((-1.0,) * self.env.action_size, (1.0,) * self.env.action_size)
+        return EnvSpec(jax.ShapeDtypeStruct((size,), jnp.float32), box=box)
+
+    def reset(self, key: chex.PRNGKey) -> tuple[BraxState, TimeStep]:
+        env_state = self.env.reset(key)
+        return BraxState(env_state, jnp.zeros((), jnp.int32)), first_timestep(jnp.asarray(env_state.obs, jnp.float32))
+
+    def step(self, state: BraxState, action: chex.Array) -> tuple[BraxState, TimeStep]:
+        env_state = self.env.step(state.env_state, action)
+        t = state.t + 1
+        terminated = jnp.asarray(env_state.done) > 0
+        truncated = jnp.logical_and(t >= self.episode_length, ~terminated)
+        timestep = TimeStep(
+            observation=jnp.asarray(env_state.obs, jnp.float32),
+            reward=jnp.asarray(env_state.reward, jnp.float32),
+            discount=jnp.where(terminated, 0.0, 1.0).astype(jnp.float32),
+            last=jnp.logical_or(terminated, truncated),
+        )
+        return BraxState(env_state, t), timestep
