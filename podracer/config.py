@@ -155,7 +155,7 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
 class SebulbaConfig(RunConfig, _ChoosesAnAgent):
     """A training run in Sebulba mode: actor threads step host environments, a learner trains on their trajectories."""
 
-    env: str = "Pong"  # envpool task id or short name (Pong, Breakout, CartPole); gymnasium:ID, any registered gymnasium environment (gymnasium:CartPole-v1, gymnasium:my_package:MyTask-v0); or a JAX environment stepped on the host: jax:NAME (jax:memory, jax:catch, jax:cartpole) or SUITE:NAME (gymnax:CartPole-v1); --env list shows the JAX ones
+    env: str = "Pong"  # envpool task id or short name (Pong, Breakout, CartPole, HalfCheetah-v4); gymnasium:ID, any registered gymnasium environment (gymnasium:CartPole-v1, gymnasium:my_package:MyTask-v0); or a JAX environment stepped on the host: jax:NAME (jax:memory, jax:catch, jax:cartpole) or SUITE:NAME (gymnax:CartPole-v1, brax:ant); --env list shows the JAX ones
     agent: AgentConfig = IMPALAConfig()  # the agent and its hyper-parameters
     total_env_steps: int = 10_000_000  # environment steps to train for (all actors together)
     actor_devices: tuple[int, ...] | None = None  # indices of the local devices that act; None: device 0
