@@ -78,8 +78,9 @@ def test_four_seeds_in_one_program_solve_catch(tmp_path):
 
 
 def test_bad_command_lines_fail_with_clear_messages():
-    out = _run("--agent", "sac")
-    assert out.returncode == 2 and "invalid choice: 'sac'" in out.stderr
+    out = _run("--agent", "sac")  # Catch's actions are discrete
+    assert out.returncode == 2 and ("anakin_catch.py: error: --agent sac takes continuous actions and this "
+                                    "environment's are discrete; use a2c, dqn, impala, ppo or r2d2.") in out.stderr
     out = _run("--num-processes", "2", "--process-id", "2", "--coordinator", "127.0.0.1:1")
     assert out.returncode == 2
     assert "--process-id 2 is out of range for 2 processes (expected 0 ... 1)." in out.stderr

@@ -158,5 +158,5 @@ def test_jax_environments_serve_as_host_batches():
     done = host.step(cue.astype(np.int32))
     assert done.last.all() and np.all(done.reward == 1.0) and np.all(host.stats.episode_return == 1.0)
     assert np.all(host.step(np.zeros(4, np.int32)).reward == 0.0)  # the next episode starts
-    with pytest.raises(ValueError, match=r"Expected 4 actions, got shape \(3,\)\."):
+    with pytest.raises(ValueError, match=r"Expected actions of shape \(4,\), got \(3,\)\."):
         host.send(np.zeros(3, np.int32))

@@ -259,7 +259,7 @@ def test_cli_help_bad_layout_and_a_short_logged_run(tmp_path):
     assert out.returncode == 0
     for flag in ("--env", "--agent", "--total-env-steps", "--actor-devices", "--learner-devices", "--actor-threads",
                  "--num-envs", "--num-envs-per-actor", "--envpool-threads", "--rollout-length", "--log-dir", "--seed",
-                 "--learning-rate", "--max-grad-norm", "{a2c,dqn,impala,ppo,r2d2}", "python -m podracer.sebulba"):
+                 "--learning-rate", "--max-grad-norm", "{a2c,dqn,impala,ppo,r2d2,sac}", "python -m podracer.sebulba"):
         assert flag in out.stdout
     out = _cli("--env", "CartPole", "--cpu-devices", "2", "--learner-devices", "5")
     assert out.returncode == 2
