@@ -53,6 +53,46 @@ class ImpalaResNet(nn.Module):
         return nn.relu(nn.Dense(self.hidden)(x))
 
 
+def _qr_one_at_a_time(matrices):
+    """``jnp.linalg.qr`` of a batch, one matrix after another (:func:`orthogonal`)."""
+    return jax.lax.map(lambda m: tuple(jnp.linalg.qr(m)), matrices)
+
+
+@jax.custom_batching.custom_vmap
+def _qr(matrix):
+    return tuple(jnp.linalg.qr(matrix))
+
+
+@_qr.def_vmap
+def _qr_vmap(axis_size, in_batched, matrix):
+    del axis_size
+    if not in_batched[0]:
+        return _qr(matrix), (False, False)
+    return _qr_one_at_a_time(matrix), (True, True)
+
+
+def orthogonal(scale: float = 1.0):
+    """``flax.linen.initializers.orthogonal(scale)`` (the same values), safe to vmap on XLA:CPU.
+
+    Under ``vmap`` (seeds trained together) flax's initializer runs one batched QR, and
+    XLA:CPU's LAPACK QR spreads a batch over the same thread pool that runs the program: two
+    such QRs at once on a 2-core machine wait on each other for ever (reproduced here within
+    300 calls of a vmapped SAC initialization). Here a batch of QRs runs one matrix after
+    another, which never re-enters the pool.
+    """
+
+    def init(key, shape, dtype=jnp.float32):
+        rows, columns = math.prod(shape[:-1]), shape[-1]
+        matrix_shape = (columns, rows) if rows < columns else (rows, columns)
+        q, r = _qr(jax.random.normal(key, matrix_shape, dtype))
+        q = q * jnp.sign(jnp.diagonal(r))[None, :]
+        if rows < columns:
+            q = q.T
+        return (scale * q.reshape(shape)).astype(dtype)
+
+    return init
+
+
 class BoardCNN(nn.Module):
     """A torso for small channels-last boards (MinAtar's 10 x 10 grids, grid worlds): one 3 x 3 convolution
     that keeps every cell (no striding or pooling, which would blur single cells), then a dense layer
@@ -127,8 +167,8 @@ class PolicyHead(nn.Module):
     @nn.compact
     def __call__(self, h):
         if self.action_size == 0:
-            return nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(0.01))(h)
-        mean = nn.Dense(self.action_size, kernel_init=nn.initializers.orthogonal(0.01))(h)
+            return nn.Dense(self.num_actions, kernel_init=orthogonal(0.01))(h)
+        mean = nn.Dense(self.action_size, kernel_init=orthogonal(0.01))(h)
         log_std = self.param("log_std", nn.initializers.constant(self.initial_log_std), (self.action_size,))
         return {"mean": mean, "log_std": jnp.broadcast_to(log_std, mean.shape)}
 
@@ -143,7 +183,7 @@ class MLP(nn.Module):
     def __call__(self, x):
         act = getattr(nn, self.activation)
         for size in self.hidden_sizes:
-            x = act(nn.Dense(size, kernel_init=nn.initializers.orthogonal(np.sqrt(2.0)))(x))
+            x = act(nn.Dense(size, kernel_init=orthogonal(np.sqrt(2.0)))(x))
         return x
 
 
@@ -181,7 +221,7 @@ class ActorCritic(nn.Module):
             self.policy_torso = MLP(self.hidden_sizes, self.activation)
             self.value_torso = MLP(self.hidden_sizes, self.activation)
         self.policy_head = PolicyHead(self.num_actions, self.action_size)
-        self.value_head = nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0))
+        self.value_head = nn.Dense(1, kernel_init=orthogonal(1.0))
 
     def _flatten(self, observation):
         # All batch axes become one: XLA:CPU runs 2-D matmuls (and their gradients)
@@ -320,7 +360,7 @@ class RecurrentNetwork(nn.Module):
         self.core = _ScannedLSTM(self.core_size)
         if self.heads == "actor_critic":
             self.policy_head = PolicyHead(self.num_actions, self.action_size)
-            self.value_head = nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0))
+            self.value_head = nn.Dense(1, kernel_init=orthogonal(1.0))
         elif self.heads == "q":
             self.q_head = nn.Dense(self.num_actions)
         else:

@@ -1,3 +1,6 @@
+import os
+import subprocess
+import sys
 import time
 
 import jax
@@ -65,3 +68,29 @@ def test_atari_learner_step_on_cpu_is_a_small_multiple_of_forward_backward():
     learner_step = median_seconds(step, state, trajectory)
     # Two epochs over the batch: about 2x; the scanned loops take about 20x.
     assert learner_step < 5 * forward_backward, (learner_step, forward_backward)
+
+
+def test_orthogonal_init_equals_flax_and_vmapped_seeds_never_deadlock():
+    """flax's orthogonal initializer under vmap runs one batched LAPACK QR, which XLA:CPU spreads over the pool that
+    runs the program: two at once on 2 cores waited on each other for ever (within 300 calls, every try here)."""
+    import flax.linen as nn
+
+    from podracer.networks import orthogonal
+
+    keys = jax.random.split(jax.random.key(3), 3)
+    for shape, scale in (((5, 3), 0.01), ((3, 7), 2.0), ((2, 3, 4), 1.0)):
+        mine = jax.jit(jax.vmap(lambda k, s=shape, c=scale: orthogonal(c)(k, s)))(keys)
+        np.testing.assert_array_equal(mine, jax.vmap(lambda k, s=shape, c=scale: nn.initializers.orthogonal(c)(k, s))(keys))
+    # In a process of its own with one CPU device (the tests' 8 devices give XLA:CPU a pool in which flax's
+    # initializer happened not to deadlock), initialize 3 seeds of SAC 300 times.
+    code = ("import jax, jax.numpy as jnp\n"
+            "from podracer import agents, envs\n"
+            "agent = agents.make('sac', envs.make('gymnax:Pendulum-v1').spec(), hidden_sizes=(64, 64))\n"
+            "init = jax.jit(jax.vmap(lambda k: agent.init(k, jnp.zeros((1, 3)))))\n"
+            "keys = jax.random.split(jax.random.key(3), 3)\n"
+            "for _ in range(300):\n"
+            "    jax.block_until_ready(init(keys))\n"
+            "print('done')\n")
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=150, env=env)
+    assert out.returncode == 0 and out.stdout.strip() == "done", out.stderr[-2000:]

@@ -156,31 +156,30 @@ def test_sebulba_trains_on_a_suite_environment_and_evaluate_plays_its_checkpoint
 
 def test_brax_spec_shapes_termination_and_truncation_under_jit_and_vmap():
     pytest.importorskip("brax")
-    from podracer.envs.brax import BraxEnv
     from podracer.types import Box
 
-    env = envs.make("brax:inverted_pendulum", episode_length=3)
+    env = envs.make("brax:inverted_pendulum", episode_length=5)
     spec = env.spec()
     assert spec.observation.shape == (4,) and spec.observation.dtype == jnp.float32
     assert spec.box == Box((-1.0,), (1.0,)) and spec.num_actions == 0
-    state, timestep = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.key(0), 4))
-    assert timestep.observation.shape == (4, 4) and not timestep.last.any()
-    step = jax.jit(jax.vmap(env.step))
-    ends = []
-    for _ in range(3):
-        state, timestep = step(state, jnp.zeros((4, 1)))
-        ends.append((np.asarray(timestep.last).tolist(), np.asarray(timestep.discount).tolist()))
-    # Balanced for 3 steps: the time limit truncates (last, discount 1), nothing terminates.
-    assert ends == [([False] * 4, [1.0] * 4)] * 2 + [([True] * 4, [1.0] * 4)]
-    # Pushed hard one way, the pole falls: brax's done terminates (last, discount 0) before the limit.
-    long = BraxEnv("inverted_pendulum", env=env.env, episode_length=1000)
-    state, _ = long.reset(jax.random.key(1))
-    step_one = jax.jit(long.step)
-    for t in range(200):
-        state, timestep = step_one(state, jnp.ones(1))
-        if bool(timestep.last):
-            break
-    assert bool(timestep.last) and float(timestep.discount) == 0.0 and t < 199
+
+    def play(key):  # environment 0 balances (no force); environment 1 pushes the cart hard, and the pole falls
+        state, first = jax.vmap(env.reset)(jax.random.split(key, 2))
+
+        def body(state, _):
+            return jax.vmap(env.step)(state, jnp.array([[0.0], [1.0]]))
+
+        return first, jax.lax.scan(body, state, None, length=5)[1]
+
+    first, timesteps = jax.jit(play)(jax.random.key(0))
+    assert first.observation.shape == (2, 4) and not first.last.any()
+    assert timesteps.observation.shape == (5, 2, 4) and timesteps.reward.dtype == jnp.float32
+    last, discount = np.asarray(timesteps.last), np.asarray(timesteps.discount)
+    # The time limit truncates: last at step 5 only, discount 1 throughout.
+    assert last[:, 0].tolist() == [False] * 4 + [True] and discount[:, 0].tolist() == [1.0] * 5
+    # brax's done terminates before the limit: last with discount 0.
+    end = int(np.argmax(last[:, 1]))
+    assert last[end, 1] and end < 4 and discount[end, 1] == 0.0 and discount[:end, 1].tolist() == [1.0] * end
     with pytest.raises(ValueError, match=r"^--env brax:inverted_pendulm: unknown brax environment\. Did you mean "
                                          r"brax:inverted_pendulum"):
         envs.make("brax:inverted_pendulm")
