@@ -165,11 +165,11 @@ def test_gaussian_ppo_learns_pendulum_on_two_of_three_seeds():
 def test_sac_learns_pendulum_on_two_of_three_seeds():
     env = envs.make("gymnax:Pendulum-v1")
     agent = agents.make("sac", env.spec(), hidden_sizes=(64, 64), learning_rate=1e-3, replay_ratio=32.0)
-    returns = _train_seeds(env, agent, num_seeds=3, num_envs=8, rollout_length=8, num_updates=500, learning_rate=1e-3)
+    returns = _train_seeds(env, agent, num_seeds=3, num_envs=8, rollout_length=8, num_updates=400, learning_rate=1e-3)
     assert (returns > -400).sum() >= 2 and returns.mean() > -700, returns
 
 
-@pytest.mark.parametrize("agent", ["ppo", "sac"])
+@pytest.mark.parametrize("agent", ["sac"])  # Gaussian PPO's actions take the same path (the README's HalfCheetah run)
 def test_sebulba_trains_continuous_agents_on_host_environments(agent):
     from podracer import experiment
     from podracer.agents import PPOConfig, SACConfig

@@ -66,11 +66,17 @@ class BraxEnv:
                 raise ValueError(f"--env brax:{name}: unknown brax environment.{hint} (--env list shows them all)")
             env = envs.get_environment(name, **kwargs)
         self.name, self.env, self.episode_length = name, env, episode_length
+        self._spec = None
 
     def spec(self) -> EnvSpec:
-        size = int(self.env.observation_size)
-        box = Box((-1.0,) * self.env.action_size, (1.0,) * self.env.action_size)
-        return EnvSpec(jax.ShapeDtypeStruct((size,), jnp.float32), box=box)
+        if self._spec is None:  # traced, not run: brax's own observation_size runs a whole reset eagerly (seconds)
+            observation = jax.eval_shape(self.env.reset, jax.random.key(0)).obs
+            if not hasattr(observation, "shape") or len(observation.shape) != 1:
+                raise ValueError(f"brax:{self.name} has observations of {observation}; podracer takes brax's vector "
+                                 "observations.")
+            box = Box((-1.0,) * self.env.action_size, (1.0,) * self.env.action_size)
+            self._spec = EnvSpec(jax.ShapeDtypeStruct(observation.shape, jnp.float32), box=box)
+        return self._spec
 
     def reset(self, key: chex.PRNGKey) -> tuple[BraxState, TimeStep]:
         env_state = self.env.reset(key)
