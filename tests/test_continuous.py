@@ -183,3 +183,12 @@ def test_sebulba_trains_continuous_agents_on_host_environments(agent):
     assert last["env_steps"] >= 4_096 and np.isfinite(last["episode_return"]) and -2_000 < last["episode_return"] < 0
     if agent == "sac":
         assert last["sgd_steps"] > 0
+
+
+def test_a_recurrent_gaussian_policy_carries_its_core_and_acts_in_a_box():
+    agent = agents.make("a2c", VECTOR_BOX, core="lstm", core_size=8, hidden_sizes=(8,))
+    observation, first = jnp.zeros((4, 3)), jnp.ones(4, bool)
+    params = agent.init(jax.random.key(0), observation)
+    action, extras, state = agent.act(params, observation, jax.random.key(1), agent.initial_state(4), first)
+    assert action.shape == (4, 2) and extras["mean"].shape == (4, 2) and state[0].shape == (4, 8)
+    assert "core_state" in extras
