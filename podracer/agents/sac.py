@@ -141,16 +141,17 @@ def make_sac(spec: EnvSpec, config: SACConfig = SACConfig()) -> Agent:
         valid = batch["valid"].astype(jnp.float32)
         alpha = jnp.exp(params["log_alpha"])
         sg = jax.lax.stop_gradient
+        # One actor pass over o_t and o_{t+1}; the o_{t+1} half only feeds the critics' targets (no gradient).
+        size = x.shape[0]
+        mean, log_std = actor.apply(params["actor"], jnp.concatenate([x, x_next]))
         # Critics: soft Bellman targets from the target critics and the current actor.
-        mean, log_std = actor.apply(sg(params["actor"]), x_next)
-        next_action, next_log_prob = squashed_sample(mean, log_std, next_key)
+        next_action, next_log_prob = squashed_sample(sg(mean[size:]), sg(log_std[size:]), next_key)
         q_next = jnp.min(critic.apply(target_params["critic"], x_next, next_action), axis=0)
         target = sg(batch["reward"] + batch["discount"] * (q_next - sg(alpha) * next_log_prob))
         q = critic.apply(params["critic"], x, batch["action"])
         critic_loss = jnp.mean(valid * jnp.sum(jnp.square(q - target[None]), axis=0)) * 0.5
         # Actor: the reparameterized action against the critics, held fixed.
-        mean, log_std = actor.apply(params["actor"], x)
-        action, log_prob = squashed_sample(mean, log_std, pi_key)
+        action, log_prob = squashed_sample(mean[:size], log_std[:size], pi_key)
         q_pi = jnp.min(critic.apply(sg(params["critic"]), x, action), axis=0)
         actor_loss = jnp.mean(valid * (sg(alpha) * log_prob - q_pi))
         # Temperature: towards the target entropy.
