@@ -40,7 +40,7 @@ class RolloutState(NamedTuple):
 
     env_state: State  # [B, ...] state of the wrapped environments
     timestep: TimeStep  # [B, ...] the time step the environments are at
-    action: chex.Array  # int32 [B]: the action chosen at ``timestep``, executed first in the next rollout
+    action: chex.Array  # int32 [B] (float32 [B, size] if continuous): the action chosen at ``timestep``, executed first next rollout
     extras: chex.ArrayTree  # [B, ...] actor outputs at ``timestep``
     key: chex.PRNGKey  # the actor's key
     core: chex.ArrayTree = ()  # [B, ...] recurrent agents: the core state after ``timestep`` (``()`` otherwise)

@@ -42,7 +42,7 @@ class Trajectory(NamedTuple):
     """
 
     timestep: TimeStep  # [T + 1, B, ...]
-    action: chex.Array  # int32 [T + 1, B]: a_t, taken at o_t
+    action: chex.Array  # int32 [T + 1, B] (float32 [T + 1, B, size] for continuous actions): a_t, taken at o_t
     extras: chex.ArrayTree  # [T + 1, B, ...]: actor outputs at o_t (e.g. behaviour logits)
     actor_state: chex.ArrayTree = ()  # [B, ...]: the actor state entry 0 started from; () for feed-forward agents
 
