@@ -115,6 +115,24 @@ def n_step_targets(trajectory: Trajectory, n: int, discount: float):
     return reward_sum, bootstrap_discount, bootstrap_index, tr.mask_t
 
 
+def transition_items(trajectory: Trajectory, n: int, discount: float):
+    """A replay agent's items from a ``[T + 1, B]`` trajectory: its ``T x B`` n-step transitions (observation,
+    action, reward sum, bootstrap discount, bootstrap observation, validity), flattened, and which are real."""
+    reward, bootstrap_discount, index, mask = n_step_targets(trajectory, n, discount)
+    observation = trajectory.timestep.observation
+    t_len, batch = reward.shape
+    items = {
+        "observation": observation[:-1],
+        "action": trajectory.action[:-1],
+        "reward": reward,
+        "discount": bootstrap_discount,
+        "next_observation": observation[index, jnp.arange(batch)[None, :]],
+        "valid": mask,
+    }
+    flat = jax.tree.map(lambda x: x.reshape(t_len * batch, *x.shape[2:]), items)
+    return flat, mask.reshape(-1) > 0
+
+
 def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig()) -> Agent:
     """Double DQN with n-step returns and (prioritized) replay; see the module docstring."""
     import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
@@ -131,20 +149,7 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig()) -> Agent:
         return epsilon_greedy(q_values, key, config.epsilon, config.epsilon_alpha), {"q_values": q_values}, state
 
     def make_items(trajectory: Trajectory):
-        reward, discount, index, mask = n_step_targets(trajectory, config.n_step, config.discount)
-        observation = trajectory.timestep.observation
-        t_len, batch = reward.shape
-        next_observation = observation[index, jnp.arange(batch)[None, :]]
-        items = {
-            "observation": observation[:-1],
-            "action": trajectory.action[:-1],
-            "reward": reward,
-            "discount": discount,
-            "next_observation": next_observation,
-            "valid": mask,
-        }
-        flat = jax.tree.map(lambda x: x.reshape(t_len * batch, *x.shape[2:]), items)
-        return flat, mask.reshape(-1) > 0
+        return transition_items(trajectory, config.n_step, config.discount)
 
     def loss(params, target_params, batch, weights, key):
         del key

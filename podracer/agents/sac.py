@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from podracer.agents.base import Agent, ReplaySpec, action_size, check_hyperparameters, require_actions
-from podracer.agents.dqn import check_replay_sizes, n_step_targets
+from podracer.agents.dqn import check_replay_sizes, transition_items
 from podracer.networks import MLP
 from podracer.types import EnvSpec, Trajectory
 
@@ -119,19 +119,7 @@ def make_sac(spec: EnvSpec, config: SACConfig = SACConfig()) -> Agent:
         return action.reshape(*batch_shape, size), {"greedy": jnp.tanh(mean).reshape(*batch_shape, size)}, state
 
     def make_items(trajectory: Trajectory):
-        reward, discount, index, mask = n_step_targets(trajectory, 1, config.discount)
-        observation = trajectory.timestep.observation
-        t_len, batch = reward.shape
-        items = {
-            "observation": observation[:-1],
-            "action": trajectory.action[:-1],
-            "reward": reward,
-            "discount": discount,
-            "next_observation": observation[index, jnp.arange(batch)[None, :]],
-            "valid": mask,
-        }
-        flat = jax.tree.map(lambda x: x.reshape(t_len * batch, *x.shape[2:]), items)
-        return flat, mask.reshape(-1) > 0
+        return transition_items(trajectory, 1, config.discount)
 
     def loss(params, target_params, batch, weights, key):
         del weights  # uniform replay
