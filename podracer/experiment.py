@@ -280,11 +280,8 @@ def host_env_factory(config: SebulbaConfig) -> Callable[[int, int], HostEnv]:
     stepped on the host (``jax:NAME``, ``SUITE:NAME``); see :func:`podracer.envs.make_host`."""
 
     def make_env(seed: int, num_envs: int) -> HostEnv:
-        if envs.is_jax_on_host(config.env):
-            return envs.make_host(config.env, num_envs, seed)
-        if config.env.startswith("gymnasium:"):
-            return envs.make_host(config.env, num_envs, seed, vectorization=config.gymnasium_vectorization)
-        return envs.make_host(config.env, num_envs, seed, num_threads=config.envpool_threads)
+        return envs.make_host(config.env, num_envs, seed, num_threads=config.envpool_threads,
+                              vectorization=config.gymnasium_vectorization)
 
     return make_env
 

@@ -77,10 +77,12 @@ def is_jax_on_host(name: str) -> bool:
     return name.startswith("jax:") or name.split(":", 1)[0] in SUITES
 
 
-def make_host(name: str, num_envs: int, seed: int = 0, **kwargs) -> HostEnv:
+def make_host(name: str, num_envs: int, seed: int = 0, *, num_threads: int = 0, vectorization: str = "sync",
+              **kwargs) -> HostEnv:
     """A Sebulba host batch by ``--env`` name: ``jax:NAME`` or ``SUITE:NAME`` (a JAX environment stepped on the
-    host), ``gymnasium:ID`` (any registered gymnasium environment), else an envpool task id or short name;
-    keyword arguments go to the envpool or gymnasium batch."""
+    host), ``gymnasium:ID`` (any registered gymnasium environment, stepped ``vectorization`` "sync" or "async"),
+    else an envpool task id or short name (``num_threads`` envpool threads; 0: envpool's default). Other keyword
+    arguments go to the envpool or gymnasium batch."""
     from podracer.envs import host
 
     if is_jax_on_host(name):
@@ -88,10 +90,10 @@ def make_host(name: str, num_envs: int, seed: int = 0, **kwargs) -> HostEnv:
     if name.startswith("gymnasium:"):
         from podracer.envs.gymnasium import GymnasiumEnv
 
-        return GymnasiumEnv(name[len("gymnasium:"):], num_envs, seed=seed, **kwargs)
+        return GymnasiumEnv(name[len("gymnasium:"):], num_envs, seed=seed, vectorization=vectorization, **kwargs)
     from podracer.envs.envpool import EnvpoolEnv
 
-    return EnvpoolEnv(name, num_envs, seed=seed, **kwargs)
+    return EnvpoolEnv(name, num_envs, seed=seed, num_threads=num_threads, **kwargs)
 
 
 def names() -> list[str]:
