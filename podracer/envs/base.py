@@ -115,12 +115,24 @@ def actions_of(space, env: str) -> dict:
     return {"box": Box(tuple(map(float, low)), tuple(map(float, high)))}
 
 
-def host_action(spec: EnvSpec, action, num_envs: int) -> np.ndarray:
-    """``num_envs`` actions as a host batch takes them: int32 ``[B]``, or float32 ``[B, size]`` rescaled to the box."""
+def host_dtype(dtype) -> np.dtype:
+    """The dtype a host batch gives observations of ``dtype`` in: float64 (MuJoCo's) as float32, which is what
+    JAX computes in; any other as it is."""
+    return np.dtype(np.float32) if np.dtype(dtype) == np.float64 else np.dtype(dtype)
+
+
+def batch_actions(spec: EnvSpec, action, num_envs: int) -> np.ndarray:
+    """``num_envs`` actions as an agent gave them, checked: int32 ``[B]``, or float32 ``[B, size]``."""
     action = np.asarray(action, action_dtype(spec))
     expected = (num_envs, *action_shape(spec))
     if action.shape != expected:
         raise ValueError(f"Expected actions of shape {expected}, got {action.shape}.")
+    return action
+
+
+def host_action(spec: EnvSpec, action, num_envs: int) -> np.ndarray:
+    """``num_envs`` actions as a host batch takes them: :func:`batch_actions`, continuous ones rescaled to the box."""
+    action = batch_actions(spec, action, num_envs)
     return to_box(spec.box, action) if spec.continuous else action
 
 

@@ -12,7 +12,7 @@ import jax
 import numpy as np
 
 from podracer import parallel
-from podracer.envs.base import EnvSpec, Environment, action_dtype, action_shape
+from podracer.envs.base import EnvSpec, Environment, batch_actions
 from podracer.envs.wrappers import wrap
 from podracer.types import TimeStep
 
@@ -51,9 +51,7 @@ class JaxHostEnv:
         return self._host(timestep)
 
     def send(self, action: np.ndarray) -> None:
-        action = np.asarray(action, action_dtype(self._spec))  # the wrapped environment rescales continuous ones
-        if action.shape != (self.num_envs, *action_shape(self._spec)):
-            raise ValueError(f"Expected actions of shape {(self.num_envs, *action_shape(self._spec))}, got {action.shape}.")
+        action = batch_actions(self._spec, action, self.num_envs)  # the wrapped environment rescales continuous ones
         self._action = parallel.put_on(action, self._device)
 
     def recv(self) -> TimeStep:
