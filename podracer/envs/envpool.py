@@ -15,7 +15,7 @@ import warnings
 import jax
 import numpy as np
 
-from podracer.envs.base import EnvSpec, HostEpisodes, actions_of, host_action
+from podracer.envs.base import EnvSpec, HostEpisodes, actions_of, host_action, host_dtype
 from podracer.types import TimeStep
 
 SHORT_NAMES = {
@@ -107,8 +107,7 @@ class EnvpoolEnv:
             self._pool = envpool.make(self.task_id, env_type="gymnasium", **kwargs)
         self.clip_rewards = clip_rewards and self.atari
         space = self._pool.observation_space
-        # float64 observations (MuJoCo's) arrive as float32: JAX computes in 32 bits
-        self._dtype = np.float32 if space.dtype == np.float64 else space.dtype
+        self._dtype = host_dtype(space.dtype)
         self._spec = EnvSpec(jax.ShapeDtypeStruct(space.shape, self._dtype), **actions_of(self._pool.action_space, self.task_id))
         self._all = np.arange(num_envs, dtype=np.int32)
         self._episodes = HostEpisodes(num_envs)

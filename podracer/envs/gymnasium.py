@@ -19,7 +19,7 @@ import warnings
 import jax
 import numpy as np
 
-from podracer.envs.base import EnvSpec, HostEpisodes, ImageLayout, actions_of, host_action
+from podracer.envs.base import EnvSpec, HostEpisodes, ImageLayout, actions_of, host_action, host_dtype
 from podracer.types import TimeStep
 
 PREFIX = "gymnasium:"
@@ -54,7 +54,7 @@ class GymnasiumEnv:
             raise
         # gymnasium's images are [H, W, C]; their value range is the space's
         image = ImageLayout(-1, float(np.min(space.low)), float(np.max(space.high))) if len(space.shape) == 3 else None
-        self._spec = EnvSpec(jax.ShapeDtypeStruct(space.shape, space.dtype), image=image, **actions)
+        self._spec = EnvSpec(jax.ShapeDtypeStruct(space.shape, host_dtype(space.dtype)), image=image, **actions)
         self._start = int(getattr(action_space, "start", 0))
         self._seed = seed
         self._action = None
