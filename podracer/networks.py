@@ -53,11 +53,6 @@ class ImpalaResNet(nn.Module):
         return nn.relu(nn.Dense(self.hidden)(x))
 
 
-def _qr_one_at_a_time(matrices):
-    """``jnp.linalg.qr`` of a batch, one matrix after another (:func:`orthogonal`)."""
-    return jax.lax.map(lambda m: tuple(jnp.linalg.qr(m)), matrices)
-
-
 @jax.custom_batching.custom_vmap
 def _qr(matrix):
     return tuple(jnp.linalg.qr(matrix))
@@ -68,7 +63,7 @@ def _qr_vmap(axis_size, in_batched, matrix):
     del axis_size
     if not in_batched[0]:
         return _qr(matrix), (False, False)
-    return _qr_one_at_a_time(matrix), (True, True)
+    return jax.lax.map(_qr, matrix), (True, True)  # one matrix after another (:func:`orthogonal`)
 
 
 def orthogonal(scale: float = 1.0):
@@ -143,8 +138,10 @@ def choose_torso(torso: str, obs_rank: int, image: ImageLayout | None = None, sh
     return torso
 
 
-def to_nhwc(observation, image: ImageLayout = ATARI_FRAMES):
-    """Images (``image``'s layout, any leading axes) to float ``[N, H, W, C]`` with values in [0, 1]."""
+def to_nhwc(observation, image: ImageLayout | None = None):
+    """Images (``image``'s layout, any leading axes; ``None``: stacked Atari frames) to float ``[N, H, W, C]`` with
+    values in [0, 1]."""
+    image = image or ATARI_FRAMES
     x = observation.reshape(-1, *observation.shape[-3:]).astype(jnp.float32)
     x = (x - image.low) / (image.high - image.low)
     return jnp.transpose(x, (0, 2, 3, 1)) if image.channel_axis == -3 else x
@@ -228,7 +225,7 @@ class ActorCritic(nn.Module):
         # markedly faster than the same work with extra batch axes.
         batch_shape = observation.shape[: observation.ndim - self.obs_rank]
         if self._image:
-            return to_nhwc(observation, self.image or ATARI_FRAMES), batch_shape
+            return to_nhwc(observation, self.image), batch_shape
         features = math.prod(observation.shape[len(batch_shape) :])
         return jnp.reshape(observation, (-1, features)).astype(jnp.float32), batch_shape
 
@@ -273,7 +270,7 @@ class QNetwork(nn.Module):
             x = jnp.reshape(observation, (-1, math.prod(observation.shape[len(batch_shape):]))).astype(jnp.float32)
             x = MLP(self.hidden_sizes, self.activation)(x)
         else:
-            x = image_torso(kind)(to_nhwc(observation, self.image or ATARI_FRAMES))
+            x = image_torso(kind)(to_nhwc(observation, self.image))
         return nn.Dense(self.num_actions)(x).reshape(*batch_shape, self.num_actions)
 
 
@@ -398,4 +395,4 @@ class ObservationTorso(nn.Module):
         if self.kind == "mlp":
             x = jnp.reshape(observation, (observation.shape[0], -1)).astype(jnp.float32)
             return MLP(self.hidden_sizes, self.activation)(x)
-        return image_torso(self.kind)(to_nhwc(observation, self.image or ATARI_FRAMES))
+        return image_torso(self.kind)(to_nhwc(observation, self.image))
