@@ -105,10 +105,12 @@ def to_box(box: Box, action):
 
 
 def actions_of(space, env: str) -> dict:
-    """``EnvSpec`` fields for a gymnasium action space (``Discrete`` or a bounded 1-D ``Box``) of ``--env env``."""
+    """``EnvSpec`` fields for a gymnasium or gymnax action space (``Discrete`` or a bounded 1-D ``Box``, whose
+    bounds may be scalars for every entry) of ``--env env``."""
     if hasattr(space, "n") and np.ndim(space.n) == 0:
         return {"num_actions": int(space.n)}
-    low, high = (np.asarray(getattr(space, bound, np.nan), np.float64) for bound in ("low", "high"))
+    shape = tuple(getattr(space, "shape", None) or ())
+    low, high = (np.broadcast_to(np.asarray(getattr(space, bound, np.nan), np.float64), shape) for bound in ("low", "high"))
     if low.ndim != 1 or not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
         raise ValueError(f"--env {env} has actions of {type(space).__name__} {getattr(space, 'shape', '')}; podracer takes "
                          "discrete actions and continuous vectors with finite bounds.")

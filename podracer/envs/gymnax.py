@@ -17,7 +17,6 @@ of their arguments.
 from __future__ import annotations
 
 import importlib.util
-from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 import chex
@@ -76,13 +75,7 @@ class GymnaxEnv:
         self._spec = None  # made when first asked for: a config check makes the environment before JAX may start
 
     def _make_spec(self) -> EnvSpec:
-        space = self.env.action_space(self.params)
-        if hasattr(space, "n"):
-            actions = {"num_actions": int(space.n)}
-        else:  # a Box: gymnax gives scalar or per-entry bounds
-            shape = tuple(space.shape)
-            low, high = (np.broadcast_to(np.asarray(bound, np.float64), shape) for bound in (space.low, space.high))
-            actions = actions_of(SimpleNamespace(low=low, high=high), f"gymnax:{self.name}")
+        actions = actions_of(self.env.action_space(self.params), f"gymnax:{self.name}")
         observation = jax.eval_shape(lambda key: self.env.reset_env(key, self.params)[0], jax.random.key(0))
         image = None
         if len(observation.shape) == 3:  # gymnax's boards (MinAtar) are channels-last
