@@ -153,16 +153,21 @@ def image_torso(kind: str) -> nn.Module:
 
 
 class PolicyHead(nn.Module):
-    """The policy's outputs from features: logits ``[..., num_actions]`` for discrete actions; for continuous ones
-    (``action_size`` > 0) a Gaussian's ``{"mean": [..., action_size], "log_std": [..., action_size]}``, its log
-    standard deviation a learned parameter that does not depend on the state."""
+    """The policy's outputs from features: logits ``[..., num_actions]`` for discrete actions; for multi-discrete
+    ones (``num_actions`` a tuple ``nvec``) a tuple of logits, ``[..., nvec[i]]`` for entry ``i``, independent
+    softmaxes given the features; for continuous ones (``action_size`` > 0) a Gaussian's ``{"mean": [...,
+    action_size], "log_std": [..., action_size]}``, its log standard deviation a learned parameter that does not
+    depend on the state."""
 
-    num_actions: int
+    num_actions: int | tuple[int, ...]
     action_size: int = 0  # > 0: continuous actions of this many entries (num_actions is then unused)
     initial_log_std: float = 0.0
 
     @nn.compact
     def __call__(self, h):
+        if isinstance(self.num_actions, tuple):
+            logits = nn.Dense(sum(self.num_actions), kernel_init=orthogonal(0.01))(h)
+            return tuple(jnp.split(logits, np.cumsum(self.num_actions)[:-1].tolist(), axis=-1))
         if self.action_size == 0:
             return nn.Dense(self.num_actions, kernel_init=orthogonal(0.01))(h)
         mean = nn.Dense(self.action_size, kernel_init=orthogonal(0.01))(h)
@@ -196,7 +201,7 @@ class ActorCritic(nn.Module):
     outputs are :class:`PolicyHead`'s: logits, or a Gaussian when ``action_size`` > 0.
     """
 
-    num_actions: int
+    num_actions: int | tuple[int, ...]  # a tuple: multi-discrete actions (:class:`PolicyHead`)
     obs_rank: int
     hidden_sizes: Sequence[int] = (64, 64)
     shared_torso: bool = False
@@ -347,7 +352,7 @@ class RecurrentNetwork(nn.Module):
     (action values).
     """
 
-    num_actions: int
+    num_actions: int | tuple[int, ...]  # actor_critic heads: a tuple for multi-discrete actions (:class:`PolicyHead`)
     torso: nn.Module
     core_size: int = 128
     heads: str = "actor_critic"

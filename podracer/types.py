@@ -42,7 +42,7 @@ class Trajectory(NamedTuple):
     """
 
     timestep: TimeStep  # [T + 1, B, ...]
-    action: chex.Array  # int32 [T + 1, B] (float32 [T + 1, B, size] for continuous actions): a_t, taken at o_t
+    action: chex.Array  # int32 [T + 1, B] (int32 [T + 1, B, len(nvec)] multi-discrete, float32 [T + 1, B, size] continuous): a_t, taken at o_t
     extras: chex.ArrayTree  # [T + 1, B, ...]: actor outputs at o_t (e.g. behaviour logits)
     actor_state: chex.ArrayTree = ()  # [B, ...]: the actor state entry 0 started from; () for feed-forward agents
 
@@ -90,16 +90,23 @@ class EnvSpec(NamedTuple):
     Observations: a vector (any shape without ``image``; torsos flatten it), an image
     (rank 3, with ``image`` saying its layout; uint8 frames without it are taken as
     envpool's channels-first Atari stacks), or a dict (structured features, with
-    ``vocab_size``). Actions: discrete (``num_actions``) or a continuous box (``box``).
+    ``vocab_size``). Actions: discrete (``num_actions``), multi-discrete (``nvec``: several
+    discrete choices made at once) or a continuous box (``box``).
     """
 
     observation: chex.ArrayTree  # one observation, without batch axes: a jax.ShapeDtypeStruct, or a dict of them
-    num_actions: int = 0  # discrete actions 0 ... num_actions - 1 (0 when the actions are continuous)
+    num_actions: int = 0  # discrete actions 0 ... num_actions - 1 (0 when the actions are multi-discrete or continuous)
     vocab_size: int | None = None  # structured observations: values of the integer ("discrete") features
     image: ImageLayout | None = None  # rank-3 observations: their layout
     box: Box | None = None  # continuous actions: their bounds (num_actions is then 0)
+    nvec: tuple[int, ...] | None = None  # multi-discrete actions: int32 [len(nvec)], entry i in 0 ... nvec[i] - 1
 
     @property
     def continuous(self) -> bool:
-        """Whether actions are float vectors in :attr:`box` rather than integers below :attr:`num_actions`."""
+        """Whether actions are float vectors in :attr:`box` rather than integers."""
         return self.box is not None
+
+    @property
+    def action_kind(self) -> str:
+        """``"discrete"``, ``"multi-discrete"`` or ``"continuous"``."""
+        return "continuous" if self.box is not None else "multi-discrete" if self.nvec is not None else "discrete"

@@ -164,7 +164,7 @@ def test_clear_errors_for_bad_input():
     with pytest.raises(ValueError, match=r"Unknown agent 'dqnn'; available: a2c, dqn, impala, ppo, r2d2, sac\. Did you mean 'dqn'\?"):
         agents.config_class("dqnn")
     with pytest.raises(ValueError, match=r"Unknown JAX environment 'pong'; available: cartpole, catch, memory, synthetic, "
-                                         r"or SUITE:NAME \(brax, gymnax; --env list\)\."):
+                                         r"or SUITE:NAME \(brax, craftax, gymnax, jumanji, playground, xminigrid; --env list\)\."):
         envs.make("pong")
     with pytest.raises(ValueError, match=r"--process-id 2 is out of range for 2 processes \(expected 0 \.\.\. 1\)\."):
         AnakinConfig(num_processes=2, process_id=2, coordinator="127.0.0.1:1234")

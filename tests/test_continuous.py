@@ -91,9 +91,12 @@ def test_agents_refuse_actions_they_cannot_take():
     with pytest.raises(ValueError, match=r"^--agent dqn takes discrete actions and this environment's are continuous; "
                                          r"use a2c, ppo or sac\.$"):
         agents.make("dqn", VECTOR_BOX)
-    for name in ("impala", "r2d2"):
-        with pytest.raises(ValueError, match=rf"^--agent {name} takes discrete actions"):
-            agents.make(name, VECTOR_BOX)
+    with pytest.raises(ValueError, match=r"^--agent impala takes discrete or multi-discrete actions and this "
+                                         r"environment's are continuous; use a2c, ppo or sac\.$"):
+        agents.make("impala", VECTOR_BOX)
+    with pytest.raises(ValueError, match=r"^--agent r2d2 takes discrete actions and this environment's are "
+                                         r"multi-discrete; use a2c, impala or ppo\.$"):
+        agents.make("r2d2", discrete._replace(num_actions=0, nvec=(2, 3)))
     with pytest.raises(ValueError, match=r"^--agent sac takes continuous actions and this environment's are discrete; "
                                          r"use a2c, dqn, impala, ppo or r2d2\.$"):
         agents.make("sac", discrete)

@@ -114,9 +114,11 @@ def test_continuous_actions_are_rescaled_from_the_agents_range_to_the_bounds():
 def test_what_does_not_fit_is_one_clear_line():
     import gymnasium
 
-    with pytest.raises(ValueError, match=r"^--env gymnasium:X has actions of MultiDiscrete \(2,\); podracer takes "
-                                         r"discrete actions and continuous vectors with finite bounds\.$"):
-        envs.base.actions_of(gymnasium.spaces.MultiDiscrete([2, 3]), "gymnasium:X")
+    with pytest.raises(ValueError, match=r"^--env gymnasium:X has actions of MultiBinary \(3,\); podracer takes "
+                                         r"discrete and multi-discrete actions and continuous vectors with finite "
+                                         r"bounds\.$"):
+        envs.base.actions_of(gymnasium.spaces.MultiBinary(3), "gymnasium:X")
+    assert envs.base.actions_of(gymnasium.spaces.MultiDiscrete([2, 3]), "gymnasium:X") == {"nvec": (2, 3)}
     with pytest.raises(ValueError, match=r"^--env gymnasium:NoSuchTask-v0: .*NoSuchTask"):
         envs.make_host("gymnasium:NoSuchTask-v0", 2)
 

@@ -101,7 +101,7 @@ def test_gymnax_errors_name_what_does_not_fit():
     with pytest.raises(ValueError, match=r"^--env gymnax:Cartpole: unknown gymnax environment\. Did you mean "
                                          r"gymnax:CartPole-v1\?"):
         envs.make("gymnax:Cartpole")
-    with pytest.raises(ValueError, match=r"^Unknown environment suite 'gym' in 'gym:CartPole-v1'; suites: brax, gymnax\.$"):
+    with pytest.raises(ValueError, match=r"^Unknown environment suite 'gym' in 'gym:CartPole-v1'; suites: brax, craftax, gymnax, jumanji, playground, xminigrid\.$"):
         envs.make("gym:CartPole-v1")
 
 

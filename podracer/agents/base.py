@@ -55,13 +55,15 @@ def split_start_state(extras):
 
 def greedy_action(extras) -> chex.Array:
     """The greedy action, from what ``act`` returned: int32 ``[B]``, the most likely action of a discrete policy
-    (``extras["logits"]``) or the highest-valued one of a Q agent (``extras["q_values"]``); float32 ``[B, size]``,
+    (``extras["logits"]``; ``[B, len(nvec)]`` for a multi-discrete one) or the highest-valued one of a Q agent (``extras["q_values"]``); float32 ``[B, size]``,
     the mean of a Gaussian policy (``extras["mean"]``) or what an agent names as its greedy action
     (``extras["greedy"]``, e.g. SAC's squashed mean)."""
     for key in ("mean", "greedy"):
         if key in extras:
             return extras[key]
     scores = extras["logits"] if "logits" in extras else extras["q_values"]
+    if isinstance(scores, tuple):  # multi-discrete: each entry's most likely choice, int32 [B, len(nvec)]
+        return jnp.stack([jnp.argmax(s, axis=-1) for s in scores], axis=-1).astype(jnp.int32)
     return jnp.argmax(scores, axis=-1).astype(jnp.int32)
 
 
@@ -187,10 +189,10 @@ def make_network(spec, config):
         if core != "lstm":
             raise ValueError("Structured (dict) observations need a recurrent agent (core='lstm').")
         torso = make_torso(spec, config.torso, config.hidden_sizes, "tanh")
-        return RecurrentNetwork(spec.num_actions, torso, config.core_size, heads="actor_critic",
+        return RecurrentNetwork(policy_actions(spec), torso, config.core_size, heads="actor_critic",
                                 action_size=action_size(spec))
     return ActorCritic(
-        num_actions=spec.num_actions,
+        num_actions=policy_actions(spec),
         obs_rank=len(spec.observation.shape),
         hidden_sizes=config.hidden_sizes,
         shared_torso=config.shared_torso,
@@ -206,12 +208,23 @@ def action_size(spec) -> int:
     return spec.box.size if spec.continuous else 0
 
 
-def require_actions(spec, agent: str, continuous: bool) -> None:
-    """A one-line error when ``agent`` cannot act in ``spec``'s action space."""
-    if spec.continuous != continuous:
-        has, takes = ("continuous", "discrete") if spec.continuous else ("discrete", "continuous")
-        others = "a2c, ppo or sac" if spec.continuous else "a2c, dqn, impala, ppo or r2d2"
-        raise ValueError(f"--agent {agent} takes {takes} actions and this environment's are {has}; use {others}.")
+def policy_actions(spec) -> int | tuple[int, ...]:
+    """What a policy head's ``num_actions`` is for ``spec``: the count of discrete actions, or multi-discrete
+    actions' ``nvec`` (:class:`~podracer.networks.PolicyHead`)."""
+    return spec.nvec if spec.nvec is not None else spec.num_actions
+
+
+# Which agents act in each kind of action space (EnvSpec.action_kind), for require_actions' messages.
+AGENTS_FOR = {"discrete": "a2c, dqn, impala, ppo or r2d2", "multi-discrete": "a2c, impala or ppo",
+              "continuous": "a2c, ppo or sac"}
+
+
+def require_actions(spec, agent: str, *kinds: str) -> None:
+    """A one-line error when ``agent``, which takes actions of ``kinds`` (``EnvSpec.action_kind`` values), cannot act
+    in ``spec``'s action space."""
+    if spec.action_kind not in kinds:
+        raise ValueError(f"--agent {agent} takes {' or '.join(kinds)} actions and this environment's are "
+                         f"{spec.action_kind}; use {AGENTS_FOR[spec.action_kind]}.")
 
 
 def make_policy_fns(network):
@@ -241,11 +254,15 @@ def make_policy_fns(network):
 
 def sample_policy(policy, key):
     """``(action, extras)`` sampled from a policy head's outputs (:class:`~podracer.networks.PolicyHead`): a softmax
-    over logits (int32 action, extras ``{"logits"}``), or a Gaussian (float32 action, unclipped: the environment
+    over logits (int32 action, extras ``{"logits"}``; a tuple of logits samples int32 ``[..., len(nvec)]``), or a Gaussian (float32 action, unclipped: the environment
     wrappers clip it to [-1, 1] and rescale it to the bounds; extras ``{"mean", "log_std"}``)."""
     if isinstance(policy, dict):
         noise = jax.random.normal(key, policy["mean"].shape, policy["mean"].dtype)
         return policy["mean"] + jnp.exp(policy["log_std"]) * noise, dict(policy)
+    if isinstance(policy, tuple):  # multi-discrete: one independent choice per entry
+        keys = jax.random.split(key, len(policy))
+        action = jnp.stack([jax.random.categorical(k, logits) for k, logits in zip(keys, policy)], axis=-1)
+        return action.astype(jnp.int32), {"logits": policy}
     return jax.random.categorical(key, policy).astype(jnp.int32), {"logits": policy}
 
 
@@ -321,7 +338,8 @@ def masked_mean(x: chex.Array, mask: chex.Array) -> chex.Array:
 
 
 def policy_terms(policy, actions: chex.Array):
-    """Log-probabilities of ``actions`` and the entropy of the policy: a softmax over logits ``[..., A]``, or a
+    """Log-probabilities of ``actions`` and the entropy of the policy: a softmax over logits ``[..., A]`` (a tuple of
+    them over multi-discrete actions ``[..., len(nvec)]``, the entries independent), or a
     diagonal Gaussian ``{"mean", "log_std"}`` (``[..., size]`` each) over the unclipped actions ``[..., size]``
     (the clip to the bounds belongs to the environment, so these are the sampled actions' own probabilities)."""
     if isinstance(policy, dict):
@@ -330,6 +348,9 @@ def policy_terms(policy, actions: chex.Array):
         log_prob = jnp.sum(-0.5 * jnp.square(z) - log_std - 0.5 * jnp.log(2 * jnp.pi), axis=-1)
         entropy = jnp.sum(log_std + 0.5 * (1.0 + jnp.log(2 * jnp.pi)), axis=-1)
         return log_prob, entropy
+    if isinstance(policy, tuple):  # multi-discrete: independent entries, so log-probabilities and entropies add up
+        terms = [policy_terms(logits, actions[..., i]) for i, logits in enumerate(policy)]
+        return sum(t[0] for t in terms), sum(t[1] for t in terms)
     logits = policy
     log_pi = jax.nn.log_softmax(logits)
     log_prob = jnp.take_along_axis(log_pi, actions[..., None].astype(jnp.int32), axis=-1)[..., 0]
@@ -338,5 +359,5 @@ def policy_terms(policy, actions: chex.Array):
 
 
 __all__ = ["Agent", "CORES", "ReplaySpec", "START_STATE", "Transitions", "check_hyperparameters", "flag", "first_flags", "no_state", "split_start_state",
-           "make_network", "make_policy_fns", "action_size", "behaviour_policy", "greedy_action", "require_actions",
+           "make_network", "make_policy_fns", "action_size", "policy_actions", "behaviour_policy", "greedy_action", "require_actions",
            "sample_policy", "make_recurrent_fns", "make_torso", "unroll_trajectory", "masked_mean", "policy_terms", "transitions"]

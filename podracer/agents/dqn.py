@@ -137,7 +137,7 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig()) -> Agent:
     """Double DQN with n-step returns and (prioritized) replay; see the module docstring."""
     import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
 
-    require_actions(spec, "dqn", continuous=False)
+    require_actions(spec, "dqn", "discrete")
     network = QNetwork(spec.num_actions, len(spec.observation.shape), config.hidden_sizes, torso=config.torso,
                        image=image_layout(spec), obs_shape=tuple(spec.observation.shape))
 

@@ -38,7 +38,7 @@ def make_impala(spec: EnvSpec, config: IMPALAConfig = IMPALAConfig()) -> Agent:
     """IMPALA: one gradient step per trajectory; V-trace corrects for the actors' older policy."""
     import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
 
-    require_actions(spec, "impala", continuous=False)
+    require_actions(spec, "impala", "discrete", "multi-discrete")
     network = make_network(spec, config)
     fns = make_policy_fns(network)
 
@@ -56,8 +56,8 @@ def make_impala(spec: EnvSpec, config: IMPALAConfig = IMPALAConfig()) -> Agent:
         logits, values = unroll_trajectory(network, params, trajectory)
         tr = transitions(trajectory, config.discount)
         actions = trajectory.action[:-1]
-        log_prob, entropy = policy_terms(logits[:-1], actions)
-        behaviour_log_prob, _ = policy_terms(trajectory.extras["logits"][:-1], actions)
+        log_prob, entropy = policy_terms(jax.tree.map(lambda x: x[:-1], logits), actions)
+        behaviour_log_prob, _ = policy_terms(jax.tree.map(lambda x: x[:-1], trajectory.extras["logits"]), actions)
         rho = jnp.exp(jax.lax.stop_gradient(log_prob) - behaviour_log_prob)
         out = vtrace(values[:-1], values[1:], tr.r_t, tr.discount_t, rho, config.td_lambda * tr.continues_t)
         policy_loss = -masked_mean(log_prob * jax.lax.stop_gradient(out.pg_advantage), tr.mask_t)

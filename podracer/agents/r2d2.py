@@ -60,7 +60,7 @@ def make_r2d2(spec: EnvSpec, config: R2D2Config = R2D2Config()) -> Agent:
     """R2D2; see the module docstring. Sequences are the learner's trajectories (``--rollout-length`` + 1 steps)."""
     import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
 
-    require_actions(spec, "r2d2", continuous=False)
+    require_actions(spec, "r2d2", "discrete")
     torso = make_torso(spec, config.torso, config.hidden_sizes, "relu")
     network = RecurrentNetwork(spec.num_actions, torso, config.core_size, heads="q")
 

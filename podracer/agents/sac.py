@@ -94,7 +94,7 @@ def squashed_sample(mean, log_std, key):
 
 def make_sac(spec: EnvSpec, config: SACConfig = SACConfig()) -> Agent:
     """SAC; see the module docstring."""
-    require_actions(spec, "sac", continuous=True)
+    require_actions(spec, "sac", "continuous")
     if isinstance(spec.observation, dict) or len(spec.observation.shape) == 3:
         raise ValueError("--agent sac takes vector observations; this environment's are images or structured.")
     size = action_size(spec)

@@ -21,7 +21,7 @@ _JAX_ENVS: dict[str, Callable[..., Environment]] = {
 
 
 # Suites of JAX environments by name, SUITE:NAME: the adapter module (imported when used) and the pip extra.
-SUITES: dict[str, str] = {"brax": "podracer.envs.brax", "gymnax": "podracer.envs.gymnax"}
+SUITES: dict[str, str] = {suite: f"podracer.envs.{suite}" for suite in ("brax", "craftax", "gymnax", "jumanji", "playground", "xminigrid")}
 
 
 def register(name: str, factory: Callable[..., Environment]) -> None:

@@ -87,12 +87,15 @@ def image_layout(spec: EnvSpec) -> ImageLayout | None:
 
 
 def action_shape(spec: EnvSpec) -> tuple[int, ...]:
-    """The shape of one action: ``()`` for discrete actions, ``(size,)`` for a continuous box."""
-    return (spec.box.size,) if spec.continuous else ()
+    """The shape of one action: ``()`` for discrete actions, ``(len(nvec),)`` for multi-discrete ones, ``(size,)``
+    for a continuous box."""
+    if spec.continuous:
+        return (spec.box.size,)
+    return (len(spec.nvec),) if spec.nvec is not None else ()
 
 
 def action_dtype(spec: EnvSpec):
-    """int32 for discrete actions, float32 for continuous ones."""
+    """int32 for discrete and multi-discrete actions, float32 for continuous ones."""
     return np.float32 if spec.continuous else np.int32
 
 
@@ -105,16 +108,36 @@ def to_box(box: Box, action):
 
 
 def actions_of(space, env: str) -> dict:
-    """``EnvSpec`` fields for a gymnasium or gymnax action space (``Discrete`` or a bounded 1-D ``Box``, whose
-    bounds may be scalars for every entry) of ``--env env``."""
-    if hasattr(space, "n") and np.ndim(space.n) == 0:
-        return {"num_actions": int(space.n)}
+    """``EnvSpec`` fields for a gymnasium or gymnax action space (``Discrete``, a 1-D ``MultiDiscrete``, or a bounded
+    1-D ``Box``, whose bounds may be scalars for every entry) of ``--env env``."""
     shape = tuple(getattr(space, "shape", None) or ())
+    if hasattr(space, "n") and np.ndim(space.n) == 0 and shape == ():  # (gymnasium's MultiBinary has n and a shape)
+        return {"num_actions": int(space.n)}
+    if hasattr(space, "nvec") and np.ndim(space.nvec) == 1:
+        return {"nvec": tuple(int(n) for n in space.nvec)}
     low, high = (np.broadcast_to(np.asarray(getattr(space, bound, np.nan), np.float64), shape) for bound in ("low", "high"))
     if low.ndim != 1 or not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
         raise ValueError(f"--env {env} has actions of {type(space).__name__} {getattr(space, 'shape', '')}; podracer takes "
-                         "discrete actions and continuous vectors with finite bounds.")
+                         "discrete and multi-discrete actions and continuous vectors with finite bounds.")
     return {"box": Box(tuple(map(float, low)), tuple(map(float, high)))}
+
+
+def require_package(suite: str, package: str, extra: str | None = None) -> None:
+    """Fails with one line naming the pip extra (``suite`` unless given) when ``package`` is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec(package) is None:
+        raise ValueError(f"{suite}: environments need {package}: pip install 'podracer[{extra or suite}]'.")
+
+
+def check_task(suite: str, name: str, known) -> None:
+    """Fails with one line, suggesting close names, when a suite's ``known`` tasks do not include ``name``."""
+    if name not in known:
+        import difflib
+
+        close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(f'{suite}:{c}' for c in close)}?" if close else ""
+        raise ValueError(f"--env {suite}:{name}: unknown {suite} environment.{hint} (--env list shows them all)")
 
 
 def host_dtype(dtype) -> np.dtype:
@@ -124,7 +147,8 @@ def host_dtype(dtype) -> np.dtype:
 
 
 def batch_actions(spec: EnvSpec, action, num_envs: int) -> np.ndarray:
-    """``num_envs`` actions as an agent gave them, checked: int32 ``[B]``, or float32 ``[B, size]``."""
+    """``num_envs`` actions as an agent gave them, checked: int32 ``[B]`` (``[B, len(nvec)]`` multi-discrete), or
+    float32 ``[B, size]``."""
     action = np.asarray(action, action_dtype(spec))
     expected = (num_envs, *action_shape(spec))
     if action.shape != expected:

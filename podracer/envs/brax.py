@@ -10,17 +10,14 @@ as brax's tasks take them.
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any, NamedTuple
 
 import chex
 import jax
 import jax.numpy as jnp
 
-from podracer.envs.base import first_timestep
+from podracer.envs.base import check_task, first_timestep, require_package
 from podracer.types import Box, EnvSpec, TimeStep
-
-EXTRA = "brax"
 
 
 class BraxState(NamedTuple):
@@ -30,8 +27,7 @@ class BraxState(NamedTuple):
 
 def require() -> None:
     """A one-line error naming the extra when brax is not installed."""
-    if importlib.util.find_spec("brax") is None:
-        raise ValueError(f"brax: environments need brax: pip install 'podracer[{EXTRA}]'.")
+    require_package("brax", "brax")
 
 
 def names() -> list[str]:
@@ -51,6 +47,8 @@ class BraxEnv:
     """``brax.envs.get_environment(name, **kwargs)`` behind podracer's environment protocol, episodes cut at
     ``episode_length`` steps (brax's default for training, 1,000)."""
 
+    suite = "brax"  # SUITE in the names messages give
+
     def __init__(self, name: str, *, episode_length: int = 1000, env=None, **kwargs):
         if episode_length < 1:
             raise ValueError(f"episode_length must be >= 1, got {episode_length}.")
@@ -58,29 +56,29 @@ class BraxEnv:
             require()
             from brax import envs
 
-            if name not in envs._envs:
-                import difflib
-
-                close = difflib.get_close_matches(name, list(envs._envs), n=3, cutoff=0.5)
-                hint = f" Did you mean {', '.join('brax:' + c for c in close)}?" if close else ""
-                raise ValueError(f"--env brax:{name}: unknown brax environment.{hint} (--env list shows them all)")
+            check_task("brax", name, envs._envs)
             env = envs.get_environment(name, **kwargs)
         self.name, self.env, self.episode_length = name, env, episode_length
         self._spec = None
 
     def spec(self) -> EnvSpec:
         if self._spec is None:  # traced, not run: brax's own observation_size runs a whole reset eagerly (seconds)
-            observation = jax.eval_shape(self.env.reset, jax.random.key(0)).obs
+            observation = self._observe(jax.eval_shape(self.env.reset, jax.random.key(0)).obs)
             if not hasattr(observation, "shape") or len(observation.shape) != 1:
-                raise ValueError(f"brax:{self.name} has observations of {observation}; podracer takes brax's vector "
+                raise ValueError(f"{self.suite}:{self.name} has observations of {observation}; podracer takes vector "
                                  "observations.")
             box = Box((-1.0,) * self.env.action_size, (1.0,) * self.env.action_size)
             self._spec = EnvSpec(jax.ShapeDtypeStruct(observation.shape, jnp.float32), box=box)
         return self._spec
 
+    def _observe(self, observation):
+        """What the agent sees of the environment's ``obs``."""
+        return observation
+
     def reset(self, key: chex.PRNGKey) -> tuple[BraxState, TimeStep]:
         env_state = self.env.reset(key)
-        return BraxState(env_state, jnp.zeros((), jnp.int32)), first_timestep(jnp.asarray(env_state.obs, jnp.float32))
+        observation = jnp.asarray(self._observe(env_state.obs), jnp.float32)
+        return BraxState(env_state, jnp.zeros((), jnp.int32)), first_timestep(observation)
 
     def step(self, state: BraxState, action: chex.Array) -> tuple[BraxState, TimeStep]:
         env_state = self.env.step(state.env_state, action)
@@ -88,7 +86,7 @@ class BraxEnv:
         terminated = jnp.asarray(env_state.done) > 0
         truncated = jnp.logical_and(t >= self.episode_length, ~terminated)
         timestep = TimeStep(
-            observation=jnp.asarray(env_state.obs, jnp.float32),
+            observation=jnp.asarray(self._observe(env_state.obs), jnp.float32),
             reward=jnp.asarray(env_state.reward, jnp.float32),
             discount=jnp.where(terminated, 0.0, 1.0).astype(jnp.float32),
             last=jnp.logical_or(terminated, truncated),

@@ -55,7 +55,7 @@ class GymnasiumEnv:
         # gymnasium's images are [H, W, C]; their value range is the space's
         image = ImageLayout(-1, float(np.min(space.low)), float(np.max(space.high))) if len(space.shape) == 3 else None
         self._spec = EnvSpec(jax.ShapeDtypeStruct(space.shape, host_dtype(space.dtype)), image=image, **actions)
-        self._start = int(getattr(action_space, "start", 0))
+        self._start = np.asarray(getattr(action_space, "start", 0), np.int64)  # Discrete's start, MultiDiscrete's starts
         self._seed = seed
         self._action = None
         self._episodes = HostEpisodes(num_envs)
@@ -74,8 +74,9 @@ class GymnasiumEnv:
         return np.asarray(observation, self._spec.observation.dtype)
 
     def send(self, action: np.ndarray) -> None:
-        """Starts a step of every environment with ``action`` (int ``[num_envs]``, 0 ... n - 1; or float32
-        ``[num_envs, size]`` for continuous actions, rescaled from [-1, 1] to the bounds)."""
+        """Starts a step of every environment with ``action`` (int ``[num_envs]``, 0 ... n - 1, or ``[num_envs, k]``
+        for multi-discrete actions; or float32 ``[num_envs, size]`` for continuous ones, rescaled from [-1, 1] to the
+        bounds)."""
         action = host_action(self._spec, action, self.num_envs)
         action = action if self._spec.continuous else action.astype(np.int64) + self._start
         if hasattr(self._envs, "step_async"):

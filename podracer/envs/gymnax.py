@@ -16,7 +16,6 @@ of their arguments.
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any, NamedTuple
 
 import chex
@@ -24,10 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from podracer.envs.base import ImageLayout, actions_of, first_timestep, image_layout
+from podracer.envs.base import ImageLayout, actions_of, check_task, first_timestep, image_layout, require_package
 from podracer.types import EnvSpec, TimeStep
-
-EXTRA = "gymnax"
 
 
 class GymnaxState(NamedTuple):
@@ -37,8 +34,7 @@ class GymnaxState(NamedTuple):
 
 def require() -> None:
     """A one-line error naming the extra when gymnax is not installed."""
-    if importlib.util.find_spec("gymnax") is None:
-        raise ValueError(f"gymnax: environments need gymnax: pip install 'podracer[{EXTRA}]'.")
+    require_package("gymnax", "gymnax")
 
 
 def names() -> list[str]:
@@ -56,26 +52,25 @@ def make(name: str, **kwargs) -> "GymnaxEnv":
 
 class GymnaxEnv:
     """``gymnax.make(name, **kwargs)`` behind podracer's environment protocol: discrete or continuous (box) actions;
-    vector, grid and channels-last board observations (as float32; a board's layout and value range in the spec)."""
+    vector, grid and channels-last board observations (as float32; a board's layout and value range in the spec).
+    ``env`` and ``params``: an environment with gymnax's functions (``reset_env``, ``step_env``, ``action_space``,
+    ``observation_space``) and its parameters, used as they are."""
+
+    suite = "gymnax"  # SUITE in the names messages give
 
     def __init__(self, name: str, *, env=None, params=None, **kwargs):
         if env is None:
             require()
             import gymnax
 
-            if name not in gymnax.registered_envs:
-                import difflib
-
-                close = difflib.get_close_matches(name, gymnax.registered_envs, n=3, cutoff=0.5)
-                hint = f" Did you mean {', '.join('gymnax:' + c for c in close)}?" if close else ""
-                raise ValueError(f"--env gymnax:{name}: unknown gymnax environment.{hint} (--env list shows them all)")
+            check_task("gymnax", name, gymnax.registered_envs)
             env, default = gymnax.make(name, **kwargs)
             params = default if params is None else params
         self.name, self.env, self.params = name, env, params if params is not None else env.default_params
         self._spec = None  # made when first asked for: a config check makes the environment before JAX may start
 
     def _make_spec(self) -> EnvSpec:
-        actions = actions_of(self.env.action_space(self.params), f"gymnax:{self.name}")
+        actions = actions_of(self.env.action_space(self.params), f"{self.suite}:{self.name}")
         observation = jax.eval_shape(lambda key: self.env.reset_env(key, self.params)[0], jax.random.key(0))
         image = None
         if len(observation.shape) == 3:  # gymnax's boards (MinAtar) are channels-last
@@ -83,7 +78,7 @@ class GymnaxEnv:
             low, high = float(np.min(space.low)), float(np.max(space.high))
             image = ImageLayout(channel_axis=-1, low=low, high=high)
         elif len(observation.shape) > 3:
-            raise ValueError(f"gymnax:{self.name} has observations of shape {tuple(observation.shape)}; podracer takes "
+            raise ValueError(f"{self.suite}:{self.name} has observations of shape {tuple(observation.shape)}; podracer takes "
                              "vectors, grids (flattened) and rank-3 images.")
         spec = EnvSpec(jax.ShapeDtypeStruct(observation.shape, jnp.float32), image=image, **actions)
         image_layout(spec)  # an image without finite bounds is refused here, naming the environment's spec
@@ -102,12 +97,7 @@ class GymnaxEnv:
     def step(self, state: GymnaxState, action: chex.Array) -> tuple[GymnaxState, TimeStep]:
         key, step_key = jax.random.split(state.key)
         observation, env_state, reward, done, _ = self.env.step_env(step_key, state.env_state, action, self.params)
-        if hasattr(self.env, "is_truncated"):  # gymnax >= 1.0: step_env's flag is termination alone
-            terminated = jnp.asarray(done, bool)
-            truncated = jnp.logical_and(self.env.is_truncated(env_state, self.params), ~terminated)
-        else:  # gymnax 0.0.x: done includes the time limit
-            truncated = env_state.time >= self.params.max_steps_in_episode
-            terminated = jnp.logical_and(jnp.asarray(done, bool), ~truncated)
+        terminated, truncated = self._episode_end(env_state, jnp.asarray(done, bool))
         timestep = TimeStep(
             observation=jnp.asarray(observation, jnp.float32),
             reward=jnp.asarray(reward, jnp.float32),
@@ -115,3 +105,11 @@ class GymnaxEnv:
             last=jnp.logical_or(terminated, truncated),
         )
         return GymnaxState(env_state, key), timestep
+
+    def _episode_end(self, env_state, done: chex.Array) -> tuple[chex.Array, chex.Array]:
+        """``(terminated, truncated)`` after a step that reported ``done`` and reached ``env_state``."""
+        if hasattr(self.env, "is_truncated"):  # gymnax >= 1.0: step_env's flag is termination alone
+            return done, jnp.logical_and(self.env.is_truncated(env_state, self.params), ~done)
+        # gymnax 0.0.x: done includes the time limit
+        truncated = env_state.time >= self.params.max_steps_in_episode
+        return jnp.logical_and(done, ~truncated), truncated

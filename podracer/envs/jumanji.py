@@ -1,0 +1,136 @@
+"""Jumanji environments (``jumanji:NAME``) as podracer :class:`~podracer.envs.base.Environment` s.
+
+Jumanji's ``step`` does not reset (podracer's :class:`~podracer.envs.wrappers.AutoReset`
+starts the next episode) and keeps termination and truncation apart in dm_env's way: a
+``LAST`` step with discount 0 terminated; one with discount 1 hit the time limit.
+
+Jumanji's observations are structured (a NamedTuple of arrays: a board, an action mask,
+a step count, ...). The agent sees them as one float32 vector: every field flattened and
+concatenated in the observation's field order, a field with finite bounds in its spec
+rescaled from ``[minimum, maximum]`` to [0, 1] (booleans become 0/1; unbounded fields
+are kept as they are). Actions: ``DiscreteArray`` is discrete, a 1-D
+``MultiDiscreteArray`` multi-discrete (Minesweeper's row and column, RubiksCube's face,
+depth and direction), a ``BoundedArray`` a continuous box. The action mask is a feature
+the agent sees, not a constraint on its policy: an invalid action is the environment's
+to punish (most Jumanji tasks end the episode). Multi-agent tasks (Connector,
+LevelBasedForaging, RobotWarehouse) are one agent choosing every agent's move, a
+multi-discrete action, for the sum of their rewards.
+
+The discount is Jumanji's: most of its tasks (Snake, Maze, Minesweeper, ...) end their
+time limit with discount 0, a termination, and count the steps in the observation;
+Connector and LevelBasedForaging truncate (discount 1).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from podracer.envs.base import check_task, first_timestep, require_package
+from podracer.types import Box, EnvSpec, TimeStep
+
+LAST = 2  # jumanji.types.StepType.LAST
+
+
+def require() -> None:
+    """A one-line error naming the extra when jumanji is not installed."""
+    require_package("jumanji", "jumanji")
+
+
+def names() -> list[str]:
+    """Jumanji's registered environments."""
+    require()
+    import jumanji
+
+    return sorted(jumanji.registered_environments())
+
+
+def make(name: str, **kwargs) -> "JumanjiEnv":
+    """``jumanji:NAME`` (:func:`podracer.envs.make` calls this)."""
+    return JumanjiEnv(name, **kwargs)
+
+
+def _leaf_bounds(spec, value) -> list[tuple[Any, Any]]:
+    """``(minimum, maximum)`` per array of the observation ``value`` (a NamedTuple tree), from its Jumanji ``spec``;
+    ``(None, None)`` for an unbounded one."""
+    if hasattr(value, "_fields"):
+        return [bound for field in value._fields for bound in _leaf_bounds(getattr(spec, field), getattr(value, field))]
+    if hasattr(spec, "num_values") and np.ndim(spec.num_values) == 0:  # DiscreteArray
+        return [(0, int(spec.num_values) - 1)]
+    if hasattr(spec, "minimum") and hasattr(spec, "maximum"):
+        return [(np.asarray(spec.minimum, np.float64), np.asarray(spec.maximum, np.float64))]
+    return [(None, None)]
+
+
+class JumanjiEnv:
+    """``jumanji.make(name, **kwargs)`` behind podracer's environment protocol (``env``: a Jumanji environment, used
+    as it is)."""
+
+    def __init__(self, name: str, *, env=None, **kwargs):
+        if env is None:
+            require()
+            import jumanji
+
+            check_task("jumanji", name, jumanji.registered_environments())
+            env = jumanji.make(name, **kwargs)
+        self.name, self.env = name, env
+        self._spec, self._scales = None, None  # made when first asked for: a config check makes the environment
+        # before JAX may start
+
+    def spec(self) -> EnvSpec:
+        if self._spec is None:
+            observation = jax.eval_shape(self.env.reset, jax.random.key(0))[1].observation
+            leaves = jax.tree.leaves(observation)
+            self._scales = []  # per array: (offset, scale) that map it into [0, 1], or None
+            for (low, high), leaf in zip(_leaf_bounds(self.env.observation_spec, observation), leaves):
+                finite = low is not None and np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(high > low)
+                self._scales.append((np.broadcast_to(low, leaf.shape).astype(np.float32),
+                                     np.broadcast_to(1.0 / (high - low), leaf.shape).astype(np.float32)) if finite else None)
+            size = sum(int(np.prod(leaf.shape)) for leaf in leaves)
+            self._spec = EnvSpec(jax.ShapeDtypeStruct((size,), jnp.float32), **self._actions())
+        return self._spec
+
+    def _actions(self) -> dict:
+        action = self.env.action_spec
+        num_values = getattr(action, "num_values", None)
+        if num_values is not None and np.ndim(num_values) == 0:
+            return {"num_actions": int(num_values)}
+        if num_values is not None and np.ndim(num_values) == 1:
+            return {"nvec": tuple(int(n) for n in np.asarray(num_values))}
+        if hasattr(action, "minimum") and len(action.shape) == 1:
+            low, high = (np.broadcast_to(np.asarray(b, np.float64), action.shape) for b in (action.minimum, action.maximum))
+            if np.all(np.isfinite(low)) and np.all(np.isfinite(high)):
+                return {"box": Box(tuple(map(float, low)), tuple(map(float, high)))}
+        raise ValueError(f"jumanji:{self.name} has actions of {type(action).__name__} {tuple(action.shape)}; podracer "
+                         "takes discrete, 1-D multi-discrete and bounded 1-D continuous actions.")
+
+    def _observe(self, observation) -> chex.Array:
+        self.spec()
+        parts = []
+        for leaf, scale in zip(jax.tree.leaves(observation), self._scales):
+            x = jnp.asarray(leaf, jnp.float32)
+            if scale is not None:
+                x = (x - scale[0]) * scale[1]
+            parts.append(x.reshape(-1))
+        return jnp.concatenate(parts)
+
+    def reset(self, key: chex.PRNGKey) -> tuple[Any, TimeStep]:
+        state, timestep = self.env.reset(key)
+        return state, first_timestep(self._observe(timestep.observation))
+
+    def step(self, state: Any, action: chex.Array) -> tuple[Any, TimeStep]:
+        state, timestep = self.env.step(state, action)
+        last = timestep.step_type == LAST
+        # Multi-agent tasks give every agent a reward and a discount: the team's reward is their sum, and the
+        # episode terminates only when no agent has a discount left.
+        terminated = jnp.logical_and(last, jnp.max(timestep.discount) == 0.0)
+        return state, TimeStep(
+            observation=self._observe(timestep.observation),
+            reward=jnp.sum(jnp.asarray(timestep.reward, jnp.float32)),
+            discount=jnp.where(terminated, 0.0, 1.0).astype(jnp.float32),
+            last=last,
+        )
