@@ -195,3 +195,75 @@ def test_a_recurrent_gaussian_policy_carries_its_core_and_acts_in_a_box():
     action, extras, state = agent.act(params, observation, jax.random.key(1), agent.initial_state(4), first)
     assert action.shape == (4, 2) and extras["mean"].shape == (4, 2) and state[0].shape == (4, 8)
     assert "core_state" in extras
+
+
+class Pairs:
+    """A contextual bandit with two-part actions (multi-discrete, ``nvec`` (3, 4)): each step shows a target pair
+    ``(a, b)``, one-hot, and pays 0.5 for each part of the action that matches it. Four steps an episode, then a
+    truncation. Random play earns 0.5 / 3 + 0.5 / 4 a step; matching both parts, 1."""
+
+    def spec(self):
+        return EnvSpec(jax.ShapeDtypeStruct((7,), jnp.float32), nvec=(3, 4))
+
+    def _observe(self, key, t):
+        target = jnp.stack([jax.random.randint(key, (), 0, 3), jax.random.randint(jax.random.fold_in(key, 1), (), 0, 4)])
+        observation = jnp.concatenate([jax.nn.one_hot(target[0], 3), jax.nn.one_hot(target[1], 4)])
+        return (jax.random.fold_in(key, 2), target, t), observation
+
+    def reset(self, key):
+        state, observation = self._observe(key, jnp.zeros((), jnp.int32))
+        return state, envs.first_timestep(observation)
+
+    def step(self, state, action):
+        key, target, t = state
+        reward = 0.5 * jnp.sum(action == target).astype(jnp.float32)
+        state, observation = self._observe(key, t + 1)
+        return state, envs.base.TimeStep(observation, reward, jnp.ones((), jnp.float32), t + 1 >= 4)
+
+
+def test_multi_discrete_log_probabilities_entropy_and_greedy_choice_are_the_joint_distributions():
+    rng = np.random.default_rng(2)
+    logits = (jnp.asarray(rng.normal(size=(5, 3)), jnp.float32), jnp.asarray(rng.normal(size=(5, 4)), jnp.float32))
+    actions = jnp.stack([jnp.asarray(rng.integers(0, 3, 5)), jnp.asarray(rng.integers(0, 4, 5))], axis=-1)
+    log_prob, entropy = policy_terms(logits, actions)
+    # The joint distribution over all 12 pairs, written out.
+    joint = jax.nn.softmax(logits[0])[:, :, None] * jax.nn.softmax(logits[1])[:, None, :]  # [5, 3, 4]
+    np.testing.assert_allclose(log_prob, np.log(joint[np.arange(5), actions[:, 0], actions[:, 1]]), rtol=1e-5)
+    np.testing.assert_allclose(entropy, -np.sum(joint * np.log(joint), axis=(1, 2)), rtol=1e-5)
+    extras = {"logits": logits}
+    np.testing.assert_array_equal(greedy_action(extras), np.stack(np.unravel_index(
+        np.asarray(joint).reshape(5, -1).argmax(-1), (3, 4)), axis=-1))
+    # Sampling: int32 [B, 2], each part inside its range, with the joint's frequencies.
+    agent = agents.make("ppo", Pairs().spec(), hidden_sizes=(8,))
+    params = agent.init(jax.random.key(0), jnp.zeros((4096, 7)))
+    action, extras, _ = agent.act(params, jnp.zeros((4096, 7)), jax.random.key(1), (), jnp.ones(4096, bool))
+    assert action.shape == (4096, 2) and action.dtype == jnp.int32
+    counts = np.bincount(np.asarray(action[:, 0] * 4 + action[:, 1]), minlength=12) / 4096
+    expected = np.asarray(jax.nn.softmax(extras["logits"][0][0])[:, None] * jax.nn.softmax(extras["logits"][1][0]))
+    np.testing.assert_allclose(counts, expected.reshape(-1), atol=0.03)
+
+
+@pytest.mark.parametrize("name, num_updates, bar", [("ppo", 100, 3.5), ("impala", 3000, 3.0)])
+def test_multi_discrete_agents_learn_both_parts_on_two_of_three_seeds(name, num_updates, bar):
+    env = Pairs()
+    kwargs = {"num_epochs": 2, "num_minibatches": 2} if name == "ppo" else {}
+    agent = agents.make(name, env.spec(), hidden_sizes=(32,), entropy_coef=0.001, **kwargs)
+    returns = _train_seeds(env, agent, num_seeds=3, num_envs=16, rollout_length=8, num_updates=num_updates,
+                           learning_rate=3e-3)
+    # Random play earns about 1.2 an episode; matching one part and guessing the other, about 2.5; both, 4. (Here
+    # PPO's seeds reached 4.0 within 100 updates; IMPALA's, one gradient step a batch, 3.3 to 4.0 within 3,000.)
+    assert (returns > bar).sum() >= 2 and returns.mean() > 2.5, returns
+
+
+def test_sebulba_acts_in_a_multi_discrete_space(monkeypatch):
+    from podracer import experiment
+    from podracer.agents import PPOConfig
+    from podracer.config import SebulbaConfig
+
+    monkeypatch.setitem(envs._JAX_ENVS, "pairs", None)  # removed again after the test
+    envs.register("pairs", Pairs)
+    result = experiment.train_sebulba(SebulbaConfig(
+        env="jax:pairs", agent=PPOConfig(hidden_sizes=(16,)), total_env_steps=1_024, num_envs_per_actor=8,
+        rollout_length=8, actor_devices=(0,), learner_devices=(1,), log_every=4))
+    last = result.history[-1]
+    assert last["env_steps"] >= 1_024 and 0.0 <= last["episode_return"] <= 4.0
