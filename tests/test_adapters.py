@@ -115,6 +115,8 @@ def test_jumanji_vectors_discrete_and_multi_discrete_actions_and_episode_ends():
     pytest.importorskip("jumanji")
     spec = envs.make("jumanji:Snake-v1").spec()
     assert spec.observation.shape == (12 * 12 * 5 + 1 + 4,) and spec.num_actions == 4 and spec.nvec is None
+    binpack = envs.make("jumanji:BinPack-v2")  # fields that are dataclasses of bounded arrays
+    assert binpack.spec().nvec == (40, 20) and all(scale is not None for scale in binpack._scales)
 
     # Connector (ten agents, five moves each) keeps its time limit a truncation: discount 1.
     connector = envs.make("jumanji:Connector-v3", time_limit=3)

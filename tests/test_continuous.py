@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from podracer import agents, anakin, envs, networks
-from podracer.agents.base import greedy_action, policy_terms
+from podracer.agents.base import greedy_action, policy_terms, sample_policy
 from podracer.agents.sac import squashed_sample
 from podracer.envs.base import image_layout, to_box
 from podracer.learner import make_optimizer
@@ -234,36 +234,40 @@ def test_multi_discrete_log_probabilities_entropy_and_greedy_choice_are_the_join
     np.testing.assert_array_equal(greedy_action(extras), np.stack(np.unravel_index(
         np.asarray(joint).reshape(5, -1).argmax(-1), (3, 4)), axis=-1))
     # Sampling: int32 [B, 2], each part inside its range, with the joint's frequencies.
-    agent = agents.make("ppo", Pairs().spec(), hidden_sizes=(8,))
-    params = agent.init(jax.random.key(0), jnp.zeros((4096, 7)))
-    action, extras, _ = agent.act(params, jnp.zeros((4096, 7)), jax.random.key(1), (), jnp.ones(4096, bool))
-    assert action.shape == (4096, 2) and action.dtype == jnp.int32
+    batch = tuple(jnp.broadcast_to(x[0], (4096, x.shape[-1])) for x in logits)
+    action, extras = jax.jit(sample_policy)(batch, jax.random.key(1))
+    assert action.shape == (4096, 2) and action.dtype == jnp.int32 and extras["logits"] is not None
     counts = np.bincount(np.asarray(action[:, 0] * 4 + action[:, 1]), minlength=12) / 4096
-    expected = np.asarray(jax.nn.softmax(extras["logits"][0][0])[:, None] * jax.nn.softmax(extras["logits"][1][0]))
-    np.testing.assert_allclose(counts, expected.reshape(-1), atol=0.03)
+    np.testing.assert_allclose(counts, np.asarray(joint[0]).reshape(-1), atol=0.03)
+    # The policy head gives one logit vector per part.
+    head = networks.PolicyHead((3, 4))
+    outputs = head.apply(head.init(jax.random.key(0), jnp.zeros((2, 5))), jnp.zeros((2, 5)))
+    assert [x.shape for x in outputs] == [(2, 3), (2, 4)]
 
 
-@pytest.mark.parametrize("name, num_updates, bar", [("ppo", 100, 3.5), ("impala", 3000, 3.0)])
-def test_multi_discrete_agents_learn_both_parts_on_two_of_three_seeds(name, num_updates, bar):
+def test_multi_discrete_ppo_learns_both_parts_on_two_of_three_seeds():
     env = Pairs()
-    kwargs = {"num_epochs": 2, "num_minibatches": 2} if name == "ppo" else {}
-    agent = agents.make(name, env.spec(), hidden_sizes=(32,), entropy_coef=0.001, **kwargs)
-    returns = _train_seeds(env, agent, num_seeds=3, num_envs=16, rollout_length=8, num_updates=num_updates,
-                           learning_rate=3e-3)
+    agent = agents.make("ppo", env.spec(), hidden_sizes=(32,), entropy_coef=0.001, num_epochs=2, num_minibatches=2)
+    returns = _train_seeds(env, agent, num_seeds=3, num_envs=16, rollout_length=8, num_updates=100, learning_rate=3e-3)
     # Random play earns about 1.2 an episode; matching one part and guessing the other, about 2.5; both, 4. (Here
-    # PPO's seeds reached 4.0 within 100 updates; IMPALA's, one gradient step a batch, 3.3 to 4.0 within 3,000.)
-    assert (returns > bar).sum() >= 2 and returns.mean() > 2.5, returns
+    # every seed reached 4.0 within 100 updates.)
+    assert (returns > 3.5).sum() >= 2 and returns.mean() > 2.5, returns
 
 
-def test_sebulba_acts_in_a_multi_discrete_space(monkeypatch):
+@pytest.mark.parametrize("agent", ["impala"])  # PPO's multi-discrete actions take the same path (learning, above)
+def test_sebulba_trains_multi_discrete_agents(agent, monkeypatch):
     from podracer import experiment
-    from podracer.agents import PPOConfig
+    from podracer.agents import IMPALAConfig
     from podracer.config import SebulbaConfig
 
     monkeypatch.setitem(envs._JAX_ENVS, "pairs", None)  # removed again after the test
     envs.register("pairs", Pairs)
     result = experiment.train_sebulba(SebulbaConfig(
-        env="jax:pairs", agent=PPOConfig(hidden_sizes=(16,)), total_env_steps=1_024, num_envs_per_actor=8,
-        rollout_length=8, actor_devices=(0,), learner_devices=(1,), log_every=4))
-    last = result.history[-1]
-    assert last["env_steps"] >= 1_024 and 0.0 <= last["episode_return"] <= 4.0
+        env="jax:pairs", agent=IMPALAConfig(hidden_sizes=(32,), learning_rate=3e-3, entropy_coef=0.001),
+        total_env_steps=16_384, num_envs_per_actor=16, rollout_length=8, actor_devices=(0,), learner_devices=(1,),
+        log_every=16))
+    history = result.history
+    # Random play earns about 1.2 an episode (s.d. of a record's mean about 0.1). IMPALA's sampled returns rose to
+    # 1.5 to 1.8 here over these 128 batches (its greedy policy learns faster than its sampled one; in Anakin its
+    # seeds' greedy returns reached 3.3 to 4.0 after 3,000 batches).
+    assert history[-1]["env_steps"] >= 16_384 and history[-1]["episode_return"] > 1.35, history

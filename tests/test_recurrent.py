@@ -54,11 +54,12 @@ def test_structured_torso_shapes_and_clipping():
     assert params["params"]["Embed_0"]["embedding"].shape == (7, 6)
     assert params["params"]["Dense_0"]["kernel"].shape == (2, 10)  # per entity: features -> entity_dim
     assert params["params"]["MLP_0"]["Dense_0"]["kernel"].shape == (3 * 6 + 10, 12)  # embeddings ++ pooled
-    assert torso.apply(params, obs).shape == (5, 12)
+    apply = jax.jit(torso.apply)  # one compilation, not op by op for every call below
+    assert apply(params, obs).shape == (5, 12)
 
     def out(value, entity=0):
         continuous = jnp.zeros((1, 4, 2)).at[0, entity, 0].set(value)
-        return torso.apply(params, {"discrete": jnp.zeros((1, 3), jnp.int32), "continuous": continuous})
+        return apply(params, {"discrete": jnp.zeros((1, 3), jnp.int32), "continuous": continuous})
 
     np.testing.assert_array_equal(out(100.0), out(2.0))  # clipped to the same value
     np.testing.assert_array_equal(out(-1e9), out(-2.0))
@@ -68,8 +69,8 @@ def test_structured_torso_shapes_and_clipping():
     # The full policy: structured torso, LSTM, softmax over the actions.
     agent = agents.make("a2c", spec, core="lstm", core_size=16, hidden_sizes=(12,))
     state = agent.initial_state(5)
-    agent_params = agent.init(jax.random.key(2), obs)
-    action, extras, state = agent.act(agent_params, obs, jax.random.key(3), state, jnp.ones(5, bool))
+    agent_params = jax.jit(agent.init)(jax.random.key(2), obs)
+    action, extras, state = jax.jit(agent.act)(agent_params, obs, jax.random.key(3), state, jnp.ones(5, bool))
     assert action.shape == (5,) and extras["logits"].shape == (5, 8) and state[0].shape == (5, 16)
     with pytest.raises(ValueError, match=r"Structured \(dict\) observations need a recurrent agent \(core='lstm'\)\."):
         agents.make("a2c", spec)

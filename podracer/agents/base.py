@@ -55,8 +55,8 @@ def split_start_state(extras):
 
 def greedy_action(extras) -> chex.Array:
     """The greedy action, from what ``act`` returned: int32 ``[B]``, the most likely action of a discrete policy
-    (``extras["logits"]``; ``[B, len(nvec)]`` for a multi-discrete one) or the highest-valued one of a Q agent (``extras["q_values"]``); float32 ``[B, size]``,
-    the mean of a Gaussian policy (``extras["mean"]``) or what an agent names as its greedy action
+    (``extras["logits"]``; ``[B, len(nvec)]``, each entry's, for a multi-discrete one) or the highest-valued one of
+    a Q agent (``extras["q_values"]``); float32 ``[B, size]``, the mean of a Gaussian policy (``extras["mean"]``) or what an agent names as its greedy action
     (``extras["greedy"]``, e.g. SAC's squashed mean)."""
     for key in ("mean", "greedy"):
         if key in extras:
@@ -254,8 +254,9 @@ def make_policy_fns(network):
 
 def sample_policy(policy, key):
     """``(action, extras)`` sampled from a policy head's outputs (:class:`~podracer.networks.PolicyHead`): a softmax
-    over logits (int32 action, extras ``{"logits"}``; a tuple of logits samples int32 ``[..., len(nvec)]``), or a Gaussian (float32 action, unclipped: the environment
-    wrappers clip it to [-1, 1] and rescale it to the bounds; extras ``{"mean", "log_std"}``)."""
+    over logits (int32 action, extras ``{"logits"}``; a tuple of logits samples int32 ``[..., len(nvec)]``), or a
+    Gaussian (float32 action, unclipped: the environment wrappers clip it to [-1, 1] and rescale it to the bounds;
+    extras ``{"mean", "log_std"}``)."""
     if isinstance(policy, dict):
         noise = jax.random.normal(key, policy["mean"].shape, policy["mean"].dtype)
         return policy["mean"] + jnp.exp(policy["log_std"]) * noise, dict(policy)
@@ -339,9 +340,9 @@ def masked_mean(x: chex.Array, mask: chex.Array) -> chex.Array:
 
 def policy_terms(policy, actions: chex.Array):
     """Log-probabilities of ``actions`` and the entropy of the policy: a softmax over logits ``[..., A]`` (a tuple of
-    them over multi-discrete actions ``[..., len(nvec)]``, the entries independent), or a
-    diagonal Gaussian ``{"mean", "log_std"}`` (``[..., size]`` each) over the unclipped actions ``[..., size]``
-    (the clip to the bounds belongs to the environment, so these are the sampled actions' own probabilities)."""
+    them over multi-discrete actions ``[..., len(nvec)]``, the entries independent), or a diagonal Gaussian
+    ``{"mean", "log_std"}`` (``[..., size]`` each) over the unclipped actions ``[..., size]`` (the clip to the
+    bounds belongs to the environment, so these are the sampled actions' own probabilities)."""
     if isinstance(policy, dict):
         mean, log_std = policy["mean"], policy["log_std"]
         z = (actions - mean) * jnp.exp(-log_std)

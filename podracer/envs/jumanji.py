@@ -23,6 +23,7 @@ Connector and LevelBasedForaging truncate (discount 1).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import chex
@@ -55,10 +56,11 @@ def make(name: str, **kwargs) -> "JumanjiEnv":
 
 
 def _leaf_bounds(spec, value) -> list[tuple[Any, Any]]:
-    """``(minimum, maximum)`` per array of the observation ``value`` (a NamedTuple tree), from its Jumanji ``spec``;
-    ``(None, None)`` for an unbounded one."""
-    if hasattr(value, "_fields"):
-        return [bound for field in value._fields for bound in _leaf_bounds(getattr(spec, field), getattr(value, field))]
+    """``(minimum, maximum)`` per array of the observation ``value`` (NamedTuples and dataclasses of arrays, in
+    ``jax.tree.leaves`` order), from its Jumanji ``spec``; ``(None, None)`` for an unbounded one."""
+    if not hasattr(value, "shape"):  # a NamedTuple or dataclass of fields, each with a spec of the same name
+        names = value._fields if hasattr(value, "_fields") else [f.name for f in dataclasses.fields(value)]
+        return [bound for name in names for bound in _leaf_bounds(getattr(spec, name, None), getattr(value, name))]
     if hasattr(spec, "num_values") and np.ndim(spec.num_values) == 0:  # DiscreteArray
         return [(0, int(spec.num_values) - 1)]
     if hasattr(spec, "minimum") and hasattr(spec, "maximum"):
@@ -85,8 +87,11 @@ class JumanjiEnv:
         if self._spec is None:
             observation = jax.eval_shape(self.env.reset, jax.random.key(0))[1].observation
             leaves = jax.tree.leaves(observation)
+            bounds = _leaf_bounds(self.env.observation_spec, observation)
+            if len(bounds) != len(leaves):  # a layout this walk does not know: every field as it is
+                bounds = [(None, None)] * len(leaves)
             self._scales = []  # per array: (offset, scale) that map it into [0, 1], or None
-            for (low, high), leaf in zip(_leaf_bounds(self.env.observation_spec, observation), leaves):
+            for (low, high), leaf in zip(bounds, leaves):
                 finite = low is not None and np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(high > low)
                 self._scales.append((np.broadcast_to(low, leaf.shape).astype(np.float32),
                                      np.broadcast_to(1.0 / (high - low), leaf.shape).astype(np.float32)) if finite else None)
