@@ -66,8 +66,9 @@ def test_atari_learner_step_on_cpu_is_a_small_multiple_of_forward_backward():
 
     forward_backward = median_seconds(grad, state.params, batch)
     learner_step = median_seconds(step, state, trajectory)
-    # Two epochs over the batch: about 2x; the scanned loops take about 20x.
-    assert learner_step < 5 * forward_backward, (learner_step, forward_backward)
+    # Two epochs over the batch: about 2.2x here (2.4x with the tests' unoptimized XLA backend); the scanned loops
+    # took 18x (150x unoptimized). 8x leaves room for a busy machine (the other test worker) and still catches them.
+    assert learner_step < 8 * forward_backward, (learner_step, forward_backward)
 
 
 def test_orthogonal_init_equals_flax_and_vmapped_seeds_never_deadlock():
