@@ -116,6 +116,17 @@ def test_a_missing_suite_names_the_extra_to_install(monkeypatch, capsys):
                 in capsys.readouterr().err)
 
 
+@pytest.mark.parametrize("suite, package", [("brax", "brax"), ("craftax", "craftax"), ("jumanji", "jumanji"),
+                                            ("playground", "mujoco_playground"), ("xminigrid", "xminigrid")])
+def test_every_suite_names_its_extra_when_its_package_is_missing(suite, package, monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == package else real(name, *a))
+    with pytest.raises(ValueError, match=rf"^{suite}: environments need {package}: pip install "
+                                         rf"'podracer\[{suite}\]'\.$"):
+        envs.check(f"{suite}:Anything")
+    assert f"{suite}: not installed (environments need {package}: pip install 'podracer[{suite}]'.)" in envs.listing()
+
+
 def test_env_list_prints_every_name(capsys):
     with pytest.raises(SystemExit) as exit_info:
         config.parse(AnakinConfig, ["--env", "list"], prog="prog")
