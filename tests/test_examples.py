@@ -154,8 +154,8 @@ def test_ctrl_c_within_seconds_abandons_a_long_call_and_saves_the_last_completed
          "--updates-per-call", "10000", "--checkpoint-dir", str(tmp_path)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT,
     )
-    for line in proc.stdout:  # the first progress line: the first call is done ...
-        if "env steps" in line:
+    for line in proc.stdout:  # the first progress line (not a heartbeat line of a slow first call): it is done ...
+        if "env steps" in line and "| sps" in line:
             break
     time.sleep(1.0)  # ... and the second one under way
     start = time.monotonic()
