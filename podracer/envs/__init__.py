@@ -20,8 +20,11 @@ _JAX_ENVS: dict[str, Callable[..., Environment]] = {
 }
 
 
-# Suites of JAX environments by name, SUITE:NAME: the adapter module (imported when used) and the pip extra.
-SUITES: dict[str, str] = {suite: f"podracer.envs.{suite}" for suite in ("brax", "craftax", "gymnax", "jumanji", "playground", "xminigrid")}
+# Suites of JAX environments by name, SUITE:NAME: the adapter module (imported when used); the suite's name is also
+# its pip extra.
+SUITES: dict[str, str] = {
+    suite: f"podracer.envs.{suite}" for suite in ("brax", "craftax", "gymnax", "jumanji", "playground", "xminigrid")
+}
 
 
 def register(name: str, factory: Callable[..., Environment]) -> None:

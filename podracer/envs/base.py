@@ -122,12 +122,12 @@ def actions_of(space, env: str) -> dict:
     return {"box": Box(tuple(map(float, low)), tuple(map(float, high)))}
 
 
-def require_package(suite: str, package: str, extra: str | None = None) -> None:
-    """Fails with one line naming the pip extra (``suite`` unless given) when ``package`` is not installed."""
+def require_package(suite: str, package: str) -> None:
+    """Fails with one line naming the pip extra (the suite's name) when ``package`` is not installed."""
     import importlib.util
 
     if importlib.util.find_spec(package) is None:
-        raise ValueError(f"{suite}: environments need {package}: pip install 'podracer[{extra or suite}]'.")
+        raise ValueError(f"{suite}: environments need {package}: pip install 'podracer[{suite}]'.")
 
 
 def check_task(suite: str, name: str, known) -> None:
