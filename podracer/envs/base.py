@@ -177,6 +177,17 @@ def first_timestep(observation: chex.ArrayTree) -> TimeStep:
     )
 
 
+def step_timestep(observation: chex.ArrayTree, reward, terminated, truncated) -> TimeStep:
+    """The time step a step arrives at: discount 0 where the episode terminated, 1 otherwise (a truncation keeps 1,
+    so the learner bootstraps); ``last`` where it did either. The reward as float32."""
+    return TimeStep(
+        observation=observation,
+        reward=jax.numpy.asarray(reward, jax.numpy.float32),
+        discount=jax.numpy.where(terminated, 0.0, 1.0).astype(jax.numpy.float32),
+        last=jax.numpy.logical_or(terminated, truncated),
+    )
+
+
 class HostEpisodes:
     """Episode statistics of a host batch whose environments auto-reset on the step after ``last`` (envpool's and
     gymnasium's next-step rule: that step starts a new episode with reward 0, so it counts as step 0)."""

@@ -16,7 +16,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from podracer.envs.base import check_task, first_timestep, require_package
+from podracer.envs.base import check_task, first_timestep, require_package, step_timestep
 from podracer.types import Box, EnvSpec, TimeStep
 
 
@@ -85,10 +85,6 @@ class BraxEnv:
         t = state.t + 1
         terminated = jnp.asarray(env_state.done) > 0
         truncated = jnp.logical_and(t >= self.episode_length, ~terminated)
-        timestep = TimeStep(
-            observation=jnp.asarray(self._observe(env_state.obs), jnp.float32),
-            reward=jnp.asarray(env_state.reward, jnp.float32),
-            discount=jnp.where(terminated, 0.0, 1.0).astype(jnp.float32),
-            last=jnp.logical_or(terminated, truncated),
-        )
+        observation = jnp.asarray(self._observe(env_state.obs), jnp.float32)
+        timestep = step_timestep(observation, env_state.reward, terminated, truncated)
         return BraxState(env_state, t), timestep

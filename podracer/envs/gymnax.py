@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from podracer.envs.base import ImageLayout, actions_of, check_task, first_timestep, image_layout, require_package
+from podracer.envs.base import ImageLayout, actions_of, check_task, first_timestep, image_layout, require_package, step_timestep
 from podracer.types import EnvSpec, TimeStep
 
 
@@ -98,12 +98,7 @@ class GymnaxEnv:
         key, step_key = jax.random.split(state.key)
         observation, env_state, reward, done, _ = self.env.step_env(step_key, state.env_state, action, self.params)
         terminated, truncated = self._episode_end(env_state, jnp.asarray(done, bool))
-        timestep = TimeStep(
-            observation=jnp.asarray(observation, jnp.float32),
-            reward=jnp.asarray(reward, jnp.float32),
-            discount=jnp.where(terminated, 0.0, 1.0).astype(jnp.float32),
-            last=jnp.logical_or(terminated, truncated),
-        )
+        timestep = step_timestep(jnp.asarray(observation, jnp.float32), reward, terminated, truncated)
         return GymnaxState(env_state, key), timestep
 
     def _episode_end(self, env_state, done: chex.Array) -> tuple[chex.Array, chex.Array]:

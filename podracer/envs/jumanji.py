@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from podracer.envs.base import check_task, first_timestep, require_package
+from podracer.envs.base import check_task, first_timestep, require_package, step_timestep
 from podracer.types import Box, EnvSpec, TimeStep
 
 LAST = 2  # jumanji.types.StepType.LAST
@@ -133,9 +133,5 @@ class JumanjiEnv:
         # Multi-agent tasks give every agent a reward and a discount: the team's reward is their sum, and the
         # episode terminates only when no agent has a discount left.
         terminated = jnp.logical_and(last, jnp.max(timestep.discount) == 0.0)
-        return state, TimeStep(
-            observation=self._observe(timestep.observation),
-            reward=jnp.sum(jnp.asarray(timestep.reward, jnp.float32)),
-            discount=jnp.where(terminated, 0.0, 1.0).astype(jnp.float32),
-            last=last,
-        )
+        reward = jnp.sum(jnp.asarray(timestep.reward, jnp.float32))
+        return state, step_timestep(self._observe(timestep.observation), reward, terminated, last)

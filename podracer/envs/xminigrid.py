@@ -20,7 +20,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from podracer.envs.base import check_task, first_timestep, require_package
+from podracer.envs.base import check_task, first_timestep, require_package, step_timestep
 from podracer.types import EnvSpec, ImageLayout, TimeStep
 
 
@@ -78,9 +78,4 @@ class XMinigridEnv:
         timestep = self.env.step(self.params, state, action)
         last = timestep.step_type == 2  # xminigrid.types.StepType.LAST
         terminated = jnp.logical_and(last, timestep.discount == 0.0)
-        return timestep, TimeStep(
-            observation=self._observe(timestep.observation),
-            reward=jnp.asarray(timestep.reward, jnp.float32),
-            discount=jnp.where(terminated, 0.0, 1.0).astype(jnp.float32),
-            last=last,
-        )
+        return timestep, step_timestep(self._observe(timestep.observation), timestep.reward, terminated, last)
