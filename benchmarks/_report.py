@@ -9,14 +9,26 @@ import time
 from pathlib import Path
 
 
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``; the platform's processor string elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
 def machine() -> str:
-    """``host: device kind xN [backend], C cores`` (call after JAX's device count is settled)."""
+    """``host: device kind xN [backend], C cores of CPU model`` (call after JAX's device count is settled)."""
     import jax
 
     from podracer import parallel
 
     return (f"{platform.node()}: {jax.devices()[0].device_kind} x{jax.device_count()} [{jax.default_backend()}], "
-            f"{parallel.available_cores()} cores")
+            f"{parallel.available_cores()} cores of {cpu_model()}")
 
 
 def time_anakin(env, agent, optimizer, *, num_envs: int, rollout_length: int, updates_per_call: int, devices,
