@@ -1,0 +1,60 @@
+"""The learner-limit and commit-comparison benchmarks: the matmuls they take from a step, and their command lines."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
+REPO = BENCHMARKS.parent
+
+
+def test_learner_limit_command_prints_and_saves_its_tables(tmp_path):
+    out = tmp_path / "limit"
+    run = subprocess.run([sys.executable, str(BENCHMARKS / "learner_limit.py"), "--agents", "ppo", "a2c", "--envs", "catch",
+                          "--num-envs", "4", "--rounds", "2", "--out", str(out)], capture_output=True, text=True, timeout=400)
+    assert run.returncode == 0, run.stderr
+    assert "| agent | env | envs | minibatch | SGD steps | matmuls/step |" in run.stdout
+    assert "| agent | env | envs | rollout | value pass + GAE | shuffles | SGD steps | learner step | update |" in run.stdout
+    data = json.loads(out.with_suffix(".json").read_text())
+    assert " cores of " in data["machine"]  # the CPU model is named
+    ppo, a2c = data["rows"]
+    minibatch = 4 * 128 // 4
+    assert (ppo["agent"], ppo["sgd_steps"], ppo["minibatch"]) == ("ppo", 16, minibatch)
+    # PPO's separate policy and value MLPs on Catch (50 inputs; layers 64, 64, then 3 logits or 1 value): each layer's
+    # forward product and weight gradient, and the input gradient of every layer but the first, read from the jaxpr.
+    assert ppo["matmuls_per_step"] == 6 + 6 + 4
+    layers = [(50, 64), (64, 64), (64, 3), (50, 64), (64, 64), (64, 1)]
+    inner = [(k, n) for i, (k, n) in enumerate(layers) if i % 3]
+    flops = 2 * minibatch * (2 * sum(k * n for k, n in layers) + sum(k * n for k, n in inner))
+    assert ppo["matmul_mflop_per_step"] == pytest.approx(flops / 1e6, rel=1e-9)
+    assert (a2c["agent"], a2c["sgd_steps"], a2c["ms"]["prepare"], a2c["ms"]["shuffle"]) == ("a2c", 1, None, None)
+    for row in (ppo, a2c):
+        assert row["bare_gflops"] > 0 and row["sgd_gflops"] > 0 and row["sgd_over_bare"] > 0
+        assert row["ms"]["update"] > 0 and row["ms"]["rollout"] > 0
+    bad = subprocess.run([sys.executable, str(BENCHMARKS / "learner_limit.py"), "--rounds", "0"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--rounds must be >= 1, got 0." in bad.stderr
+
+
+@pytest.mark.skipif(shutil.which("git") is None or not (REPO / ".git").exists(), reason="needs git and a git checkout")
+def test_compare_commits_alternates_two_processes_and_compares_their_parameters(tmp_path):
+    out = tmp_path / "compare"
+    run = subprocess.run([sys.executable, str(BENCHMARKS / "compare_commits.py"), "--against", "HEAD", "--num-envs", "4",
+                          "--updates-per-call", "2", "--rounds", "3", "--out", str(out)],
+                         capture_output=True, text=True, timeout=400)
+    assert run.returncode == 0, run.stderr
+    assert "| round | today (s) | HEAD (s) | speed ratio (today / HEAD) |" in run.stdout
+    data = json.loads(out.with_suffix(".json").read_text())
+    assert len(data["ratios"]) == 3 and len(data["seconds"]["today"]) == 3 and len(data["seconds"]["HEAD"]) == 3
+    assert all(r > 0 for r in data["ratios"]) and data["median_ratio"] > 0
+    unchanged = subprocess.run(["git", "-C", str(REPO), "diff", "--quiet", "HEAD", "--", "podracer"]).returncode == 0
+    if unchanged:  # the same code on both sides, from the same seed: the very same parameters
+        assert data["params_max_abs_diff"] == 0.0 and data["params_close"]
+    bad = subprocess.run([sys.executable, str(BENCHMARKS / "compare_commits.py"), "--against", "no-such-revision"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and bad.stderr.strip().splitlines()[-1] == (
+        f"--against: 'no-such-revision' is not a commit of {REPO.resolve()}.")
