@@ -61,8 +61,28 @@ def time_anakin(env, agent, optimizer, *, num_envs: int, rollout_length: int, up
     return compile_seconds, statistics.median(seconds)
 
 
-def save(out: str | Path, text: str, data: dict) -> None:
-    """Writes ``out.md`` (``text``) and ``out.json`` (``data``), creating the folder, and says so."""
+RESULTS = Path(__file__).parent / "results"
+
+
+def add_output_flags(parser, name: str) -> None:
+    """``--save`` (write ``benchmarks/results/NAME.{md,json}``) and ``--out PATH`` (write ``PATH.{md,json}``):
+    a benchmark prints its table and writes files only when asked, so a run leaves the checkout as it was."""
+    parser.add_argument("--save", action="store_true", help=f"also write the table to benchmarks/results/{name}.{{md,json}}")
+    parser.add_argument("--out", default=None, help="write the table to OUT.{md,json} instead (a path without extension)")
+
+
+def output_path(save: bool, out: str | None, name: str) -> Path | None:
+    """Where a table goes: ``out``; else ``benchmarks/results/NAME`` when ``save``; else nowhere (``None``)."""
+    if out:
+        return Path(out)
+    return RESULTS / name if save else None
+
+
+def save(out: str | Path | None, text: str, data: dict) -> None:
+    """Writes ``out.md`` (``text``) and ``out.json`` (``data``), creating the folder, and says so; nothing when
+    ``out`` is ``None`` (:func:`output_path`)."""
+    if out is None:
+        return
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".md").write_text(text)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from pathlib import Path
 
 import _report
 
@@ -30,7 +29,7 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=9, help="timed host calls per side, alternating")
     parser.add_argument("--updates-per-call", type=int, default=50)
     parser.add_argument("--cpu-devices", type=int, default=1, help="CPU devices to expose (default: 1)")
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "adapter_overhead"), help="output path without extension")
+    _report.add_output_flags(parser, "adapter_overhead")
     args = parser.parse_args(argv)
 
     parallel.set_cpu_device_count(args.cpu_devices)
@@ -74,7 +73,7 @@ def main(argv=None):
                   f"(rounds: {min(ratios):.3f} ... {max(ratios):.3f})"]
     text = "\n".join(lines) + "\n"
     print(text)
-    _report.save(args.out, text, {"machine": machine, "jax": jax.__version__, "rows": rows, "ratios": ratios,
+    _report.save(_report.output_path(args.save, args.out, "adapter_overhead"), text, {"machine": machine, "jax": jax.__version__, "rows": rows, "ratios": ratios,
                                   "agent": args.agent, "num_envs": args.num_envs})
 
 

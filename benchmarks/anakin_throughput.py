@@ -2,7 +2,7 @@
 
 Compilation is timed apart (ahead-of-time ``lower().compile()``); throughput is the
 median over several host calls of the compiled program, each scanning enough updates
-to take a measurable time. Prints a Markdown table and saves it (and JSON) under
+to take a measurable time. Prints a Markdown table; ``--save`` also writes it (and JSON) to
 ``benchmarks/results/``.
 
     python benchmarks/anakin_throughput.py                      # the full sweep
@@ -12,7 +12,6 @@ to take a measurable time. Prints a Markdown table and saves it (and JSON) under
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import _report  # benchmarks/_report.py (the script's folder is on sys.path)
 
@@ -76,7 +75,7 @@ def main(argv=None):
     parser.add_argument("--cpu-devices", type=int, default=None, help="CPU devices to expose (default: one per core)")
     parser.add_argument("--calls", type=int, default=5, help="timed host calls per setting (after one warm-up call)")
     parser.add_argument("--target-steps", type=int, default=2**17, help="env steps each host call should cover at least")
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "anakin_throughput"), help="output path without extension")
+    _report.add_output_flags(parser, "anakin_throughput")
     args = parser.parse_args(argv)
 
     parallel.set_cpu_device_count(args.cpu_devices or parallel.available_cores())
@@ -104,7 +103,7 @@ def main(argv=None):
                     )
     text = f"Anakin throughput on {machine}, jax {jax.__version__}\n\n{table(rows)}\n"
     print("\n" + text)
-    _report.save(args.out, text, {"machine": machine, "jax": jax.__version__, "rows": rows})
+    _report.save(_report.output_path(args.save, args.out, "anakin_throughput"), text, {"machine": machine, "jax": jax.__version__, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -29,8 +29,6 @@ from pathlib import Path
 import _report  # benchmarks/_report.py (the script's folder is on sys.path)
 
 REPO = Path(__file__).resolve().parent.parent
-RESULTS = Path(__file__).parent / "results" / "compare_commits"
-
 
 # ---- the worker: one side, in its own process, answering one command per line on stdin ----
 
@@ -222,8 +220,7 @@ def main(argv=None):
                         help="updates scanned in one host call (default: enough for 2**17 env steps)")
     parser.add_argument("--rounds", type=int, default=20, help="timed calls of each side")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--save", action="store_true", help="also write the table to benchmarks/results/compare_commits.{md,json}")
-    parser.add_argument("--out", default=None, help="write the table to OUT.{md,json} instead (a path without extension)")
+    _report.add_output_flags(parser, "compare_commits")
     args = parser.parse_args(argv)
     for name in ("num_envs", "devices", "rounds"):
         if getattr(args, name) < 1:
@@ -242,9 +239,7 @@ def main(argv=None):
     result = compare(args.against, config, args.rounds)
     text = f"Today's podracer against {args.against} on {machine}\n\n{table(result)}\n"
     print("\n" + text)
-    out = args.out or (RESULTS if args.save else None)
-    if out:
-        _report.save(out, text, {"machine": machine, **result})
+    _report.save(_report.output_path(args.save, args.out, "compare_commits"), text, {"machine": machine, **result})
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ Sebulba's learner step (PPO on CartPole-sized trajectories), both forms are comp
 of time (apart), then called in turn for ``--rounds`` rounds, each side carrying its own
 state. Each side is quoted as its median call time; the ratio is the median over rounds of
 ``pmap time / device_map time`` within a round (>= 1: device_map is faster). Prints a
-Markdown table and saves it (and JSON) under ``benchmarks/results/``.
+Markdown table; ``--save`` also writes it (and JSON) to ``benchmarks/results/``.
 
     python benchmarks/device_map_vs_pmap.py
     python benchmarks/device_map_vs_pmap.py --agents a2c --num-envs 64 --device-counts 2 --rounds 11
@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from pathlib import Path
 
 import _report  # benchmarks/_report.py (the script's folder is on sys.path)
 
@@ -141,7 +140,7 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=11, help="timed rounds (each calls both forms once)")
     parser.add_argument("--target-steps", type=int, default=2**17, help="env steps each Anakin call covers at least")
     parser.add_argument("--cpu-devices", type=int, default=None, help="CPU devices to expose (default: one per core)")
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "device_map_vs_pmap"))
+    _report.add_output_flags(parser, "device_map_vs_pmap")
     args = parser.parse_args(argv)
 
     parallel.set_cpu_device_count(args.cpu_devices or max(2, parallel.available_cores()))
@@ -161,7 +160,7 @@ def main(argv=None):
             print(table(rows[-1:]).splitlines()[-1], flush=True)
     text = f"device_map (jit of shard_map) vs pmap on {machine}, jax {jax.__version__}\n\n{table(rows)}\n"
     print("\n" + text)
-    _report.save(args.out, text, {"machine": machine, "jax": jax.__version__, "rows": rows})
+    _report.save(_report.output_path(args.save, args.out, "device_map_vs_pmap"), text, {"machine": machine, "jax": jax.__version__, "rows": rows})
 
 
 if __name__ == "__main__":

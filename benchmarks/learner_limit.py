@@ -23,14 +23,11 @@ import argparse
 import math
 import statistics
 import time
-from pathlib import Path
 
 import _report  # benchmarks/_report.py (the script's folder is on sys.path)
 from anakin_throughput import AGENT_SETTINGS
 
 from podracer import parallel
-
-RESULTS = Path(__file__).parent / "results" / "learner_limit"
 
 
 def dot_generals(jaxpr) -> list:
@@ -234,8 +231,7 @@ def main(argv=None):
     parser.add_argument("--envs", nargs="+", default=["catch", "cartpole"], choices=["catch", "cartpole"])
     parser.add_argument("--num-envs", nargs="+", type=int, default=[64, 1024], help="environments (one device)")
     parser.add_argument("--rounds", type=int, default=15, help="timed rounds (each times every part once)")
-    parser.add_argument("--save", action="store_true", help="also write the tables to benchmarks/results/learner_limit.{md,json}")
-    parser.add_argument("--out", default=None, help="write the tables to OUT.{md,json} instead (a path without extension)")
+    _report.add_output_flags(parser, "learner_limit")
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error(f"--rounds must be >= 1, got {args.rounds}.")
@@ -259,10 +255,8 @@ def main(argv=None):
                       f"update {row['ms']['update']:.1f} ms", flush=True)
     text = f"The learner step against its limit on {machine}, jax {jax.__version__}\n\n{tables(rows, square)}\n"
     print("\n" + text)
-    out = args.out or (RESULTS if args.save else None)
-    if out:
-        _report.save(out, text, {"machine": machine, "jax": jax.__version__, "square_matmul_gflops": square,
-                                 "rows": rows})
+    _report.save(_report.output_path(args.save, args.out, "learner_limit"), text,
+                 {"machine": machine, "jax": jax.__version__, "square_matmul_gflops": square, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from pathlib import Path
 
 import _report  # benchmarks/_report.py (the script's folder is on sys.path)
 
@@ -140,7 +139,7 @@ def main(argv=None):
     parser.add_argument("--ops", type=int, default=100, help="operations per compiled call")
     parser.add_argument("--repeats", type=int, default=21, help="rounds of interleaved timed calls")
     parser.add_argument("--dqn-updates", type=int, default=1000, help="Anakin DQN updates (0: skip)")
-    parser.add_argument("--out", default=None, help="output path without extension (default: benchmarks/results/replay_throughput)")
+    _report.add_output_flags(parser, "replay_throughput")
     args = parser.parse_args(argv)
 
     from podracer import parallel
@@ -167,8 +166,7 @@ def main(argv=None):
                   f"**{dqn['env_steps_per_s']:,.0f} env steps/s** steady state, compile {dqn['compile_s']:.1f} s."]
     text = "\n".join(lines) + "\n"
     print("\n" + text)
-    out = args.out or Path(__file__).parent / "results" / "replay_throughput"
-    _report.save(out, text, {"machine": machine, "jax": jax.__version__, "rows": rows, "dqn": dqn})
+    _report.save(_report.output_path(args.save, args.out, "replay_throughput"), text, {"machine": machine, "jax": jax.__version__, "rows": rows, "dqn": dqn})
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ In one run, at the run's own batch sizes:
 4. Sebulba's end-to-end env steps/s while learning (steps over time, one-update windows after
    the first quarter, which holds compilation and the burst of trajectories queued meanwhile),
    its ratio to the bound, and where the time went.
-Prints a Markdown table and saves it (and JSON) under ``benchmarks/results/``.
+Prints a Markdown table; ``--save`` also writes it (and JSON) to ``benchmarks/results/``.
 
     python benchmarks/sebulba_throughput.py --env Pong --updates 8
     python benchmarks/sebulba_throughput.py --env CartPole --updates 200
@@ -22,7 +22,6 @@ import dataclasses
 import statistics
 import threading
 import time
-from pathlib import Path
 
 import _report  # benchmarks/_report.py (the script's folder is on sys.path)
 
@@ -144,7 +143,8 @@ class BenchmarkConfig:
     updates: int = 8  # learner updates in the end-to-end run
     repeats: int = 3  # timed repeats of each stage
     ceiling_steps: int = 200  # envpool steps per batch for the ceiling
-    out: str | None = None  # output path without extension; None: benchmarks/results/sebulba_<env>
+    save: bool = False  # also write the table to benchmarks/results/sebulba_<env>.{md,json}
+    out: str | None = None  # write the table to OUT.{md,json} instead (a path without extension)
 
 
 def main(argv=None):
@@ -205,8 +205,7 @@ def main(argv=None):
         + f"; mean policy lag {row['policy_lag']:.2f} updates.\n"
     )
     print("\n" + text)
-    out = args.out or Path(__file__).parent / "results" / f"sebulba_{cfg.env.lower()}"
-    _report.save(out, text, {"machine": machine, "jax": jax.__version__, "row": row})
+    _report.save(_report.output_path(args.save, args.out, f"sebulba_{cfg.env.lower()}"), text, {"machine": machine, "jax": jax.__version__, "row": row})
 
 
 if __name__ == "__main__":

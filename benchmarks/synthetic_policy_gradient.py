@@ -12,7 +12,7 @@ the devices (``pmap``). A sample is one time step of one environment.
 For every batch size and every device count 1, 2, 4, ... ``--num-devices`` it reports
 compile time (ahead-of-time, apart), the median steady-state samples/s overall and per
 device, and the scaling efficiency ``samples/s(N) / (N x samples/s(1))``. Prints a
-Markdown table and saves it (and JSON) under ``benchmarks/results/``.
+Markdown table; ``--save`` also writes it (and JSON) to ``benchmarks/results/``.
 
     python benchmarks/synthetic_policy_gradient.py --batch-size 8 --time-steps 16 --num-devices 8
     python benchmarks/synthetic_policy_gradient.py --batch-size 8 64 512 4096 --num-devices 1   # on a GPU
@@ -21,7 +21,6 @@ Markdown table and saves it (and JSON) under ``benchmarks/results/``.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import _report  # benchmarks/_report.py (the script's folder is on sys.path)
 
@@ -87,8 +86,7 @@ def parse(argv=None):
     parser.add_argument("--hidden-sizes", nargs="+", type=int, default=[128], help="dense layers after the concatenation (default: 128)")
     parser.add_argument("--core-size", type=int, default=128, help="LSTM units (default: 128)")
     parser.add_argument("--learning-rate", type=float, default=3e-4, help="Adam learning rate (default: 3e-4)")
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "synthetic_policy_gradient"),
-                        help="output path without extension")
+    _report.add_output_flags(parser, "synthetic_policy_gradient")
     args = parser.parse_args(argv)
     for name in ("time_steps", "updates_per_call", "calls", "core_size"):
         if getattr(args, name) < 1:
@@ -127,7 +125,7 @@ def main(argv=None):
                 f"{args.hidden_sizes}, LSTM {args.core_size}")
     text = f"Synthetic recurrent policy gradient on {machine}, jax {jax.__version__}\n\n{settings}\n\n{table(rows)}\n"
     print("\n" + text)
-    _report.save(args.out, text, {"machine": machine, "jax": jax.__version__, "settings": vars(args), "rows": rows})
+    _report.save(_report.output_path(args.save, args.out, "synthetic_policy_gradient"), text, {"machine": machine, "jax": jax.__version__, "settings": vars(args), "rows": rows})
 
 
 if __name__ == "__main__":

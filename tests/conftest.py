@@ -27,6 +27,19 @@ from podracer import lifetime  # noqa: E402
 lifetime.use_compile_cache()
 
 
+@pytest.fixture
+def optimized_xla(monkeypatch):
+    """Programs compiled ahead of time (``lower(...).compile()``, as ``anakin.run`` does) during the test get XLA's
+    default backend optimizations back: for learning tests whose time goes into running long programs rather
+    than compiling them (DQN on CartPole: 35 s at -O0, 19 s at -O2 here)."""
+    compile = jax.stages.Lowered.compile
+
+    def optimized(self, compiler_options=None, **kwargs):
+        return compile(self, {"xla_backend_optimization_level": 2, **(compiler_options or {})}, **kwargs)
+
+    monkeypatch.setattr(jax.stages.Lowered, "compile", optimized)
+
+
 @pytest.fixture(scope="session")
 def devices():
     found = jax.devices()

@@ -151,13 +151,13 @@ def _train_seeds(env, agent, num_seeds, num_envs, rollout_length, num_updates, l
         return multi(state)
 
     keys = jax.random.split(jax.random.key(0), num_seeds)
-    state, metrics = jax.jit(jax.vmap(train))(keys)
+    state, metrics = jax.jit(jax.vmap(train)).lower(keys).compile()(keys)
     evaluate = anakin.make_evaluate(env, agent, 8)
     returns = jax.jit(jax.vmap(evaluate, in_axes=(0, None)))(state.learner.params, jax.random.key(1))
     return np.asarray(returns).mean(axis=-1)
 
 
-def test_gaussian_ppo_learns_pendulum_on_two_of_three_seeds():
+def test_gaussian_ppo_learns_pendulum_on_two_of_three_seeds(optimized_xla):
     env = envs.make("gymnax:Pendulum-v1")
     agent = agents.make("ppo", env.spec(), discount=0.95, entropy_coef=0.0, num_epochs=10, num_minibatches=8)
     returns = _train_seeds(env, agent, num_seeds=3, num_envs=32, rollout_length=64, num_updates=60, learning_rate=1e-3)
@@ -166,7 +166,7 @@ def test_gaussian_ppo_learns_pendulum_on_two_of_three_seeds():
     assert (returns > -450).sum() >= 2 and returns.mean() > -700, returns
 
 
-def test_sac_learns_pendulum_on_two_of_three_seeds():
+def test_sac_learns_pendulum_on_two_of_three_seeds(optimized_xla):
     env = envs.make("gymnax:Pendulum-v1")
     agent = agents.make("sac", env.spec(), hidden_sizes=(64, 64), learning_rate=1e-3, replay_ratio=32.0)
     returns = _train_seeds(env, agent, num_seeds=3, num_envs=8, rollout_length=8, num_updates=400, learning_rate=1e-3)

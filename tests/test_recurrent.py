@@ -121,7 +121,7 @@ def test_recurrent_agent_solves_the_memory_task_that_feed_forward_cannot(devices
     assert np.all(training < -0.3) and np.all(greedy < -0.2), results
 
 
-def test_r2d2_stores_aligned_sequences_and_learns_the_memory_task(devices):
+def test_r2d2_stores_aligned_sequences_and_learns_the_memory_task(devices, optimized_xla):
     env = envs.make("memory")
     agent = agents.make("r2d2", env.spec(), core_size=32, hidden_sizes=(32,), batch_size=32, min_replay_size=64,
                         replay_capacity=2000, discount=0.99, replay_ratio=4.0, burn_in=4)
