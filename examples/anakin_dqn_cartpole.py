@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import sys
 
-from podracer import config, envs, evaluate, lifetime, parallel
+from podracer import cli, config, envs, evaluate, parallel
 from podracer.agents import DQNConfig
 
 DEFAULTS = config.AnakinConfig(
@@ -30,24 +30,10 @@ DEFAULTS = config.AnakinConfig(
 )
 
 
-def main(argv=None) -> int:
-    cfg = config.parse(DEFAULTS, argv, prog="examples/anakin_dqn_cartpole.py", description=__doc__.split("\n\n")[0])
-    parallel.set_cpu_device_count(cfg.cpu_devices or parallel.available_cores())
-    if cfg.compile_cache:
-        lifetime.use_compile_cache(cfg.compile_cache_dir)
+def report(cfg, result) -> int:
+    """The training summary, then 32 fresh greedy episodes (seeds' last evaluations with --num-seeds)."""
     from podracer import experiment
 
-    try:
-        parallel.initialize(cfg.coordinator, cfg.num_processes, cfg.process_id, auto_detect=cfg.distributed,
-                            timeout=cfg.distributed_timeout)
-        result = experiment.train_anakin(cfg)
-    except ValueError as error:
-        print(f"anakin_dqn_cartpole.py: error: {error}", file=sys.stderr)
-        return 2
-    except Exception as error:  # noqa: BLE001 - in a multi-process run, most likely a process that is gone
-        if parallel.process_count() > 1:
-            parallel.abandon_run("anakin_dqn_cartpole.py", error)
-        raise
     if not parallel.is_main_process():
         return 0
     final = result.history[-1]
@@ -64,6 +50,11 @@ def main(argv=None) -> int:
     returns, _ = evaluate.play_jax(env, agent, params, episodes=32, greedy=True, max_steps=1000)
     print(f"greedy return over 32 episodes: mean {returns.mean():.1f}, min {returns.min():.1f}", flush=True)
     return 0 if math.isfinite(returns.mean()) else 1
+
+
+def main(argv=None) -> int:
+    return cli.anakin(argv, prog="examples/anakin_dqn_cartpole.py", name="anakin_dqn_cartpole.py", default=DEFAULTS,
+                      description=__doc__.split("\n\n")[0], report=report)
 
 
 if __name__ == "__main__":

@@ -233,6 +233,28 @@ def _spell_agent_flag(argv: list[str]) -> list[str]:
     return argv
 
 
+def _plain_help(show) -> None:
+    """Runs ``show()`` (tyro printing a help page and exiting) and prints the page without tyro's own notation:
+    ``{None}|STR`` is ``STR`` (the default, None, says the flag may be left out) and "(source subcommand: a2c)"
+    says whose flags follow. Each replacement keeps its width, so the page's boxes stay aligned."""
+    import contextlib
+    import io
+    import re
+
+    page = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(page):
+            show()
+    except SystemExit as done:
+        text = page.getvalue()
+        text = re.sub(r"\{None\}\|(\{[^{}\n]*\}|[^\s{}]+)", lambda m: m.group(1).ljust(len(m.group(0))), text)
+        text = re.sub(r"\(source subcommand: ([\w-]+)\)", lambda m: f"flags of --agent {m.group(1)}:".ljust(len(m.group(0))),
+                      text)
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        raise done from None
+
+
 def _one_line(event) -> None:
     """A tyro parse-error hook: our own one-line message for the errors a user meets most."""
     from tyro import _errors
@@ -281,6 +303,8 @@ def parse(default: T | type[T], argv: Sequence[str] | None = None, *, prog: str 
     try:
         argv = _spell_agent_flag(argv)
         hook = _error_hook()
+        if any(a in ("-h", "--help") for a in argv):
+            _plain_help(lambda: tyro.cli(cls, args=argv, prog=prog, description=description, config=markers, **kwargs))
         if hook is None:  # a tyro without the hook: its own (boxed) messages
             return tyro.cli(cls, args=argv, prog=prog, description=description, config=markers, **kwargs)
         with hook(_one_line):

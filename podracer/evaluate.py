@@ -175,15 +175,19 @@ def write_gif(frames, path: str, fps: int = 15) -> None:
     images[0].save(path, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
 
 
-def main(argv=None) -> int:
+DESCRIPTION = ("Play a trained agent from a checkpoint directory: one episode per environment, all at once, each "
+               "episode's return printed, the first episode optionally written to a GIF.")
+
+
+def main(argv=None, *, prog: str = "python -m podracer.evaluate", name: str = "podracer.evaluate") -> int:
+    """``podracer evaluate`` (``python -m podracer.evaluate``): the exit status."""
     from podracer import config
 
-    args = config.parse(config.EvaluateConfig, argv, prog="python -m podracer.evaluate",
-                        description=__doc__.split("\n\n")[0].strip("`"))
+    args = config.parse(config.EvaluateConfig, argv, prog=prog, description=DESCRIPTION)
     try:
         returns, frames = play(args.checkpoint, args.episodes, seed=args.seed, greedy=args.greedy, record=bool(args.gif))
     except (ValueError, FileNotFoundError) as error:
-        print(f"podracer.evaluate: error: {error}", file=sys.stderr)
+        print(f"{name}: error: {error}", file=sys.stderr)
         return 2
     for i, value in enumerate(returns):
         print(f"episode {i}: return {value:.1f}")

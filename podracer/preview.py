@@ -79,16 +79,21 @@ def _play(evaluate, config: PreviewConfig, drawable: bool):
     return returns, None
 
 
-def main(argv=None) -> int:
+DESCRIPTION = ("Watch a run while it trains: play one greedy episode with each new checkpoint in --checkpoint-dir, "
+               "print its return and rewrite the GIF, until the run has ended.")
+
+
+def main(argv=None, *, prog: str = "python -m podracer.preview", name: str = "podracer.preview") -> int:
+    """``podracer preview`` (``python -m podracer.preview``): the exit status."""
     from podracer import config
 
-    args = config.parse(PreviewConfig, argv, prog="python -m podracer.preview", description=__doc__.split("\n\n")[0])
+    args = config.parse(PreviewConfig, argv, prog=prog, description=DESCRIPTION)
     try:
         watch(args)
     except KeyboardInterrupt:
         return 130
     except (ValueError, FileNotFoundError) as error:
-        print(f"podracer.preview: error: {error}", file=sys.stderr)
+        print(f"{name}: error: {error}", file=sys.stderr)
         return 2
     return 0
 

@@ -149,12 +149,14 @@ def test_help_names_the_program_and_takes_choices_from_the_registries(capsys):
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     assert out.startswith("usage: examples/anakin_catch.py")
+    assert "{None}|" not in out and "source subcommand" not in out and "flags of --agent a2c:" in out
     assert "{" + ",".join(agents.names()) + "}" in out and ", ".join(envs.names()) in out and "--env list" in out
     with pytest.raises(SystemExit):
         config.parse(S, ["--agent", "ppo", "--help"], prog="python -m podracer.sebulba")
     out = capsys.readouterr().out
     assert out.startswith("usage: python -m podracer.sebulba ppo") and "{" + ",".join(TORSOS) + "}" in out
     assert out.count("(default: 0.003)") == 1  # PPO's learning rate, shown once
+    assert "{None}|" not in out and "--checkpoint-dir STR" in out  # plain help: no tyro notation for optional flags
 
 
 def test_wandb_without_the_package_is_a_one_line_error(monkeypatch, capsys):

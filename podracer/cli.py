@@ -1,0 +1,138 @@
+"""The ``podracer`` command: ``podracer anakin | sebulba | evaluate | preview``.
+
+Every training command goes through one start-up and exit path (:func:`train`): the config parsed from the
+command line, Ctrl-C turned into a stop event before JAX starts, the CPU device count, the persistent
+compilation cache, the multi-process start, and the exit statuses (0 done, 1 no finite result, 2 bad input
+or a layout that does not fit, 130 interrupted). ``examples/anakin_catch.py`` and ``python -m
+podracer.sebulba`` call it with their own names and take the same flags.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Sequence
+
+from podracer import config, lifetime, parallel
+
+COMMANDS = {
+    "anakin": "train in Anakin mode: JAX environments and the learner in one program per device",
+    "sebulba": "train in Sebulba mode: host environments (envpool, gymnasium) stepped by actor threads",
+    "evaluate": "play a saved agent (greedy by default), optionally to a GIF",
+    "preview": "play each new checkpoint of a training run as it is saved",
+}
+
+USAGE = "usage: podracer {anakin,sebulba,evaluate,preview} [FLAGS ...]\n\n" + "\n".join(
+    f"  {name:9s} {text}" for name, text in COMMANDS.items()) + (
+    "\n\n`podracer COMMAND --help` lists a command's flags.")
+
+ANAKIN_DESCRIPTION = "Train in Anakin mode on every device of this machine (or of every host of a pod slice)"
+SEBULBA_DESCRIPTION = "Train in Sebulba mode: envpool actors and a learner mapped over devices"
+
+
+def train(default, argv: Sequence[str] | None, *, prog: str, name: str, description: str,
+          run: Callable, report: Callable[[object, object], int], stopped: str = "") -> int:
+    """The one start-up and exit path of a training command.
+
+    ``default`` is the config (or config class) whose defaults the command line starts from; ``prog`` names the
+    command in usage lines, ``name`` in its messages. ``run(cfg, stop)`` trains; ``report(cfg, result)`` prints
+    the outcome in the main process and returns the exit status; ``stopped`` is what an interrupted run's last
+    line adds after "interrupted".
+    """
+    cfg = config.parse(default, argv, prog=prog, description=description)
+    stop, interrupted = lifetime.stop_on_ctrl_c(name)
+    parallel.set_cpu_device_count(cfg.cpu_devices or parallel.available_cores())
+    if cfg.compile_cache:
+        lifetime.use_compile_cache(cfg.compile_cache_dir)
+    try:
+        parallel.initialize(cfg.coordinator, cfg.num_processes, cfg.process_id, auto_detect=cfg.distributed,
+                            timeout=cfg.distributed_timeout)
+        result = run(cfg, stop)
+    except ValueError as error:  # a layout that does not fit the devices found, an unknown task, a checkpoint directory that does not fit
+        print(f"{name}: error: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:  # noqa: BLE001 - in a multi-process run, most likely a process that is gone
+        if parallel.process_count() > 1:
+            parallel.abandon_run(name, error)
+        raise
+    if interrupted.is_set():
+        saved = "; saved the last completed update" if cfg.checkpoint_dir else ""
+        print(f"{name}: interrupted{stopped}{saved}.", file=sys.stderr)
+        return 130
+    return report(cfg, result)
+
+
+def _train_anakin(cfg, stop):
+    from podracer import experiment
+
+    return experiment.train_anakin(cfg, stop=stop)
+
+
+def _report_anakin(cfg, result) -> int:
+    from podracer import anakin
+
+    last = result.history[-1]
+    final = last["episode_return"]
+    if parallel.is_main_process():
+        if cfg.num_seeds > 1 and not cfg.sweep:  # a sweep prints its own table
+            returns = last["episode_return_per_seed"]
+            for i, value in enumerate(returns):
+                print(f"seed {cfg.seed + i}: final mean episode return {value:.3f}")
+            print(f"over {len(returns)} seeds: mean {final:.3f}, min {min(returns):.3f}, "
+                  f"interquartile mean {anakin.interquartile_mean(returns):.3f}")
+        print(f"final mean episode return {final:.3f}; steady state {result.env_steps_per_second:,.0f} env steps/s; "
+              f"compile {result.compile_seconds:.1f} s", flush=True)
+    return 0 if math.isfinite(final) else 1
+
+
+def anakin(argv: Sequence[str] | None = None, *, prog: str = "podracer anakin", name: str = "podracer anakin",
+           default=config.AnakinConfig, description: str = ANAKIN_DESCRIPTION,
+           report: Callable[[object, object], int] = _report_anakin) -> int:
+    """``podracer anakin``: train with ``default``'s settings changed by the command line; the exit status."""
+    return train(default, argv, prog=prog, name=name, description=description, run=_train_anakin, report=report)
+
+
+def _train_sebulba(cfg, stop):
+    from podracer import experiment
+
+    return experiment.run_sebulba(cfg, stop=stop)
+
+
+def _report_sebulba(cfg, result) -> int:
+    final = result.history[-1]["episode_return"] if result.history else float("nan")  # nan: no episode ended
+    if parallel.is_main_process():
+        print(f"done: {result.updates} updates; final mean episode return {final:.2f}", flush=True)
+    return 0
+
+
+def sebulba(argv: Sequence[str] | None = None, *, prog: str = "podracer sebulba", name: str = "podracer sebulba") -> int:
+    """``podracer sebulba``: train in Sebulba mode; the exit status."""
+    return train(config.SebulbaConfig, argv, prog=prog, name=name, description=SEBULBA_DESCRIPTION,
+                 run=_train_sebulba, report=_report_sebulba, stopped="; every thread stopped")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``podracer COMMAND [FLAGS ...]``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    if command == "anakin":
+        return anakin(rest)
+    if command == "sebulba":
+        return sebulba(rest)
+    if command == "evaluate":
+        from podracer import evaluate
+
+        return evaluate.main(rest, prog="podracer evaluate", name="podracer evaluate")
+    if command == "preview":
+        from podracer import preview
+
+        return preview.main(rest, prog="podracer preview", name="podracer preview")
+    print(f"podracer: error: unknown command {command!r}; choose one of {', '.join(COMMANDS)} "
+          "(podracer --help).", file=sys.stderr)
+    return 2
+
+
+__all__ = ["COMMANDS", "anakin", "main", "sebulba", "train"]

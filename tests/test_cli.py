@@ -1,0 +1,80 @@
+"""The ``podracer`` command: its subcommands parse and dispatch, and the older callers parse the same configs."""
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from podracer import cli, config
+
+ROOT = Path(__file__).parent.parent
+
+
+def _example(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_console_script_lists_its_four_commands():
+    script = shutil.which("podracer") or str(Path(sys.executable).parent / "podracer")
+    run = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("usage: podracer {anakin,sebulba,evaluate,preview}")
+    for command in ("anakin", "sebulba", "evaluate", "preview"):
+        assert f"\n  {command} " in run.stdout
+
+
+def test_usage_and_unknown_commands(capsys):
+    assert cli.main([]) == 2 and capsys.readouterr().out.startswith("usage: podracer")
+    assert cli.main(["anakn"]) == 2
+    assert capsys.readouterr().err.strip() == ("podracer: error: unknown command 'anakn'; choose one of anakin, sebulba, "
+                                               "evaluate, preview (podracer --help).")
+
+
+def test_examples_and_python_m_parse_the_same_config_as_the_subcommands(monkeypatch):
+    """``examples/anakin_catch.py`` is ``podracer anakin`` and ``python -m podracer.sebulba`` is ``podracer sebulba``:
+    the same flags give the same config, through the same start-up path (:func:`cli.train`)."""
+    from podracer.sebulba import __main__ as sebulba_main
+
+    parsed = []
+
+    def parse_only(default, argv, *, prog, name, description, run, report, stopped=""):
+        parsed.append((config.parse(default, argv, prog=prog, description=description), name))
+        return 0
+
+    monkeypatch.setattr(cli, "train", parse_only)
+    anakin_flags = ["--agent", "ppo", "--env", "cartpole", "--num-updates", "40", "--num-epochs", "2"]
+    assert cli.main(["anakin", *anakin_flags]) == 0 and _example("anakin_catch").main(anakin_flags) == 0
+    (subcommand, name), (example, example_name) = parsed
+    assert subcommand == example and subcommand.agent.num_epochs == 2 and subcommand.num_updates == 40
+    assert (name, example_name) == ("podracer anakin", "anakin_catch.py")
+
+    parsed.clear()
+    sebulba_flags = ["--env", "CartPole-v1", "--agent", "impala", "--total-env-steps", "4096"]
+    assert cli.main(["sebulba", *sebulba_flags]) == 0 and sebulba_main.main(sebulba_flags) == 0
+    (subcommand, _), (module, _) = parsed
+    assert subcommand == module and subcommand.total_env_steps == 4096
+
+    parsed.clear()  # the DQN example starts from its own defaults, on the same path
+    assert _example("anakin_dqn_cartpole").main(["--seed", "3"]) == 0
+    (dqn, _), = parsed
+    assert dqn.seed == 3 and dqn.agent.replay_ratio == 4.0 and dqn.target_return == 490.0
+
+
+def test_evaluate_dispatches_with_its_own_name(tmp_path, capsys):
+    assert cli.main(["evaluate", "--checkpoint", str(tmp_path / "missing")]) == 2
+    assert capsys.readouterr().err.startswith("podracer evaluate: error: ")
+
+
+@pytest.mark.parametrize("command", ["evaluate", "preview"])
+def test_evaluate_and_preview_help_is_plain_text(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([command, "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: podracer {command}") and "``" not in out and "{None}|" not in out
