@@ -40,6 +40,7 @@ def train(default, argv: Sequence[str] | None, *, prog: str, name: str, descript
     line adds after "interrupted".
     """
     cfg = config.parse(default, argv, prog=prog, description=description)
+    lifetime.quiet_dependencies()
     stop, interrupted = lifetime.stop_on_ctrl_c(name)
     parallel.set_cpu_device_count(cfg.cpu_devices or parallel.available_cores())
     if cfg.compile_cache:

@@ -183,7 +183,10 @@ def main(argv=None, *, prog: str = "python -m podracer.evaluate", name: str = "p
     """``podracer evaluate`` (``python -m podracer.evaluate``): the exit status."""
     from podracer import config
 
+    from podracer import lifetime
+
     args = config.parse(config.EvaluateConfig, argv, prog=prog, description=DESCRIPTION)
+    lifetime.quiet_dependencies()
     try:
         returns, frames = play(args.checkpoint, args.episodes, seed=args.seed, greedy=args.greedy, record=bool(args.gif))
     except (ValueError, FileNotFoundError) as error:

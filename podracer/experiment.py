@@ -362,6 +362,11 @@ def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_a
         print(f"podracer sebulba: {config.agent_name} on {metadata['env']}; actor devices {[d.id for d in layout.actor_devices]} "
               f"x {config.actor_threads} thread(s) x {per_actor} envs ({len(groups[0])} group(s)); learner devices "
               f"{[d.id for d in layout.learner_devices]} in {parallel.process_count()} process(es)", flush=True)
+        if unroll:  # image observations with a convolutional torso, learned on the CPU
+            print("podracer sebulba: image observations on the CPU: every actor and learner step runs the "
+                  "convolutional torso on the CPU cores, about 40 env steps/s for Pong on 2 cores (IMPALA, measured), "
+                  "so the first progress line takes minutes; an accelerator runs it at 13-14k env steps/s (one H100)",
+                  flush=True)
     store, queue, act = ParamStore(layout.actor_devices), StopAwareQueue(config.queue_size), make_act(agent)
     actors, statuses = {}, []
     for i, envs_i in enumerate(groups):

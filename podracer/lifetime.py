@@ -10,6 +10,23 @@ import threading
 import time
 
 
+# Warnings of dependencies that tell a podracer user nothing: (message pattern, category).
+DEPENDENCY_NOISE = (
+    (r".*precision lowered by casting", UserWarning),  # gymnasium, on envpool's float64 Box bounds
+    (r"Brax System, piplines and environments are not actively", UserWarning),  # brax's maintenance notice
+)
+
+
+def quiet_dependencies() -> None:
+    """Silences :data:`DEPENDENCY_NOISE` and wandb's start-up banner for this process: entry points call it
+    (importing podracer changes no warning filter)."""
+    import warnings
+
+    for message, category in DEPENDENCY_NOISE:
+        warnings.filterwarnings("ignore", message=message, category=category)
+    os.environ.setdefault("WANDB_SILENT", "true")
+
+
 def compile_cache_dir(directory: str | None = None) -> str:
     """``directory``, or podracer's default for JAX's persistent compilation cache."""
     if directory:

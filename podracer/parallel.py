@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib
 import os
 import sys
 import threading
@@ -97,14 +98,29 @@ def initialize(
     _watch_peers()
 
 
+def _jax_private(module: str, name: str):
+    """``jax._src.MODULE.NAME``, or None where this JAX has no such name: JAX's private modules may change in any
+    release, and what podracer reads there (the coordinator's client, whether backends have started) has no
+    public form yet. Every caller works without it, with less to say."""
+    try:
+        return getattr(importlib.import_module(f"jax._src.{module}"), name)
+    except (ImportError, AttributeError):
+        return None
+
+
+def _distributed_client():
+    """The coordinator's client of this process (``jax.distributed``'s), or None (single process, or a JAX whose
+    private state moved)."""
+    state = _jax_private("distributed", "global_state")
+    return getattr(state, "client", None)
+
+
 def _gone_processes() -> list[int] | None:
     """The processes of this run that the coordinator no longer sees; None when the coordinator itself cannot be
     asked (it is gone). It notices a process gone only once that process has sent no heartbeat for
-    :data:`HEARTBEAT_SECONDS`."""
-    from jax._src import distributed
-
-    state = distributed.global_state
-    if state.client is None or not state.num_processes:
+    :data:`HEARTBEAT_SECONDS`. ``[]`` where this JAX does not let us ask."""
+    state = _jax_private("distributed", "global_state")
+    if getattr(state, "client", None) is None or not getattr(state, "num_processes", 0):
         return []
     everyone = list(range(state.num_processes))
     try:
@@ -150,9 +166,9 @@ def _watch_peers(period: float = 0.5) -> None:
     ``period`` seconds and reads the others'; this notices a lost process before JAX's own heartbeat check
     (:data:`HEARTBEAT_SECONDS`), which would end the process with a C++ check failure instead. A process that
     exits normally says so first (``podracer/done/I``) and stops its watch before JAX shuts down."""
-    from jax._src import distributed
-
-    client, me, count = distributed.global_state.client, jax.process_index(), jax.process_count()
+    client, me, count = _distributed_client(), jax.process_index(), jax.process_count()
+    if client is None:  # a JAX whose private state moved: JAX's own heartbeat check is left
+        return
     others = [p for p in range(count) if p != me]
     done = threading.Event()
 
@@ -238,9 +254,8 @@ def set_cpu_device_count(count: int) -> None:
     """
     if count < 1:
         raise ValueError(f"The number of CPU devices must be >= 1, got {count}.")
-    from jax._src import xla_bridge
-
-    if xla_bridge.backends_are_initialized():
+    started = _jax_private("xla_bridge", "backends_are_initialized")
+    if started is not None and started():
         raise RuntimeError("set_cpu_device_count must be called before JAX initialises its backends.")
     flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform_device_count")]
     os.environ["XLA_FLAGS"] = " ".join([*flags, f"--xla_force_host_platform_device_count={count}"])

@@ -87,7 +87,10 @@ def main(argv=None, *, prog: str = "python -m podracer.preview", name: str = "po
     """``podracer preview`` (``python -m podracer.preview``): the exit status."""
     from podracer import config
 
+    from podracer import lifetime
+
     args = config.parse(PreviewConfig, argv, prog=prog, description=DESCRIPTION)
+    lifetime.quiet_dependencies()
     try:
         watch(args)
     except KeyboardInterrupt:

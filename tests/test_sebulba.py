@@ -323,7 +323,8 @@ def test_ctrl_c_stops_within_seconds_joins_and_writes_a_final_checkpoint(tmp_pat
     _, stderr = proc.communicate(timeout=60)
     assert time.perf_counter() - start < 15
     assert proc.returncode == 130, stderr
-    assert "interrupted; every thread stopped." in stderr
+    assert "interrupted; every thread stopped; saved the last completed update." in stderr
+    assert "precision lowered" not in stderr  # gymnasium's warning on envpool's float64 bounds, silenced
     assert checkpoint.steps(str(directory)), "no final checkpoint"
 
 
