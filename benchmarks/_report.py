@@ -31,20 +31,18 @@ def machine() -> str:
             f"{parallel.available_cores()} cores of {cpu_model()}")
 
 
-def time_anakin(env, agent, optimizer, *, num_envs: int, rollout_length: int, updates_per_call: int, devices,
-                calls: int) -> tuple[float, float]:
-    """``(compile seconds, median seconds per host call)`` of Anakin's update mapped over ``devices`` (``parallel.device_map``).
-
-    Compilation is ahead of time (``lower().compile()``), apart; one warm-up call, then
-    ``calls`` timed calls, each scanning ``updates_per_call`` updates.
-    """
+def compile_anakin(env, agent, optimizer, *, num_envs: int, rollout_length: int, updates_per_call: int, devices,
+                   seed: int = 0):
+    """``(compiled, state, compile seconds)``: Anakin's update mapped over ``devices`` (``parallel.device_map``),
+    ``updates_per_call`` updates scanned per call, compiled ahead of time (``lower().compile()``, timed apart)
+    for the state :func:`podracer.anakin.init` makes from ``seed``; the state has had one warm-up call."""
     import jax
 
     from podracer import anakin, parallel
 
     update = anakin.make_update(env, agent, optimizer, rollout_length=rollout_length)
     p_multi = parallel.device_map(anakin.make_multi_update(update, updates_per_call), devices)
-    state = anakin.init(env, agent, optimizer, jax.random.key(0), num_envs, devices)
+    state = anakin.init(env, agent, optimizer, jax.random.key(seed), num_envs, devices, rollout_length=rollout_length)
     jax.block_until_ready(state)
 
     start = time.perf_counter()
@@ -52,6 +50,18 @@ def time_anakin(env, agent, optimizer, *, num_envs: int, rollout_length: int, up
     compile_seconds = time.perf_counter() - start
     state, metrics = compiled(state)  # warm-up call
     jax.block_until_ready(metrics)
+    return compiled, state, compile_seconds
+
+
+def time_anakin(env, agent, optimizer, *, num_envs: int, rollout_length: int, updates_per_call: int, devices,
+                calls: int) -> tuple[float, float]:
+    """``(compile seconds, median seconds per host call)`` of :func:`compile_anakin`'s program: one warm-up
+    call, then ``calls`` timed calls, each scanning ``updates_per_call`` updates."""
+    import jax
+
+    compiled, state, compile_seconds = compile_anakin(env, agent, optimizer, num_envs=num_envs,
+                                                      rollout_length=rollout_length,
+                                                      updates_per_call=updates_per_call, devices=devices)
     seconds = []
     for _ in range(calls):
         start = time.perf_counter()

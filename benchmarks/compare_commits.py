@@ -44,23 +44,15 @@ def worker(config: dict) -> None:
     from anakin_throughput import AGENT_SETTINGS
 
     import podracer
-    from podracer import agents, anakin, envs, learner
+    from podracer import agents, envs, learner
 
     rollout_length, hyper = AGENT_SETTINGS[config["agent"]]
     env = envs.make(config["env"])
     agent = agents.make(config["agent"], env.spec(), **hyper)
     optimizer = learner.make_optimizer(3e-4)
-    devices = jax.devices()[:config["devices"]]
-    update = anakin.make_update(env, agent, optimizer, rollout_length=rollout_length)
-    multi = parallel.device_map(anakin.make_multi_update(update, config["updates_per_call"]), devices)
-    state = anakin.init(env, agent, optimizer, jax.random.key(config["seed"]), config["num_envs"], devices,
-                        rollout_length=rollout_length)
-    jax.block_until_ready(state)
-    start = time.perf_counter()
-    compiled = multi.lower(state).compile()
-    compile_seconds = time.perf_counter() - start
-    state, metrics = compiled(state)  # warm-up call
-    jax.block_until_ready(metrics)
+    compiled, state, compile_seconds = _report.compile_anakin(
+        env, agent, optimizer, num_envs=config["num_envs"], rollout_length=rollout_length,
+        updates_per_call=config["updates_per_call"], devices=jax.devices()[:config["devices"]], seed=config["seed"])
 
     def answer(**fields):
         print(json.dumps(fields), flush=True)
