@@ -18,7 +18,7 @@ from podracer import config, lifetime, parallel
 COMMANDS = {
     "anakin": "train in Anakin mode: JAX environments and the learner in one program per device",
     "sebulba": "train in Sebulba mode: host environments (envpool, gymnasium) stepped by actor threads",
-    "evaluate": "play a saved agent (greedy by default), optionally to a GIF",
+    "evaluate": "play a saved agent (its behaviour policy, or --greedy), optionally to a GIF",
     "preview": "play each new checkpoint of a training run as it is saved",
 }
 
