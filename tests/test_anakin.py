@@ -89,7 +89,7 @@ def test_second_call_of_the_compiled_update_does_not_recompile(form, devices):
         ("ppo", dict(num_epochs=4, num_minibatches=4), 32, 32, 60),
     ],
 )
-def test_agents_learn_catch(agent_name, hyper, num_envs, rollout, updates, devices):
+def test_agents_learn_catch(agent_name, hyper, num_envs, rollout, updates, devices, optimized_xla):
     """Four seeds in one program, from a random policy (mean return about -0.6): at least 3 of 4 reach >= 0.9 (the
     optimum is 1), and the seeds' mean reaches 0.8."""
     env, agent, optimizer = _setup(agent_name, **hyper)
