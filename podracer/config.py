@@ -16,6 +16,7 @@ both modes, with its default and help (the field's comment) in ``--help``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import sys
 from collections.abc import Sequence
@@ -303,12 +304,13 @@ def parse(default: T | type[T], argv: Sequence[str] | None = None, *, prog: str 
     try:
         argv = _spell_agent_flag(argv)
         hook = _error_hook()
+        cli = functools.partial(tyro.cli, cls, args=argv, prog=prog, description=description, config=markers, **kwargs)
         if any(a in ("-h", "--help") for a in argv):
-            _plain_help(lambda: tyro.cli(cls, args=argv, prog=prog, description=description, config=markers, **kwargs))
+            _plain_help(cli)
         if hook is None:  # a tyro without the hook: its own (boxed) messages
-            return tyro.cli(cls, args=argv, prog=prog, description=description, config=markers, **kwargs)
+            return cli()
         with hook(_one_line):
-            return tyro.cli(cls, args=argv, prog=prog, description=description, config=markers, **kwargs)
+            return cli()
     except UsageError as error:
         print(f"{prog}: error: {error}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None

@@ -181,9 +181,7 @@ DESCRIPTION = ("Play a trained agent from a checkpoint directory: one episode pe
 
 def main(argv=None, *, prog: str = "python -m podracer.evaluate", name: str = "podracer.evaluate") -> int:
     """``podracer evaluate`` (``python -m podracer.evaluate``): the exit status."""
-    from podracer import config
-
-    from podracer import lifetime
+    from podracer import config, lifetime
 
     args = config.parse(config.EvaluateConfig, argv, prog=prog, description=DESCRIPTION)
     lifetime.quiet_dependencies()

@@ -27,6 +27,22 @@ from podracer import lifetime  # noqa: E402
 lifetime.use_compile_cache()
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "suite(package, extra=package): the test needs an optional suite's package; "
+                                       "skipped, in one line naming the package and its extra, where it is not installed")
+
+
+def pytest_collection_modifyitems(config, items):
+    import importlib.util
+
+    for item in items:
+        for mark in item.iter_markers("suite"):
+            package = mark.args[0]
+            if importlib.util.find_spec(package) is None:
+                extra = mark.kwargs.get("extra", package)
+                item.add_marker(pytest.mark.skip(reason=f"{package} is not installed: pip install 'podracer[{extra}]'"))
+
+
 @pytest.fixture
 def optimized_xla(monkeypatch):
     """Programs compiled ahead of time (``lower(...).compile()``, as ``anakin.run`` does) during the test get XLA's

@@ -1,6 +1,5 @@
 """Action spaces and observation layouts: Gaussian policies, SAC, boxes, boards."""
 
-import importlib.util
 import distrax
 import jax
 import jax.numpy as jnp
@@ -14,8 +13,6 @@ from podracer.envs.base import image_layout, to_box
 from podracer.learner import make_optimizer
 from podracer.types import Box, EnvSpec, ImageLayout
 
-needs_gymnax = pytest.mark.skipif(importlib.util.find_spec("gymnax") is None,
-                                  reason="gymnax is not installed: pip install 'podracer[gymnax]'")
 
 VECTOR_BOX = EnvSpec(jax.ShapeDtypeStruct((3,), jnp.float32), box=Box((-2.0, 0.0), (2.0, 1.0)))
 
@@ -53,7 +50,7 @@ def test_actions_are_rescaled_to_the_box_in_numpy_and_jax():
     assert isinstance(to_box(box, action), np.ndarray)
 
 
-@needs_gymnax
+@pytest.mark.suite("gymnax")
 def test_the_anakin_wrapper_steps_a_continuous_environment_in_its_bounds():
     env = envs.make("gymnax:Pendulum-v1")
     wrapped = envs.wrap(env)
@@ -160,7 +157,7 @@ def _train_seeds(env, agent, num_seeds, num_envs, rollout_length, num_updates, l
     return np.asarray(returns).mean(axis=-1)
 
 
-@needs_gymnax
+@pytest.mark.suite("gymnax")
 def test_gaussian_ppo_learns_pendulum_on_two_of_three_seeds(optimized_xla):
     env = envs.make("gymnax:Pendulum-v1")
     agent = agents.make("ppo", env.spec(), discount=0.95, entropy_coef=0.0, num_epochs=10, num_minibatches=8)
@@ -170,7 +167,7 @@ def test_gaussian_ppo_learns_pendulum_on_two_of_three_seeds(optimized_xla):
     assert (returns > -450).sum() >= 2 and returns.mean() > -700, returns
 
 
-@needs_gymnax
+@pytest.mark.suite("gymnax")
 def test_sac_learns_pendulum_on_two_of_three_seeds(optimized_xla):
     env = envs.make("gymnax:Pendulum-v1")
     agent = agents.make("sac", env.spec(), hidden_sizes=(64, 64), learning_rate=1e-3, replay_ratio=32.0)

@@ -11,11 +11,9 @@ from podracer import config, envs, experiment
 from podracer.config import AnakinConfig, SebulbaConfig
 from podracer.envs.gymnax import GymnaxEnv
 
-needs_gymnax = pytest.mark.skipif(importlib.util.find_spec("gymnax") is None,
-                                  reason="gymnax is not installed: pip install 'podracer[gymnax]'")
 
 
-@needs_gymnax
+@pytest.mark.suite("gymnax")
 def test_gymnax_cartpole_spec_shapes_dtypes_under_jit_and_vmap():
     env = envs.make("gymnax:CartPole-v1")
     spec = env.spec()
@@ -30,7 +28,7 @@ def test_gymnax_cartpole_spec_shapes_dtypes_under_jit_and_vmap():
     assert len(np.unique(np.asarray(timestep.observation[:, 0]))) == 8
 
 
-@needs_gymnax
+@pytest.mark.suite("gymnax")
 def test_gymnax_keeps_termination_and_truncation_apart():
     base = envs.make("gymnax:CartPole-v1")
     # Truncation: a time limit of 5 steps that balancing cannot fail in: last, discount 1.
@@ -64,7 +62,7 @@ class _OldApi:
         return obs, state, reward, jnp.logical_or(terminated, state.time >= params.max_steps_in_episode), info
 
 
-@needs_gymnax
+@pytest.mark.suite("gymnax")
 def test_gymnax_old_and_new_step_signatures_give_the_same_time_steps():
     new = envs.make("gymnax:CartPole-v1")
     params = new.params.replace(max_steps_in_episode=30)
@@ -90,7 +88,7 @@ def test_gymnax_old_and_new_step_signatures_give_the_same_time_steps():
     assert (np.asarray(a.discount)[ends] == 0).any() and (np.asarray(a.discount)[ends] == 1).any()
 
 
-@needs_gymnax
+@pytest.mark.suite("gymnax")
 def test_gymnax_specs_say_what_observations_and_actions_are():
     from podracer.types import Box, ImageLayout
 
@@ -102,7 +100,7 @@ def test_gymnax_specs_say_what_observations_and_actions_are():
     assert not envs.make("gymnax:Catch-bsuite").spec().image  # a grid: flattened by the MLP, not an image
 
 
-@needs_gymnax
+@pytest.mark.suite("gymnax")
 def test_gymnax_errors_name_what_does_not_fit():
     with pytest.raises(ValueError, match=r"^--env gymnax:Cartpole: unknown gymnax environment\. Did you mean "
                                          r"gymnax:CartPole-v1\?"):
@@ -133,7 +131,7 @@ def test_every_suite_names_its_extra_when_its_package_is_missing(suite, package,
     assert f"{suite}: not installed (environments need {package}: pip install 'podracer[{suite}]'.)" in envs.listing()
 
 
-@needs_gymnax
+@pytest.mark.suite("gymnax")
 def test_env_list_prints_every_name(capsys):
     with pytest.raises(SystemExit) as exit_info:
         config.parse(AnakinConfig, ["--env", "list"], prog="prog")
@@ -155,7 +153,7 @@ def test_a_registered_environment_works_by_name_in_both_modes_and_trains(monkeyp
         envs.register("mine:catch", envs.Catch)
 
 
-@needs_gymnax
+@pytest.mark.suite("gymnax")
 def test_sebulba_trains_on_a_suite_environment_and_evaluate_plays_its_checkpoint(tmp_path):
     from podracer.agents import PPOConfig
     from podracer.evaluate import play

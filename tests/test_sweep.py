@@ -105,15 +105,13 @@ def test_table_gives_mean_and_interquartile_mean_with_bootstrap_intervals():
     ("impala", ["learning_rate", "td_lambda", "clip_rho_threshold", "clip_pg_rho_threshold"], []),
     ("dqn", ["learning_rate", "discount", "epsilon", "epsilon_alpha", "huber_delta", "priority_exponent",
              "importance_exponent"], ["batch_size", "replay_ratio", "n_step"]),
-    ("sac", ["learning_rate", "discount", "initial_alpha", "target_entropy_scale", "target_tau"],
-     ["batch_size", "replay_ratio"]),
+    pytest.param("sac", ["learning_rate", "discount", "initial_alpha", "target_entropy_scale", "target_tau"],
+                 ["batch_size", "replay_ratio"], marks=pytest.mark.suite("gymnax")),
 ])
 def test_what_the_readme_says_can_be_swept_can_be(name, swept, refused, devices):
     """The README names these as sweepable (traced in one program) or refused (they set shapes or loop counts)."""
     from podracer import agents
 
-    if name == "sac":
-        pytest.importorskip("gymnax", reason="gymnax is not installed: pip install 'podracer[gymnax]'")
     env = envs.make("gymnax:Pendulum-v1" if name == "sac" else "catch")
     small = {"batch_size": 8, "min_replay_size": 16, "replay_capacity": 64}
     config = agents.config_class(name)(**(small if name in ("dqn", "sac") else {}))
