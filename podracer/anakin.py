@@ -28,9 +28,9 @@ import numpy as np
 import optax
 
 from podracer import parallel
-from podracer.agents.base import Agent, greedy_action, split_start_state
+from podracer.agents.base import Agent, act_mask, greedy_action, split_start_state
 from podracer.envs import wrappers
-from podracer.envs.base import Environment, State
+from podracer.envs.base import Environment, State, check_action_mask
 from podracer.learner import init_learner_state, make_learner_step, psum_flat
 from podracer.types import LearnerState, Metrics, Params, TimeStep, Trajectory
 
@@ -100,7 +100,7 @@ def make_rollout(env: Environment, agent: Agent, rollout_length: int):
             env_state, timestep = step_envs(state.env_state, state.action)
             # A time step after a ``last`` one starts an episode: recurrent agents reset there.
             action, extras, core = agent.act(params, timestep.observation, act_key, state.core,
-                                              state.timestep.last)
+                                              state.timestep.last, **act_mask(timestep))
             emitted = (state.timestep, state.action, split_start_state(state.extras)[0])
             last = timestep.last.astype(jnp.float32)
             episode = (
@@ -185,10 +185,13 @@ def init_state(
     actor_key = jax.random.fold_in(actor_key, actor_index)
     actor_key, reset_key, act_key = jax.random.split(actor_key, 3)
     env_state, timestep = jax.vmap(env.reset)(jax.random.split(reset_key, num_envs))
+    check_action_mask(env.spec(), timestep, batch_axes=1)
     if learner is None:
-        learner = init_learner_state(agent, optimizer, learner_key, timestep.observation, rollout_length=rollout_length)
+        learner = init_learner_state(agent, optimizer, learner_key, timestep.observation, rollout_length=rollout_length,
+                                     action_mask=timestep.action_mask)
     first = jnp.ones((num_envs,), bool)
-    action, extras, core = agent.act(learner.params, timestep.observation, act_key, agent.initial_state(num_envs), first)
+    action, extras, core = agent.act(learner.params, timestep.observation, act_key, agent.initial_state(num_envs), first,
+                                     **act_mask(timestep))
     return AnakinState(learner, RolloutState(env_state, timestep, action, extras, actor_key, core))
 
 
@@ -312,7 +315,7 @@ def make_evaluate(env: Environment, agent: Agent, num_episodes: int, *, max_step
         def body(carry):
             env_state, timestep, core, first, returns, done, key, t = carry
             key, step_key = jax.random.split(key)
-            _, extras, core = agent.act(params, timestep.observation, step_key, core, first)
+            _, extras, core = agent.act(params, timestep.observation, step_key, core, first, **act_mask(timestep))
             first = timestep.last  # the next observation starts an episode where this one ended it
             env_state, timestep = jax.vmap(env.step)(env_state, greedy_action(extras))
             returns = returns + jnp.where(done, 0.0, timestep.reward)

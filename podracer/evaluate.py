@@ -24,7 +24,7 @@ def load(directory: str, spec):
     import jax
 
     from podracer import checkpoint
-    from podracer.envs.base import example_observation
+    from podracer.envs.base import example_action_mask, example_observation
     from podracer.learner import init_learner_state, make_optimizer
 
     metadata, _ = checkpoint.newest_metadata(directory)
@@ -32,7 +32,8 @@ def load(directory: str, spec):
     example = example_observation(spec)
     # Abstract: a replay agent's template would otherwise allocate its whole replay memory.
     template = jax.eval_shape(lambda: init_learner_state(agent, make_optimizer(1.0, 1.0), jax.random.key(0), example,
-                                                         rollout_length=metadata.get("rollout_length", 1)))
+                                                         rollout_length=metadata.get("rollout_length", 1),
+                                                         action_mask=example_action_mask(spec)))
     state, metadata = checkpoint.restore(directory, template)
     return agent, state.params, metadata
 
@@ -50,7 +51,7 @@ def _episodes(agent, policy, params, timestep, step, key, episodes: int, max_ste
     core, first = agent.initial_state(episodes), np.ones(episodes, bool)
     for _ in range(max_steps):
         key, act_key = jax.random.split(key)
-        action, core = policy(params, timestep.observation, act_key, core, first)
+        action, core = policy(params, timestep.observation, act_key, core, first, timestep.action_mask)
         first = np.asarray(timestep.last)
         timestep, episode_returns = step(action)
         if record and np.isnan(returns[0]):
@@ -135,8 +136,9 @@ def _policy(agent, greedy: bool):
     from podracer.agents.base import greedy_action
 
     @jax.jit
-    def policy(params, observation, key, core, first):
-        action, extras, core = agent.act(params, observation, key, core, first)
+    def policy(params, observation, key, core, first, action_mask):
+        mask = {} if action_mask is None else {"action_mask": action_mask}
+        action, extras, core = agent.act(params, observation, key, core, first, **mask)
         return (greedy_action(extras) if greedy else action), core
 
     return policy

@@ -21,7 +21,7 @@ from podracer import agents, anakin, checkpoint, envs, lifetime, parallel
 from podracer import sweep as sweep_lib
 from podracer.agents.base import Agent
 from podracer.config import AnakinConfig, SebulbaConfig
-from podracer.envs.base import HostEnv, example_observation, observation_rank
+from podracer.envs.base import HostEnv, example_action_mask, example_observation, observation_rank
 from podracer.learner import init_learner_state, make_learner_step, should_unroll
 from podracer.learner import make_optimizer as _adam
 from podracer.logging import make_logger
@@ -353,7 +353,8 @@ def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_a
     step = parallel.device_map(make_learner_step(agent, optimizer, axis_names=(parallel.DEVICE_AXIS,), unroll=unroll),
                                layout.learner_devices)
     learner_key, actor_key = jax.random.split(jax.random.key(config.seed))
-    state = init_learner_state(agent, optimizer, learner_key, example_observation(spec), rollout_length=config.rollout_length)
+    state = init_learner_state(agent, optimizer, learner_key, example_observation(spec), rollout_length=config.rollout_length,
+                               action_mask=example_action_mask(spec))
     metadata = {"mode": "sebulba", "env": getattr(first_env, "task_id", config.env), "seed": config.seed,
                 "rollout_length": config.rollout_length, **agent_metadata(config.agent)}
     state, updates, save = _sebulba_checkpoints(config, metadata, state, steps_per_update)

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import optax
 
 from podracer import replay as replay_lib
-from podracer.agents.base import Agent, split_start_state
+from podracer.agents.base import Agent, act_mask, split_start_state
 from podracer.types import LearnerState, Metrics, Params, TimeStep, Trajectory
 
 LearnerStep = Callable[[LearnerState, Trajectory], tuple[LearnerState, Metrics]]
@@ -29,12 +29,13 @@ class ReplayExtra(NamedTuple):
 
 
 def init_learner_state(agent: Agent, optimizer: optax.GradientTransformation, key: chex.PRNGKey, observation, *,
-                       rollout_length: int = 1) -> LearnerState:
+                       rollout_length: int = 1, action_mask=None) -> LearnerState:
     """Fresh parameters (from ``key``) for ``observation``-shaped inputs, optimizer state, step 0.
 
     A replay-based agent also gets its target network and an empty replay shard, whose
     items are shaped after a ``[rollout_length + 1, 1]`` trajectory of ``observation[:1]``
-    (items that are whole sequences, as R2D2's, have the trajectories' length).
+    (items that are whole sequences, as R2D2's, have the trajectories' length), and of
+    ``action_mask`` (shaped as the time steps' legal-action masks) where the environment has one.
     """
     params_key, learner_key = jax.random.split(key)
     params = agent.init(params_key, observation)
@@ -45,8 +46,10 @@ def init_learner_state(agent: Agent, optimizer: optax.GradientTransformation, ke
 
         def example_items(params):
             first = jnp.ones((1,), bool)
-            action, extras, _ = agent.act(params, one, jax.random.key(0), agent.initial_state(1), first)
-            timestep = TimeStep(one, jnp.zeros(1), jnp.ones(1), jnp.zeros(1, bool))
+            mask = jax.tree.map(lambda x: x[:1], action_mask)
+            timestep = TimeStep(one, jnp.zeros(1), jnp.ones(1), jnp.zeros(1, bool), mask)
+            action, extras, _ = agent.act(params, one, jax.random.key(0), agent.initial_state(1), first,
+                                          **act_mask(timestep))
             repeat = lambda x: jnp.stack([x] * (rollout_length + 1))  # noqa: E731
             extras, start = split_start_state(extras)
             trajectory = Trajectory(jax.tree.map(repeat, timestep), repeat(action), jax.tree.map(repeat, extras), start)

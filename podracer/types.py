@@ -29,6 +29,9 @@ class TimeStep(NamedTuple):
     reward: chex.Array  # r_t, float32 []: reward received on arriving at o_t
     discount: chex.Array  # float32 []: 0. when the episode terminated at o_t, 1. otherwise (truncation keeps 1.)
     last: chex.Array  # bool []: the episode ended at o_t (terminated or truncated)
+    # Legal actions at o_t where the spec declares a mask (EnvSpec.action_mask), None otherwise: bool [num_actions],
+    # or a tuple of bool [nvec[i]], one per multi-discrete entry. Acting, losses, greedy play and Q maxima respect it.
+    action_mask: chex.ArrayTree = None
 
 
 class Trajectory(NamedTuple):
@@ -91,7 +94,9 @@ class EnvSpec(NamedTuple):
     (rank 3, with ``image`` saying its layout; uint8 frames without it are taken as
     envpool's channels-first Atari stacks), or a dict (structured features, with
     ``vocab_size``). Actions: discrete (``num_actions``), multi-discrete (``nvec``: several
-    discrete choices made at once) or a continuous box (``box``).
+    discrete choices made at once) or a continuous box (``box``). With ``action_mask`` every
+    time step says which actions are legal (:attr:`TimeStep.action_mask`); no agent picks
+    an illegal one.
     """
 
     observation: chex.ArrayTree  # one observation, without batch axes: a jax.ShapeDtypeStruct, or a dict of them
@@ -100,6 +105,7 @@ class EnvSpec(NamedTuple):
     image: ImageLayout | None = None  # rank-3 observations: their layout
     box: Box | None = None  # continuous actions: their bounds (num_actions is then 0)
     nvec: tuple[int, ...] | None = None  # multi-discrete actions: int32 [len(nvec)], entry i in 0 ... nvec[i] - 1
+    action_mask: bool = False  # time steps carry TimeStep.action_mask (discrete and multi-discrete actions only)
 
     @property
     def continuous(self) -> bool:

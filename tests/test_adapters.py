@@ -115,14 +115,26 @@ def test_jumanji_vectors_discrete_and_multi_discrete_actions_and_episode_ends():
     pytest.importorskip("jumanji")
     spec = envs.make("jumanji:Snake-v1").spec()
     assert spec.observation.shape == (12 * 12 * 5 + 1 + 4,) and spec.num_actions == 4 and spec.nvec is None
+    assert spec.action_mask  # Snake's [4] mask
     binpack = envs.make("jumanji:BinPack-v2")  # fields that are dataclasses of bounded arrays
-    assert binpack.spec().nvec == (40, 20) and all(scale is not None for scale in binpack._scales)
+    # BinPack's mask is joint over (space, item) pairs: one discrete choice among the 40 x 20.
+    assert binpack.spec().nvec is None and binpack.spec().num_actions == 800 and binpack.spec().action_mask
+    assert all(scale is not None for scale in binpack._scales)
+
+    # Minesweeper's joint [rows, cols] mask: flat action r * 10 + c opens (r, c), whose square then turns illegal.
+    minesweeper = envs.make("jumanji:Minesweeper-v0")
+    state, timestep = minesweeper.reset(jax.random.key(0))
+    assert timestep.action_mask.shape == (100,) and bool(timestep.action_mask.all())
+    state, timestep = minesweeper.step(state, jnp.int32(3 * 10 + 7))
+    assert not bool(timestep.action_mask[37]) and int(timestep.action_mask.sum()) == 99
+    assert bool(state.board[3, 7] >= 0) and int((state.board >= 0).sum()) == 1  # jumanji opened row 3, column 7
 
     # Connector (ten agents, five moves each) keeps its time limit a truncation: discount 1.
     connector = envs.make("jumanji:Connector-v3", time_limit=3)
     spec = connector.spec()
-    assert spec.nvec == (5,) * 10 and action_shape(spec) == (10,)
+    assert spec.nvec == (5,) * 10 and action_shape(spec) == (10,) and spec.action_mask
     first, timesteps = play(connector, jax.random.key(0), jnp.zeros((3, 4, 10), jnp.int32))  # everyone stays put
+    assert len(first.action_mask) == 10 and first.action_mask[0].shape == (4, 5)  # one row per agent
     observation = np.asarray(first.observation)
     assert observation.shape == (4, 10 * 10 + 10 * 5 + 1) and observation.min() >= 0.0 and observation.max() <= 1.0
     index, discount = first_ends(timesteps)
@@ -130,10 +142,10 @@ def test_jumanji_vectors_discrete_and_multi_discrete_actions_and_episode_ends():
 
     mines = envs.make("jumanji:Minesweeper-v0")
     spec = mines.spec()
-    assert spec.nvec == (10, 10) and spec.num_actions == 0 and action_shape(spec) == (2,)
+    assert spec.nvec is None and spec.num_actions == 100 and action_shape(spec) == ()
     assert spec.observation.shape == (10 * 10 * 2 + 2,)
     # Opening the same square twice is invalid: the episode terminates (at once, if the square was a mine).
-    first, timesteps = play(mines, jax.random.key(0), jnp.zeros((2, 4, 2), jnp.int32))
+    first, timesteps = play(mines, jax.random.key(0), jnp.zeros((2, 4), jnp.int32))
     index, discount = first_ends(timesteps)
     assert (index <= 1).all() and (discount == 0.0).all()
     with pytest.raises(ValueError, match=r"^--env jumanji:Snake: unknown jumanji environment\. Did you mean "

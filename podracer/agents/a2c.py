@@ -53,7 +53,8 @@ def make_a2c(spec: EnvSpec, config: A2CConfig = A2CConfig()) -> Agent:
         returns = jax.vmap(returns_fn, in_axes=1, out_axes=1)(tr.r_t, tr.discount_t, tr.continues_t, v_t)
         returns = jax.lax.stop_gradient(returns)
         advantage = returns - v_tm1
-        log_prob, entropy = policy_terms(jax.tree.map(lambda x: x[:-1], policy), trajectory.action[:-1])
+        action_mask = jax.tree.map(lambda x: x[:-1], trajectory.timestep.action_mask)
+        log_prob, entropy = policy_terms(jax.tree.map(lambda x: x[:-1], policy), trajectory.action[:-1], action_mask)
         policy_loss = -masked_mean(log_prob * jax.lax.stop_gradient(advantage), tr.mask_t)
         value_loss = 0.5 * masked_mean(jnp.square(advantage), tr.mask_t)
         entropy = masked_mean(entropy, tr.mask_t)

@@ -242,29 +242,48 @@ def make_policy_fns(network):
     def init(key, observation):
         return network.init(key, observation)
 
-    def act(params, observation, key, state, first):
+    def act(params, observation, key, state, first, action_mask=None):
         if hasattr(network, "policy"):
             policy = network.apply(params, observation, method="policy")
         else:
             policy, _ = network.apply(params, observation)
-        return *sample_policy(policy, key), state
+        return *sample_policy(policy, key, action_mask), state
 
     return {"init": init, "act": act, "initial_state": no_state}
 
 
-def sample_policy(policy, key):
+def sample_policy(policy, key, action_mask=None):
     """``(action, extras)`` sampled from a policy head's outputs (:class:`~podracer.networks.PolicyHead`): a softmax
     over logits (int32 action, extras ``{"logits"}``; a tuple of logits samples int32 ``[..., len(nvec)]``), or a
     Gaussian (float32 action, unclipped: the environment wrappers clip it to [-1, 1] and rescale it to the bounds;
-    extras ``{"mean", "log_std"}``)."""
+    extras ``{"mean", "log_std"}``). With ``action_mask`` (:attr:`~podracer.types.TimeStep.action_mask`) only legal
+    actions are sampled, and the extras keep the masked logits, so the behaviour policy is the one that acted."""
     if isinstance(policy, dict):
         noise = jax.random.normal(key, policy["mean"].shape, policy["mean"].dtype)
         return policy["mean"] + jnp.exp(policy["log_std"]) * noise, dict(policy)
+    policy = mask_logits(policy, action_mask)
     if isinstance(policy, tuple):  # multi-discrete: one independent choice per entry
         keys = jax.random.split(key, len(policy))
         action = jnp.stack([jax.random.categorical(k, logits) for k, logits in zip(keys, policy)], axis=-1)
         return action.astype(jnp.int32), {"logits": policy}
     return jax.random.categorical(key, policy).astype(jnp.int32), {"logits": policy}
+
+
+def mask_logits(logits, action_mask):
+    """``logits`` (or Q-values) ``[..., A]`` with illegal actions set to the dtype's lowest value, so a softmax gives
+    them probability 0 and an argmax never picks them while a legal action is left; a tuple of them (multi-discrete)
+    with a tuple of masks, entry by entry. Unchanged when ``action_mask`` is None."""
+    if action_mask is None:
+        return logits
+    if isinstance(logits, tuple):
+        return tuple(mask_logits(x, m) for x, m in zip(logits, action_mask))
+    return jnp.where(action_mask, logits, jnp.finfo(logits.dtype).min)
+
+
+def act_mask(timestep) -> dict:
+    """The keyword arguments that pass a time step's legal-action mask to ``Agent.act``: ``{}`` without one, so an
+    agent whose ``act`` takes no mask still runs on unmasked environments."""
+    return {} if timestep.action_mask is None else {"action_mask": timestep.action_mask}
 
 
 def behaviour_policy(extras):
@@ -277,8 +296,9 @@ def behaviour_policy(extras):
 def make_recurrent_fns(network, choose=None):
     """``Agent`` fields ``init``, ``act`` and ``initial_state`` of a recurrent agent on ``network`` (a ``RecurrentNetwork``).
 
-    ``choose(outputs, key) -> (action, extras)`` picks actions from the network's
-    outputs at one step; by default it samples the softmax of actor-critic logits.
+    ``choose(outputs, key, action_mask) -> (action, extras)`` picks actions from the
+    network's outputs at one step (``action_mask``: legal actions, or None); by default it
+    samples the softmax of actor-critic logits.
     """
 
     def initial_state(batch):
@@ -288,16 +308,16 @@ def make_recurrent_fns(network, choose=None):
         batch = jax.tree.leaves(observation)[0].shape[0]
         return network.init(key, observation, jnp.ones((batch,), bool), initial_state(batch))
 
-    def sample(outputs, key):
+    def sample(outputs, key, action_mask):
         policy, _ = outputs
-        return sample_policy(policy, key)
+        return sample_policy(policy, key, action_mask)
 
     choose = choose or sample
 
-    def act(params, observation, key, state, first):
+    def act(params, observation, key, state, first, action_mask=None):
         start = reset_state(state, first)
         outputs, state = network.apply(params, observation, first, state)
-        action, extras = choose(outputs, key)
+        action, extras = choose(outputs, key, action_mask)
         return action, {**extras, START_STATE: start}, state
 
     return {"init": init, "act": act, "initial_state": initial_state}
@@ -338,11 +358,13 @@ def masked_mean(x: chex.Array, mask: chex.Array) -> chex.Array:
     return jnp.mean(x * mask)
 
 
-def policy_terms(policy, actions: chex.Array):
+def policy_terms(policy, actions: chex.Array, action_mask=None):
     """Log-probabilities of ``actions`` and the entropy of the policy: a softmax over logits ``[..., A]`` (a tuple of
     them over multi-discrete actions ``[..., len(nvec)]``, the entries independent), or a diagonal Gaussian
     ``{"mean", "log_std"}`` (``[..., size]`` each) over the unclipped actions ``[..., size]`` (the clip to the
-    bounds belongs to the environment, so these are the sampled actions' own probabilities)."""
+    bounds belongs to the environment, so these are the sampled actions' own probabilities). With ``action_mask``
+    (bool ``[..., A]``, a tuple of them for multi-discrete actions) the softmax is over legal actions only: its
+    log-probabilities and its entropy are those of the policy renormalised over them."""
     if isinstance(policy, dict):
         mean, log_std = policy["mean"], policy["log_std"]
         z = (actions - mean) * jnp.exp(-log_std)
@@ -350,15 +372,19 @@ def policy_terms(policy, actions: chex.Array):
         entropy = jnp.sum(log_std + 0.5 * (1.0 + jnp.log(2 * jnp.pi)), axis=-1)
         return log_prob, entropy
     if isinstance(policy, tuple):  # multi-discrete: independent entries, so log-probabilities and entropies add up
-        terms = [policy_terms(logits, actions[..., i]) for i, logits in enumerate(policy)]
+        masks = action_mask if action_mask is not None else (None,) * len(policy)
+        terms = [policy_terms(logits, actions[..., i], m) for i, (logits, m) in enumerate(zip(policy, masks))]
         return sum(t[0] for t in terms), sum(t[1] for t in terms)
-    logits = policy
+    logits = mask_logits(policy, action_mask)
     log_pi = jax.nn.log_softmax(logits)
     log_prob = jnp.take_along_axis(log_pi, actions[..., None].astype(jnp.int32), axis=-1)[..., 0]
-    entropy = -jnp.sum(jnp.exp(log_pi) * log_pi, axis=-1)
+    plogp = jnp.exp(log_pi) * log_pi
+    if action_mask is not None:  # illegal actions add exactly nothing, whatever their logits
+        plogp = jnp.where(action_mask, plogp, 0.0)
+    entropy = -jnp.sum(plogp, axis=-1)
     return log_prob, entropy
 
 
-__all__ = ["Agent", "CORES", "ReplaySpec", "START_STATE", "Transitions", "check_hyperparameters", "flag", "first_flags", "no_state", "split_start_state",
+__all__ = ["Agent", "CORES", "act_mask", "mask_logits", "ReplaySpec", "START_STATE", "Transitions", "check_hyperparameters", "flag", "first_flags", "no_state", "split_start_state",
            "make_network", "make_policy_fns", "action_size", "policy_actions", "behaviour_policy", "greedy_action", "require_actions",
            "sample_policy", "make_recurrent_fns", "make_torso", "unroll_trajectory", "masked_mean", "policy_terms", "transitions"]

@@ -16,7 +16,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from podracer.agents.base import Agent, ReplaySpec, check_hyperparameters, require_actions, transitions
+from podracer.agents.base import Agent, ReplaySpec, check_hyperparameters, mask_logits, require_actions, transitions
 from podracer.envs.base import image_layout
 from podracer.networks import QNetwork, TorsoName
 from podracer.types import EnvSpec, Trajectory
@@ -80,14 +80,19 @@ def epsilon_ladder(num_actors: int, epsilon: float = 0.4, alpha: float = 7.0) ->
     return epsilon ** (1.0 + alpha * i / max(num_actors - 1, 1))
 
 
-def epsilon_greedy(q_values: jax.Array, key, epsilon: float, alpha: float) -> jax.Array:
-    """Greedy actions of ``q_values`` ``[..., A]``, random ones with the Ape-X ladder's rates over the batch."""
+def epsilon_greedy(q_values: jax.Array, key, epsilon: float, alpha: float, action_mask=None) -> jax.Array:
+    """Greedy actions of ``q_values`` ``[..., A]``, random ones with the Ape-X ladder's rates over the batch; with
+    ``action_mask`` (bool ``[..., A]``) both the greedy and the random actions are legal ones."""
     explore_key, action_key = jax.random.split(key)
     batch_shape = q_values.shape[:-1]
     rates = epsilon_ladder(math.prod(batch_shape), epsilon, alpha).reshape(batch_shape)
     explore = jax.random.uniform(explore_key, batch_shape) < rates
-    random_action = jax.random.randint(action_key, batch_shape, 0, q_values.shape[-1], dtype=jnp.int32)
-    return jnp.where(explore, random_action, jnp.argmax(q_values, axis=-1).astype(jnp.int32))
+    if action_mask is None:
+        random_action = jax.random.randint(action_key, batch_shape, 0, q_values.shape[-1], dtype=jnp.int32)
+    else:  # uniform over the legal actions
+        random_action = jax.random.categorical(action_key, mask_logits(jnp.zeros_like(q_values), action_mask))
+    greedy = jnp.argmax(mask_logits(q_values, action_mask), axis=-1)
+    return jnp.where(explore, random_action, greedy).astype(jnp.int32)
 
 
 def n_step_targets(trajectory: Trajectory, n: int, discount: float):
@@ -117,7 +122,8 @@ def n_step_targets(trajectory: Trajectory, n: int, discount: float):
 
 def transition_items(trajectory: Trajectory, n: int, discount: float):
     """A replay agent's items from a ``[T + 1, B]`` trajectory: its ``T x B`` n-step transitions (observation,
-    action, reward sum, bootstrap discount, bootstrap observation, validity), flattened, and which are real."""
+    action, reward sum, bootstrap discount, bootstrap observation, validity; the bootstrap observation's legal
+    actions where the environment has a mask), flattened, and which are real."""
     reward, bootstrap_discount, index, mask = n_step_targets(trajectory, n, discount)
     observation = trajectory.timestep.observation
     t_len, batch = reward.shape
@@ -129,6 +135,8 @@ def transition_items(trajectory: Trajectory, n: int, discount: float):
         "next_observation": observation[index, jnp.arange(batch)[None, :]],
         "valid": mask,
     }
+    if trajectory.timestep.action_mask is not None:
+        items["next_action_mask"] = trajectory.timestep.action_mask[index, jnp.arange(batch)[None, :]]
     flat = jax.tree.map(lambda x: x.reshape(t_len * batch, *x.shape[2:]), items)
     return flat, mask.reshape(-1) > 0
 
@@ -144,9 +152,10 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig()) -> Agent:
     def init(key, observation):
         return network.init(key, observation)
 
-    def act(params, observation, key, state, first):
+    def act(params, observation, key, state, first, action_mask=None):
         q_values = network.apply(params, observation)
-        return epsilon_greedy(q_values, key, config.epsilon, config.epsilon_alpha), {"q_values": q_values}, state
+        action = epsilon_greedy(q_values, key, config.epsilon, config.epsilon_alpha, action_mask)
+        return action, {"q_values": mask_logits(q_values, action_mask)}, state
 
     def make_items(trajectory: Trajectory):
         return transition_items(trajectory, config.n_step, config.discount)
@@ -158,7 +167,7 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig()) -> Agent:
         q_both = network.apply(params, both)  # one pass over o_t and o_{t+n}
         q_tm1, q_t_online = q_both[:size], q_both[size:]
         q_t_target = network.apply(target_params, batch["next_observation"])
-        best = jnp.argmax(q_t_online, axis=-1)
+        best = jnp.argmax(mask_logits(q_t_online, batch.get("next_action_mask")), axis=-1)  # over legal actions
         target = batch["reward"] + batch["discount"] * jnp.take_along_axis(q_t_target, best[:, None], axis=-1)[:, 0]
         q_a = jnp.take_along_axis(q_tm1, batch["action"][:, None].astype(jnp.int32), axis=-1)[:, 0]
         td = jax.lax.stop_gradient(target) - q_a

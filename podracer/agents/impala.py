@@ -56,8 +56,10 @@ def make_impala(spec: EnvSpec, config: IMPALAConfig = IMPALAConfig()) -> Agent:
         logits, values = unroll_trajectory(network, params, trajectory)
         tr = transitions(trajectory, config.discount)
         actions = trajectory.action[:-1]
-        log_prob, entropy = policy_terms(jax.tree.map(lambda x: x[:-1], logits), actions)
-        behaviour_log_prob, _ = policy_terms(jax.tree.map(lambda x: x[:-1], trajectory.extras["logits"]), actions)
+        action_mask = jax.tree.map(lambda x: x[:-1], trajectory.timestep.action_mask)
+        log_prob, entropy = policy_terms(jax.tree.map(lambda x: x[:-1], logits), actions, action_mask)
+        behaviour_log_prob, _ = policy_terms(jax.tree.map(lambda x: x[:-1], trajectory.extras["logits"]), actions,
+                                             action_mask)
         rho = jnp.exp(jax.lax.stop_gradient(log_prob) - behaviour_log_prob)
         out = vtrace(values[:-1], values[1:], tr.r_t, tr.discount_t, rho, config.td_lambda * tr.continues_t)
         policy_loss = -masked_mean(log_prob * jax.lax.stop_gradient(out.pg_advantage), tr.mask_t)

@@ -45,6 +45,7 @@ class PPOBatch(NamedTuple):
     advantage: chex.Array  # float32: GAE at t
     value_target: chex.Array  # float32: advantage + v(o_t)
     mask: chex.Array  # float32: 1 where the transition lies inside an episode
+    action_mask: chex.ArrayTree = None  # bool [A] (a tuple per multi-discrete entry): legal actions at o_t, or None
 
 
 def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig()) -> Agent:
@@ -62,7 +63,8 @@ def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig()) -> Agent:
         advantage = gae(tr.r_t, tr.discount_t, config.gae_lambda * tr.continues_t, values)
         actions = trajectory.action[:-1]
         behaviour = jax.tree.map(lambda x: x[:-1], behaviour_policy(trajectory.extras))
-        behaviour_log_prob, _ = policy_terms(behaviour, actions)
+        action_mask = jax.tree.map(lambda x: x[:-1], trajectory.timestep.action_mask)
+        behaviour_log_prob, _ = policy_terms(behaviour, actions, action_mask)
         batch = PPOBatch(
             observation=jax.tree.map(lambda x: x[:-1], observation),
             action=actions,
@@ -70,6 +72,7 @@ def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig()) -> Agent:
             advantage=advantage,
             value_target=advantage + values[:-1],
             mask=tr.mask_t,
+            action_mask=action_mask,
         )
         flat = jax.tree.map(lambda x: jnp.reshape(x, (-1, *x.shape[2:])), batch)
         return jax.lax.stop_gradient(flat)
@@ -77,7 +80,7 @@ def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig()) -> Agent:
     def loss(params, batch: PPOBatch, key):
         del key
         policy, values = network.apply(params, batch.observation)
-        log_prob, entropy = policy_terms(policy, batch.action)
+        log_prob, entropy = policy_terms(policy, batch.action, batch.action_mask)
         advantage = batch.advantage
         if config.normalize_advantages:
             count = jnp.maximum(jnp.sum(batch.mask), 1.0)

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from podracer import replay as replay_lib
-from podracer.agents.base import Agent, check_hyperparameters, first_flags, make_recurrent_fns, make_torso, require_actions
+from podracer.agents.base import Agent, check_hyperparameters, first_flags, make_recurrent_fns, make_torso, mask_logits, require_actions
 from podracer.agents.dqn import check_replay_sizes, epsilon_greedy, n_step_targets, replay_spec
 from podracer.networks import RecurrentNetwork, TorsoName
 from podracer.types import EnvSpec, TimeStep, Trajectory
@@ -64,8 +64,9 @@ def make_r2d2(spec: EnvSpec, config: R2D2Config = R2D2Config()) -> Agent:
     torso = make_torso(spec, config.torso, config.hidden_sizes, "relu")
     network = RecurrentNetwork(spec.num_actions, torso, config.core_size, heads="q")
 
-    def choose(q_values, key):
-        return epsilon_greedy(q_values, key, config.epsilon, config.epsilon_alpha), {"q_values": q_values}
+    def choose(q_values, key, action_mask):
+        action = epsilon_greedy(q_values, key, config.epsilon, config.epsilon_alpha, action_mask)
+        return action, {"q_values": mask_logits(q_values, action_mask)}
 
     fns = make_recurrent_fns(network, choose)
     if config.value_rescaling:
@@ -89,6 +90,8 @@ def make_r2d2(spec: EnvSpec, config: R2D2Config = R2D2Config()) -> Agent:
             "action": batch_major(trajectory.action),
             "core_state": trajectory.actor_state,
         }
+        if ts.action_mask is not None:
+            items["action_mask"] = batch_major(ts.action_mask)
         return items, jnp.ones(trajectory.action.shape[1], bool)
 
     def unroll(params, observation, first, state):
@@ -115,7 +118,8 @@ def make_r2d2(spec: EnvSpec, config: R2D2Config = R2D2Config()) -> Agent:
         q_target = unroll(target_params, observation, first, items["core_state"])
         reward, discount, index, mask = n_step_targets(trajectory, config.n_step, config.discount)  # [S - 1, N]
         columns = jnp.arange(reward.shape[1])[None, :]
-        best = jnp.argmax(q[index, columns], axis=-1)
+        action_mask = time_major(items["action_mask"])[index, columns] if "action_mask" in items else None
+        best = jnp.argmax(mask_logits(q[index, columns], action_mask), axis=-1)  # over legal actions
         bootstrap = jnp.take_along_axis(q_target[index, columns], best[..., None], axis=-1)[..., 0]
         target = jax.lax.stop_gradient(h(reward + discount * h_inv(bootstrap)))
         q_a = jnp.take_along_axis(q[:-1], trajectory.action[:-1, :, None].astype(jnp.int32), axis=-1)[..., 0]

@@ -167,25 +167,68 @@ def example_observation(spec: EnvSpec, batch: int = 1) -> chex.ArrayTree:
     return jax.tree.map(lambda s: np.zeros((batch, *s.shape), s.dtype), spec.observation)
 
 
-def first_timestep(observation: chex.ArrayTree) -> TimeStep:
-    """The time step that starts an episode."""
+def first_timestep(observation: chex.ArrayTree, action_mask: chex.ArrayTree = None) -> TimeStep:
+    """The time step that starts an episode (with its legal-action mask where the spec declares one)."""
     return TimeStep(
         observation=observation,
         reward=jax.numpy.zeros((), jax.numpy.float32),
         discount=jax.numpy.ones((), jax.numpy.float32),
         last=jax.numpy.zeros((), jax.numpy.bool_),
+        action_mask=_bool_mask(action_mask),
     )
 
 
-def step_timestep(observation: chex.ArrayTree, reward, terminated, truncated) -> TimeStep:
+def step_timestep(observation: chex.ArrayTree, reward, terminated, truncated, action_mask: chex.ArrayTree = None) -> TimeStep:
     """The time step a step arrives at: discount 0 where the episode terminated, 1 otherwise (a truncation keeps 1,
-    so the learner bootstraps); ``last`` where it did either. The reward as float32."""
+    so the learner bootstraps); ``last`` where it did either. The reward as float32; the legal-action mask (where
+    the spec declares one) as bool."""
     return TimeStep(
         observation=observation,
         reward=jax.numpy.asarray(reward, jax.numpy.float32),
         discount=jax.numpy.where(terminated, 0.0, 1.0).astype(jax.numpy.float32),
         last=jax.numpy.logical_or(terminated, truncated),
+        action_mask=_bool_mask(action_mask),
     )
+
+
+def _bool_mask(mask):
+    return None if mask is None else jax.tree.map(lambda m: jax.numpy.asarray(m, jax.numpy.bool_), mask)
+
+
+def mask_shapes(spec: EnvSpec):
+    """The shape of one time step's legal-action mask: ``(num_actions,)``, a tuple ``((nvec[0],), ...)`` for
+    multi-discrete actions, or ``None`` when ``spec`` declares no mask."""
+    if not spec.action_mask:
+        return None
+    if spec.continuous:
+        raise ValueError("EnvSpec.action_mask is for discrete and multi-discrete actions; this spec's are continuous.")
+    return tuple((n,) for n in spec.nvec) if spec.nvec is not None else (spec.num_actions,)
+
+
+def example_action_mask(spec: EnvSpec, batch: int = 1):
+    """Every action legal, shaped as ``batch`` time steps' masks of ``spec`` (numpy), or ``None`` without a mask."""
+    shapes = mask_shapes(spec)
+    if shapes is None:
+        return None
+    if isinstance(shapes[0], tuple):
+        return tuple(np.ones((batch, *s), bool) for s in shapes)
+    return np.ones((batch, *shapes), bool)
+
+
+def check_action_mask(spec: EnvSpec, timestep: TimeStep, batch_axes: int = 0) -> None:
+    """A one-line error when a time step's mask does not match what ``spec`` declares (shapes after ``batch_axes``
+    leading axes): a mask without ``EnvSpec.action_mask``, or the other way round, or the wrong shapes."""
+    shapes, mask = mask_shapes(spec), timestep.action_mask
+    if shapes is None and mask is None:
+        return
+    if shapes is None:
+        raise ValueError("The environment's time steps carry an action_mask but its spec does not declare one: "
+                         "set EnvSpec(action_mask=True).")
+    if mask is None:
+        raise ValueError("The environment's spec declares action_mask=True but its time steps carry no action_mask.")
+    got = tuple(tuple(m.shape[batch_axes:]) for m in mask) if isinstance(mask, tuple) else tuple(mask.shape[batch_axes:])
+    if got != shapes:
+        raise ValueError(f"The environment's action_mask has shape {got}; its action space needs {shapes}.")
 
 
 class HostEpisodes:

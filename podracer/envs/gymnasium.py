@@ -10,6 +10,11 @@ next step of that environment returns the first observation of a new episode wit
 step and ``recv`` waits for it: with ``vectorization="async"`` each environment steps in a
 process of its own meanwhile; ``"sync"`` (the default, best for environments as cheap as
 CartPole, where a process round trip costs more than a step) steps them in ``recv``.
+
+An environment whose ``info`` carries ``"action_mask"`` at reset (Taxi-v3 does; so may your
+own) declares it (``EnvSpec.action_mask``): every time step carries the mask, and no agent
+takes an illegal action. An environment of the batch whose info lacks it on a step has
+every action legal there.
 """
 
 from __future__ import annotations
@@ -54,7 +59,10 @@ class GymnasiumEnv:
             raise
         # gymnasium's images are [H, W, C]; their value range is the space's
         image = ImageLayout(-1, float(np.min(space.low)), float(np.max(space.high))) if len(space.shape) == 3 else None
-        self._spec = EnvSpec(jax.ShapeDtypeStruct(space.shape, host_dtype(space.dtype)), image=image, **actions)
+        _, info = self._envs.reset(seed=seed)  # does the info say which actions are legal?
+        masked = "action_mask" in info and "box" not in actions
+        self._spec = EnvSpec(jax.ShapeDtypeStruct(space.shape, host_dtype(space.dtype)), image=image,
+                             action_mask=masked, **actions)
         self._start = np.asarray(getattr(action_space, "start", 0), np.int64)  # Discrete's start, MultiDiscrete's starts
         self._seed = seed
         self._action = None
@@ -65,10 +73,25 @@ class GymnasiumEnv:
         return self._spec
 
     def reset(self) -> TimeStep:
-        observation, _ = self._envs.reset(seed=self._seed)
+        observation, info = self._envs.reset(seed=self._seed)
         self.stats = self._episodes.reset()
         n = self.num_envs
-        return TimeStep(self._observation(observation), np.zeros(n, np.float32), np.ones(n, np.float32), np.zeros(n, bool))
+        return TimeStep(self._observation(observation), np.zeros(n, np.float32), np.ones(n, np.float32), np.zeros(n, bool),
+                        self._mask(info))
+
+    def _mask(self, info):
+        """The batch's legal-action masks from a vector ``info`` (bool ``[B, A]``; a tuple of ``[B, nvec[i]]``), or
+        None when the spec declares none."""
+        if not self._spec.action_mask:
+            return None
+        sizes = self._spec.nvec or (self._spec.num_actions,)
+        mask = np.ones((self.num_envs, sum(sizes)), bool)
+        if "action_mask" in info:
+            given = np.asarray(info.get("_action_mask", np.ones(self.num_envs, bool)), bool)
+            mask[given] = np.asarray(info["action_mask"], bool).reshape(self.num_envs, -1)[given]
+        if self._spec.nvec is None:
+            return mask
+        return tuple(np.split(mask, np.cumsum(sizes)[:-1], axis=1))
 
     def _observation(self, observation):
         return np.asarray(observation, self._spec.observation.dtype)
@@ -87,14 +110,15 @@ class GymnasiumEnv:
     def recv(self) -> TimeStep:
         """Waits for the step :meth:`send` started."""
         if hasattr(self._envs, "step_wait"):
-            observation, reward, terminated, truncated, _ = self._envs.step_wait()
+            observation, reward, terminated, truncated, info = self._envs.step_wait()
         else:
-            observation, reward, terminated, truncated, _ = self._envs.step(self._action)
+            observation, reward, terminated, truncated, info = self._envs.step(self._action)
         reward = np.asarray(reward, np.float32)
         terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
         last = terminated | truncated
         self.stats = self._episodes.update(reward, last)
-        return TimeStep(self._observation(observation), reward, np.where(terminated, 0.0, 1.0).astype(np.float32), last)
+        return TimeStep(self._observation(observation), reward, np.where(terminated, 0.0, 1.0).astype(np.float32), last,
+                        self._mask(info))
 
     def step(self, action: np.ndarray) -> TimeStep:
         self.send(action)

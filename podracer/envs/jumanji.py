@@ -10,11 +10,18 @@ concatenated in the observation's field order, a field with finite bounds in its
 rescaled from ``[minimum, maximum]`` to [0, 1] (booleans become 0/1; unbounded fields
 are kept as they are). Actions: ``DiscreteArray`` is discrete, a 1-D
 ``MultiDiscreteArray`` multi-discrete (Minesweeper's row and column, RubiksCube's face,
-depth and direction), a ``BoundedArray`` a continuous box. The action mask is a feature
-the agent sees, not a constraint on its policy: an invalid action is the environment's
-to punish (most Jumanji tasks end the episode). Multi-agent tasks (Connector,
+depth and direction), a ``BoundedArray`` a continuous box. Multi-agent tasks (Connector,
 LevelBasedForaging, RobotWarehouse) are one agent choosing every agent's move, a
 multi-discrete action, for the sum of their rewards.
+
+A task whose observation has an ``action_mask`` declares it (``EnvSpec.action_mask``), so
+no agent takes an illegal action; the agent also sees the mask among its features.
+Three layouts: a discrete task's ``[A]``; a per-entry mask ``[len(nvec), max(nvec)]``
+(Connector, JobShop, MMST, RobotWarehouse, LevelBasedForaging, Cleaner), one row per
+multi-discrete entry; and a joint mask shaped as ``nvec`` (Minesweeper's ``[rows, cols]``,
+Tetris, BinPack, Sudoku, FlatPack), which says which combinations are legal: such a task's
+actions become one discrete choice among ``prod(nvec)`` (row-major), so the mask holds
+exactly. MultiCVRP's mask goes with continuous actions and stays a feature only.
 
 The discount is Jumanji's: most of its tasks (Snake, Maze, Minesweeper, ...) end their
 time limit with discount 0, a termination, and count the steps in the observation;
@@ -68,6 +75,23 @@ def _leaf_bounds(spec, value) -> list[tuple[Any, Any]]:
     return [(None, None)]
 
 
+def _mask_layout(mask, actions: dict) -> str | None:
+    """How a Jumanji observation's ``action_mask`` (a shape-dtype struct, or None) fits the actions: "flat" (discrete
+    ``[A]``), "rows" (one row per multi-discrete entry), "joint" (shaped as ``nvec``), or None (no mask we can hold
+    to: none, or one beside continuous actions)."""
+    if mask is None or "box" in actions:
+        return None
+    shape = tuple(mask.shape)
+    if "num_actions" in actions:
+        return "flat" if shape == (actions["num_actions"],) else None
+    nvec = actions["nvec"]
+    if shape == tuple(nvec):
+        return "joint"
+    if shape == (len(nvec), max(nvec)):
+        return "rows"
+    return None
+
+
 class JumanjiEnv:
     """``jumanji.make(name, **kwargs)`` behind podracer's environment protocol (``env``: a Jumanji environment, used
     as it is)."""
@@ -80,7 +104,7 @@ class JumanjiEnv:
             check_task("jumanji", name, jumanji.registered_environments())
             env = jumanji.make(name, **kwargs)
         self.name, self.env = name, env
-        self._spec, self._scales = None, None  # made when first asked for: a config check makes the environment
+        self._spec, self._scales, self._mask_layout, self._joint = None, None, None, None  # made when first asked for: a config check makes the environment
         # before JAX may start
 
     def spec(self) -> EnvSpec:
@@ -96,8 +120,24 @@ class JumanjiEnv:
                 self._scales.append((np.broadcast_to(low, leaf.shape).astype(np.float32),
                                      np.broadcast_to(1.0 / (high - low), leaf.shape).astype(np.float32)) if finite else None)
             size = sum(int(np.prod(leaf.shape)) for leaf in leaves)
-            self._spec = EnvSpec(jax.ShapeDtypeStruct((size,), jnp.float32), **self._actions())
+            actions = self._actions()
+            self._mask_layout = _mask_layout(getattr(observation, "action_mask", None), actions)
+            if self._mask_layout == "joint":  # one discrete choice among every combination
+                self._joint = actions.pop("nvec")
+                actions["num_actions"] = int(np.prod(self._joint))
+            self._spec = EnvSpec(jax.ShapeDtypeStruct((size,), jnp.float32), action_mask=self._mask_layout is not None,
+                                 **actions)
         return self._spec
+
+    def _mask(self, observation):
+        """The time step's legal-action mask in the layout the spec declares, or None."""
+        layout = self._mask_layout
+        if layout is None:
+            return None
+        mask = jnp.asarray(observation.action_mask, jnp.bool_)
+        if layout == "rows":
+            return tuple(mask[i, :n] for i, n in enumerate(self._spec.nvec))
+        return mask.reshape(-1)
 
     def _actions(self) -> dict:
         action = self.env.action_spec
@@ -125,13 +165,16 @@ class JumanjiEnv:
 
     def reset(self, key: chex.PRNGKey) -> tuple[Any, TimeStep]:
         state, timestep = self.env.reset(key)
-        return state, first_timestep(self._observe(timestep.observation))
+        return state, first_timestep(self._observe(timestep.observation), self._mask(timestep.observation))
 
     def step(self, state: Any, action: chex.Array) -> tuple[Any, TimeStep]:
+        if self._mask_layout == "joint":  # the flat choice back to one entry per axis of the joint mask
+            action = jnp.stack(jnp.unravel_index(action, self._joint)).astype(jnp.int32)
         state, timestep = self.env.step(state, action)
         last = timestep.step_type == LAST
         # Multi-agent tasks give every agent a reward and a discount: the team's reward is their sum, and the
         # episode terminates only when no agent has a discount left.
         terminated = jnp.logical_and(last, jnp.max(timestep.discount) == 0.0)
         reward = jnp.sum(jnp.asarray(timestep.reward, jnp.float32))
-        return state, step_timestep(self._observe(timestep.observation), reward, terminated, last)
+        return state, step_timestep(self._observe(timestep.observation), reward, terminated, last,
+                                    self._mask(timestep.observation))

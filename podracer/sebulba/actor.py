@@ -11,18 +11,20 @@ import numpy as np
 
 from podracer import parallel
 from podracer.agents.base import Agent, split_start_state
-from podracer.envs.base import HostEnv
+from podracer.envs.base import HostEnv, check_action_mask
 from podracer.sebulba.pipeline import ActorStatus, ParamStore, Rollout, StopAwareQueue
 from podracer.types import TimeStep, Trajectory
 
 
 def make_act(agent: Agent):
-    """``act(params, observation, key, state, first) -> (action, extras, state, next key)``, jitted; it runs
-    where its inputs live. ``state`` is the agent's actor state (``agent.initial_state``)."""
+    """``act(params, observation, key, state, first, action_mask=None) -> (action, extras, state, next key)``, jitted;
+    it runs where its inputs live. ``state`` is the agent's actor state (``agent.initial_state``); ``action_mask``
+    the time step's legal actions, where the environment has them."""
 
-    def act(params, observation, key, state, first):
+    def act(params, observation, key, state, first, action_mask=None):
         key, act_key = jax.random.split(key)
-        action, extras, state = agent.act(params, observation, act_key, state, first)
+        mask = {} if action_mask is None else {"action_mask": action_mask}
+        action, extras, state = agent.act(params, observation, act_key, state, first, **mask)
         return action, extras, state, key
 
     return jax.jit(act)
@@ -57,6 +59,13 @@ def _concat(parts):
     if len(parts) == 1:
         return parts[0]
     return jax.tree.map(lambda *xs: np.concatenate(xs), *parts)
+
+
+def _reset(env: HostEnv) -> TimeStep:
+    """``env``'s first time steps, their legal-action masks checked against its spec."""
+    timestep = env.reset()
+    check_action_mask(env.spec(), timestep, batch_axes=1)
+    return timestep
 
 
 def _episodes_ended(env: HostEnv, timestep, returns: list, lengths: list) -> None:
@@ -103,13 +112,13 @@ def run_actor(
     def act_on(timestep, g):
         nonlocal key
         status.now("inference")
-        observation = parallel.put_on(timestep.observation, device)
-        action, extras, cores[g], key = act(params, observation, key, cores[g], firsts[g])
+        observation, mask = parallel.put_on((timestep.observation, timestep.action_mask), device)
+        action, extras, cores[g], key = act(params, observation, key, cores[g], firsts[g], mask)
         firsts[g] = np.asarray(timestep.last)  # the next time step of a finished episode starts a new one
         return timestep, np.asarray(action), jax.device_get(extras)
 
     status.now("environment")
-    parts = [act_on(env.reset(), g) for g, env in enumerate(envs)]
+    parts = [act_on(_reset(env), g) for g, env in enumerate(envs)]
     for env, part in zip(envs, parts):
         env.send(part[1])
     entry = _concat(parts)
