@@ -22,7 +22,8 @@ from podracer import sweep as sweep_lib
 from podracer.agents.base import Agent
 from podracer.config import AnakinConfig, SebulbaConfig
 from podracer.envs.base import HostEnv, example_action_mask, example_observation, observation_rank
-from podracer.learner import init_learner_state, make_learner_step, should_unroll
+from podracer.learner import (init_learner_state, make_learner_step, optimizer_steps, replay_items_per_trajectory,
+                              should_unroll)
 from podracer.learner import make_optimizer as _adam
 from podracer.logging import make_logger
 from podracer.sebulba import learner as sebulba_learner
@@ -36,9 +37,27 @@ def make_agent(agent_config, spec) -> Agent:
     return agents.make(agent_config, spec)
 
 
-def make_optimizer(agent_config) -> optax.GradientTransformation:
-    """Adam with the agent config's learning rate, after clipping to its global gradient norm."""
-    return _adam(agent_config.learning_rate, agent_config.max_grad_norm)
+def make_optimizer(agent_config, total_steps: int | None = None) -> optax.GradientTransformation:
+    """Adam with the agent config's learning rate and schedule (``--lr-schedule``, ``--lr-warmup-steps``; a decay
+    ends at ``total_steps``, the run's optimizer steps), after clipping to its global gradient norm."""
+    schedule = getattr(agent_config, "lr_schedule", "constant")
+    return _adam(agent_config.learning_rate, agent_config.max_grad_norm, schedule=schedule,
+                 warmup_steps=getattr(agent_config, "lr_warmup_steps", 0),
+                 total_steps=total_steps if schedule != "constant" else None)
+
+
+def run_optimizer_steps(agent_config, agent: Agent, spec, num_updates: int, envs_per_learner: int,
+                        rollout_length: int) -> int | None:
+    """The optimizer steps of a run of ``num_updates`` updates whose learner devices each receive trajectories of
+    ``envs_per_learner`` environments per update (:func:`podracer.learner.optimizer_steps`); None where the
+    learning rate does not decay (nothing to count)."""
+    if getattr(agent_config, "lr_schedule", "constant") == "constant":
+        return None
+    items = 0
+    if agent.replay is not None:
+        items = replay_items_per_trajectory(agent, example_observation(spec, envs_per_learner), rollout_length,
+                                            example_action_mask(spec, envs_per_learner))
+    return optimizer_steps(agent, num_updates, items)
 
 
 def agent_metadata(agent_config) -> dict:
@@ -82,9 +101,11 @@ def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> a
     """
     lifetime.starting()
     env = envs.make(config.env)
-    agent, optimizer = make_agent(config.agent, env.spec()), make_optimizer(config.agent)
+    agent = make_agent(config.agent, env.spec())
     num_global = parallel.num_global_devices()
     per_device = config.envs_per_device(num_global)
+    total_steps = run_optimizer_steps(config.agent, agent, env.spec(), config.num_updates, per_device, config.rollout_length)
+    optimizer = make_optimizer(config.agent, total_steps)
     _check_anakin_batch(agent, per_device, config.rollout_length)
     steps_per_update = config.rollout_length * per_device * num_global
     metadata = {"mode": "anakin", "env": config.env, "rollout_length": config.rollout_length, "seed": config.seed,
@@ -96,29 +117,31 @@ def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> a
         if main:
             checkpoint.mark_running(config.checkpoint_dir)
     try:
-        return _train_anakin(config, env, agent, optimizer, per_device, steps_per_update, metadata, resume_step, stop)
+        return _train_anakin(config, env, agent, optimizer, per_device, steps_per_update, metadata, resume_step, stop,
+                             total_steps)
     finally:
         if config.checkpoint_dir and main:
             checkpoint.mark_finished(config.checkpoint_dir)
 
 
-def make_sweep(config: AnakinConfig, spec) -> anakin.Sweep | None:
-    """The :class:`~podracer.anakin.Sweep` of ``--sweep`` (None without one): each setting's agent and optimizer."""
+def make_sweep(config: AnakinConfig, spec, total_steps: int | None = None) -> anakin.Sweep | None:
+    """The :class:`~podracer.anakin.Sweep` of ``--sweep`` (None without one): each setting's agent and optimizer
+    (``total_steps``: where a decaying learning rate ends, :func:`run_optimizer_steps`)."""
     if not config.sweep:
         return None
 
     def build(values):
         agent_config = sweep_lib.with_values(config.agent, values)
-        return make_agent(agent_config, spec), make_optimizer(agent_config)
+        return make_agent(agent_config, spec), make_optimizer(agent_config, total_steps)
 
     return anakin.Sweep(config.sweep_points, build)
 
 
 def _train_anakin(config: AnakinConfig, env, agent, optimizer, per_device: int, steps_per_update: int, metadata: dict,
-                  resume_step: int | None, stop) -> anakin.RunResult:
+                  resume_step: int | None, stop, total_steps: int | None = None) -> anakin.RunResult:
     main, num_global = parallel.is_main_process(), parallel.num_global_devices()
     key = anakin.seed_keys(config.seed, config.num_seeds) if config.num_seeds > 1 else jax.random.key(config.seed)
-    sweep = make_sweep(config, env.spec())
+    sweep = make_sweep(config, env.spec(), total_steps)
     state = anakin.init(env, agent, optimizer, key, per_device, rollout_length=config.rollout_length, sweep=sweep)
     if sweep is not None and (bad := anakin.unsweepable(env, sweep, state, config.rollout_length)):
         raise ValueError(f"--sweep {', '.join(bad)}: sets shapes or loop counts of the compiled update, so its settings "
@@ -341,7 +364,7 @@ def train_sebulba(
 
 def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_actor: int, stop, log, make_env):
     spec, first_env = groups[0][0].spec(), groups[0][0]
-    agent, optimizer = make_agent(config.agent, spec), make_optimizer(config.agent)
+    agent = make_agent(config.agent, spec)
     per_actor = sum(env.num_envs for env in groups[0])
     # Every process feeds one trajectory per actor per update round; the update averages over all of them.
     steps_per_update = config.rollout_length * per_actor * parallel.process_count()
@@ -349,6 +372,9 @@ def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_a
         num_updates=math.ceil(config.total_env_steps / steps_per_update), steps_per_update=steps_per_update,
         log_every=config.log_every, checkpoint_every=config.checkpoint_every,
         frame_skip=4 if getattr(first_env, "atari", False) else 1, eval_every=config.eval_every)
+    per_learner = per_actor // len(parallel.local_devices(layout.learner_devices))
+    optimizer = make_optimizer(config.agent, run_optimizer_steps(config.agent, agent, spec, schedule.num_updates,
+                                                                 per_learner, config.rollout_length))
     unroll = should_unroll(observation_rank(spec), layout.learner_devices[0].platform)
     step = parallel.device_map(make_learner_step(agent, optimizer, axis_names=(parallel.DEVICE_AXIS,), unroll=unroll),
                                layout.learner_devices)

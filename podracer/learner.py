@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import optax
 
 from podracer import replay as replay_lib
-from podracer.agents.base import Agent, act_mask, split_start_state
+from podracer.agents.base import LR_SCHEDULES, Agent, act_mask, split_start_state
 from podracer.types import LearnerState, Metrics, Params, TimeStep, Trajectory
 
 LearnerStep = Callable[[LearnerState, Trajectory], tuple[LearnerState, Metrics]]
@@ -43,22 +43,24 @@ def init_learner_state(agent: Agent, optimizer: optax.GradientTransformation, ke
     if agent.replay is not None:
         spec = agent.replay
         one = jax.tree.map(lambda x: x[:1], observation)
-
-        def example_items(params):
-            first = jnp.ones((1,), bool)
-            mask = jax.tree.map(lambda x: x[:1], action_mask)
-            timestep = TimeStep(one, jnp.zeros(1), jnp.ones(1), jnp.zeros(1, bool), mask)
-            action, extras, _ = agent.act(params, one, jax.random.key(0), agent.initial_state(1), first,
-                                          **act_mask(timestep))
-            repeat = lambda x: jnp.stack([x] * (rollout_length + 1))  # noqa: E731
-            extras, start = split_start_state(extras)
-            trajectory = Trajectory(jax.tree.map(repeat, timestep), repeat(action), jax.tree.map(repeat, extras), start)
-            return spec.make_items(trajectory)[0]
-
-        item = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), jax.eval_shape(example_items, params))
+        mask = jax.tree.map(lambda x: x[:1], action_mask)
+        example = jax.eval_shape(lambda params: _example_items(agent, params, one, rollout_length, mask), params)
+        item = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), example)
         zero = jnp.zeros((), jnp.int32)
         extra = ReplayExtra(params, replay_lib.init(item, spec.capacity), replay_lib.RateLimiter.create(), zero)
     return LearnerState(params, optimizer.init(params), learner_key, jnp.zeros((), jnp.int32), extra)
+
+
+def _example_items(agent: Agent, params, observation, rollout_length: int, action_mask):
+    """A replay agent's items of a ``[rollout_length + 1, B]`` trajectory repeating ``observation`` ``[B]``."""
+    batch = jax.tree.leaves(observation)[0].shape[0]
+    timestep = TimeStep(observation, jnp.zeros(batch), jnp.ones(batch), jnp.zeros(batch, bool), action_mask)
+    action, extras, _ = agent.act(params, observation, jax.random.key(0), agent.initial_state(batch),
+                                  jnp.ones((batch,), bool), **act_mask(timestep))
+    repeat = lambda x: jnp.stack([x] * (rollout_length + 1))  # noqa: E731
+    extras, start = split_start_state(extras)
+    trajectory = Trajectory(jax.tree.map(repeat, timestep), repeat(action), jax.tree.map(repeat, extras), start)
+    return agent.replay.make_items(trajectory)[0]
 
 
 def _reduce_flat(tree, axis_names: Sequence[str], reduce):
@@ -287,10 +289,58 @@ def should_unroll(observation_rank: int, platform: str) -> bool:
     return platform == "cpu" and observation_rank == 3
 
 
-def make_optimizer(learning_rate: float, max_grad_norm: float | None = 0.5, eps: float = 1e-5) -> optax.GradientTransformation:
-    """Adam after global-norm clipping (``max_grad_norm`` None: no clipping)."""
-    adam = optax.adam(learning_rate, eps=eps)
+def learning_rate_schedule(learning_rate, schedule: str = "constant", warmup_steps=0, total_steps: int | None = None):
+    """``count -> learning rate`` at optimizer step ``count`` (0 for the first update).
+
+    A linear warm-up over the first ``warmup_steps`` steps (step ``c`` takes ``(c + 1) / warmup_steps`` of the
+    rate, so no step is wasted at rate 0), then ``schedule``: "constant", or a decay to 0 at ``total_steps``,
+    "linear" or "cosine" (half a cosine period). ``learning_rate`` and ``warmup_steps`` may be traced values
+    (a sweep's), so the arithmetic is ``jnp``'s.
+    """
+    if schedule not in LR_SCHEDULES:
+        raise ValueError(f"--lr-schedule: unknown schedule {schedule!r}; choose one of {', '.join(LR_SCHEDULES)}.")
+    if schedule != "constant" and total_steps is None:
+        raise ValueError(f"--lr-schedule {schedule} decays over the run's optimizer steps: give total_steps.")
+
+    def rate(count):
+        count = jnp.asarray(count, jnp.float32)
+        warmup = jnp.asarray(warmup_steps, jnp.float32)
+        scale = jnp.where(warmup > 0, jnp.minimum(1.0, (count + 1.0) / jnp.maximum(warmup, 1.0)), 1.0)
+        if schedule != "constant":
+            progress = jnp.clip((count - warmup) / jnp.maximum(total_steps - warmup, 1.0), 0.0, 1.0)
+            scale = scale * (1.0 - progress if schedule == "linear" else 0.5 * (1.0 + jnp.cos(jnp.pi * progress)))
+        return learning_rate * scale
+
+    return rate
+
+
+def make_optimizer(learning_rate: float, max_grad_norm: float | None = 0.5, eps: float = 1e-5, *,
+                   schedule: str = "constant", warmup_steps=0, total_steps: int | None = None) -> optax.GradientTransformation:
+    """Adam after global-norm clipping (``max_grad_norm`` None: no clipping), its rate following
+    :func:`learning_rate_schedule` (always a schedule, so the optimizer state has one layout whatever the choice)."""
+    adam = optax.adam(learning_rate_schedule(learning_rate, schedule, warmup_steps, total_steps), eps=eps)
     return adam if max_grad_norm is None else optax.chain(optax.clip_by_global_norm(max_grad_norm), adam)
 
 
-__all__ = ["LearnerStep", "ReplayExtra", "init_learner_state", "make_replay_learner_step", "make_learner_step", "make_optimizer", "permutation", "pmean_flat", "psum_flat", "should_unroll"]
+def optimizer_steps(agent: Agent, num_updates: int, items_per_update: int = 0) -> int:
+    """How many optimizer steps a run of ``num_updates`` learner updates takes: ``num_epochs x num_minibatches`` per
+    update for an on-policy agent; for a replay agent, ``replay_ratio`` x the items each shard receives after its
+    first ``min_size`` / ``batch_size`` (``items_per_update``: items per shard per update), as the rate limiter
+    allows."""
+    if agent.replay is None:
+        return max(1, num_updates * agent.num_epochs * agent.num_minibatches)
+    spec = agent.replay
+    return max(1, math.ceil(spec.replay_ratio * max(num_updates * items_per_update - spec.min_size, 0) / spec.batch_size))
+
+
+def replay_items_per_trajectory(agent: Agent, observation, rollout_length: int, action_mask=None) -> int:
+    """Items a replay agent stores of one ``[rollout_length + 1, B]`` trajectory of ``observation``'s batch ``[B]``
+    (transitions: ``rollout_length x B``; sequences: ``B``). Shapes only: nothing is computed."""
+    def items(key):
+        params = agent.init(key, observation)
+        return _example_items(agent, params, observation, rollout_length, action_mask)
+
+    return int(jax.tree.leaves(jax.eval_shape(items, jax.random.key(0)))[0].shape[0])
+
+
+__all__ = ["LR_SCHEDULES", "LearnerStep", "ReplayExtra", "init_learner_state", "learning_rate_schedule", "optimizer_steps", "replay_items_per_trajectory", "make_replay_learner_step", "make_learner_step", "make_optimizer", "permutation", "pmean_flat", "psum_flat", "should_unroll"]

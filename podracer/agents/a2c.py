@@ -7,7 +7,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from podracer.agents.base import Agent, CoreName, check_hyperparameters, make_network, make_policy_fns, masked_mean, policy_terms, transitions, unroll_trajectory
+from podracer.agents.base import LRScheduleName, Agent, CoreName, check_hyperparameters, make_network, make_policy_fns, masked_mean, policy_terms, transitions, unroll_trajectory
 from podracer.networks import TorsoName
 from podracer.types import EnvSpec, Trajectory
 
@@ -18,6 +18,8 @@ class A2CConfig:
 
     learning_rate: float = 3e-3  # Adam learning rate
     max_grad_norm: float = 0.5  # global gradient-norm clip
+    lr_schedule: LRScheduleName = "constant"  # the learning rate over the run's optimizer steps: constant, or a linear or cosine decay to 0
+    lr_warmup_steps: int = 0  # optimizer steps of linear warm-up to --learning-rate before the schedule
     discount: float = 0.99  # discount gamma
     td_lambda: float = 0.95  # lambda of the lambda returns
     n_step: int | None = None  # n-step bootstrapped returns instead of lambda returns; None: lambda returns

@@ -137,6 +137,9 @@ def make_torso(spec, torso: str, hidden_sizes, activation: str = "relu"):
     return ObservationTorso(kind, hidden_sizes, activation, image)
 
 
+LR_SCHEDULES = ("constant", "linear", "cosine")
+LRScheduleName = Literal[LR_SCHEDULES]  # learning-rate schedules (podracer.learner.learning_rate_schedule)
+
 CORES = ("none", "lstm")
 CoreName = Literal[CORES]  # the core choices, for configs and the command lines
 
@@ -145,7 +148,7 @@ _AT_LEAST_ONE = ("n_step", "core_size", "num_epochs", "num_minibatches", "replay
                  "min_replay_size", "target_period")
 _POSITIVE = ("learning_rate", "max_grad_norm", "replay_ratio", "clip_epsilon", "clip_rho_threshold",
              "clip_pg_rho_threshold", "huber_delta", "value_rescaling_eps")
-_NON_NEGATIVE = ("entropy_coef", "value_coef", "burn_in", "epsilon_alpha")
+_NON_NEGATIVE = ("entropy_coef", "value_coef", "burn_in", "epsilon_alpha", "lr_warmup_steps")
 _UNIT_INTERVAL = ("discount", "td_lambda", "gae_lambda", "epsilon", "eta", "priority_exponent", "importance_exponent")
 
 
@@ -176,6 +179,9 @@ def check_hyperparameters(config) -> None:
         raise ValueError(f"--hidden-sizes must all be >= 1, got {' '.join(map(str, values['hidden_sizes']))}.")
     if values.get("torso", "auto") not in TORSOS:
         raise ValueError(f"--torso: unknown torso {values['torso']!r}; choose one of {', '.join(TORSOS)}.")
+    if values.get("lr_schedule", "constant") not in LR_SCHEDULES:
+        raise ValueError(f"--lr-schedule: unknown schedule {values['lr_schedule']!r}; choose one of "
+                         f"{', '.join(LR_SCHEDULES)}.")
     if values.get("core", "none") not in CORES:
         raise ValueError(f"--core: unknown core {values['core']!r}; choose one of {', '.join(CORES)}.")
 

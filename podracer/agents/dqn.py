@@ -16,7 +16,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from podracer.agents.base import Agent, ReplaySpec, check_hyperparameters, mask_logits, require_actions, transitions
+from podracer.agents.base import LRScheduleName, Agent, ReplaySpec, check_hyperparameters, mask_logits, require_actions, transitions
 from podracer.envs.base import image_layout
 from podracer.networks import QNetwork, TorsoName
 from podracer.types import EnvSpec, Trajectory
@@ -28,6 +28,8 @@ class DQNConfig:
 
     learning_rate: float = 1e-3  # Adam learning rate
     max_grad_norm: float = 10.0  # global gradient-norm clip
+    lr_schedule: LRScheduleName = "constant"  # the learning rate over the run's optimizer steps: constant, or a linear or cosine decay to 0
+    lr_warmup_steps: int = 0  # optimizer steps of linear warm-up to --learning-rate before the schedule
     discount: float = 0.99  # discount gamma
     n_step: int = 3  # bootstrapped returns over up to n steps (fewer at episode and trajectory ends)
     hidden_sizes: tuple[int, ...] = (64, 64)  # hidden layer sizes of the MLP

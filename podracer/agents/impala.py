@@ -7,7 +7,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from podracer.agents.base import Agent, CoreName, check_hyperparameters, make_network, require_actions, make_policy_fns, masked_mean, policy_terms, transitions, unroll_trajectory
+from podracer.agents.base import LRScheduleName, Agent, CoreName, check_hyperparameters, make_network, require_actions, make_policy_fns, masked_mean, policy_terms, transitions, unroll_trajectory
 from podracer.networks import TorsoName
 from podracer.types import EnvSpec, Trajectory
 
@@ -18,6 +18,8 @@ class IMPALAConfig:
 
     learning_rate: float = 6e-4  # Adam learning rate
     max_grad_norm: float = 40.0  # global gradient-norm clip
+    lr_schedule: LRScheduleName = "constant"  # the learning rate over the run's optimizer steps: constant, or a linear or cosine decay to 0
+    lr_warmup_steps: int = 0  # optimizer steps of linear warm-up to --learning-rate before the schedule
     discount: float = 0.99  # discount gamma
     td_lambda: float = 1.0  # V-trace lambda
     clip_rho_threshold: float = 1.0  # V-trace: clip of the importance weights in the value targets

@@ -9,7 +9,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from podracer.agents.base import Agent, behaviour_policy, check_hyperparameters, make_network, make_policy_fns, masked_mean, policy_terms, transitions
+from podracer.agents.base import LRScheduleName, Agent, behaviour_policy, check_hyperparameters, make_network, make_policy_fns, masked_mean, policy_terms, transitions
 from podracer.networks import TorsoName
 from podracer.types import EnvSpec, Trajectory
 
@@ -20,6 +20,8 @@ class PPOConfig:
 
     learning_rate: float = 3e-3  # Adam learning rate
     max_grad_norm: float = 0.5  # global gradient-norm clip
+    lr_schedule: LRScheduleName = "constant"  # the learning rate over the run's optimizer steps: constant, or a linear or cosine decay to 0
+    lr_warmup_steps: int = 0  # optimizer steps of linear warm-up to --learning-rate before the schedule
     discount: float = 0.99  # discount gamma
     gae_lambda: float = 0.95  # lambda of generalized advantage estimation
     clip_epsilon: float = 0.2  # clip of the probability ratio
@@ -28,6 +30,7 @@ class PPOConfig:
     num_epochs: int = 4  # passes over each batch of trajectories
     num_minibatches: int = 4  # minibatches per pass; must divide each learner device's batch
     normalize_advantages: bool = True  # advantages normalized per minibatch
+    clip_value_loss: bool = False  # PPO2's value clipping: the new value may move at most --clip-epsilon from the value at the update's start, the loss the larger of the clipped and unclipped errors
     hidden_sizes: tuple[int, ...] = (64, 64)  # hidden layer sizes of the MLPs
     shared_torso: bool = False  # one torso under both heads
     torso: TorsoName = "auto"  # auto: impala (ResNet) for images, mlp otherwise
@@ -44,6 +47,7 @@ class PPOBatch(NamedTuple):
     behaviour_log_prob: chex.Array  # float32: log mu(a_t | o_t) of the acting policy
     advantage: chex.Array  # float32: GAE at t
     value_target: chex.Array  # float32: advantage + v(o_t)
+    value: chex.Array  # float32: v(o_t) with the parameters at the update's start (value clipping's anchor)
     mask: chex.Array  # float32: 1 where the transition lies inside an episode
     action_mask: chex.ArrayTree = None  # bool [A] (a tuple per multi-discrete entry): legal actions at o_t, or None
 
@@ -71,6 +75,7 @@ def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig()) -> Agent:
             behaviour_log_prob=behaviour_log_prob,
             advantage=advantage,
             value_target=advantage + values[:-1],
+            value=values[:-1],
             mask=tr.mask_t,
             action_mask=action_mask,
         )
@@ -91,7 +96,11 @@ def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig()) -> Agent:
         ratio = jnp.exp(log_ratio)
         clipped = jnp.clip(ratio, 1.0 - config.clip_epsilon, 1.0 + config.clip_epsilon)
         policy_loss = -masked_mean(jnp.minimum(ratio * advantage, clipped * advantage), batch.mask)
-        value_loss = 0.5 * masked_mean(jnp.square(values - batch.value_target), batch.mask)
+        value_error = jnp.square(values - batch.value_target)
+        if config.clip_value_loss:
+            clipped_values = batch.value + jnp.clip(values - batch.value, -config.clip_epsilon, config.clip_epsilon)
+            value_error = jnp.maximum(value_error, jnp.square(clipped_values - batch.value_target))
+        value_loss = 0.5 * masked_mean(value_error, batch.mask)
         entropy = masked_mean(entropy, batch.mask)
         total = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy
         return total, {

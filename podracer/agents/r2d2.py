@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from podracer import replay as replay_lib
-from podracer.agents.base import Agent, check_hyperparameters, first_flags, make_recurrent_fns, make_torso, mask_logits, require_actions
+from podracer.agents.base import LRScheduleName, Agent, check_hyperparameters, first_flags, make_recurrent_fns, make_torso, mask_logits, require_actions
 from podracer.agents.dqn import check_replay_sizes, epsilon_greedy, n_step_targets, replay_spec
 from podracer.networks import RecurrentNetwork, TorsoName
 from podracer.types import EnvSpec, TimeStep, Trajectory
@@ -30,6 +30,8 @@ class R2D2Config:
 
     learning_rate: float = 6e-4  # Adam learning rate
     max_grad_norm: float = 40.0  # global gradient-norm clip
+    lr_schedule: LRScheduleName = "constant"  # the learning rate over the run's optimizer steps: constant, or a linear or cosine decay to 0
+    lr_warmup_steps: int = 0  # optimizer steps of linear warm-up to --learning-rate before the schedule
     discount: float = 0.997  # discount gamma
     n_step: int = 5  # bootstrapped returns over up to n steps
     burn_in: int = 4  # steps of each stored sequence that only warm the LSTM state up; < --rollout-length

@@ -24,7 +24,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from podracer.agents.base import Agent, ReplaySpec, action_size, check_hyperparameters, require_actions
+from podracer.agents.base import LRScheduleName, Agent, ReplaySpec, action_size, check_hyperparameters, require_actions
 from podracer.agents.dqn import check_replay_sizes, transition_items
 from podracer.networks import MLP
 from podracer.types import EnvSpec, Trajectory
@@ -38,6 +38,8 @@ class SACConfig:
 
     learning_rate: float = 3e-4  # Adam learning rate (actor, critics and temperature)
     max_grad_norm: float | None = None  # global gradient-norm clip; None: none
+    lr_schedule: LRScheduleName = "constant"  # the learning rate over the run's optimizer steps: constant, or a linear or cosine decay to 0
+    lr_warmup_steps: int = 0  # optimizer steps of linear warm-up to --learning-rate before the schedule
     discount: float = 0.99  # discount gamma
     hidden_sizes: tuple[int, ...] = (256, 256)  # hidden layer sizes of the actor's and each critic's MLP
     initial_alpha: float = 1.0  # entropy temperature at the start

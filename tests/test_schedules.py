@@ -1,0 +1,86 @@
+"""Learning-rate schedules (counted in optimizer steps) and PPO's value clipping."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from podracer import agents, anakin, envs, experiment, learner
+from podracer.agents import DQNConfig, PPOConfig, R2D2Config
+
+
+def test_the_learning_rate_at_given_optimizer_steps():
+    rate = learner.learning_rate_schedule(1.0, "linear", warmup_steps=10, total_steps=110)
+    np.testing.assert_allclose([rate(c) for c in (0, 4, 9, 10, 60, 109, 110, 500)],
+                               [0.1, 0.5, 1.0, 1.0, 0.5, 0.01, 0.0, 0.0], atol=1e-6)
+    cosine = learner.learning_rate_schedule(2.0, "cosine", total_steps=100)
+    np.testing.assert_allclose([cosine(c) for c in (0, 50, 100)], [2.0, 1.0, 0.0], atol=1e-6)
+    constant = learner.learning_rate_schedule(3e-4, "constant", warmup_steps=4)
+    np.testing.assert_allclose([constant(c) for c in (0, 3, 1000)], [7.5e-5, 3e-4, 3e-4], rtol=1e-6)
+    # A sweep's traced warm-up gives what the number gives.
+    traced = jax.jit(lambda w, c: learner.learning_rate_schedule(1.0, "linear", w, 110)(c))
+    np.testing.assert_allclose(traced(10.0, 4), 0.5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"^--lr-schedule: unknown schedule 'step'; choose one of constant, linear, "
+                                         r"cosine\.$"):
+        learner.learning_rate_schedule(1.0, "step")
+
+
+def test_the_optimizer_steps_at_the_scheduled_rate():
+    """Adam's first step moves each parameter by about the rate: here the warm-up's first step, a tenth of it,
+    and by the end of a linear schedule nothing."""
+    optimizer = learner.make_optimizer(1e-2, None, schedule="linear", warmup_steps=10, total_steps=20)
+    params = {"w": jnp.ones(3)}
+    state = optimizer.init(params)
+    moves = []
+    for _ in range(20):
+        updates, state = optimizer.update({"w": jnp.array([1.0, -2.0, 0.5])}, state, params)
+        moves.append(float(jnp.max(jnp.abs(updates["w"]))))
+    np.testing.assert_allclose(moves[0], 1e-3, rtol=1e-3)
+    np.testing.assert_allclose(moves[9], 1e-2, rtol=1e-3)
+    np.testing.assert_allclose(moves[14], 0.6e-2, rtol=1e-3)  # 4 of the 10 decay steps done
+    assert moves[19] < 1.1e-3
+    # Every schedule keeps one optimizer-state layout (checkpoints restore whichever was chosen).
+    constant = learner.make_optimizer(1e-2, 0.5).init(params)
+    cosine = learner.make_optimizer(1e-2, 0.5, schedule="cosine", total_steps=5).init(params)
+    assert jax.tree.structure(constant) == jax.tree.structure(cosine)
+
+
+def test_a_run_counts_its_optimizer_steps_to_end_the_decay():
+    catch = envs.make("catch")
+    spec = catch.spec()
+    ppo = PPOConfig(lr_schedule="linear", num_epochs=3, num_minibatches=2)
+    assert experiment.run_optimizer_steps(ppo, agents.make(ppo, spec), spec, 100, 8, 16) == 600
+    assert experiment.run_optimizer_steps(PPOConfig(), agents.make(PPOConfig(), spec), spec, 100, 8, 16) is None
+    # DQN stores T x B transitions per update, R2D2 B sequences; both learn replay_ratio x items / batch after min_size.
+    dqn = DQNConfig(lr_schedule="cosine", batch_size=32, min_replay_size=64, replay_ratio=2.0)
+    assert experiment.run_optimizer_steps(dqn, agents.make(dqn, spec), spec, 10, 8, 16) == (10 * 128 - 64) * 2 // 32
+    r2d2 = R2D2Config(lr_schedule="linear", batch_size=4, min_replay_size=8, burn_in=2)
+    assert experiment.run_optimizer_steps(r2d2, agents.make(r2d2, spec), spec, 10, 8, 16) == (10 * 8 - 8) // 4
+
+
+def test_ppo_value_clipping_takes_the_larger_error_of_the_clipped_and_unclipped_values():
+    env = envs.make("catch")
+    config = PPOConfig(hidden_sizes=(8,), clip_value_loss=True, clip_epsilon=0.2, num_minibatches=1)
+    agent = agents.make(config, env.spec())
+    state = anakin.init_state(env, agent, optax.adam(1e-3), jax.random.key(0), 4, rollout_length=8)
+    _, trajectory, _ = anakin.make_rollout(env, agent, 8)(state.learner.params, state.rollout)
+    params = state.learner.params
+    batch = agent.prepare(params, trajectory)
+    batch = batch._replace(value=batch.value + jnp.linspace(-1.0, 1.0, batch.value.shape[0]))  # old values moved
+    _, values = agent_network_values(config, env, params, batch.observation)
+    clipped = batch.value + jnp.clip(values - batch.value, -0.2, 0.2)
+    error = jnp.maximum(jnp.square(values - batch.value_target), jnp.square(clipped - batch.value_target))
+    _, metrics = agent.loss(params, batch, jax.random.key(0))
+    np.testing.assert_allclose(metrics["value_loss"], 0.5 * jnp.mean(error * batch.mask), rtol=1e-5)
+    _, unclipped = agents.make(PPOConfig(hidden_sizes=(8,), num_minibatches=1), env.spec()).loss(params, batch,
+                                                                                                   jax.random.key(0))
+    np.testing.assert_allclose(unclipped["value_loss"],
+                               0.5 * jnp.mean(jnp.square(values - batch.value_target) * batch.mask), rtol=1e-5)
+    assert metrics["value_loss"] > unclipped["value_loss"]
+
+
+def agent_network_values(config, env, params, observation):
+    from podracer.agents.base import make_network
+
+    return make_network(env.spec(), config).apply(params, observation)
