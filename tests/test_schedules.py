@@ -63,18 +63,18 @@ def test_ppo_value_clipping_takes_the_larger_error_of_the_clipped_and_unclipped_
     env = envs.make("catch")
     config = PPOConfig(hidden_sizes=(8,), clip_value_loss=True, clip_epsilon=0.2, num_minibatches=1)
     agent = agents.make(config, env.spec())
-    state = anakin.init_state(env, agent, optax.adam(1e-3), jax.random.key(0), 4, rollout_length=8)
-    _, trajectory, _ = anakin.make_rollout(env, agent, 8)(state.learner.params, state.rollout)
+    state = jax.jit(lambda key: anakin.init_state(env, agent, optax.adam(1e-3), key, 4, rollout_length=8))(
+        jax.random.key(0))
     params = state.learner.params
-    batch = agent.prepare(params, trajectory)
+    batch = jax.jit(lambda p, s: agent.prepare(p, anakin.make_rollout(env, agent, 8)(p, s)[1]))(params, state.rollout)
     batch = batch._replace(value=batch.value + jnp.linspace(-1.0, 1.0, batch.value.shape[0]))  # old values moved
-    _, values = agent_network_values(config, env, params, batch.observation)
+    _, values = jax.jit(lambda p, o: agent_network_values(config, env, p, o))(params, batch.observation)
     clipped = batch.value + jnp.clip(values - batch.value, -0.2, 0.2)
     error = jnp.maximum(jnp.square(values - batch.value_target), jnp.square(clipped - batch.value_target))
-    _, metrics = agent.loss(params, batch, jax.random.key(0))
+    _, metrics = jax.jit(agent.loss)(params, batch, jax.random.key(0))
     np.testing.assert_allclose(metrics["value_loss"], 0.5 * jnp.mean(error * batch.mask), rtol=1e-5)
-    _, unclipped = agents.make(PPOConfig(hidden_sizes=(8,), num_minibatches=1), env.spec()).loss(params, batch,
-                                                                                                   jax.random.key(0))
+    plain = agents.make(PPOConfig(hidden_sizes=(8,), num_minibatches=1), env.spec())
+    _, unclipped = jax.jit(plain.loss)(params, batch, jax.random.key(0))
     np.testing.assert_allclose(unclipped["value_loss"],
                                0.5 * jnp.mean(jnp.square(values - batch.value_target) * batch.mask), rtol=1e-5)
     assert metrics["value_loss"] > unclipped["value_loss"]
