@@ -100,7 +100,7 @@ def make_rollout(env: Environment, agent: Agent, rollout_length: int):
             env_state, timestep = step_envs(state.env_state, state.action)
             # A time step after a ``last`` one starts an episode: recurrent agents reset there.
             action, extras, core = agent.act(params, timestep.observation, act_key, state.core,
-                                              state.timestep.last, **act_mask(timestep))
+                                              state.timestep.last, **act_mask(timestep.action_mask))
             emitted = (state.timestep, state.action, split_start_state(state.extras)[0])
             last = timestep.last.astype(jnp.float32)
             episode = (
@@ -191,7 +191,7 @@ def init_state(
                                      action_mask=timestep.action_mask)
     first = jnp.ones((num_envs,), bool)
     action, extras, core = agent.act(learner.params, timestep.observation, act_key, agent.initial_state(num_envs), first,
-                                     **act_mask(timestep))
+                                     **act_mask(timestep.action_mask))
     return AnakinState(learner, RolloutState(env_state, timestep, action, extras, actor_key, core))
 
 
@@ -315,7 +315,7 @@ def make_evaluate(env: Environment, agent: Agent, num_episodes: int, *, max_step
         def body(carry):
             env_state, timestep, core, first, returns, done, key, t = carry
             key, step_key = jax.random.split(key)
-            _, extras, core = agent.act(params, timestep.observation, step_key, core, first, **act_mask(timestep))
+            _, extras, core = agent.act(params, timestep.observation, step_key, core, first, **act_mask(timestep.action_mask))
             first = timestep.last  # the next observation starts an episode where this one ended it
             env_state, timestep = jax.vmap(env.step)(env_state, greedy_action(extras))
             returns = returns + jnp.where(done, 0.0, timestep.reward)

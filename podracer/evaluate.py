@@ -133,12 +133,11 @@ def play_jax(env, agent, params, episodes: int, *, seed: int = 0, greedy: bool =
 def _policy(agent, greedy: bool):
     import jax
 
-    from podracer.agents.base import greedy_action
+    from podracer.agents.base import act_mask, greedy_action
 
     @jax.jit
     def policy(params, observation, key, core, first, action_mask):
-        mask = {} if action_mask is None else {"action_mask": action_mask}
-        action, extras, core = agent.act(params, observation, key, core, first, **mask)
+        action, extras, core = agent.act(params, observation, key, core, first, **act_mask(action_mask))
         return (greedy_action(extras) if greedy else action), core
 
     return policy

@@ -56,7 +56,7 @@ def _example_items(agent: Agent, params, observation, rollout_length: int, actio
     batch = jax.tree.leaves(observation)[0].shape[0]
     timestep = TimeStep(observation, jnp.zeros(batch), jnp.ones(batch), jnp.zeros(batch, bool), action_mask)
     action, extras, _ = agent.act(params, observation, jax.random.key(0), agent.initial_state(batch),
-                                  jnp.ones((batch,), bool), **act_mask(timestep))
+                                  jnp.ones((batch,), bool), **act_mask(action_mask))
     repeat = lambda x: jnp.stack([x] * (rollout_length + 1))  # noqa: E731
     extras, start = split_start_state(extras)
     trajectory = Trajectory(jax.tree.map(repeat, timestep), repeat(action), jax.tree.map(repeat, extras), start)

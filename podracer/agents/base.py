@@ -286,10 +286,10 @@ def mask_logits(logits, action_mask):
     return jnp.where(action_mask, logits, jnp.finfo(logits.dtype).min)
 
 
-def act_mask(timestep) -> dict:
-    """The keyword arguments that pass a time step's legal-action mask to ``Agent.act``: ``{}`` without one, so an
-    agent whose ``act`` takes no mask still runs on unmasked environments."""
-    return {} if timestep.action_mask is None else {"action_mask": timestep.action_mask}
+def act_mask(action_mask) -> dict:
+    """The keyword arguments that pass a time step's legal-action mask to ``Agent.act``: ``{}`` without one (None),
+    so an agent whose ``act`` takes no mask still runs on unmasked environments."""
+    return {} if action_mask is None else {"action_mask": action_mask}
 
 
 def behaviour_policy(extras):

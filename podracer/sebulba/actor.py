@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 from podracer import parallel
-from podracer.agents.base import Agent, split_start_state
+from podracer.agents.base import Agent, act_mask, split_start_state
 from podracer.envs.base import HostEnv, check_action_mask
 from podracer.sebulba.pipeline import ActorStatus, ParamStore, Rollout, StopAwareQueue
 from podracer.types import TimeStep, Trajectory
@@ -23,8 +23,7 @@ def make_act(agent: Agent):
 
     def act(params, observation, key, state, first, action_mask=None):
         key, act_key = jax.random.split(key)
-        mask = {} if action_mask is None else {"action_mask": action_mask}
-        action, extras, state = agent.act(params, observation, act_key, state, first, **mask)
+        action, extras, state = agent.act(params, observation, act_key, state, first, **act_mask(action_mask))
         return action, extras, state, key
 
     return jax.jit(act)
