@@ -17,7 +17,7 @@ import argparse
 import sys
 import time
 
-from podracer import parallel
+from podracer import lifetime, parallel
 
 SETTINGS = {
     # name: (agent, hyper-parameters, learning rate, grad clip, envs per device, updates)
@@ -40,6 +40,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.delay < 0 or args.updates_scale <= 0:
         parser.error("--delay must be >= 0 and --updates-scale > 0.")
+    lifetime.exit_on_signals("anakin_memory")  # Ctrl-C or SIGTERM: one line, status 130 or 143, even while compiling
     parallel.set_cpu_device_count(args.cpu_devices or parallel.available_cores())
     import jax
     import numpy as np

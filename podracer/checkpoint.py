@@ -26,7 +26,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from podracer import parallel
+from podracer import lifetime, parallel
 from podracer.types import LearnerState
 
 _STEP = re.compile(r"^step_(\d+)$")
@@ -175,27 +175,25 @@ def restore_run_state(directory: str, step: int, template):
                         else np.asarray(x), template, tree)
 
 
-def prepare(directory: str, *, resume: bool, identity: dict[str, Any]) -> int | None:
+def prepare(directory: str, *, resume: str | bool, identity: dict[str, Any]) -> int | None:
     """Checks ``directory`` at start-up; returns the step to resume from (``None``: a fresh run).
 
-    One-line errors (``ValueError``) for a path that is a file or cannot be written, for
-    checkpoints already there without ``resume`` (they would be mixed with this run's),
-    for ``resume`` with nothing to resume, and for a checkpoint whose metadata differ from
-    ``identity`` (for example ``{"mode": "anakin", "env": "catch", "agent": "a2c"}``).
+    ``resume`` is ``"no"``, ``"yes"`` or ``"auto"`` (``--resume``; ``True`` and ``False`` mean yes and no):
+    ``"auto"`` resumes when ``directory`` holds a checkpoint and starts fresh when it holds none, so one
+    command line serves every attempt of a requeued job. One-line errors (``ValueError``) for a path that is
+    a file or cannot be written, for checkpoints already there with ``"no"`` (they would be mixed with this
+    run's), for ``"yes"`` with nothing to resume, and for a checkpoint whose metadata differ from ``identity``
+    (for example ``{"mode": "anakin", "env": "catch", "agent": "a2c"}``).
     """
-    if os.path.exists(directory) and not os.path.isdir(directory):
-        raise ValueError(f"--checkpoint-dir {directory!r} is a file, not a directory.")
-    try:
-        os.makedirs(directory, exist_ok=True)
-    except OSError as error:
-        raise ValueError(f"--checkpoint-dir {directory!r} cannot be created: {error.strerror}.") from None
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise ValueError(f"--checkpoint-dir {directory!r} is not writable.")
+    resume = {True: "yes", False: "no"}.get(resume, resume)
+    lifetime.writable_directory(directory, f"--checkpoint-dir {directory!r}")
     found = steps(directory)
-    if not resume:
+    if resume == "auto" and not found:
+        return None
+    if resume == "no":
         if found:
-            raise ValueError(f"--checkpoint-dir {directory!r} already holds checkpoints; pass --resume to continue "
-                             "that run or choose another --checkpoint-dir.")
+            raise ValueError(f"--checkpoint-dir {directory!r} already holds checkpoints; pass --resume (or "
+                             "--resume auto) to continue that run or choose another --checkpoint-dir.")
         return None
     if not found:
         raise ValueError(f"--resume: no checkpoint in {directory!r} to resume from.")

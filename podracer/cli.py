@@ -3,13 +3,15 @@
 Every training command goes through one start-up and exit path (:func:`train`): the config parsed from the
 command line, Ctrl-C turned into a stop event before JAX starts, the CPU device count, the persistent
 compilation cache, the multi-process start, and the exit statuses (0 done, 1 no finite result, 2 bad input
-or a layout that does not fit, 130 interrupted). ``examples/anakin_catch.py`` and ``python -m
+or a layout that does not fit; a run stopped by a signal, after saving its last completed update: 130 Ctrl-C,
+143 SIGTERM, 138 SIGUSR1). ``examples/anakin_catch.py`` and ``python -m
 podracer.sebulba`` call it with their own names and take the same flags.
 """
 
 from __future__ import annotations
 
 import math
+import signal
 import sys
 from collections.abc import Callable, Sequence
 
@@ -36,16 +38,16 @@ def train(default, argv: Sequence[str] | None, *, prog: str, name: str, descript
 
     ``default`` is the config (or config class) whose defaults the command line starts from; ``prog`` names the
     command in usage lines, ``name`` in its messages. ``run(cfg, stop)`` trains; ``report(cfg, result)`` prints
-    the outcome in the main process and returns the exit status; ``stopped`` is what an interrupted run's last
-    line adds after "interrupted".
+    the outcome in the main process and returns the exit status; ``stopped`` is what a run stopped by a signal
+    adds to its last line.
     """
     cfg = config.parse(default, argv, prog=prog, description=description)
     lifetime.quiet_dependencies()
-    stop, interrupted = lifetime.stop_on_ctrl_c(name)
+    stop, interrupted = lifetime.stop_on_signals(name)
     parallel.set_cpu_device_count(cfg.cpu_devices or parallel.available_cores())
-    if cfg.compile_cache:
-        lifetime.use_compile_cache(cfg.compile_cache_dir)
     try:
+        if cfg.compile_cache:
+            lifetime.use_compile_cache(cfg.compile_cache_dir)
         parallel.initialize(cfg.coordinator, cfg.num_processes, cfg.process_id, auto_detect=cfg.distributed,
                             timeout=cfg.distributed_timeout)
         result = run(cfg, stop)
@@ -58,8 +60,9 @@ def train(default, argv: Sequence[str] | None, *, prog: str, name: str, descript
         raise
     if interrupted.is_set():
         saved = "; saved the last completed update" if cfg.checkpoint_dir else ""
-        print(f"{name}: interrupted{stopped}{saved}.", file=sys.stderr)
-        return 130
+        how = "interrupted" if lifetime.stop_signal() == signal.SIGINT else f"stopped by {lifetime.stop_reason()}"
+        print(f"{name}: {how}{stopped}{saved}.", file=sys.stderr)
+        return lifetime.exit_status()
     return report(cfg, result)
 
 

@@ -26,7 +26,7 @@ import tyro
 
 from podracer import agents, envs, parallel, sweep
 from podracer.agents import A2CConfig, IMPALAConfig
-from podracer.agents.base import flag
+from podracer.agents.base import check_finite, flag
 
 T = TypeVar("T")
 
@@ -60,8 +60,9 @@ class RunConfig:
     seed: int = 0  # random seed
     log_dir: str | None = None  # write DIR/metrics.jsonl and TensorBoard events there
     checkpoint_dir: str | None = None  # save the learner there (orbax; python -m podracer.evaluate plays it) at the end, on Ctrl-C and every --checkpoint-every updates; the newest 3 are kept
-    checkpoint_every: int | None = None  # updates between checkpoints; None: only at the end and on Ctrl-C
-    resume: bool = False  # continue from the newest checkpoint in --checkpoint-dir
+    checkpoint_every: int | None = None  # updates between checkpoints; None: only at the end and on a stop (Ctrl-C, SIGTERM, SIGUSR1)
+    checkpoint_every_seconds: float | None = None  # also take a checkpoint once this many seconds have passed since the last one (wall time, checked after each host call or learner update); None: never by time
+    resume: Literal["no", "yes", "auto"] = "no"  # continue from the newest checkpoint in --checkpoint-dir: yes (bare --resume): it must be there; auto: when it is, else start fresh (one command line for every attempt of a requeued job); no
     cpu_devices: int | None = None  # CPU devices to expose when JAX runs on the CPU; None: one per core
     coordinator: str | None = None  # multi-process: HOST:PORT of process 0
     num_processes: int | None = None  # multi-process: number of processes
@@ -76,15 +77,24 @@ class RunConfig:
     compile_cache_dir: str | None = None  # where; None: $XDG_CACHE_HOME/podracer/jax (~/.cache/podracer/jax)
 
     def __post_init__(self):
+        if isinstance(self.resume, bool):  # Python callers: resume=True / False
+            object.__setattr__(self, "resume", "yes" if self.resume else "no")
+        if self.resume not in ("no", "yes", "auto"):
+            raise ValueError(f"--resume: invalid choice: {self.resume!r} (choose from no, yes, auto).")
+        check_finite(self)
         _at_least(self, 1, "checkpoint_every", "cpu_devices", "distributed_timeout")
+        if self.checkpoint_every_seconds is not None and not self.checkpoint_every_seconds > 0:
+            raise ValueError(f"--checkpoint-every-seconds must be > 0, got {self.checkpoint_every_seconds}.")
         parallel.check_process_id(self.num_processes, self.process_id)
+        parallel.check_coordinator(self.coordinator)
         _at_least(self, 1, "eval_every", "eval_episodes")
         if self.target_return is not None and self.eval_every is None:
             raise ValueError("--target-return needs --eval-every.")
         if self.wandb_project and importlib.util.find_spec("wandb") is None:
             raise ValueError("--wandb-project needs wandb: pip install 'podracer[wandb]'.")
-        if (self.checkpoint_every is not None or self.resume) and not self.checkpoint_dir:
-            raise ValueError("--checkpoint-every and --resume need --checkpoint-dir.")
+        if (self.checkpoint_every is not None or self.checkpoint_every_seconds is not None or self.resume != "no"
+                ) and not self.checkpoint_dir:
+            raise ValueError("--checkpoint-every, --checkpoint-every-seconds and --resume need --checkpoint-dir.")
 
 
 def _check_burn_in(agent, rollout_length: int) -> None:
@@ -127,13 +137,14 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
         if self.checkpoint_every is not None:
             parallel.check_divisible(self.checkpoint_every, self.updates_per_call, "--checkpoint-every",
                                      "updates per call (--updates-per-call)")
-        if self.num_seeds > 1 and (self.checkpoint_every is not None or self.resume):
-            raise ValueError("--checkpoint-every and --resume take one seed: drop --num-seeds (final checkpoints of "
+        if self.num_seeds > 1 and (self.checkpoint_every is not None or self.checkpoint_every_seconds is not None
+                                   or self.resume != "no"):
+            raise ValueError("--checkpoint-every, --checkpoint-every-seconds and --resume take one seed: drop --num-seeds (final checkpoints of "
                              "several seeds go to --checkpoint-dir/seed_S).")
         if self.sweep:
             sweep.parse(self.agent, self.sweep)
-            if self.checkpoint_every is not None or self.resume:
-                raise ValueError("--checkpoint-every and --resume take one run: drop --sweep (a sweep's final checkpoints "
+            if self.checkpoint_every is not None or self.checkpoint_every_seconds is not None or self.resume != "no":
+                raise ValueError("--checkpoint-every, --checkpoint-every-seconds and --resume take one run: drop --sweep (a sweep's final checkpoints "
                                  "go to --checkpoint-dir/SETTING/seed_S).")
             if self.target_return is not None:
                 raise ValueError("--target-return stops one run: drop it or --sweep (a sweep trains every setting to the end).")
@@ -234,6 +245,22 @@ def _spell_agent_flag(argv: list[str]) -> list[str]:
     return argv
 
 
+RESUME_CHOICES = ("no", "yes", "auto")
+
+
+def _spell_resume_flag(argv: list[str]) -> list[str]:
+    """``--resume`` alone (as before it took a value) is ``--resume yes``; ``--no-resume`` is ``--resume no``."""
+    out = []
+    for i, token in enumerate(argv):
+        if token == "--no-resume":
+            out += ["--resume", "no"]
+        elif token == "--resume" and (i + 1 >= len(argv) or argv[i + 1].startswith("-") or argv[i + 1] in agents.names()):
+            out += ["--resume", "yes"]
+        else:
+            out.append(token)
+    return out
+
+
 def _plain_help(show) -> None:
     """Runs ``show()`` (tyro printing a help page and exiting) and prints the page without tyro's own notation:
     ``{None}|STR`` is ``STR`` (the default, None, says the flag may be left out) and "(source subcommand: a2c)"
@@ -302,7 +329,7 @@ def parse(default: T | type[T], argv: Sequence[str] | None = None, *, prog: str 
         print(envs.listing())
         raise SystemExit(0)
     try:
-        argv = _spell_agent_flag(argv)
+        argv = _spell_resume_flag(_spell_agent_flag(argv))
         hook = _error_hook()
         cli = functools.partial(tyro.cli, cls, args=argv, prog=prog, description=description, config=markers, **kwargs)
         if any(a in ("-h", "--help") for a in argv):

@@ -8,6 +8,7 @@ observations, or the board of Catch).
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -167,6 +168,19 @@ def play(directory: str, episodes: int, *, seed: int = 0, greedy: bool = False, 
     return play_fn(metadata, directory, episodes, seed, greedy, max_steps, record)
 
 
+def check_output_file(path: str, flag: str) -> None:
+    """``path`` can be written (its directory is made if needed): a one-line ``ValueError`` naming ``flag``
+    otherwise, before anything is played."""
+    if os.path.isdir(path):
+        raise ValueError(f"{flag} {path!r} is a directory; give a file name (for example {os.path.join(path, 'play.gif')!r}).")
+    from podracer import lifetime
+
+    parent = os.path.dirname(os.path.abspath(path))
+    lifetime.writable_directory(parent, f"{flag} {path!r}: directory {parent!r}")
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise ValueError(f"{flag} {path!r} cannot be written.")
+
+
 def write_gif(frames, path: str, fps: int = 15) -> None:
     from PIL import Image
 
@@ -186,7 +200,10 @@ def main(argv=None, *, prog: str = "python -m podracer.evaluate", name: str = "p
 
     args = config.parse(config.EvaluateConfig, argv, prog=prog, description=DESCRIPTION)
     lifetime.quiet_dependencies()
+    lifetime.exit_on_signals(name)
     try:
+        if args.gif:
+            check_output_file(args.gif, "--gif")
         returns, frames = play(args.checkpoint, args.episodes, seed=args.seed, greedy=args.greedy, record=bool(args.gif))
     except (ValueError, FileNotFoundError) as error:
         print(f"{name}: error: {error}", file=sys.stderr)

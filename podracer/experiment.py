@@ -153,7 +153,8 @@ def _train_anakin(config: AnakinConfig, env, agent, optimizer, per_device: int, 
     logger = make_logger(config.log_dir, is_main=main, total_env_steps=config.num_updates * steps_per_update,
                          console_keys=(("episode_return_min",) if config.num_seeds > 1 or sweep else ())
                          + (("eval_return", "eval_return_min") if config.eval_every else ()),
-                         wandb_project=config.wandb_project, wandb_config=dataclasses.asdict(config))
+                         wandb_project=config.wandb_project, wandb_config=dataclasses.asdict(config),
+                         process=parallel.process_index())
     if main:
         print(_anakin_banner(config, num_global, per_device, resume_step), flush=True)
     watch = _Progress(config.num_updates * steps_per_update, (resume_step or 0) * steps_per_update, main)
@@ -237,13 +238,16 @@ class _AnakinSaver:
 
     def __init__(self, config: AnakinConfig, metadata: dict, steps_per_update: int, saved: int):
         self.config, self.metadata, self.steps_per_update, self.saved = config, metadata, steps_per_update, saved
-        self.call_start = time.monotonic()
+        self.call_start = self.saved_time = time.monotonic()
 
     @staticmethod
     def snapshot(state: anakin.AnakinState):
-        """Host copies of what a checkpoint holds: this process's run state, and the learner (process 0)."""
-        learner = jax.device_get(parallel.unreplicate(state.learner)) if parallel.is_main_process() else None
-        return parallel.local_entries(state), learner
+        """Host copies of what a checkpoint holds: this process's run state, and the learner (process 0). Only
+        copies of device buffers, no computation: a snapshot may be saved from the signal's thread while the
+        main thread runs the next call."""
+        local = parallel.local_entries(state)
+        learner = jax.tree.map(lambda x: x[0], local.learner) if parallel.is_main_process() else None
+        return local, learner
 
     def save(self, state: anakin.AnakinState | None, updates: int, snapshot=None) -> None:
         """A checkpoint after ``updates`` updates (of ``state``, or of its :meth:`snapshot`): every process's run
@@ -252,11 +256,23 @@ class _AnakinSaver:
         checkpoint.save_run_state(self.config.checkpoint_dir, updates, None, local=local)
         if learner is not None:
             checkpoint.save(self.config.checkpoint_dir, learner, {**self.metadata, "env_steps": updates * self.steps_per_update})
-        self.saved = updates
+        self.saved, self.saved_time = updates, time.monotonic()
+
+    def _due(self, updates: int) -> bool:
+        """A checkpoint after this call: every ``--checkpoint-every`` updates, or once ``--checkpoint-every-seconds``
+        have passed since the last (every process agrees: each writes its part of the checkpoint)."""
+        config = self.config
+        if not config.checkpoint_dir:
+            return False
+        if config.checkpoint_every and updates % config.checkpoint_every == 0:
+            return True
+        if config.checkpoint_every_seconds is None:
+            return False
+        due = time.monotonic() - self.saved_time >= config.checkpoint_every_seconds
+        return bool(parallel.agree_on_min(int(due))) if parallel.process_count() > 1 else due
 
     def after_call(self, state: anakin.AnakinState, updates: int) -> None:
-        every = self.config.checkpoint_every
-        if self.config.checkpoint_dir and every and updates % every == 0:
+        if self._due(updates):
             self.save(state, updates)
         now = time.monotonic()
         # Calls long enough that Ctrl-C may abandon the next one: keep host copies of this one to save then.
@@ -371,6 +387,7 @@ def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_a
     schedule = sebulba_learner.Schedule(
         num_updates=math.ceil(config.total_env_steps / steps_per_update), steps_per_update=steps_per_update,
         log_every=config.log_every, checkpoint_every=config.checkpoint_every,
+        checkpoint_every_seconds=config.checkpoint_every_seconds,
         frame_skip=4 if getattr(first_env, "atari", False) else 1, eval_every=config.eval_every)
     per_learner = per_actor // len(parallel.local_devices(layout.learner_devices))
     optimizer = make_optimizer(config.agent, run_optimizer_steps(config.agent, agent, spec, schedule.num_updates,
@@ -388,7 +405,12 @@ def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_a
     if parallel.is_main_process():
         print(f"podracer sebulba: {config.agent_name} on {metadata['env']}; actor devices {[d.id for d in layout.actor_devices]} "
               f"x {config.actor_threads} thread(s) x {per_actor} envs ({len(groups[0])} group(s)); learner devices "
-              f"{[d.id for d in layout.learner_devices]} in {parallel.process_count()} process(es)", flush=True)
+              f"{[d.id for d in layout.learner_devices]} in {parallel.process_count()} process(es)"
+              + (f"; resuming after {updates} updates" if updates else ""), flush=True)
+        shared = sorted({d.id for d in layout.actor_devices} & {d.id for d in layout.learner_devices})
+        if shared and len(jax.local_devices()) > 1:  # on one device sharing is the only layout
+            print(f"podracer sebulba: device(s) {shared} both act and learn (--actor-devices and --learner-devices "
+                  "overlap): inference and learning take turns there", flush=True)
         if unroll:  # image observations with a convolutional torso, learned on the CPU
             print("podracer sebulba: image observations on the CPU: every actor and learner step runs the "
                   "convolutional torso on the CPU cores, about 40 env steps/s for Pong on 2 cores (IMPALA, measured), "
@@ -450,7 +472,7 @@ def _keep_for_ctrl_c(save):
     def completed(state, updates: int) -> None:
         now = time.monotonic()
         if now - last[0] >= lifetime.GRACE_SECONDS / 2:
-            host = jax.device_get(parallel.unreplicate(state))
+            host = parallel.host_entry(state)  # copies, no computation: saved from the signal's thread
             lifetime.completed(lambda: save(host, updates, replicated=False))
         last[0] = now
 
@@ -515,6 +537,7 @@ def run_sebulba(config: SebulbaConfig, stop: threading.Event | None = None) -> s
     logger = make_logger(config.log_dir, is_main=parallel.is_main_process(), total_env_steps=config.total_env_steps,
                          console_keys=("fps", "learner_wait_s", "actor_put_wait_s", "policy_lag")
                          + (("eval_return", "eval_return_min") if config.eval_every else ()),
-                         wandb_project=config.wandb_project, wandb_config=dataclasses.asdict(config))
+                         wandb_project=config.wandb_project, wandb_config=dataclasses.asdict(config),
+                         process=parallel.process_index())
     with logger:
         return train_sebulba(config, log=logger, stop=stop)

@@ -1,4 +1,4 @@
-"""Run lifetime for entry points: Ctrl-C turned into a stop event."""
+"""Run lifetime for entry points: Ctrl-C, SIGTERM and SIGUSR1 turned into a stop event."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def use_compile_cache(directory: str | None = None) -> str:
     import jax
 
     directory = compile_cache_dir(directory)
-    os.makedirs(directory, exist_ok=True)
+    check_compile_cache_dir(directory)
     jax.config.update("jax_compilation_cache_dir", directory)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
@@ -56,6 +56,26 @@ def use_compile_cache(directory: str | None = None) -> str:
     jax.config.update("jax_compilation_cache_max_size", COMPILE_CACHE_MAX_BYTES)
     adopt_orphans(directory)
     return directory
+
+
+def writable_directory(directory: str, what: str, hint: str = "") -> None:
+    """Makes ``directory`` if needed; a one-line ``ValueError`` starting with ``what`` (a flag and its value) when
+    it is a file, cannot be made or cannot be written; ``hint`` ends the message."""
+    end = f" ({hint})." if hint else "."
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise ValueError(f"{what} is a file, not a directory{end}")
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"{what} cannot be created: {error.strerror}{end}") from None
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ValueError(f"{what} is not writable{end}")
+
+
+def check_compile_cache_dir(directory: str) -> None:
+    """Makes ``directory`` if needed; a one-line ``ValueError`` naming ``--compile-cache-dir`` when it is a file,
+    cannot be made or cannot be written."""
+    writable_directory(directory, f"--compile-cache-dir {directory!r}", "or pass --no-compile-cache")
 
 
 def adopt_orphans(directory: str) -> int:
@@ -76,12 +96,21 @@ def adopt_orphans(directory: str) -> int:
     return adopted
 
 
-# After Ctrl-C, how long the step in flight may take before it is abandoned (the last completed update is
-# saved from the thread that took the signal and the process exits), so that Ctrl-C ends a run in seconds.
+# After a stop signal, how long the step in flight may take before it is abandoned (the last completed update is
+# saved from the thread that took the signal and the process exits), so that a stop ends a run in seconds.
 GRACE_SECONDS = 3.0
+# After a stop signal, how long the whole stop (the step in flight, the last save, closing environments and
+# threads) may take before the process exits anyway: a save cut short leaves the previous checkpoint as it was
+# (a checkpoint counts only once it is complete). Below Slurm's KillWait and Kubernetes' grace period (30 s).
+STOP_SECONDS = 25.0
+
+# The signals that stop a run, and how a message names them: Ctrl-C; SIGTERM, which a scheduler sends to preempt
+# (Kubernetes, Slurm at the end of a job's time or on preemption); SIGUSR1, which Slurm sends ahead of the end
+# with ``--signal=USR1@SECONDS``. A stopped run exits with 128 + the signal's number (130, 143, 138).
+STOP_SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM", signal.SIGUSR1: "SIGUSR1"}
 
 _lock = threading.Lock()
-_last = {"save": None, "finishing": False}
+_last = {"save": None, "finishing": False, "signal": None}
 
 
 def starting() -> None:
@@ -92,7 +121,7 @@ def starting() -> None:
 
 def completed(save) -> None:
     """Registers ``save()``, which writes a checkpoint of the update that just completed from host copies (the
-    devices may be busy with the next one): what Ctrl-C saves when the step in flight is abandoned. ``None``:
+    devices may be busy with the next one): what a stop saves when the step in flight is abandoned. ``None``:
     nothing to save that way."""
     with _lock:
         _last["save"] = save
@@ -113,6 +142,21 @@ def wait_for_the_end() -> None:
     threading.Event().wait()
 
 
+def stop_signal() -> int | None:
+    """The signal that stopped this run (``signal.SIGINT``, ``SIGTERM`` or ``SIGUSR1``); None while none has."""
+    return _last["signal"]
+
+
+def stop_reason() -> str:
+    """How messages name the signal that stopped the run: "Ctrl-C", "SIGTERM" or "SIGUSR1"."""
+    return STOP_SIGNALS.get(_last["signal"], "Ctrl-C")
+
+
+def exit_status() -> int:
+    """A stopped run's exit status: 128 + the signal's number (130 Ctrl-C, 143 SIGTERM, 138 SIGUSR1)."""
+    return 128 + int(_last["signal"] or signal.SIGINT)
+
+
 def _abandon(program: str) -> None:
     with _lock:
         if _last["finishing"]:  # the run is saving its last update itself
@@ -123,62 +167,104 @@ def _abandon(program: str) -> None:
           + ("; saving the last completed update" if save else ""), file=sys.stderr, flush=True)
     if save is not None:
         save()
-    print(f"{program}: interrupted.", file=sys.stderr, flush=True)
-    os._exit(130)
+    print(f"{program}: stopped by {stop_reason()}" + ("; saved the last completed update." if save else "."),
+          file=sys.stderr, flush=True)
+    os._exit(exit_status())
 
 
-def stop_on_ctrl_c(program: str, grace: float | None = None) -> tuple[threading.Event, threading.Event]:
-    """Routes Ctrl-C to ``stop`` instead of raising ``KeyboardInterrupt`` somewhere in the run;
-    returns ``(stop, interrupted)``. Call it in an entry point before JAX starts.
+def _overdue(program: str, bound: float) -> None:
+    print(f"{program}: stopping takes longer than {bound:g} s: exiting now; the newest complete checkpoint "
+          "is kept.", file=sys.stderr, flush=True)
+    os._exit(exit_status())
 
-    The run then stops after the step in flight and saves; when that step takes longer than
-    ``grace`` seconds (:data:`GRACE_SECONDS`), it is abandoned: the update registered last with
-    :func:`completed` is saved from the signal's thread and the process exits with status 130.
 
-    SIGINT is blocked before JAX and envpool start their worker threads, so those
-    threads inherit the block: a signal delivered to one of them could break a blocking
-    wait there and hang the run. A waiter thread takes the signal synchronously; if it
-    lands on a thread started earlier, the Python-level handler does the same. A second
-    Ctrl-C exits at once.
+def stop_on_signals(program: str, grace: float | None = None, bound: float | None = None
+                    ) -> tuple[threading.Event, threading.Event]:
+    """Routes Ctrl-C, SIGTERM and SIGUSR1 (:data:`STOP_SIGNALS`) to ``stop`` instead of raising
+    ``KeyboardInterrupt`` or ending the process somewhere in the run; returns ``(stop, interrupted)``. Call it in
+    an entry point before JAX starts.
+
+    The run then stops after the step in flight and saves; when that step takes longer than ``grace`` seconds
+    (:data:`GRACE_SECONDS`), it is abandoned: the update registered last with :func:`completed` is saved from
+    the signal's thread and the process exits with :func:`exit_status`. The whole stop is bounded: ``bound``
+    seconds (:data:`STOP_SECONDS`) after the signal the process exits whatever it is doing. A second Ctrl-C
+    exits at once; a second SIGTERM or SIGUSR1 (a scheduler repeating itself) changes nothing.
+
+    The signals are blocked before JAX and envpool start their worker threads, so those threads inherit the
+    block: a signal delivered to one of them could break a blocking wait there and hang the run. A waiter
+    thread takes the signal synchronously; if it lands on a thread started earlier, the Python-level handler
+    does the same.
     """
     grace = GRACE_SECONDS if grace is None else grace
+    bound = STOP_SECONDS if bound is None else bound
     stop, interrupted = threading.Event(), threading.Event()
-    count = [0]
+    _last["signal"] = None
 
-    def on_ctrl_c(*_):
-        count[0] += 1
-        if count[0] > 1:
-            os._exit(130)
+    def on_signal(signum: int) -> None:
+        with _lock:
+            first = _last["signal"] is None
+            if first:
+                _last["signal"] = signum
+        if not first:
+            if signum == signal.SIGINT:
+                os._exit(exit_status())
+            return
         interrupted.set()
         stop.set()
-        print(f"{program}: Ctrl-C: stopping: saving the last completed update (again to quit at once) ...",
+        again = " (Ctrl-C again to quit at once)" if signum == signal.SIGINT else ""
+        print(f"{program}: {stop_reason()}: stopping: saving the last completed update{again} ...",
               file=sys.stderr, flush=True)
-        timer = threading.Timer(grace, _abandon, args=(program,))
-        timer.daemon = True
-        timer.start()
+        for seconds, then, args in ((grace, _abandon, (program,)), (bound, _overdue, (program, bound))):
+            timer = threading.Timer(seconds, then, args=args)
+            timer.daemon = True
+            timer.start()
 
+    _route_signals(on_signal)
+    return stop, interrupted
+
+
+def exit_on_signals(program: str) -> None:
+    """For an entry point with nothing to save (``evaluate``, ``preview``, ``examples/anakin_memory.py``): Ctrl-C,
+    SIGTERM or SIGUSR1 ends the process at once, whatever it is doing (compiling included), with one line and
+    :func:`exit_status`. Call it before JAX starts."""
+
+    def on_signal(signum: int) -> None:
+        _last["signal"] = signum
+        print(f"\n{program}: stopped by {stop_reason()}.", file=sys.stderr, flush=True)
+        os._exit(exit_status())
+
+    _last["signal"] = None
+    _route_signals(on_signal)
+
+
+def _route_signals(on_signal) -> None:
+    """Calls ``on_signal(signum)`` from a thread of ours for every signal of :data:`STOP_SIGNALS`."""
     # A signal that lands on a thread started before this call (JAX's, at import) runs Python's C-level handler
-    # there, which writes to the wakeup socket: a thread of ours reads it and stops the run at once. (The
-    # Python-level handler would run only in the main thread, once it returns from the computation in flight.)
+    # there, which writes the signal's number to the wakeup socket: a thread of ours reads it and stops the run
+    # at once. (The Python-level handler would run only in the main thread, once it returns from the
+    # computation in flight.)
     reader, writer = socket.socketpair()
     writer.setblocking(False)
     signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
-    signal.signal(signal.SIGINT, lambda *_: None)
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, lambda *_: None)
+    signal.pthread_sigmask(signal.SIG_BLOCK, set(STOP_SIGNALS))
 
     def woken():
-        while reader.recv(1):
-            on_ctrl_c()
+        while data := reader.recv(1):
+            if data[0] in STOP_SIGNALS:
+                on_signal(data[0])
 
-    def wait():  # threads started from here on inherit the block: the signal comes here
+    def wait():  # threads started from here on inherit the block: the signals come here
         while True:
-            signal.sigwait({signal.SIGINT})
-            on_ctrl_c()
+            on_signal(signal.sigwait(set(STOP_SIGNALS)))
 
-    threading.Thread(target=woken, name="ctrl-c-wakeup", daemon=True).start()
-    threading.Thread(target=wait, name="ctrl-c", daemon=True).start()
+    threading.Thread(target=woken, name="stop-signal-wakeup", daemon=True).start()
+    threading.Thread(target=wait, name="stop-signal", daemon=True).start()
     _keep.append((reader, writer))
-    return stop, interrupted
+
+
+stop_on_ctrl_c = stop_on_signals  # the name of releases before SIGTERM and SIGUSR1 stopped a run too
 
 
 _keep: list = []  # the wakeup sockets live as long as the process

@@ -53,17 +53,29 @@ class ConsoleSink:
         pass
 
 
-class JsonlSink:
-    """Appends one JSON object per log step to ``path`` (non-finite values become null)."""
+def new_run_id() -> str:
+    """A run's identity in its logs: start time, host, process id and 4 random hex digits
+    (``20261124-101502-myhost-4242-9f3a``), so two runs started in the same second stay apart."""
+    import secrets
+    import socket
 
-    def __init__(self, path: str):
+    host = "".join(c if c.isalnum() or c in "-_" else "-" for c in socket.gethostname())[:32] or "host"
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{host}-{os.getpid()}-{secrets.token_hex(2)}"
+
+
+class JsonlSink:
+    """Appends one JSON object per log step to ``path`` (non-finite values become null); with ``identity`` (for
+    example ``{"run_id": ..., "process": 0}``) every record carries it, so runs sharing a file stay apart."""
+
+    def __init__(self, path: str, identity: Mapping[str, object] | None = None):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        self.path = path
+        self.path, self.identity = path, dict(identity or {})
         self.file = open(path, "a", encoding="utf-8")
 
     def write(self, metrics: Mapping[str, float]) -> None:
         record = {k: [_finite_or_none(x) for x in v] if isinstance(v, (list, tuple)) else _finite_or_none(v)
                   for k, v in metrics.items()}
+        record.update(self.identity)
         self.file.write(json.dumps(record) + "\n")
         self.file.flush()
 
@@ -75,10 +87,12 @@ class TensorBoardSink:
     """TensorBoard event files in ``log_dir``; every metric is a scalar against ``env_steps``
     (a list of values, such as per-seed returns, becomes ``name/0``, ``name/1``, ...)."""
 
-    def __init__(self, log_dir: str):
+    def __init__(self, log_dir: str, run_id: str | None = None):
         from tensorboardX import SummaryWriter
 
-        self.writer = SummaryWriter(log_dir)
+        # The event file's name ends with the run id: two runs started in the same second on one host would
+        # otherwise write to the same file name and one run's events would be lost.
+        self.writer = SummaryWriter(log_dir, filename_suffix=f".{run_id}" if run_id else "")
 
     def write(self, metrics: Mapping[str, float]) -> None:
         step = int(metrics.get("env_steps", 0))
@@ -146,11 +160,15 @@ def make_logger(
     console_keys: Sequence[str] = (),
     wandb_project: str | None = None,
     wandb_config: Mapping | None = None,
+    run_id: str | None = None,
+    process: int = 0,
 ) -> Logger:
     """Console progress, and with ``log_dir`` also ``log_dir/metrics.jsonl`` and TensorBoard events; with
     ``wandb_project`` also a Weights & Biases run (its config: ``wandb_config``).
 
-    On processes other than the main one the logger writes nothing.
+    Every ``metrics.jsonl`` record carries ``run_id`` (default: :func:`new_run_id`) and ``process`` (the index of
+    the process that wrote it), and the TensorBoard event file's name ends with the run id, so runs sharing a
+    ``log_dir`` stay apart. On processes other than the main one the logger writes nothing.
     """
     if not is_main:
         return Logger()
@@ -158,8 +176,9 @@ def make_logger(
     if console:
         sinks.append(ConsoleSink(total_env_steps, console_keys))
     if log_dir:
-        sinks.append(JsonlSink(os.path.join(log_dir, "metrics.jsonl")))
-        sinks.append(TensorBoardSink(log_dir))
+        run_id = run_id or new_run_id()
+        sinks.append(JsonlSink(os.path.join(log_dir, "metrics.jsonl"), {"run_id": run_id, "process": process}))
+        sinks.append(TensorBoardSink(log_dir, run_id))
     if wandb_project:
         sinks.append(WandbSink(wandb_project, wandb_config, log_dir))
     return Logger(sinks)

@@ -43,6 +43,17 @@ def check_process_id(num_processes: int | None, process_id: int | None) -> None:
         )
 
 
+def check_coordinator(address: str | None) -> None:
+    """``--coordinator`` is ``HOST:PORT`` with a port in 1 ... 65535 (``None``: none given)."""
+    if address is None:
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"--coordinator must be HOST:PORT, got {address!r}.")
+    if not 1 <= int(port) <= 65535:
+        raise ValueError(f"--coordinator {address!r}: port {int(port)} is out of range (1 ... 65535).")
+
+
 # How fast a multi-process run notices a process that is gone: podracer's own watch ends every other
 # process once one has been silent this long (one line, exit status 1) ...
 PEER_SILENCE_SECONDS = 5
@@ -87,11 +98,7 @@ def initialize(
             f"num_processes={num_processes!r}, process_id={process_id!r}."
         )
     check_process_id(num_processes, process_id)
-    host, sep, port = coordinator_address.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise ValueError(
-            f"coordinator_address must be HOST:PORT, got {coordinator_address!r}."
-        )
+    check_coordinator(coordinator_address)
     with _deadline(timeout, coordinator_address, num_processes):
         jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=num_processes,
                                    process_id=process_id, **knobs)
@@ -424,6 +431,21 @@ def local_entries(tree):
         return np.concatenate([np.asarray(s.data) for s in shards])
 
     return jax.tree.map(local, tree)
+
+
+def host_entry(tree):
+    """The first local device's entry of a tree stacked over devices as numpy copies (typed PRNG keys as their
+    raw data), read from the device buffers without running a computation: safe from a thread other than the one
+    that runs the next computation (a stop signal's)."""
+
+    def first(x):
+        x = jax.random.key_data(x) if _is_key(x) else x
+        if isinstance(x, jax.Array):
+            shard = min(x.addressable_shards, key=lambda s: s.index[0].start or 0)
+            return np.array(shard.data)[0]
+        return np.array(x)[0]
+
+    return jax.tree.map(first, tree)
 
 
 def unreplicate(tree):

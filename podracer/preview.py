@@ -29,6 +29,9 @@ class PreviewConfig:
     max_steps: int = 10_000  # an episode longer than this is cut
 
     def __post_init__(self):
+        from podracer.agents.base import check_finite
+
+        check_finite(self)
         if not self.poll_seconds > 0:
             raise ValueError(f"--poll-seconds must be > 0, got {self.poll_seconds}.")
         if self.max_steps < 1:
@@ -40,6 +43,8 @@ def watch(config: PreviewConfig, *, report: Callable[[str], None] = print, timeo
     seconds); returns the checkpoints (updates) it played."""
     from podracer import checkpoint, evaluate
 
+    if config.gif:
+        evaluate.check_output_file(config.gif, "--gif")
     gif = config.gif or os.path.join(config.checkpoint_dir, "preview.gif")
     played: list[int] = []
     drawable = True
@@ -91,10 +96,9 @@ def main(argv=None, *, prog: str = "python -m podracer.preview", name: str = "po
 
     args = config.parse(PreviewConfig, argv, prog=prog, description=DESCRIPTION)
     lifetime.quiet_dependencies()
+    lifetime.exit_on_signals(name)
     try:
         watch(args)
-    except KeyboardInterrupt:
-        return 130
     except (ValueError, FileNotFoundError) as error:
         print(f"{name}: error: {error}", file=sys.stderr)
         return 2

@@ -179,7 +179,7 @@ def test_clear_errors_for_bad_input():
         agents.make("a2c", envs.make("catch").spec(), num_epochs=3)
     with pytest.raises(ValueError, match=r"A multi-process run needs all of coordinator_address, num_processes and process_id"):
         parallel.initialize("127.0.0.1:1234", 2, None)
-    with pytest.raises(ValueError, match=r"coordinator_address must be HOST:PORT, got 'localhost'\."):
+    with pytest.raises(ValueError, match=r"--coordinator must be HOST:PORT, got 'localhost'\."):
         parallel.initialize("localhost", 2, 0)
 
 
@@ -219,9 +219,12 @@ def test_an_interrupted_and_resumed_run_ends_exactly_as_an_uninterrupted_one(tmp
     def last_line(directory):
         record = json.loads((tmp_path / directory / "metrics.jsonl").read_text().splitlines()[-1])
         record.pop("sps")
-        return record
+        return record, record.pop("run_id")
 
-    assert last_line("whole") == last_line("parts")
+    (whole_line, _), (parts_line, resumed_id) = last_line("whole"), last_line("parts")
+    assert whole_line == parts_line
+    first_id = json.loads((tmp_path / "parts" / "metrics.jsonl").read_text().splitlines()[0])["run_id"]
+    assert first_id != resumed_id  # each attempt of the run names itself in the shared log
 
 
 def test_checkpoint_directory_is_checked_before_training(tmp_path):
@@ -233,14 +236,31 @@ def test_checkpoint_directory_is_checked_before_training(tmp_path):
         experiment.train_anakin(AnakinConfig(checkpoint_dir=str(tmp_path / "empty"), resume=True, num_updates=20))
     done = tmp_path / "done"
     experiment.train_anakin(AnakinConfig(checkpoint_dir=str(done), num_updates=20, num_envs_per_device=4, rollout_length=4))
-    with pytest.raises(ValueError, match=r"already holds checkpoints; pass --resume to continue that run"):
+    with pytest.raises(ValueError, match=r"already holds checkpoints; pass --resume \(or --resume auto\) to continue"):
         experiment.train_anakin(AnakinConfig(checkpoint_dir=str(done), num_updates=20))
     with pytest.raises(ValueError, match=r"--resume: '.*done' holds a checkpoint of agent 'a2c', not agent 'ppo'\."):
         experiment.train_anakin(AnakinConfig(checkpoint_dir=str(done), agent=PPOConfig(), resume=True, num_updates=20, rollout_length=4))
     with pytest.raises(ValueError, match=r"--checkpoint-every = 30 is not divisible by the 20 updates per call"):
         AnakinConfig(checkpoint_dir=str(done), checkpoint_every=30)
-    with pytest.raises(ValueError, match=r"--checkpoint-every and --resume need --checkpoint-dir\."):
+    with pytest.raises(ValueError, match=r"--checkpoint-every, --checkpoint-every-seconds and --resume need --checkpoint-dir\."):
         AnakinConfig(resume=True)
+    with pytest.raises(ValueError, match=r"--resume: '.*done' holds a checkpoint of agent 'a2c', not agent 'ppo'\."):
+        experiment.train_anakin(AnakinConfig(checkpoint_dir=str(done), agent=PPOConfig(), resume="auto", num_updates=20, rollout_length=4))
+
+
+def test_resume_auto_starts_fresh_then_resumes_and_checkpoints_by_wall_time(tmp_path):
+    """One command line for every attempt of a requeued job: ``--resume auto``; ``--checkpoint-every-seconds``."""
+    small = dict(num_envs_per_device=4, rollout_length=4, updates_per_call=20)
+    per_update = 4 * 4 * jax.device_count()
+    directory = str(tmp_path / "run")
+    first = experiment.train_anakin(AnakinConfig(checkpoint_dir=directory, resume="auto", num_updates=40,
+                                                 checkpoint_every_seconds=1e9, **small))  # a fresh start
+    assert [h["env_steps"] for h in first.history] == [20 * per_update, 40 * per_update]
+    assert checkpoint.steps(directory) == [40]  # no save by time: only the final one
+    again = experiment.train_anakin(AnakinConfig(checkpoint_dir=directory, resume="auto", num_updates=100,
+                                                 checkpoint_every_seconds=1e-9, **small))  # resumes after 40 updates
+    assert [h["env_steps"] for h in again.history] == [n * per_update for n in (60, 80, 100)]
+    assert checkpoint.steps(directory) == [60, 80, 100]  # due by time after every call
 
 
 @pytest.mark.parametrize("agent_name, env_name, hyper", [

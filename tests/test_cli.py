@@ -71,6 +71,25 @@ def test_evaluate_dispatches_with_its_own_name(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("podracer evaluate: error: ")
 
 
+def test_an_unwritable_gif_or_compile_cache_is_refused_before_anything_runs(tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    assert cli.main(["evaluate", "--checkpoint", str(tmp_path / "missing"), "--gif", str(afile / "play.gif")]) == 2
+    assert capsys.readouterr().err == (f"podracer evaluate: error: --gif '{afile / 'play.gif'}': directory '{afile}' is a "
+                                       "file, not a directory.\n")
+    assert cli.main(["evaluate", "--checkpoint", str(tmp_path / "missing"), "--gif", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith(f"podracer evaluate: error: --gif '{tmp_path}' is a directory; give a file name")
+    # The training commands in processes of their own: they set the CPU device count before JAX starts.
+    anakin = subprocess.run([sys.executable, str(ROOT / "examples" / "anakin_catch.py"), "--compile-cache-dir", str(afile)],
+                            capture_output=True, text=True, timeout=120)
+    assert anakin.returncode == 2 and anakin.stderr == (
+        f"anakin_catch.py: error: --compile-cache-dir '{afile}' is a file, not a directory (or pass --no-compile-cache).\n")
+    sebulba = subprocess.run([sys.executable, "-m", "podracer.sebulba", "--compile-cache-dir", str(afile / "cache")],
+                             capture_output=True, text=True, timeout=120)
+    assert sebulba.returncode == 2 and sebulba.stderr.startswith(
+        f"podracer.sebulba: error: --compile-cache-dir '{afile / 'cache'}' cannot be created: "), sebulba.stderr
+
+
 @pytest.mark.parametrize("command", ["evaluate", "preview"])
 def test_evaluate_and_preview_help_is_plain_text(command, capsys):
     with pytest.raises(SystemExit) as exit_info:

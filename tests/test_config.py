@@ -59,12 +59,24 @@ BAD_INPUTS = [
     (S, "--num-envs-per-actor 32 --env-groups 3", "--num-envs-per-actor = 32 is not divisible by the 3 --env-groups"),
     (A, "--agent a2c --num-epochs 3", "unrecognized arguments: --num-epochs 3"),
     (S, "--agent impala --replay-ratio 2", "unrecognized arguments: --replay-ratio 2"),
-    (A, "--resume", "--checkpoint-every and --resume need --checkpoint-dir."),
-    (S, "--resume", "--checkpoint-every and --resume need --checkpoint-dir."),
+    (A, "--resume", "--checkpoint-every, --checkpoint-every-seconds and --resume need --checkpoint-dir."),
+    (S, "--resume auto", "--checkpoint-every, --checkpoint-every-seconds and --resume need --checkpoint-dir."),
+    (S, "--checkpoint-every-seconds 60", "--checkpoint-every, --checkpoint-every-seconds and --resume need --checkpoint-dir."),
+    (A, "--checkpoint-dir x --resume maybe", "--resume: invalid choice: 'maybe' (choose from no, yes, auto)."),
+    (A, "--checkpoint-dir x --checkpoint-every-seconds 0", "--checkpoint-every-seconds must be > 0, got 0.0."),
+    (S, "--checkpoint-dir x --checkpoint-every-seconds nan", "--checkpoint-every-seconds must be a finite number, got nan."),
+    (A, "--learning-rate inf", "--learning-rate must be a finite number, got inf."),
+    (S, "--agent ppo --max-grad-norm inf", "--max-grad-norm must be a finite number, got inf."),
+    (A, "--eval-every 20 --target-return nan", "--target-return must be a finite number, got nan."),
+    (S, "--actor-timeout inf", "--actor-timeout must be a finite number, got inf."),
+    (A, "--sweep learning_rate=1e-3,inf", "--learning-rate must be a finite number, got inf."),
+    (P, "--checkpoint-dir x --poll-seconds inf", "--poll-seconds must be a finite number, got inf."),
     (A, "--checkpoint-dir x --checkpoint-every 30", "--checkpoint-every = 30 is not divisible by the 20 updates per call"),
-    (A, "--num-seeds 2 --checkpoint-dir x --resume", "--checkpoint-every and --resume take one seed: drop --num-seeds"),
+    (A, "--num-seeds 2 --checkpoint-dir x --resume", "--checkpoint-every, --checkpoint-every-seconds and --resume take one seed: drop --num-seeds"),
     (A, "--num-processes 2 --process-id 2 --coordinator 127.0.0.1:1", "--process-id 2 is out of range for 2 processes (expected 0 ... 1)."),
     (S, "--num-processes 0", "--num-processes must be >= 1, got 0."),
+    (A, "--num-processes 2 --process-id 0 --coordinator 127.0.0.1:99999", "--coordinator '127.0.0.1:99999': port 99999 is out of range (1 ... 65535)."),
+    (S, "--coordinator localhost", "--coordinator must be HOST:PORT, got 'localhost'."),
     (A, "--env pong", "--env: Unknown JAX environment 'pong'; available: cartpole, catch, memory, synthetic, or SUITE:NAME (brax, craftax, gymnax, jumanji, playground, xminigrid; --env list)."),
     (A, "--env gym:CartPole-v1", "--env: Unknown environment suite 'gym' in 'gym:CartPole-v1'; suites: brax, craftax, gymnax, jumanji, playground, xminigrid."),
     (S, "--env jax:gym:CartPole-v1", "--env: Unknown environment suite 'gym' in 'gym:CartPole-v1'; suites: brax, craftax, gymnax, jumanji, playground, xminigrid."),
@@ -97,7 +109,7 @@ BAD_INPUTS = [
     (A, "--sweep learning_rate=1e-3,1e-3", "--sweep learning_rate: a value is repeated in '1e-3,1e-3'."),
     (A, "--agent dqn --sweep n_step=1.5,3", "--sweep n_step: '1.5' is not a whole number (--n-step takes integers)."),
     (A, "--sweep discount=0.9,0.99 --eval-every 20 --target-return 1", "--target-return stops one run: drop it or --sweep"),
-    (A, "--sweep discount=0.9,0.99 --checkpoint-dir x --resume", "--checkpoint-every and --resume take one run: drop --sweep"),
+    (A, "--sweep discount=0.9,0.99 --checkpoint-dir x --resume", "--checkpoint-every, --checkpoint-every-seconds and --resume take one run: drop --sweep"),
     (S, "--sweep discount=0.9,0.99", "unrecognized arguments: --sweep"),
 ]
 
@@ -183,3 +195,13 @@ def test_a_sweep_plot_without_matplotlib_is_a_one_line_error_before_training(mon
     assert ("prog: error: --sweep with --log-dir plots sweep.png and needs matplotlib: pip install 'podracer[plot]'."
             in capsys.readouterr().err)
     assert config.parse(A, ["--sweep", "learning_rate=1e-3,3e-3"]).sweep  # without --log-dir: the table only
+
+
+@pytest.mark.parametrize("argv, resume", [
+    ([], "no"), (["--resume"], "yes"), (["--resume", "--seed", "1"], "yes"), (["--resume", "auto"], "auto"),
+    (["--resume=auto"], "auto"), (["--resume", "no"], "no"), (["--no-resume"], "no"), (["--resume", "ppo"], "yes"),
+])
+def test_resume_takes_no_yes_auto_and_alone_means_yes(argv, resume):
+    cfg = config.parse(AnakinConfig, ["--checkpoint-dir", "x", *argv], prog="prog")
+    assert cfg.resume == resume
+    assert AnakinConfig(checkpoint_dir="x", resume=True).resume == "yes" and AnakinConfig(resume=False).resume == "no"

@@ -121,6 +121,9 @@ def test_what_does_not_fit_is_one_clear_line():
     assert envs.base.actions_of(gymnasium.spaces.MultiDiscrete([2, 3]), "gymnasium:X") == {"nvec": (2, 3)}
     with pytest.raises(ValueError, match=r"^--env gymnasium:NoSuchTask-v0: .*NoSuchTask"):
         envs.make_host("gymnasium:NoSuchTask-v0", 2)
+    with pytest.raises(ValueError, match=r"^--env gymnasium:missing_module:Foo-v0: no module named 'missing_module' to "
+                                         r"import the environment from \(install it, or check the name before the last ':'\)\.$"):
+        envs.make_host("gymnasium:missing_module:Foo-v0", 2)
 
 
 def test_sebulba_trains_on_gymnasium_and_evaluate_plays_the_checkpoint(tmp_path):

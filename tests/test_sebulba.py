@@ -94,6 +94,15 @@ def test_runs_the_exact_number_of_updates_and_joins_every_thread(devices):
     assert {"sps", "fps", "learner_wait_s", "actor_env_s", "actor_put_wait_s", "policy_lag"} <= set(result.history[-1])
 
 
+def test_overlapping_actor_and_learner_devices_are_announced(devices, capsys):
+    train(_config(actor_devices=(1,), learner_devices=(1, 2), total_env_steps=8 * 4 * 2), make_env=lambda seed, n: FakeHostEnv(n))
+    out = capsys.readouterr().out
+    assert ("podracer sebulba: device(s) [1] both act and learn (--actor-devices and --learner-devices overlap): inference "
+            "and learning take turns there") in out
+    train(_config(total_env_steps=8 * 4 * 2), make_env=lambda seed, n: FakeHostEnv(n))
+    assert "both act and learn" not in capsys.readouterr().out
+
+
 class _LoggedEnv(FakeHostEnv):
     def __init__(self, num_envs, name, log):
         super().__init__(num_envs)
@@ -286,7 +295,7 @@ def test_checkpoint_then_resume_continues_the_step_count_from_the_saved_paramete
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(jax.random.key_data(saved.key), jax.random.key_data(parallel.unreplicate(first.state.key)))
 
-    with pytest.raises(ValueError, match=r"already holds checkpoints; pass --resume to continue that run"):
+    with pytest.raises(ValueError, match=r"already holds checkpoints; pass --resume \(or --resume auto\) to continue"):
         train(_config(checkpoint_dir=directory), make_env=make_env)
     with pytest.raises(ValueError, match=r"--resume: no checkpoint in '.*empty' to resume from\."):
         train(_config(checkpoint_dir=str(tmp_path / "empty"), resume=True), make_env=make_env)
@@ -296,8 +305,16 @@ def test_checkpoint_then_resume_continues_the_step_count_from_the_saved_paramete
     assert [h["env_steps"] for h in resumed.history] == [8 * 32, 9 * 32]
     assert checkpoint.steps(directory) == [4, 6, 9]  # the final save at the end; the oldest dropped
 
+    # --resume auto resumes what is there; --checkpoint-every-seconds saves by wall time (here after every update).
+    auto = train(_config(checkpoint_dir=directory, resume="auto", total_env_steps=11 * 32, checkpoint_every_seconds=1e-9),
+                 make_env=make_env)
+    assert auto.updates == 11 and checkpoint.steps(directory) == [9, 10, 11]
+    fresh = train(_config(checkpoint_dir=str(tmp_path / "fresh"), resume="auto", total_env_steps=2 * 32), make_env=make_env)
+    assert fresh.updates == 2 and checkpoint.steps(str(tmp_path / "fresh")) == [2]
 
-def test_ctrl_c_stops_within_seconds_joins_and_writes_a_final_checkpoint(tmp_path):
+
+def test_sigterm_stops_joins_saves_and_resume_auto_continues(tmp_path):
+    """A preempted job (SIGTERM) saves its last completed update; the requeued command line, unchanged, resumes."""
     import os
     import signal
     import subprocess
@@ -307,25 +324,35 @@ def test_ctrl_c_stops_within_seconds_joins_and_writes_a_final_checkpoint(tmp_pat
 
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     directory, logs = tmp_path / "ckpt", tmp_path / "logs"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "podracer.sebulba", "--env", "CartPole", "--cpu-devices", "2", "--total-env-steps",
-         "1000000000", "--log-every", "5", "--log-dir", str(logs), "--checkpoint-dir", str(directory),
-         "--checkpoint-every", "1000000"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )
-    deadline = time.time() + 180
-    metrics = logs / "metrics.jsonl"
-    while not (metrics.exists() and metrics.read_text().strip()) and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.5)  # until the first log line: some updates are done
-    assert proc.poll() is None, proc.communicate()[1]
-    start = time.perf_counter()
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=60)
-    assert time.perf_counter() - start < 15
-    assert proc.returncode == 130, stderr
-    assert "interrupted; every thread stopped; saved the last completed update." in stderr
-    assert "precision lowered" not in stderr  # gymnasium's warning on envpool's float64 bounds, silenced
-    assert checkpoint.steps(str(directory)), "no final checkpoint"
+    command = [sys.executable, "-m", "podracer.sebulba", "--env", "CartPole", "--cpu-devices", "2", "--total-env-steps",
+               "1000000000", "--log-every", "5", "--log-dir", str(logs), "--checkpoint-dir", str(directory),
+               "--resume", "auto"]
+
+    def preempted(lines_before: int):
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        metrics = logs / "metrics.jsonl"
+        deadline = time.time() + 300  # a hang guard, not a latency bound
+        while (not metrics.exists() or len(metrics.read_text().splitlines()) <= lines_before) and \
+                time.time() < deadline and proc.poll() is None:
+            time.sleep(0.5)  # until a log line of this attempt: some updates are done
+        assert proc.poll() is None, proc.communicate()[1]
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+        return proc.returncode, out, err
+
+    status, out, err = preempted(0)  # the first attempt: nothing to resume, a fresh start
+    assert status == 143, err
+    assert "resuming" not in out
+    assert "SIGTERM: stopping: saving the last completed update" in err
+    assert "stopped by SIGTERM; every thread stopped; saved the last completed update." in err
+    assert "precision lowered" not in err  # gymnasium's warning on envpool's float64 bounds, silenced
+    first = checkpoint.steps(str(directory))
+    assert first, "no checkpoint"
+
+    status, out, err = preempted(len((logs / "metrics.jsonl").read_text().splitlines()))  # the requeued attempt
+    assert status == 143, err
+    assert f"resuming after {first[-1]} updates" in out
+    assert checkpoint.steps(str(directory))[-1] > first[-1]
 
 
 def test_two_processes_average_their_learners(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
@@ -157,10 +158,19 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def check_finite(config) -> None:
+    """Every number of ``config`` (a dataclass) is finite: ``nan`` or ``inf`` is refused, naming the flag."""
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{flag(field.name)} must be a finite number, got {value}.")
+
+
 def check_hyperparameters(config) -> None:
     """The checks every agent config makes in ``__post_init__``, by field name (a field that is ``None``
-    means "off" and is not checked): counts >= 1, rates and thresholds > 0, weights >= 0, probabilities
-    and discounts in [0, 1], hidden sizes >= 1, a known torso and core."""
+    means "off" and is not checked): finite numbers, counts >= 1, rates and thresholds > 0, weights >= 0,
+    probabilities and discounts in [0, 1], hidden sizes >= 1, a known torso and core."""
+    check_finite(config)
     values = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
     for name, value in values.items():
         if value is None:

@@ -51,6 +51,10 @@ class GymnasiumEnv:
                                                 vector_kwargs=vector_kwargs, **kwargs)
         except gymnasium.error.Error as error:
             raise ValueError(f"--env {self.task_id}: {error}") from None
+        except ModuleNotFoundError as error:  # gymnasium:MODULE:ID whose MODULE is not installed
+            module = error.name or env_id.rpartition(":")[0] or env_id
+            raise ValueError(f"--env {self.task_id}: no module named {module!r} to import the environment from "
+                             "(install it, or check the name before the last ':').") from None
         action_space, space = self._envs.single_action_space, self._envs.single_observation_space
         try:
             actions = actions_of(action_space, self.task_id)

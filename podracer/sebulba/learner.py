@@ -32,6 +32,7 @@ class Schedule(NamedTuple):
     steps_per_update: int  # env steps of all processes per update
     log_every: int  # updates between summaries
     checkpoint_every: int | None  # updates between saves (None: only at the end)
+    checkpoint_every_seconds: float | None = None  # also save once this many seconds have passed since the last save
     frame_skip: int = 1  # frames per env step (4 for Atari), for frames/s
     eval_every: int | None = None  # updates between evaluations (None: none)
 
@@ -64,7 +65,7 @@ def learn(
     """
     status = {} if status is None else status
     history: list[dict[str, float]] = []
-    saved_at = first = updates
+    saved_at, first, saved_time = updates, updates, time.monotonic()
     store.publish(parallel.unreplicate(state.params), updates)
     window, clock = _Window(), _Clock(updates * schedule.steps_per_update)
     completed, log = completed or (lambda state, updates: None), log or (lambda summary: None)
@@ -88,9 +89,9 @@ def learn(
             store.publish(parallel.unreplicate(state.params), updates)
             jax.block_until_ready(state.params)
             window.add(rollout, metrics, waited, time.perf_counter() - learn_start, updates - rollout.policy_version - 1)
-            if save is not None and schedule.checkpoint_every and updates % schedule.checkpoint_every == 0:
+            if save is not None and _save_due(schedule, updates, saved_time):
                 save(state, updates)
-                saved_at = updates
+                saved_at, saved_time = updates, time.monotonic()
             if evaluate is not None and schedule.eval_every and updates % schedule.eval_every == 0:
                 window.evaluation = evaluate(state)
             if updates % schedule.log_every == 0 or updates == schedule.num_updates or window.evaluation:
@@ -107,6 +108,14 @@ def learn(
         if save is not None and updates > saved_at:  # the end of the run, a stop, Ctrl-C or a failure
             save(state, updates)
     return SebulbaResult(state, history, updates)
+
+
+def _save_due(schedule: Schedule, updates: int, saved_time: float) -> bool:
+    """Every ``checkpoint_every`` updates, or once ``checkpoint_every_seconds`` have passed since the last save."""
+    if schedule.checkpoint_every and updates % schedule.checkpoint_every == 0:
+        return True
+    seconds = schedule.checkpoint_every_seconds
+    return seconds is not None and time.monotonic() - saved_time >= seconds
 
 
 def _seconds_until_ready(state: LearnerState, start: float) -> float:
