@@ -387,9 +387,12 @@ def _seeded_update(env, agent, optimizer, key, rollout_length: int, sweep: Sweep
 
 
 def _compile(update, updates_per_call: int, devices, state):
-    """``updates_per_call`` updates mapped over ``devices``, compiled ahead of the first call for ``state``."""
+    """``updates_per_call`` updates mapped over ``devices``, compiled ahead of the first call for ``state``; several
+    processes then wait for each other (:func:`podracer.parallel.all_arrive`) to enter the first collective together."""
     multi = make_multi_update(update, updates_per_call)
-    return parallel.device_map(multi, devices).lower(state).compile()
+    compiled = parallel.device_map(multi, devices).lower(state).compile()
+    parallel.all_arrive("the compiled update")
+    return compiled
 
 
 def summarize_evaluation(returns, target_return: float | None = None) -> dict[str, float]:
@@ -524,7 +527,7 @@ def run(
 
     history, call_seconds = [], []
     for call in range(first_call, num_calls):
-        if stop is not None and stop.is_set():
+        if stop is not None and parallel.any_process(stop.is_set()):
             break
         start = time.perf_counter()
         state, metrics = p_multi(state)

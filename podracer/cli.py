@@ -52,6 +52,8 @@ def train(default, argv: Sequence[str] | None, *, prog: str, name: str, descript
                             timeout=cfg.distributed_timeout)
         result = run(cfg, stop)
     except ValueError as error:  # a layout that does not fit the devices found, an unknown task, a checkpoint directory that does not fit
+        if parallel.process_count() > 1 and parallel.lost_peer(error):  # a collective's error, raised as ValueError
+            parallel.abandon_run(name, error)
         print(f"{name}: error: {error}", file=sys.stderr)
         return 2
     except Exception as error:  # noqa: BLE001 - in a multi-process run, most likely a process that is gone

@@ -395,6 +395,7 @@ def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_a
     unroll = should_unroll(observation_rank(spec), layout.learner_devices[0].platform)
     step = parallel.device_map(make_learner_step(agent, optimizer, axis_names=(parallel.DEVICE_AXIS,), unroll=unroll),
                                layout.learner_devices)
+    step = parallel.arrive_before_first_call(step, "the compiled learner step")
     learner_key, actor_key = jax.random.split(jax.random.key(config.seed))
     state = init_learner_state(agent, optimizer, learner_key, example_observation(spec), rollout_length=config.rollout_length,
                                action_mask=example_action_mask(spec))
@@ -408,7 +409,7 @@ def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_a
               f"{[d.id for d in layout.learner_devices]} in {parallel.process_count()} process(es)"
               + (f"; resuming after {updates} updates" if updates else ""), flush=True)
         shared = sorted({d.id for d in layout.actor_devices} & {d.id for d in layout.learner_devices})
-        if shared and len(jax.local_devices()) > 1:  # on one device sharing is the only layout
+        if shared and len(parallel.local_devices()) > 1:  # on one device sharing is the only layout
             print(f"podracer sebulba: device(s) {shared} both act and learn (--actor-devices and --learner-devices "
                   "overlap): inference and learning take turns there", flush=True)
         if unroll:  # image observations with a convolutional torso, learned on the CPU

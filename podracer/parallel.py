@@ -16,6 +16,7 @@ import atexit
 import contextlib
 import importlib
 import os
+import socket
 import sys
 import threading
 import time
@@ -88,8 +89,12 @@ def initialize(
     explicit = (coordinator_address, num_processes, process_id)
     if all(v is None for v in explicit):
         if auto_detect:
+            _no_preemption_service()
             with _deadline(timeout, "the coordinator JAX detected"):
                 jax.distributed.initialize(**knobs)
+            if jax.process_count() > 1:
+                _RUN["timeout"] = timeout
+                _watch_peers()
         return
     if any(v is None for v in explicit):
         raise ValueError(
@@ -99,10 +104,53 @@ def initialize(
         )
     check_process_id(num_processes, process_id)
     check_coordinator(coordinator_address)
+    _no_preemption_service()
+    if process_id == 0 and num_processes > 1:
+        knobs.update(_start_coordinator(coordinator_address, num_processes, timeout))
     with _deadline(timeout, coordinator_address, num_processes):
         jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=num_processes,
                                    process_id=process_id, **knobs)
+    _RUN["timeout"] = timeout
     _watch_peers()
+
+
+def _no_preemption_service() -> None:
+    """JAX's preemption service catches SIGTERM itself in a multi-process run; podracer's own handling
+    (:mod:`podracer.lifetime`: save, one line, exit status 143) is kept instead."""
+    try:
+        jax.config.update("jax_enable_preemption_service", False)
+    except AttributeError:  # a JAX without it: nothing to turn off
+        pass
+
+
+def _start_coordinator(address: str, num_processes: int, timeout: int) -> dict:
+    """Process 0 of an explicit multi-process run: JAX's coordination service started in a child process
+    (:mod:`podracer.coordinator`) on ``address``'s port, so that losing process 0 ends the others with podracer's
+    one line rather than JAX's C++ check failure. Returns the extra arguments of ``jax.distributed.initialize``
+    (its own service, which JAX starts in process 0 regardless, on an unused local port); ``{}`` (the service in
+    this process, as JAX does) where this JAX has no service factory by the name podracer knows."""
+    import subprocess
+
+    from podracer import coordinator
+
+    if coordinator.service_factory() is None:
+        return {}
+    child = subprocess.Popen([sys.executable, "-m", "podracer.coordinator", address, str(num_processes),
+                              str(HEARTBEAT_SECONDS), str(SHUTDOWN_SECONDS)],
+                             stdout=subprocess.PIPE, text=True, start_new_session=True)
+    answer = []
+    reader = threading.Thread(target=lambda: answer.append(child.stdout.readline().strip()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if answer != ["ready"]:
+        child.kill()
+        said = answer[0].removeprefix("error: ") if answer and answer[0] else f"no answer within {timeout} s"
+        raise ValueError(f"--coordinator {address}: cannot start the coordinator there ({said}); is the port free on "
+                         "this host?")
+    with socket.socket() as s:  # JAX's own service of process 0: bound where nobody connects
+        s.bind(("127.0.0.1", 0))
+        unused = s.getsockname()[1]
+    return {"coordinator_bind_address": f"127.0.0.1:{unused}"}
 
 
 def _jax_private(module: str, name: str):
@@ -122,26 +170,37 @@ def _distributed_client():
     return getattr(state, "client", None)
 
 
+_RUN: dict = {"timeout": None}  # --distributed-timeout of this multi-process run
+# podracer's own heartbeat of the other processes (kept by the watch thread): each one's last counter value and when
+# it changed; and when the coordinator last answered this process.
+_PEERS: dict[int, tuple[str | None, float]] = {}
+_COORDINATOR = {"answered": 0.0}
+
+
 def _gone_processes() -> list[int] | None:
-    """The processes of this run that the coordinator no longer sees; None when the coordinator itself cannot be
-    asked (it is gone). It notices a process gone only once that process has sent no heartbeat for
-    :data:`HEARTBEAT_SECONDS`. ``[]`` where this JAX does not let us ask."""
-    state = _jax_private("distributed", "global_state")
-    if getattr(state, "client", None) is None or not getattr(state, "num_processes", 0):
-        return []
-    everyone = list(range(state.num_processes))
-    try:
-        live = state.client.get_live_nodes(everyone)
-    except Exception:  # noqa: BLE001 - the coordinator does not answer
+    """The processes of this run that have sent no heartbeat for :data:`PEER_SILENCE_SECONDS` (podracer's own,
+    kept by :func:`_watch_peers`); None when the coordinator itself has not answered for that long (it is gone).
+    Never a call that could wait on another process."""
+    now = time.monotonic()
+    if _PEERS and now - _COORDINATOR["answered"] > PEER_SILENCE_SECONDS:
         return None
-    return [p for p in everyone if p not in live]
+    return sorted(p for p, (value, since) in _PEERS.items() if value is not None and now - since > PEER_SILENCE_SECONDS)
+
+
+def _alive_after(moment: float, wait: float) -> list[int]:
+    """The other processes that have sent a heartbeat since ``moment``, waiting up to ``wait`` s for each to
+    show itself (meanwhile the watch ends this process if one falls silent)."""
+    deadline = time.monotonic() + wait
+    while True:
+        alive = sorted(p for p, (value, since) in _PEERS.items() if value is not None and since > moment)
+        if len(alive) == len(_PEERS) or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.1)
 
 
 def _lost(gone: list[int] | None) -> str:
     if gone is None:
         return "process 0 (the coordinator) is gone or unreachable"
-    if not gone and jax.process_count() == 2:  # the coordinator has not noticed yet, but there is only one other
-        gone = [1 - jax.process_index()]
     if gone:
         return f"process {', '.join(map(str, gone))} of the run {'is' if len(gone) == 1 else 'are'} gone"
     return "another process of the run is gone or failed (the coordinator has not yet noticed which)"
@@ -151,13 +210,31 @@ def _lost(gone: list[int] | None) -> str:
 _LOST_PEER_SIGNS = ("Gloo", "UNAVAILABLE", "DEADLINE_EXCEEDED", "Connection reset", "Connection closed", "Socket closed")
 
 
+def lost_peer(error: BaseException) -> bool:
+    """Whether ``error`` reads as a collective or the coordinator losing another process of the run."""
+    return any(sign in str(error) for sign in _LOST_PEER_SIGNS)
+
+
 def abandon_run(program: str, error: BaseException) -> None:
     """Ends this process of a multi-process run at once after ``error`` (status 1); JAX's shutdown barrier
     would wait for the other processes and then abort with a C++ stack dump. A collective that failed because
     a process is gone is one line naming that process; any other error keeps its traceback."""
     detail = (str(error).strip().splitlines() or [type(error).__name__])[-1][:200]
-    if any(sign in str(error) for sign in _LOST_PEER_SIGNS):
-        print(f"{program}: error: {_lost(_gone_processes())}; ending this process ({detail})", file=sys.stderr, flush=True)
+    if isinstance(error, LateProcesses):
+        print(f"{program}: error: {error}", file=sys.stderr, flush=True)
+    elif lost_peer(error):
+        failed = time.monotonic()
+        # A collective also fails when another process is alive but late (still compiling on a busy machine): wait
+        # for the heartbeats to tell (the watch ends this process meanwhile when one falls silent).
+        alive = _alive_after(failed, PEER_SILENCE_SECONDS + 2) if _PEERS else []
+        if _PEERS and len(alive) == len(_PEERS):
+            late = ", ".join(map(str, alive))
+            print(f"{program}: error: a collective with process {late} failed while it is alive (it may still be "
+                  f"starting or compiling on a busy machine; --distributed-timeout sets how long processes wait for "
+                  f"each other); ending this process ({detail})", file=sys.stderr, flush=True)
+        else:
+            print(f"{program}: error: {_lost(_gone_processes())}; ending this process ({detail})", file=sys.stderr,
+                  flush=True)
     else:
         import traceback
 
@@ -184,15 +261,18 @@ def _watch_peers(period: float = 0.5) -> None:
             print(f"podracer: error: {_lost(gone)}; ending this process.", file=sys.stderr, flush=True)
             os._exit(1)
 
+    seen = _PEERS
+    seen.update({p: (None, time.monotonic()) for p in others})
+    _COORDINATOR["answered"] = time.monotonic()
+
     def watch():
-        seen = {p: (None, time.monotonic()) for p in others}
         beat = 0
         while not done.wait(period):
             beat += 1
             try:
                 client.key_value_set(f"podracer/alive/{me}", str(beat), allow_overwrite=True)
                 values = {p: _try_get(client, f"podracer/alive/{p}") for p in others}
-                now = time.monotonic()
+                now = _COORDINATOR["answered"] = time.monotonic()
                 for p, value in values.items():
                     if value != seen[p][0]:
                         seen[p] = (value, now)
@@ -215,6 +295,59 @@ def _watch_peers(period: float = 0.5) -> None:
         thread.join(timeout=5)
 
     atexit.register(stop_watching)
+
+
+class LateProcesses(RuntimeError):
+    """Another process of the run did not reach a point of the start-up within ``--distributed-timeout`` (late, or
+    gone); the message says which, in one line."""
+
+
+_ARRIVALS: dict[str, int] = {}
+
+
+def all_arrive(what: str, timeout: int | None = None) -> None:
+    """In a multi-process run, waits until every process has reached ``what`` (for example "the compiled
+    update"), for at most ``timeout`` seconds (default ``--distributed-timeout``): processes then enter their first
+    collective together, and a process that is late is named, as late (it may still be compiling), not as gone.
+    Nothing happens in a single-process run or where this JAX offers no barrier. :class:`LateProcesses` when the
+    wait runs out."""
+    client, timeout = _distributed_client(), timeout or _RUN["timeout"]
+    if client is None or timeout is None or jax.process_count() == 1 or not hasattr(client, "wait_at_barrier"):
+        return
+    me, count = jax.process_index(), jax.process_count()
+    n = _ARRIVALS[what] = _ARRIVALS.get(what, 0) + 1
+    name = f"podracer/arrived/{what}/{n}"
+    client.key_value_set(f"{name}/{me}", "1", allow_overwrite=True)
+    try:
+        client.wait_at_barrier(name, int(timeout * 1000))
+    except Exception as error:  # noqa: BLE001 - DEADLINE_EXCEEDED, or the barrier failed for another process
+        late = [p for p in range(count) if p != me and _try_get(client, f"{name}/{p}") is None]
+        gone = set(_gone_processes() or [])
+        alive = [p for p in late if p not in gone]
+        if not alive:
+            raise LateProcesses(f"{_lost(_gone_processes())}; ending this process ({str(error).splitlines()[0][:200]})"
+                                ) from None
+        raise LateProcesses(
+            f"process {', '.join(map(str, alive))} did not reach {what} within {timeout} s (--distributed-timeout) "
+            f"and is still alive: it may still be starting or compiling on a busy machine; raise "
+            f"--distributed-timeout on every process, or check that every process runs the same command.") from None
+
+
+def arrive_before_first_call(fn, what: str):
+    """``fn`` (a :func:`device_map` function), except that in a multi-process run its first call compiles it ahead
+    and waits for every process (:func:`all_arrive`) before running: the processes enter its collectives together,
+    however long each took to compile."""
+    if jax.process_count() == 1:
+        return fn
+    compiled = []
+
+    def call(*args):
+        if not compiled:
+            compiled.append(fn.lower(*args).compile())
+            all_arrive(what)
+        return compiled[0](*args)
+
+    return call
 
 
 def _try_get(client, key: str) -> str | None:
@@ -303,6 +436,17 @@ def agree_on_min(value: int) -> int:
     from jax.experimental import multihost_utils
 
     return int(np.min(multihost_utils.process_allgather(np.asarray(value, np.int64))))
+
+
+def any_process(flag: bool) -> bool:
+    """Whether ``flag`` holds in any process of the run (one small all-gather in a multi-process run): processes
+    that stop on a signal stop at the same host call, though the signal reached them a little apart (or reached
+    only one)."""
+    if jax.process_count() == 1:
+        return bool(flag)
+    from jax.experimental import multihost_utils
+
+    return bool(np.any(multihost_utils.process_allgather(np.asarray(flag, np.int32))))
 
 
 def put_on(tree, device: jax.Device):

@@ -122,6 +122,33 @@ def test_two_processes_solve_catch_as_one_process_with_the_same_devices(tmp_path
     assert single_records[-1]["episode_return"] >= 0.9
 
 
+def test_two_processes_find_each_other_from_the_variables_of_a_slurm_step(tmp_path):
+    """``--distributed`` lets jax.distributed detect the cluster: here from the variables Slurm sets for each task of
+    a step (``srun``), on 127.0.0.1. JAX derives the coordinator's port from the job id."""
+    import random
+
+    for _ in range(100):  # a job id whose port (61440 + id % 4096) is free here
+        job_id = random.randrange(10_000, 1_000_000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", 61440 + job_id % 4096))
+                break
+            except OSError:
+                continue
+    slurm = {"SLURM_JOB_ID": str(job_id), "SLURM_STEP_NODELIST": "127.0.0.1", "SLURM_NTASKS": "2",
+             "SLURM_STEP_NUM_NODES": "1"}
+    procs = [subprocess.Popen([sys.executable, str(EXAMPLE), "--cpu-devices", "2", "--distributed", "--num-envs", "16",
+                               "--num-updates", "20"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                              env={**_env(), **slurm, "SLURM_PROCID": str(i), "SLURM_LOCALID": str(i)})
+             for i in range(2)]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    for p, (_, stderr) in zip(procs, outputs):
+        assert p.returncode == 0, stderr
+    assert "4 device(s) in 2 process(es)" in outputs[0][0] and "final mean episode return" in outputs[0][0]
+    assert "env steps" not in outputs[1][0]
+
+
 def test_notebook_executes_and_learns(tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")

@@ -9,6 +9,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = {
@@ -37,49 +39,43 @@ def _start(mode, port, process_id, *extra):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
 
 
-def _kill_the_second_when_the_first_trains(first, second):
-    """``(exit status of first, seconds from the kill to its exit, its stderr)``."""
+def _kill_one_when_they_train(pair, victim):
+    """Kills process ``victim`` of ``pair`` once process 0 prints progress: ``(exit status of the other, seconds
+    from the kill to its exit, its stderr)``."""
     progress = threading.Event()
     lines = []
 
     def read():
-        for line in first.stdout:
+        for line in pair[0].stdout:
             lines.append(line)
             if "env steps" in line:
                 progress.set()
 
     threading.Thread(target=read, daemon=True).start()
     assert progress.wait(180), lines  # both processes train together ...
-    os.kill(second.pid, signal.SIGKILL)  # ... until one is gone
+    os.kill(pair[victim].pid, signal.SIGKILL)  # ... until one is gone
     killed = time.monotonic()
-    first.wait(timeout=60)
-    return first.returncode, time.monotonic() - killed, first.stderr.read()
+    survivor = pair[1 - victim]
+    survivor.wait(timeout=60)
+    return survivor.returncode, time.monotonic() - killed, survivor.stderr.read()
 
 
-def test_a_lost_process_ends_the_other_with_one_line():
-    """Both modes at once: 2 runs of 2 processes each on 127.0.0.1; process 1 of each is killed."""
-    runs = {mode: (_start(mode, port, 0), _start(mode, port, 1)) for mode, port in (("anakin", _free_port()),
-                                                                                    ("sebulba", _free_port()))}
-    results = {}
+@pytest.mark.parametrize("mode, victim", [("anakin", 0), ("sebulba", 1)])
+def test_a_lost_process_ends_the_other_with_one_line(mode, victim):
+    """2 processes on 127.0.0.1; one is killed: process 0 (the coordinator's host) in Anakin, process 1 in Sebulba."""
+    port = _free_port()
+    pair = (_start(mode, port, 0), _start(mode, port, 1))
     try:
-        threads = [threading.Thread(target=lambda m=m, p=p: results.__setitem__(m, _kill_the_second_when_the_first_trains(*p)))
-                   for m, p in runs.items()]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=300)
+        status, seconds, stderr = _kill_one_when_they_train(pair, victim)
     finally:
-        for pair in runs.values():
-            for p in pair:
-                if p.poll() is None:
-                    p.kill()
-    assert set(results) == {"anakin", "sebulba"}, results
-    for mode, (status, seconds, stderr) in results.items():
-        # Within about 5 s on a quiet machine (docs/faults.md); the bound here only tells an end from a hang.
-        assert status == 1 and seconds < 60, (mode, status, seconds, stderr[-2000:])
-        errors = [line for line in stderr.splitlines() if "error:" in line]
-        assert len(errors) == 1 and "process 1 of the run is gone" in errors[0], (mode, stderr[-2000:])
-        assert "Check failure" not in stderr and "Traceback" not in stderr, (mode, stderr[-2000:])
+        for p in pair:
+            if p.poll() is None:
+                p.kill()
+    # Within about 5 s on a quiet machine (docs/faults.md); the bound here only tells an end from a hang.
+    assert status == 1 and seconds < 60, (status, seconds, stderr[-2000:])
+    errors = [line for line in stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and f"process {victim} of the run is gone" in errors[0], stderr[-2000:]
+    assert "Check failure" not in stderr and "Traceback" not in stderr, stderr[-2000:]
 
 
 def test_an_unreachable_coordinator_ends_the_process_naming_its_address():
@@ -92,3 +88,44 @@ def test_an_unreachable_coordinator_ends_the_process_naming_its_address():
     assert out.returncode == 2 and seconds < 60, (out.returncode, seconds, out.stderr[-2000:])
     errors = [line for line in out.stderr.splitlines() if "error:" in line]
     assert len(errors) == 1 and f"coordinator 127.0.0.1:{port} within 2 s (--distributed-timeout)" in errors[0], out.stderr
+
+
+_ARRIVE = """
+import os, sys, time
+from podracer import parallel
+port, me, delay, timeout = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+parallel.set_cpu_device_count(1)
+parallel.initialize(f"127.0.0.1:{port}", 2, me, timeout=120)
+time.sleep(delay)  # compiling, on a busy machine
+try:
+    parallel.all_arrive("the compiled update", timeout=timeout)
+except parallel.LateProcesses as error:
+    print(f"late: {error}", flush=True)
+    os._exit(3)
+print("arrived", flush=True)
+"""
+
+
+def test_processes_wait_for_a_late_one_and_name_it_late_not_gone():
+    """Start-up is bounded by --distributed-timeout: a process that reaches the first collective late but in time
+    is waited for; one later than that is named as late and alive, not as gone."""
+    runs = {}
+    for case, (delay, timeout) in {"in time": (4, 60), "too late": (30, 3)}.items():
+        port = _free_port()
+        runs[case] = [subprocess.Popen([sys.executable, "-c", _ARRIVE, str(port), str(i), str(delay * i), str(timeout)],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
+                      for i in (0, 1)]
+    try:
+        outs = {case: [p.communicate(timeout=180)[0] if i == 0 or case == "in time" else None for i, p in enumerate(pair)]
+                for case, pair in runs.items()}
+    finally:
+        for pair in runs.values():
+            for p in pair:
+                if p.poll() is None:
+                    p.kill()
+    assert outs["in time"] == ["arrived\n", "arrived\n"], outs
+    assert outs["too late"][0] == ("late: process 1 did not reach the compiled update within 3 s (--distributed-timeout) "
+                                   "and is still alive: it may still be starting or compiling on a busy machine; raise "
+                                   "--distributed-timeout on every process, or check that every process runs the same "
+                                   "command.\n"), outs
+    assert runs["too late"][0].returncode == 3
