@@ -46,6 +46,11 @@ def _pack(state: LearnerState) -> dict[str, Any]:
     return tree
 
 
+def packed(state: LearnerState) -> dict[str, Any]:
+    """What :func:`save` writes of ``state``."""
+    return _pack(state)
+
+
 def _checkpointer():
     """An orbax checkpointer that this process drives alone (only process 0 saves in a multi-process run)."""
     import orbax.checkpoint as ocp
@@ -66,17 +71,138 @@ def steps(directory: str) -> list[int]:
     return sorted(found)
 
 
+DiskFull = lifetime.DiskFull
+
+
+# Room kept free beyond a checkpoint's own bytes (orbax's metadata, the JSON, the file system's blocks).
+SPACE_MARGIN_BYTES = 1 << 20
+
+
+def tree_bytes(tree) -> int:
+    """Bytes of the arrays of ``tree`` (host or device arrays, or shapes): what a checkpoint of it writes, about."""
+    return int(sum(np.prod(x.shape, dtype=np.int64) * np.dtype(x.dtype).itemsize
+                   if not _is_key(x) else np.prod(x.shape, dtype=np.int64) * 8 for x in jax.tree.leaves(tree)))
+
+
+def local_bytes(tree) -> int:
+    """Bytes of this process's entries of a tree of device arrays (stacked over devices, or not)."""
+    return sum(tree_bytes(shard.data) for x in jax.tree.leaves(tree) for shard in x.addressable_shards)
+
+
+def check_start_room(directory: str, per_save: int, keep: int = 3) -> None:
+    """At start-up: a :class:`DiskFull` when the device holding ``directory`` has no room for one checkpoint of
+    ``per_save`` bytes; a warning when it has less than the ``keep`` kept plus the one being written."""
+    check_room(directory, per_save, "a checkpoint of this run")
+    free = shutil.disk_usage(directory).free
+    if free < (keep + 1) * per_save + SPACE_MARGIN_BYTES:
+        _warn(f"--checkpoint-dir {directory!r}: a checkpoint of this run takes about {megabytes(per_save)}; the "
+              f"device has {megabytes(free)} free, less than the {keep} kept and one more being written: it may fill.")
+
+
+megabytes = lifetime.megabytes
+
+
+def _no_room(directory: str, needed: int, what: str) -> DiskFull:
+    free = shutil.disk_usage(directory).free
+    newest = steps(directory)
+    kept = f"; step_{newest[-1]}, the newest complete checkpoint, is intact" if newest else ""
+    return DiskFull(f"--checkpoint-dir {directory!r}: no room for {what}: it needs about {megabytes(needed)} (and "
+                    f"podracer keeps {megabytes(SPACE_MARGIN_BYTES)} spare) and the device has {megabytes(free)} free"
+                    f"{kept}; free some space or choose another --checkpoint-dir.")
+
+
+def check_room(directory: str, needed: int, what: str) -> None:
+    """A :class:`DiskFull` when the device holding ``directory`` has less than ``needed`` bytes (and a margin)
+    free for ``what`` (for example "checkpoint step_40"); nothing is written."""
+    if shutil.disk_usage(directory).free < needed + SPACE_MARGIN_BYTES:
+        raise _no_room(directory, needed, what)
+
+
+def _no_space(error: BaseException) -> bool:
+    text = str(error)
+    return getattr(error, "errno", None) == 28 or "No space left on device" in text or "os_error_code='28'" in text
+
+
+def _written(directory: str, path: str, tree, what: str) -> None:
+    """Saves ``tree`` at ``path`` (inside the checkpoint ``directory``) with orbax after checking for room; a disk
+    that fills during the save (another writer) ends in a :class:`DiskFull`, what was half-written removed."""
+    import logging
+
+    needed = tree_bytes(tree)
+    check_room(directory, needed, what)
+    checkpointer = _checkpointer()
+    orbax_log = logging.getLogger("absl")  # orbax reports a failed write from each of its threads, tracebacks and all
+    level, failed = orbax_log.level, False
+    orbax_log.setLevel(logging.CRITICAL)
+    held = _hold_stderr()  # and so do tensorstore's callbacks, from C++
+    try:
+        checkpointer.save(path, tree)
+        checkpointer.wait_until_finished()
+    except Exception as error:
+        if not _no_space(error):
+            raise
+        failed = True
+        parent, name = os.path.split(path)
+        for leftover in [path] + [os.path.join(parent, n) for n in os.listdir(parent) if n.startswith(name + ".orbax")]:
+            shutil.rmtree(leftover, ignore_errors=True)
+        raise _no_room(directory, needed, what) from None
+    finally:
+        orbax_log.setLevel(level)
+        _release_stderr(held, replay=not failed)
+        if failed:  # orbax's threads go on reporting the failure: the run ends with one line
+            silence_stderr()
+
+
+def _hold_stderr():
+    """Standard error (file descriptor 2, C++ included) diverted to a temporary file; :func:`_release_stderr`
+    restores it."""
+    import tempfile
+
+    sys.stderr.flush()
+    saved, held = os.dup(2), tempfile.TemporaryFile()
+    os.dup2(held.fileno(), 2)
+    return saved, held
+
+
+def _release_stderr(hold, replay: bool) -> None:
+    """Standard error back where it was; what was written meanwhile follows when ``replay``."""
+    saved, held = hold
+    sys.stderr.flush()
+    os.dup2(saved, 2)
+    os.close(saved)
+    if replay:
+        held.seek(0)
+        text = held.read()
+        if text:
+            os.write(2, text)
+    held.close()
+
+
+def silence_stderr() -> None:
+    """Sends what this process writes to its standard error from here on (C++ and library threads included) to
+    nowhere, but keeps Python's ``sys.stderr`` on the old stream: a run that ends on a full disk says so in one line."""
+    sys.stderr.flush()
+    kept = os.dup(2)
+    sys.stderr = os.fdopen(kept, "w", buffering=1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+
+
 def save(directory: str, state: LearnerState, metadata: dict[str, Any], *, keep: int = 3) -> str:
-    """Writes ``state`` (one device's copy, host arrays) and ``metadata`` as ``step_<state.step>``."""
+    """Writes ``state`` (one device's copy, host arrays) and ``metadata`` as ``step_<state.step>``; a
+    :class:`DiskFull` (nothing written) when the device has no room for it."""
     directory = os.path.abspath(directory)
     os.makedirs(directory, exist_ok=True)
     step = int(np.asarray(state.step))
     path = os.path.join(directory, f"step_{step}")
     if os.path.exists(path):
         shutil.rmtree(path)
-    checkpointer = _checkpointer()
-    checkpointer.save(path, jax.device_get(_pack(state)))
-    checkpointer.wait_until_finished()
+    try:
+        _written(directory, path, jax.device_get(_pack(state)), f"checkpoint step_{step}")
+    except DiskFull:
+        shutil.rmtree(f"{path}.run", ignore_errors=True)  # this step's run state: no checkpoint without its learner
+        raise
     with open(f"{path}.json.tmp", "w", encoding="utf-8") as f:
         json.dump({**metadata, "updates": step}, f, indent=1)
     os.replace(f"{path}.json.tmp", f"{path}.json")  # the checkpoint counts from here on
@@ -104,10 +230,10 @@ def save_run_state(directory: str, step: int, tree, *, local=None) -> None:
     path = _run_state_path(directory, step)
     if os.path.exists(path):
         shutil.rmtree(path)
+    tree = parallel.local_entries(tree) if local is None else local
+    check_room(os.path.abspath(directory), tree_bytes(tree), f"the run state of checkpoint step_{step}")
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    checkpointer = _checkpointer()
-    checkpointer.save(path, parallel.local_entries(tree) if local is None else local)
-    checkpointer.wait_until_finished()
+    _written(os.path.abspath(directory), path, tree, f"the run state of checkpoint step_{step}")
 
 
 _WARNED: set[str] = set()

@@ -18,6 +18,7 @@ import jax
 import optax
 
 from podracer import agents, anakin, checkpoint, envs, lifetime, parallel
+from podracer import logging as logging_lib
 from podracer import sweep as sweep_lib
 from podracer.agents.base import Agent
 from podracer.config import AnakinConfig, SebulbaConfig
@@ -149,6 +150,11 @@ def _train_anakin(config: AnakinConfig, env, agent, optimizer, per_device: int, 
     if resume_step is not None:
         local, resume_step = checkpoint.restore_newest_run_state(config.checkpoint_dir, state)
         state = parallel.shard(local)
+        if config.log_dir and main:  # the resumed run writes the lines after its checkpoint again
+            logging_lib.keep_records_until(os.path.join(config.log_dir, "metrics.jsonl"), resume_step * steps_per_update)
+    if config.checkpoint_dir:  # before compiling: is there room for a checkpoint (run state, and the learner once)?
+        per_save = checkpoint.local_bytes(state) + checkpoint.local_bytes(state.learner) // len(parallel.local_devices())
+        checkpoint.check_start_room(config.checkpoint_dir, per_save)
     saver = _AnakinSaver(config, metadata, steps_per_update, resume_step or 0)
     logger = make_logger(config.log_dir, is_main=main, total_env_steps=config.num_updates * steps_per_update,
                          console_keys=(("episode_return_min",) if config.num_seeds > 1 or sweep else ())
@@ -334,6 +340,9 @@ def _sebulba_checkpoints(config: SebulbaConfig, metadata: dict, state, steps_per
     if checkpoint.prepare(config.checkpoint_dir, resume=config.resume, identity=identity) is not None:
         state, _ = checkpoint.restore(config.checkpoint_dir, state)
         updates = int(state.step)
+        if config.log_dir and parallel.is_main_process():  # the resumed run writes the lines after it again
+            logging_lib.keep_records_until(os.path.join(config.log_dir, "metrics.jsonl"), updates * steps_per_update)
+    checkpoint.check_start_room(config.checkpoint_dir, checkpoint.tree_bytes(checkpoint.packed(state)))
     if parallel.is_main_process():
         checkpoint.mark_running(config.checkpoint_dir)
 
@@ -428,6 +437,8 @@ def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_a
             rollout_length=config.rollout_length, key=jax.random.fold_in(actor_key, first_actor + i),
             store=store, queue=queue, stop=stop, status=statuses[i])
     watch = _SebulbaWatch(statuses, config.actor_timeout, schedule, updates, parallel.is_main_process())
+    if save is not None:  # no checkpoint past a metrics line that could not be written (a full disk)
+        save = lambda *args, save=save, **kwargs: None if watch.log_failed else save(*args, **kwargs)  # noqa: E731
     completed = None if save is None else _keep_for_ctrl_c(save)
     evaluate = _sebulba_evaluation(config, make_env, agent)
     learn = lambda: sebulba_learner.learn(step, state, updates, schedule, queue=queue, store=store,  # noqa: E731
@@ -487,6 +498,7 @@ class _SebulbaWatch:
         self.statuses, self.timeout, self.schedule, self.main = statuses, actor_timeout, schedule, main
         self.learner = {"doing": "starting", "updates": updates}
         self.start, self.first_updates, self.heartbeat, self.warned = time.monotonic(), updates, None, False
+        self.log_failed = False  # a metrics line could not be written: no checkpoint may pass it
 
     def stuck(self) -> str | None:
         now = time.monotonic()
@@ -506,7 +518,11 @@ class _SebulbaWatch:
                       "(env steps/s leave it out)", flush=True)
             self._warn_if_slow()
             if log is not None:
-                log(summary)
+                try:
+                    log(summary)
+                except lifetime.DiskFull:
+                    self.log_failed = True
+                    raise
 
         return write
 

@@ -17,6 +17,15 @@ DEPENDENCY_NOISE = (
 )
 
 
+class DiskFull(ValueError):
+    """No room on the device for a checkpoint or a metrics line: the message is one line naming the path, the
+    space needed and the space free; the newest complete checkpoint is left as it was."""
+
+
+def megabytes(n: float) -> str:
+    return f"{n / 2**20:,.1f} MB"
+
+
 def quiet_dependencies() -> None:
     """Silences :data:`DEPENDENCY_NOISE` and wandb's start-up banner for this process: entry points call it
     (importing podracer changes no warning filter)."""

@@ -53,6 +53,39 @@ class ConsoleSink:
         pass
 
 
+# A log line is written only while its device has this much room: a full disk ends the run with one line
+# (lifetime.DiskFull) before any sink fails halfway, and the run saves no checkpoint past its last line.
+LOG_ROOM_BYTES = 1 << 20
+
+
+def check_room(log_dir: str) -> None:
+    """A one-line :class:`podracer.lifetime.DiskFull` when the device holding ``log_dir`` is (nearly) full."""
+    import shutil
+
+    from podracer.lifetime import DiskFull, megabytes
+
+    free = shutil.disk_usage(log_dir).free
+    if free < LOG_ROOM_BYTES:
+        raise DiskFull(f"--log-dir {log_dir!r}: no room for the next metrics line: the device has {megabytes(free)} "
+                       f"free, less than the {megabytes(LOG_ROOM_BYTES)} podracer keeps; free some space and "
+                       "continue with --resume (no line is lost or repeated).")
+
+
+def keep_records_until(path: str, env_steps: float) -> int:
+    """Drops the records of ``path`` (a ``metrics.jsonl``) after ``env_steps``: a run resumed from a checkpoint
+    writes them again. Returns how many were dropped."""
+    if not os.path.exists(path):
+        return 0
+    with open(path, encoding="utf-8") as f:
+        lines = f.readlines()
+    kept = [line for line in lines if not line.strip() or json.loads(line).get("env_steps", 0) <= env_steps]
+    if len(kept) < len(lines):
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            f.writelines(kept)
+        os.replace(path + ".tmp", path)
+    return len(lines) - len(kept)
+
+
 def new_run_id() -> str:
     """A run's identity in its logs: start time, host, process id and 4 random hex digits
     (``20261124-101502-myhost-4242-9f3a``), so two runs started in the same second stay apart."""
@@ -70,17 +103,21 @@ class JsonlSink:
     def __init__(self, path: str, identity: Mapping[str, object] | None = None):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self.path, self.identity = path, dict(identity or {})
-        self.file = open(path, "a", encoding="utf-8")
+        self.file = None  # opened at the first line: a resumed run first drops what it will write again
 
     def write(self, metrics: Mapping[str, float]) -> None:
         record = {k: [_finite_or_none(x) for x in v] if isinstance(v, (list, tuple)) else _finite_or_none(v)
                   for k, v in metrics.items()}
         record.update(self.identity)
+        check_room(os.path.dirname(os.path.abspath(self.path)))
+        if self.file is None:
+            self.file = open(self.path, "a", encoding="utf-8")
         self.file.write(json.dumps(record) + "\n")
         self.file.flush()
 
     def close(self) -> None:
-        self.file.close()
+        if self.file is not None:
+            self.file.close()
 
 
 class TensorBoardSink:
@@ -166,7 +203,8 @@ def make_logger(
     """Console progress, and with ``log_dir`` also ``log_dir/metrics.jsonl`` and TensorBoard events; with
     ``wandb_project`` also a Weights & Biases run (its config: ``wandb_config``).
 
-    Every ``metrics.jsonl`` record carries ``run_id`` (default: :func:`new_run_id`) and ``process`` (the index of
+    With ``log_dir``, a line is written only while the device has room (:func:`check_room`). Every
+    ``metrics.jsonl`` record carries ``run_id`` (default: :func:`new_run_id`) and ``process`` (the index of
     the process that wrote it), and the TensorBoard event file's name ends with the run id, so runs sharing a
     ``log_dir`` stay apart. On processes other than the main one the logger writes nothing.
     """

@@ -340,3 +340,50 @@ def test_evaluation_uses_fixed_seeds_and_a_target_return_stops_the_run_with_a_ch
     assert all(h["eval_return"] < 0.95 for h in result.history[:-1])
     assert checkpoint.steps(str(tmp_path)) == [updates]
     assert f"evaluation return {last['eval_return']:.3f} >= --target-return 0.95" in capfd.readouterr().out
+
+
+def test_a_full_disk_ends_the_run_with_one_error_keeps_the_last_checkpoint_and_resume_repeats_no_line(tmp_path, monkeypatch):
+    """A device that fills (its size fixed through ``shutil.disk_usage``, which every room check reads): the save
+    that does not fit is refused before orbax writes anything, the newest complete checkpoint is kept, and the
+    resumed run drops and writes again the metrics lines after it."""
+    import os
+    import shutil
+    from collections import namedtuple
+
+    from podracer import lifetime
+
+    directory, logs = tmp_path / "ckpt", tmp_path / "logs"
+    small = dict(num_envs_per_device=4, rollout_length=4, updates_per_call=20, checkpoint_every=20,
+                 checkpoint_dir=str(directory), log_dir=str(logs))
+    per_update = 4 * 4 * jax.device_count()
+    experiment.train_anakin(AnakinConfig(num_updates=20, **small))  # one checkpoint: its size on disk
+    size = sum(f.stat().st_size for f in directory.rglob("*") if f.is_file())
+    shutil.rmtree(directory)
+    shutil.rmtree(logs)
+    # podracer's estimate of the run state it saves (uncompressed; orbax writes less), against the bytes on disk:
+    # a device where two checkpoints fit and the estimate of a third does not.
+    config = AnakinConfig(num_updates=20, **small)
+    env = envs.make("catch")
+    run_state = checkpoint.tree_bytes(parallel.local_entries(anakin.init(
+        env, experiment.make_agent(config.agent, env.spec()), experiment.make_optimizer(config.agent), jax.random.key(0), 4,
+        rollout_length=4)))
+    capacity = [checkpoint.SPACE_MARGIN_BYTES + run_state + int(1.5 * size)]
+    usage = namedtuple("usage", "total used free")
+
+    def disk_usage(path):
+        used = sum(f.stat().st_size for f in tmp_path.rglob("*") if f.is_file())
+        return usage(capacity[0], used, max(capacity[0] - used, 0))
+
+    monkeypatch.setattr(shutil, "disk_usage", disk_usage)
+    monkeypatch.setattr("podracer.logging.LOG_ROOM_BYTES", 0)
+    with pytest.raises(lifetime.DiskFull, match=r"^--checkpoint-dir '.*ckpt': no room for the run state of checkpoint "
+                       r"step_60: it needs about .* MB \(and podracer keeps 1.0 MB spare\) and the device has .* MB free; "
+                       r"step_40, the newest complete checkpoint, is intact; free some space"):
+        experiment.train_anakin(AnakinConfig(num_updates=100, **small))
+    assert checkpoint.steps(str(directory)) == [20, 40]
+    assert not [n for n in os.listdir(directory) if n.startswith("step_60")]  # nothing half-written
+    capacity[0] = 1 << 40  # space freed
+    experiment.train_anakin(AnakinConfig(num_updates=100, resume="auto", **small))
+    steps = [json.loads(line)["env_steps"] for line in (logs / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [n * per_update for n in (20, 40, 60, 80, 100)]  # none lost, none repeated
+    assert checkpoint.steps(str(directory)) == [60, 80, 100]
