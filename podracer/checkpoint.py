@@ -95,19 +95,16 @@ def check_start_room(directory: str, per_save: int, keep: int = 3) -> None:
     check_room(directory, per_save, "a checkpoint of this run")
     free = shutil.disk_usage(directory).free
     if free < (keep + 1) * per_save + SPACE_MARGIN_BYTES:
-        _warn(f"--checkpoint-dir {directory!r}: a checkpoint of this run takes about {megabytes(per_save)}; the "
-              f"device has {megabytes(free)} free, less than the {keep} kept and one more being written: it may fill.")
-
-
-megabytes = lifetime.megabytes
+        _warn(f"--checkpoint-dir {directory!r}: a checkpoint of this run takes about {lifetime.size(per_save)}; the "
+              f"device has {lifetime.size(free)} free, less than the {keep} kept and one more being written: it may fill.")
 
 
 def _no_room(directory: str, needed: int, what: str) -> DiskFull:
     free = shutil.disk_usage(directory).free
     newest = steps(directory)
     kept = f"; step_{newest[-1]}, the newest complete checkpoint, is intact" if newest else ""
-    return DiskFull(f"--checkpoint-dir {directory!r}: no room for {what}: it needs about {megabytes(needed)} (and "
-                    f"podracer keeps {megabytes(SPACE_MARGIN_BYTES)} spare) and the device has {megabytes(free)} free"
+    return DiskFull(f"--checkpoint-dir {directory!r}: no room for {what}: it needs about {lifetime.size(needed)} (and "
+                    f"podracer keeps {lifetime.size(SPACE_MARGIN_BYTES)} spare) and the device has {lifetime.size(free)} free"
                     f"{kept}; free some space or choose another --checkpoint-dir.")
 
 

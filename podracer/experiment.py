@@ -75,6 +75,39 @@ def agent_config_from(metadata: dict):
 # ----------------------------------------------------------------------------------------- Anakin
 
 
+def check_memory(needed: int, available: int | None, what: str) -> None:
+    """A one-line ``ValueError`` before anything is allocated or compiled when ``needed`` bytes (podracer's
+    estimate: the arrays a run keeps, and its rollouts) exceed ``available``; ``what`` names the flags that set it."""
+    if available is not None and needed > available:
+        raise ValueError(f"this run needs about {lifetime.size(needed)} of memory for its state and rollouts "
+                         f"({what}) and this process has {lifetime.size(available)} available; lower them.")
+
+
+def _anakin_memory(config: AnakinConfig, env, agent, optimizer, per_device: int) -> int:
+    """Bytes of this process's Anakin run: every local device's state (seeds and settings included) and two
+    rollouts' worth of time steps (the trajectory and what its loss keeps), estimated from shapes alone."""
+    state = jax.eval_shape(lambda key: anakin.init_state(env, agent, optimizer, key, per_device,
+                                                         rollout_length=config.rollout_length), jax.random.key(0))
+    entries = config.num_seeds * max(len(config.sweep_points), 1)
+    rollout = 2 * config.rollout_length * checkpoint.tree_bytes(state.rollout)
+    return len(parallel.local_devices()) * entries * (checkpoint.tree_bytes(state) + rollout)
+
+
+def _sebulba_memory(config: SebulbaConfig, spec, layout: parallel.Layout, num_actors: int, per_actor: int) -> int:
+    """Bytes of this process's Sebulba run: the learner state on each local learner device, and the trajectories
+    in flight (the queue's, one being filled per actor thread, one being learned) with the environments' own
+    observation buffers, estimated from shapes alone."""
+    agent = make_agent(config.agent, spec)
+    optimizer = make_optimizer(config.agent)
+    state = jax.eval_shape(lambda key: init_learner_state(
+        agent, optimizer, key, example_observation(spec), rollout_length=config.rollout_length,
+        action_mask=example_action_mask(spec)), jax.random.key(0))
+    per_env_step = checkpoint.tree_bytes(example_observation(spec)) + 64  # and its reward, action, logits, ...
+    trajectories = (config.queue_size + num_actors + 1) * (config.rollout_length + 1) * per_actor * per_env_step
+    return len(parallel.local_devices(layout.learner_devices)) * checkpoint.tree_bytes(state) + trajectories \
+        + 2 * num_actors * per_actor * per_env_step
+
+
 def _check_anakin_batch(agent: Agent, per_device: int, rollout_length: int) -> None:
     if agent.num_minibatches > 1:
         parallel.check_divisible(per_device * rollout_length, agent.num_minibatches,
@@ -108,6 +141,11 @@ def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> a
     total_steps = run_optimizer_steps(config.agent, agent, env.spec(), config.num_updates, per_device, config.rollout_length)
     optimizer = make_optimizer(config.agent, total_steps)
     _check_anakin_batch(agent, per_device, config.rollout_length)
+    check_memory(_anakin_memory(config, env, agent, optimizer, per_device), parallel.available_memory(),
+                 f"{per_device:,} envs per device (--num-envs-per-device, --num-envs), --rollout-length "
+                 f"{config.rollout_length}" + (f", --replay-capacity {config.agent.replay_capacity:,}"
+                                               if hasattr(config.agent, "replay_capacity") else "")
+                 + (f", {config.num_seeds} seeds" if config.num_seeds > 1 else ""))
     steps_per_update = config.rollout_length * per_device * num_global
     metadata = {"mode": "anakin", "env": config.env, "rollout_length": config.rollout_length, "seed": config.seed,
                 **agent_metadata(config.agent)}
@@ -376,6 +414,15 @@ def train_sebulba(
     first_actor = parallel.process_index() * num_actors  # actors are numbered across processes
     num_groups = config.groups(layout.actor_devices[0].platform, per_actor)
     group_size = per_actor // num_groups
+    probe = make_env(config.seed, 1)  # the spec, for the memory estimate before the batches are made
+    try:
+        spec = probe.spec()
+    finally:
+        probe.close()
+    check_memory(_sebulba_memory(config, spec, layout, num_actors, per_actor), parallel.available_memory(),
+                 f"{per_actor:,} envs per actor thread (--num-envs-per-actor, --num-envs) x {num_actors} thread(s), "
+                 f"--rollout-length {config.rollout_length}, --queue-size {config.queue_size}"
+                 + (f", --replay-capacity {config.agent.replay_capacity:,}" if hasattr(config.agent, "replay_capacity") else ""))
     # Actor i's group g gets seeds as if its batch were one envpool batch (envpool seeds env j with seed + j).
     groups = [[make_env(config.seed + 1000 * (first_actor + i) + g * group_size, group_size) for g in range(num_groups)]
               for i in range(num_actors)]

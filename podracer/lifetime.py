@@ -22,7 +22,11 @@ class DiskFull(ValueError):
     space needed and the space free; the newest complete checkpoint is left as it was."""
 
 
-def megabytes(n: float) -> str:
+def size(n: float) -> str:
+    """Bytes as people read them: "0.5 MB", "23.5 GB", "16.1 TB"."""
+    for unit, scale in (("TB", 2**40), ("GB", 2**30)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
     return f"{n / 2**20:,.1f} MB"
 
 

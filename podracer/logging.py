@@ -62,12 +62,12 @@ def check_room(log_dir: str) -> None:
     """A one-line :class:`podracer.lifetime.DiskFull` when the device holding ``log_dir`` is (nearly) full."""
     import shutil
 
-    from podracer.lifetime import DiskFull, megabytes
+    from podracer.lifetime import DiskFull, size
 
     free = shutil.disk_usage(log_dir).free
     if free < LOG_ROOM_BYTES:
-        raise DiskFull(f"--log-dir {log_dir!r}: no room for the next metrics line: the device has {megabytes(free)} "
-                       f"free, less than the {megabytes(LOG_ROOM_BYTES)} podracer keeps; free some space and "
+        raise DiskFull(f"--log-dir {log_dir!r}: no room for the next metrics line: the device has {size(free)} "
+                       f"free, less than the {size(LOG_ROOM_BYTES)} podracer keeps; free some space and "
                        "continue with --resume (no line is lost or repeated).")
 
 

@@ -438,6 +438,31 @@ def agree_on_min(value: int) -> int:
     return int(np.min(multihost_utils.process_allgather(np.asarray(value, np.int64))))
 
 
+def available_memory(devices: Sequence[jax.Device] | None = None) -> int | None:
+    """Bytes free for arrays on this process's ``devices`` (default: its own): the host's available memory on the
+    CPU (``MemAvailable``), the devices' free memory on an accelerator; None where it cannot be asked."""
+    local = local_devices(devices)
+    if all(d.platform == "cpu" for d in local):
+        try:
+            with open("/proc/meminfo", encoding="ascii") as f:
+                for line in f:
+                    if line.startswith("MemAvailable:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        try:
+            return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return None
+    total = 0
+    for device in local:
+        stats = device.memory_stats() or {}
+        if "bytes_limit" not in stats:
+            return None
+        total += stats["bytes_limit"] - stats.get("bytes_in_use", 0)
+    return total
+
+
 def any_process(flag: bool) -> bool:
     """Whether ``flag`` holds in any process of the run (one small all-gather in a multi-process run): processes
     that stop on a signal stop at the same host call, though the signal reached them a little apart (or reached

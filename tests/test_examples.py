@@ -88,6 +88,14 @@ def test_bad_command_lines_fail_with_clear_messages():
     out = _run("--cpu-devices", "4", "--num-envs", "10")
     assert out.returncode == 2
     assert "--num-envs = 10 is not divisible by the 4 devices of this run; choose a multiple of 4." in out.stderr
+    # Sizes far beyond this machine's memory: refused from their shapes, before anything is allocated or compiled.
+    for flags, named in ((["--num-envs-per-device", "1000000000"], "1,000,000,000 envs per device (--num-envs-per-device"),
+                         (["--agent", "dqn", "--replay-capacity", "1000000000"], "--replay-capacity 1,000,000,000")):
+        out = _run("--cpu-devices", "2", *flags)
+        lines = out.stderr.splitlines()
+        assert out.returncode == 2 and len(lines) == 1, out.stderr
+        assert lines[0].startswith("anakin_catch.py: error: this run needs about ") and named in lines[0], lines
+        assert "of memory for its state and rollouts" in lines[0] and "available; lower them." in lines[0]
 
 
 def test_two_processes_solve_catch_as_one_process_with_the_same_devices(tmp_path):

@@ -85,8 +85,9 @@ def test_runs_the_exact_number_of_updates_and_joins_every_thread(devices):
     assert int(result.state.step[0]) == 6 and result.state.step.shape == (2,)  # on both learner devices
     leaves = jax.tree.leaves(result.state.params)
     assert all(np.array_equal(leaf[0], leaf[1]) for leaf in leaves)
-    assert len(made) == 4 and all(env.closed for env in made)  # 2 threads x 2 groups of 4 envs
-    assert [env.num_envs for env in made] == [4] * 4
+    # A probe of one environment (its spec, for the memory estimate), then 2 threads x 2 groups of 4 envs; all closed.
+    assert len(made) == 5 and all(env.closed for env in made)
+    assert [env.num_envs for env in made] == [1] + [4] * 4
     assert not _threads()
     assert [h["env_steps"] for h in result.history] == [64.0, 128.0, 192.0]
     # Episodes of 5 steps paying 1 per step.
@@ -126,7 +127,7 @@ def test_one_environment_group_steps_while_another_is_acted_on(env_groups, devic
         return made[-1]
 
     result = train(_config(env_groups=env_groups), make_env=make_env)
-    assert result.updates == 6 and len(made) == env_groups
+    assert result.updates == 6 and len(made) == 1 + env_groups  # the probe of one environment, then the groups
     in_flight, overlapped = set(), []
     for event, name in log:
         if event == "recv":
@@ -273,6 +274,10 @@ def test_cli_help_bad_layout_and_a_short_logged_run(tmp_path):
     out = _cli("--env", "CartPole", "--cpu-devices", "2", "--learner-devices", "5")
     assert out.returncode == 2
     assert "--learner-devices [5]: device index 5 is out of range; this process has 2 device(s) (0 ... 1)." in out.stderr
+    out = _cli("--env", "CartPole", "--cpu-devices", "2", "--num-envs-per-actor", "1000000000")  # refused before envpool
+    lines = out.stderr.splitlines()
+    assert out.returncode == 2 and len(lines) == 1 and lines[0].startswith("podracer.sebulba: error: this run needs about "), lines
+    assert "(1,000,000,000 envs per actor thread (--num-envs-per-actor, --num-envs) x 1 thread(s)" in lines[0]
     out = _cli("--env", "CartPole", "--cpu-devices", "2", "--total-env-steps", "20000", "--log-every", "5",
                "--log-dir", str(tmp_path))
     assert out.returncode == 0, out.stderr
