@@ -223,9 +223,10 @@ def abandon_run(program: str, error: BaseException) -> None:
     if isinstance(error, LateProcesses):
         print(f"{program}: error: {error}", file=sys.stderr, flush=True)
     elif lost_peer(error):
-        failed = time.monotonic()
         # A collective also fails when another process is alive but late (still compiling on a busy machine): wait
-        # for the heartbeats to tell (the watch ends this process meanwhile when one falls silent).
+        # for the heartbeats to tell (the watch ends this process meanwhile when one falls silent). A beat sent just
+        # before a process died can still be read one round later: only beats read two rounds on count.
+        failed = time.monotonic() + 2 * WATCH_PERIOD_SECONDS
         alive = _alive_after(failed, PEER_SILENCE_SECONDS + 2) if _PEERS else []
         if _PEERS and len(alive) == len(_PEERS):
             late = ", ".join(map(str, alive))
@@ -243,7 +244,10 @@ def abandon_run(program: str, error: BaseException) -> None:
     os._exit(1)
 
 
-def _watch_peers(period: float = 0.5) -> None:
+WATCH_PERIOD_SECONDS = 0.5  # how often each process beats and reads the others' beats
+
+
+def _watch_peers(period: float = WATCH_PERIOD_SECONDS) -> None:
     """A daemon thread that ends this process (status 1, one line) when another process of the run falls silent
     for :data:`PEER_SILENCE_SECONDS`, or the coordinator cannot be reached: whatever this process is doing
     (compiling, waiting for a queue). Each process bumps a counter in the coordinator's key-value store every
@@ -270,12 +274,13 @@ def _watch_peers(period: float = 0.5) -> None:
         while not done.wait(period):
             beat += 1
             try:
+                asked = time.monotonic()  # a value read from here on was written no earlier than this
                 client.key_value_set(f"podracer/alive/{me}", str(beat), allow_overwrite=True)
                 values = {p: _try_get(client, f"podracer/alive/{p}") for p in others}
                 now = _COORDINATOR["answered"] = time.monotonic()
                 for p, value in values.items():
                     if value != seen[p][0]:
-                        seen[p] = (value, now)
+                        seen[p] = (value, asked)
                 silent = [p for p in others if seen[p][0] is not None and now - seen[p][1] > PEER_SILENCE_SECONDS
                           and _try_get(client, f"podracer/done/{p}") is None]  # one that ended normally is not lost
             except Exception:  # noqa: BLE001 - the coordinator does not answer
