@@ -137,7 +137,8 @@ def _start_coordinator(address: str, num_processes: int, timeout: int) -> dict:
         return {}
     child = subprocess.Popen([sys.executable, "-m", "podracer.coordinator", address, str(num_processes),
                               str(HEARTBEAT_SECONDS), str(SHUTDOWN_SECONDS)],
-                             stdout=subprocess.PIPE, text=True, start_new_session=True)
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                             start_new_session=True)  # holds none of this process's streams: a pipe ends with it
     answer = []
     reader = threading.Thread(target=lambda: answer.append(child.stdout.readline().strip()), daemon=True)
     reader.start()

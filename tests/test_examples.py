@@ -36,12 +36,6 @@ def _records(log_dir: Path):
     return [json.loads(line) for line in (log_dir / "metrics.jsonl").read_text().splitlines()]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_help_lists_the_flags():
     out = _run("--help")
     assert out.returncode == 0, out.stderr
@@ -98,16 +92,34 @@ def test_bad_command_lines_fail_with_clear_messages():
         assert "of memory for its state and rollouts" in lines[0] and "available; lower them." in lines[0]
 
 
+def _slurm_step(num_tasks: int) -> dict:
+    """The variables Slurm sets for every task of a step (``srun``) on one node, here 127.0.0.1, for a job id whose
+    coordinator port (JAX derives it: 61440 + id % 4096) is free."""
+    import random
+
+    for _ in range(100):
+        job_id = random.randrange(10_000, 1_000_000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", 61440 + job_id % 4096))
+                break
+            except OSError:
+                continue
+    return {"SLURM_JOB_ID": str(job_id), "SLURM_STEP_NODELIST": "127.0.0.1", "SLURM_NTASKS": str(num_tasks),
+            "SLURM_STEP_NUM_NODES": "1"}
+
+
 def test_two_processes_solve_catch_as_one_process_with_the_same_devices(tmp_path):
-    """2 processes x 2 CPU devices joined by jax.distributed on 127.0.0.1 == 1 process x 4 devices."""
+    """2 processes x 2 CPU devices joined by jax.distributed on 127.0.0.1 == 1 process x 4 devices. The processes
+    find each other as in a Slurm step: ``--distributed`` lets JAX detect the cluster from Slurm's variables
+    (the explicit --coordinator flags are exercised by the fault tests and Sebulba's 2-process test)."""
     args = ["--num-envs", "64", "--num-updates", "120", "--updates-per-call", "20"]
-    port = _free_port()
-    multi = tmp_path / "multi"
+    multi, slurm = tmp_path / "multi", _slurm_step(2)
     procs = [
         subprocess.Popen(
-            [sys.executable, str(EXAMPLE), "--cpu-devices", "2", "--coordinator", f"127.0.0.1:{port}",
-             "--num-processes", "2", "--process-id", str(i), "--log-dir", str(multi / str(i)), *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT,
+            [sys.executable, str(EXAMPLE), "--cpu-devices", "2", "--distributed", "--log-dir", str(multi / str(i)), *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+            env={**_env(), **slurm, "SLURM_PROCID": str(i), "SLURM_LOCALID": str(i)},
         )
         for i in range(2)
     ]
@@ -128,33 +140,6 @@ def test_two_processes_solve_catch_as_one_process_with_the_same_devices(tmp_path
         assert math.isclose(m["episode_return"], s["episode_return"], abs_tol=0.02)
     assert multi_records[-1]["episode_return"] >= 0.9
     assert single_records[-1]["episode_return"] >= 0.9
-
-
-def test_two_processes_find_each_other_from_the_variables_of_a_slurm_step(tmp_path):
-    """``--distributed`` lets jax.distributed detect the cluster: here from the variables Slurm sets for each task of
-    a step (``srun``), on 127.0.0.1. JAX derives the coordinator's port from the job id."""
-    import random
-
-    for _ in range(100):  # a job id whose port (61440 + id % 4096) is free here
-        job_id = random.randrange(10_000, 1_000_000)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", 61440 + job_id % 4096))
-                break
-            except OSError:
-                continue
-    slurm = {"SLURM_JOB_ID": str(job_id), "SLURM_STEP_NODELIST": "127.0.0.1", "SLURM_NTASKS": "2",
-             "SLURM_STEP_NUM_NODES": "1"}
-    procs = [subprocess.Popen([sys.executable, str(EXAMPLE), "--cpu-devices", "2", "--distributed", "--num-envs", "16",
-                               "--num-updates", "20"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                              env={**_env(), **slurm, "SLURM_PROCID": str(i), "SLURM_LOCALID": str(i)})
-             for i in range(2)]
-    outputs = [p.communicate(timeout=300) for p in procs]
-    for p, (_, stderr) in zip(procs, outputs):
-        assert p.returncode == 0, stderr
-    assert "4 device(s) in 2 process(es)" in outputs[0][0] and "final mean episode return" in outputs[0][0]
-    assert "env steps" not in outputs[1][0]
 
 
 def test_notebook_executes_and_learns(tmp_path, monkeypatch):
