@@ -15,7 +15,7 @@ REPO = BENCHMARKS.parent
 def test_learner_limit_command_prints_and_saves_its_tables(tmp_path):
     out = tmp_path / "limit"
     run = subprocess.run([sys.executable, str(BENCHMARKS / "learner_limit.py"), "--agents", "ppo", "a2c", "--envs", "catch",
-                          "--num-envs", "4", "--rounds", "2", "--out", str(out)], capture_output=True, text=True, timeout=400)
+                          "--num-envs", "4", "--rounds", "1", "--out", str(out)], capture_output=True, text=True, timeout=400)
     assert run.returncode == 0, run.stderr
     assert "| agent | env | envs | minibatch | SGD steps | matmuls/step |" in run.stdout
     assert "| agent | env | envs | rollout | value pass + GAE | shuffles | SGD steps | learner step | update |" in run.stdout
