@@ -39,16 +39,17 @@ def load(directory: str, spec):
     return agent, state.params, metadata
 
 
-def _episodes(agent, policy, params, timestep, step, key, episodes: int, max_steps: int, record: bool):
+def _episodes(agent, policy, params, timestep, step, key, episodes: int, max_steps: int, record: bool, spec=None):
     """Plays until each of the ``episodes`` environments has ended one episode.
 
     ``step(action) -> (timestep, running episode returns)``. Returns the returns, and
-    the first environment's frames until its episode ends when ``record``.
+    the first environment's frames until its episode ends when ``record`` (pictures of its
+    observations, drawn as ``spec`` lays them out: :func:`picture`).
     """
     import jax
 
     returns = np.full(episodes, np.nan)
-    frames = [_frame(timestep.observation[0])] if record else []
+    frames = [picture(timestep.observation[0], spec)] if record else []
     core, first = agent.initial_state(episodes), np.ones(episodes, bool)
     for _ in range(max_steps):
         key, act_key = jax.random.split(key)
@@ -56,7 +57,7 @@ def _episodes(agent, policy, params, timestep, step, key, episodes: int, max_ste
         first = np.asarray(timestep.last)
         timestep, episode_returns = step(action)
         if record and np.isnan(returns[0]):
-            frames.append(_frame(timestep.observation[0]))
+            frames.append(picture(timestep.observation[0], spec))
         finished = np.asarray(timestep.last) & np.isnan(returns)
         returns[finished] = np.asarray(episode_returns)[finished]
         if not np.isnan(returns).any():
@@ -82,7 +83,7 @@ def play_host(env, agent, params, episodes: int, *, seed: int = 0, greedy: bool 
         return timestep, env.stats.episode_return
 
     return _episodes(agent, _policy(agent, greedy), params, env.reset(), step, jax.random.key(seed), episodes,
-                     max_steps, record)
+                     max_steps, record, env.spec())
 
 
 def _play_host(metadata, directory, episodes, seed, greedy, max_steps, record):
@@ -128,7 +129,7 @@ def play_jax(env, agent, params, episodes: int, *, seed: int = 0, greedy: bool =
         state, timestep = jitted_step(state, action)
         return timestep, state.stats.episode_return
 
-    return _episodes(agent, _policy(agent, greedy), params, timestep, step, key, episodes, max_steps, record)
+    return _episodes(agent, _policy(agent, greedy), params, timestep, step, key, episodes, max_steps, record, env.spec())
 
 
 def _policy(agent, greedy: bool):
@@ -144,12 +145,57 @@ def _policy(agent, greedy: bool):
     return policy
 
 
-def _frame(observation) -> np.ndarray:
-    """A grayscale picture of one observation: the newest stacked frame, or a board scaled to 0 ... 255."""
+PALETTE_SIZE = 24
+
+
+def palette(n: int = PALETTE_SIZE) -> np.ndarray:
+    """``n`` distinct, bright RGB colours (uint8 ``[n, 3]``), the same every time: hues a golden angle apart."""
+    import colorsys
+
+    return np.array([[round(255 * c) for c in colorsys.hsv_to_rgb((0.07 + i * 0.618034) % 1.0, 0.7, 0.95)]
+                     for i in range(n)], np.uint8)
+
+
+def _scaled(x: np.ndarray, low: float, high: float) -> np.ndarray:
+    return (255 * np.clip((x.astype(np.float64) - low) / (high - low), 0, 1)).astype(np.uint8)
+
+
+def picture(observation, spec) -> np.ndarray:
+    """One observation as a picture (uint8 ``[H, W]`` grey or ``[H, W, 3]`` colour), from the layout ``spec``
+    declares: channels-first frame stacks (envpool's Atari: the newest frame), channels-last images (RGB, or one
+    grey channel) scaled from the declared range, boards of many planes (MinAtar, xminigrid's one-hot tiles, pgx)
+    as a colour-coded grid (each cell coloured by its planes' values, empty cells black), and 2-D boards (Catch)
+    scaled to grey. A board's cell takes the colour of its last plane that is on (of 24 colours, cycling), or, where
+    the planes hold other values, a colour per combination of values; an empty cell is black."""
+    from podracer.envs.base import image_layout
+
     observation = np.asarray(observation)
-    if observation.ndim == 3:
-        return observation[-1].astype(np.uint8)
-    return (255 * np.clip(observation, 0, 1)).astype(np.uint8)
+    layout = image_layout(spec)
+    if layout is None:  # a board (rank 2), scaled from its values' own range
+        board = observation.astype(np.float64)
+        high = max(1.0, float(board.max()))
+        return _scaled(board, min(0.0, float(board.min())), high)
+    if layout.channel_axis == -3:  # [C, H, W], stacked frames: the newest
+        return _scaled(observation[-1], layout.low, layout.high)
+    channels = observation.shape[-1]
+    if channels == 1:
+        return _scaled(observation[..., 0], layout.low, layout.high)
+    if channels == 3:
+        return _scaled(observation, layout.low, layout.high)
+    levels = np.round((observation.astype(np.float64) - layout.low) / (layout.high - layout.low) * 255).astype(np.uint64)
+    empty = (levels == 0).all(axis=-1)
+    if np.isin(levels, (0, 255)).all():  # planes that are on or off: the colour of the last plane on
+        index = channels - 1 - np.argmax(levels[..., ::-1] > 0, axis=-1)
+    else:  # values: a colour per combination, the same in every frame (splitmix64's finaliser of the values)
+        with np.errstate(over="ignore"):
+            code = (levels * (np.uint64(0x9E3779B97F4A7C15) ** np.arange(1, channels + 1, dtype=np.uint64))).sum(axis=-1)
+            code ^= code >> np.uint64(31)
+            code *= np.uint64(0xBF58476D1CE4E5B9)
+            code ^= code >> np.uint64(29)
+        index = (code % np.uint64(PALETTE_SIZE)).astype(np.int64)
+    image = palette()[index % PALETTE_SIZE]
+    image[empty] = 0
+    return image
 
 
 def play(directory: str, episodes: int, *, seed: int = 0, greedy: bool = False, max_steps: int = 100_000, record: bool = False):
@@ -184,7 +230,7 @@ def check_output_file(path: str, flag: str) -> None:
 def write_gif(frames, path: str, fps: int = 15) -> None:
     from PIL import Image
 
-    height, width = np.asarray(frames[0]).shape
+    height, width = np.asarray(frames[0]).shape[:2]
     scale = max(1, 168 // max(height, width))
     images = [Image.fromarray(np.asarray(f, np.uint8)).resize((width * scale, height * scale), Image.NEAREST) for f in frames]
     images[0].save(path, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
