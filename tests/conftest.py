@@ -32,41 +32,9 @@ def pytest_configure(config):
                                        "skipped, in one line naming the package and its extra, where it is not installed")
 
 
-# The slowest tests (seconds on the 2-core CI machine, `pytest --durations=25`), started first: with xdist's load
-# scheduling (pyproject's addopts) the two workers then share them and the quick tests fill the gaps, instead of one
-# slow test running alone at the end (longest processing time first).
-SLOW_FIRST = {
-    "test_dqn_with_prioritized_replay_learns_jax_cartpole_in_anakin_on_most_seeds": 27,
-    "test_r2d2_stores_aligned_sequences_and_learns_the_memory_task": 27,
-    "test_sac_learns_pendulum_on_two_of_three_seeds": 23,
-    "test_a_lost_process_ends_the_other_with_one_line": 21,
-    "test_a_second_run_loads_its_programs_from_the_compile_cache": 21,
-    "test_recurrent_agent_solves_the_memory_task_that_feed_forward_cannot": 21,
-    "test_two_processes_solve_catch_as_one_process_with_the_same_devices": 20,
-    "test_ctrl_c_abandons_a_long_call_and_saves_the_last_completed_update": 20,
-    "test_learner_limit_command_prints_and_saves_its_tables": 19,
-    "test_agents_learn_cartpole_through_sebulba": 15,
-    "test_cli_help_bad_layout_and_a_short_logged_run": 18,
-    "test_recurrent_agents_ship_their_start_state_once_per_trajectory_to_several_learners": 16,
-    "test_compare_commits_alternates_two_processes_and_compares_their_parameters": 16,
-    "test_sigterm_saves_the_last_update_and_the_same_command_with_resume_auto_continues": 15,
-    "test_sigterm_stops_joins_saves_and_resume_auto_continues": 15,
-    "test_an_interrupted_and_resumed_run_ends_exactly_as_an_uninterrupted_one": 14,
-    "test_notebook_executes_and_learns": 14,
-    "test_evaluate_plays_an_anakin_checkpoint_and_writes_a_gif": 14,
-    "test_a_two_by_two_sweep_equals_separate_runs_of_its_settings": 14,
-    "test_replay_and_recurrent_agents_train_seeds_together_as_alone": 11,
-    "test_a_sweep_run_ends_with_its_table_plot_and_a_checkpoint_per_setting_and_seed": 13,
-    "test_four_seeds_in_one_program_solve_catch": 13,
-    "test_gaussian_ppo_learns_pendulum_on_two_of_three_seeds": 12,
-    "test_benchmark_command_prints_and_saves_its_table": 12,
-}
-
-
 def pytest_collection_modifyitems(config, items):
     import importlib.util
 
-    items.sort(key=lambda item: -SLOW_FIRST.get(item.originalname or item.name, 0))  # stable: the rest keep their order
     for item in items:
         for mark in item.iter_markers("suite"):
             package = mark.args[0]
