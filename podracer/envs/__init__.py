@@ -27,14 +27,39 @@ SUITES: dict[str, str] = {
 }
 
 
-def register(name: str, factory: Callable[..., Environment]) -> None:
-    """Adds a JAX environment of your own under ``name``: ``factory(**kwargs)`` makes it. In the process that
-    registered it, the name then works as a built-in one does (``--env NAME`` in Anakin, ``--env jax:NAME`` in
-    Sebulba, :func:`podracer.evaluate.play`); a separate ``python -m podracer.evaluate`` does not know it."""
-    key = name.lower()
-    if ":" in key:
+_ALIASES = {"cartpole-v1": "cartpole"}
+
+
+def normalize(name: str) -> str:
+    """How :func:`register`, :func:`make`, ``--env`` and ``--env list`` spell a name: lower case, ``-`` for ``_``."""
+    key = name.strip().lower().replace("_", "-")
+    return _ALIASES.get(key, key)
+
+
+def register(name: str, factory: Callable[..., Environment] | str) -> None:
+    """Adds a JAX environment of your own under ``name`` (spelled as :func:`normalize` does: ``my_task`` and
+    ``My-Task`` are one name): ``factory(**kwargs)`` makes it. ``factory`` may also be a lazy target,
+    ``"package.module:Factory"``, imported only when the environment is made: a package that starts JAX when it
+    is imported (pgx, navix) then waits until the command line has chosen JAX's devices. In the process that
+    registered it, the name works as a built-in one does (``--env NAME`` in Anakin, ``--env jax:NAME`` in
+    Sebulba, :func:`podracer.evaluate.play`); nothing is made or imported to check it."""
+    if ":" in name:
         raise ValueError(f"Environment names take no ':' (SUITE:NAME is for the suites), got {name!r}.")
-    _JAX_ENVS[key] = factory
+    if isinstance(factory, str) and (factory.count(":") != 1 or not all(factory.split(":"))):
+        raise ValueError(f"A lazy environment target is 'package.module:Factory', got {factory!r}.")
+    _JAX_ENVS[normalize(name)] = factory
+
+
+def _factory(target: Callable[..., Environment] | str) -> Callable[..., Environment]:
+    if not isinstance(target, str):
+        return target
+    import importlib
+
+    module, attribute = target.split(":")
+    try:
+        return getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(f"Cannot load the environment {target!r}: {error}.") from None
 
 
 def make(name: str, **kwargs) -> Environment:
@@ -47,9 +72,12 @@ def make(name: str, **kwargs) -> Environment:
 
         suite, task = name.split(":", 1)
         return importlib.import_module(SUITES[suite]).make(task, **kwargs)
-    key = name.lower().replace("_", "-")
-    aliases = {"cartpole-v1": "cartpole"}
-    key = aliases.get(key, key)
+    return _factory(_JAX_ENVS[_known(name)])(**kwargs)
+
+
+def _known(name: str) -> str:
+    """The registry's key for ``name``; a one-line ``ValueError`` naming the known ones (with the closest) if none."""
+    key = normalize(name)
     if key not in _JAX_ENVS:
         close = difflib.get_close_matches(key, list(_JAX_ENVS), n=3, cutoff=0.6)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
@@ -57,7 +85,7 @@ def make(name: str, **kwargs) -> Environment:
             f"Unknown JAX environment {name!r}; available: {', '.join(sorted(_JAX_ENVS))}, or SUITE:NAME "
             f"({', '.join(sorted(SUITES))}; --env list).{hint}"
         )
-    return _JAX_ENVS[key](**kwargs)
+    return key
 
 
 def check(name: str) -> None:
@@ -72,7 +100,7 @@ def check(name: str) -> None:
 
         importlib.import_module(SUITES[suite]).require()
         return
-    make(name)
+    _known(name)  # the factory is not called: it may start JAX before the command line has chosen the devices
 
 
 def is_jax_on_host(name: str) -> bool:
@@ -135,6 +163,7 @@ __all__ = [
     "make_host",
     "make",
     "names",
+    "normalize",
     "register",
     "wrap",
 ]
