@@ -30,12 +30,85 @@ from podracer.agents.base import check_finite, flag
 
 T = TypeVar("T")
 
-# The agent choice: a tyro subcommand per registered agent, named as in the registry.
-AgentConfig = Union[tuple(Annotated[cls, tyro.conf.subcommand(name, default=cls())]  # noqa: UP007
-                          for name, cls in agents.config_classes().items())]
+
+
+def agent_choice(classes: dict[str, type]):
+    """The type of a mode's ``agent`` field: a tyro subcommand per agent, named as in the registry."""
+    return Union[tuple(Annotated[cls, tyro.conf.subcommand(name, default=cls())]  # noqa: UP007
+                       for name, cls in classes.items())]
+
+
+# The built-in agents; :func:`parse` adds those registered (agents.register, --import, entry points).
+AgentConfig = agent_choice(agents.config_classes(built_in=True))
 AnakinEnvName = Annotated[str, tyro.conf.arg(
     metavar="NAME", help=f"JAX environment: {', '.join(envs.names())}, one registered with podracer.envs.register, or "
                          f"SUITE:NAME ({', '.join(f'{s}:...' for s in sorted(envs.SUITES))}); --env list shows them")]
+
+Imports = Annotated[tuple[str, ...], tyro.conf.arg(
+    name="import", metavar="MODULE",
+    help="import this module (package.module, or a path/to/file.py) before anything else, so that the environments "
+         "and agents it registers (podracer.envs.register, podracer.agents.register) can be named; repeat for several"),
+    tyro.conf.UseAppendAction]
+
+
+def import_module(target: str):
+    """Imports ``--import``'s ``target``: a module name (``my_package.tasks``) or a Python file (``examples/own_env.py``,
+    imported as a module named after the file). A module that cannot be found, or that raises ``ValueError`` (a
+    registration refused), is a one-line ``ValueError``."""
+    import importlib
+    import os
+
+    try:
+        if target.endswith(".py") or os.sep in target:
+            if not os.path.isfile(target):
+                raise ValueError(f"--import: no such file {target!r}.")
+            name = os.path.splitext(os.path.basename(target))[0]
+            if name in sys.modules and getattr(sys.modules[name], "__file__", None) == os.path.abspath(target):
+                return sys.modules[name]
+            spec = importlib.util.spec_from_file_location(name, target)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[name]
+                raise
+            return module
+        return importlib.import_module(target)
+    except ImportError as error:
+        raise ValueError(f"--import: cannot import {target!r}: {error}.") from None
+    except ValueError as error:
+        if str(error).startswith("--import"):
+            raise
+        raise ValueError(f"--import {target}: {error}") from None
+
+
+def _import_requested(argv: Sequence[str]) -> None:
+    """Imports every module that ``--import MODULE`` (or ``--import=MODULE``) names, in order, before the command
+    line is parsed: the agents they register are then subcommands, their environments known names."""
+    for i, token in enumerate(argv):
+        if token == "--import":
+            if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
+                raise UsageError("--import needs a value: a module (package.module) or a path/to/file.py.")
+            import_module(argv[i + 1])
+        elif token.startswith("--import="):
+            import_module(token.split("=", 1)[1])
+
+
+def _with_registered_agents(cls: type) -> type:
+    """``cls`` (a mode's config) whose ``agent`` field also chooses among the agents registered in this process
+    (agents.register, --import, entry points); ``cls`` itself when there are none beyond podracer's own."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    if "agent" not in fields:
+        return cls
+    classes = agents.config_classes()
+    if set(classes) == set(agents.BUILT_IN):
+        return cls
+    mode = dataclasses.make_dataclass(
+        cls.__name__, [("agent", agent_choice(classes), dataclasses.field(default=fields["agent"].default))],
+        bases=(cls,), frozen=True)
+    mode.__doc__, mode.__module__, mode.__qualname__ = cls.__doc__, cls.__module__, cls.__qualname__
+    return mode
 
 
 def check_env(name: str) -> None:
@@ -75,6 +148,7 @@ class RunConfig:
     wandb_project: str | None = None  # also log to this Weights & Biases project (pip install 'podracer[wandb]'; WANDB_MODE=offline needs no network)
     compile_cache: bool = True  # keep compiled programs on disk (JAX's persistent compilation cache): a run with the same settings skips compilation
     compile_cache_dir: str | None = None  # where; None: $XDG_CACHE_HOME/podracer/jax (~/.cache/podracer/jax)
+    imports: Imports = ()
 
     def __post_init__(self):
         if isinstance(self.resume, bool):  # Python callers: resume=True / False
@@ -220,6 +294,7 @@ class EvaluateConfig:
     gif: str | None = None  # write the first episode to this GIF (image or board observations)
     greedy: bool = False  # take the most likely (or, for value-based agents, the highest-valued) action instead of the behaviour policy's
     seed: int = 0  # random seed
+    imports: Imports = ()
 
     def __post_init__(self):
         _at_least(self, 1, "episodes")
@@ -316,10 +391,18 @@ def parse(default: T | type[T], argv: Sequence[str] | None = None, *, prog: str 
           description: str | None = None) -> T:
     """The config that ``argv`` (default ``sys.argv[1:]``) describes, starting from ``default`` (a config, or a
     config class whose defaults apply). Bad input prints ``PROG: error: MESSAGE`` and exits with status 2."""
-    cls = default if isinstance(default, type) else type(default)
     prog = prog or sys.argv[0]
     argv = list(sys.argv[1:] if argv is None else argv)
-    kwargs = {} if isinstance(default, type) else {"default": default}
+    try:
+        _import_requested(argv)
+    except (UsageError, ValueError) as error:
+        print(f"{prog}: error: {error}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+    cls = _with_registered_agents(default if isinstance(default, type) else type(default))
+    kwargs = {}
+    if not isinstance(default, type):
+        kwargs["default"] = default if type(default) is cls else cls(
+            **{f.name: getattr(default, f.name) for f in dataclasses.fields(default)})
     if any(f.name == "agent" for f in dataclasses.fields(cls)):
         description = ((description or "").rstrip(".") + ". " if description else "") + (
             "Choose the agent with --agent NAME (or NAME alone); --agent NAME --help lists its flags.")

@@ -15,6 +15,8 @@ import sys
 import time
 from collections.abc import Callable
 
+from podracer.config import Imports
+
 FINISHED = "finished.json"  # written by a run into its checkpoint directory when it ends
 
 
@@ -27,6 +29,7 @@ class PreviewConfig:
     poll_seconds: float = 2.0  # how often to look for a new checkpoint
     seed: int = 0  # seed of the environment the episode is played on
     max_steps: int = 10_000  # an episode longer than this is cut
+    imports: Imports = ()
 
     def __post_init__(self):
         from podracer.agents.base import check_finite

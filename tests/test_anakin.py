@@ -161,10 +161,12 @@ def test_summarize_weights_episode_statistics_by_episode_counts():
 
 
 def test_clear_errors_for_bad_input():
-    with pytest.raises(ValueError, match=r"Unknown agent 'dqnn'; available: a2c, dqn, impala, ppo, r2d2, sac\. Did you mean 'dqn'\?"):
+    with pytest.raises(ValueError, match=r"Unknown agent 'dqnn'; available: a2c, dqn, impala, ppo, r2d2, sac \(an agent of your own: agents.register, "
+                       r"--import MODULE, or a podracer.agents entry point\)\. Did you mean 'dqn'\?"):
         agents.config_class("dqnn")
     with pytest.raises(ValueError, match=r"Unknown JAX environment 'pong'; available: cartpole, catch, memory, synthetic, "
-                                         r"or SUITE:NAME \(brax, craftax, gymnax, jumanji, playground, xminigrid; --env list\)\."):
+                                         r"or SUITE:NAME \(brax, craftax, gymnax, jumanji, playground, xminigrid; --env list\); "
+                                         r"your own: envs.register, --import MODULE or a podracer.envs entry point\."):
         envs.make("pong")
     with pytest.raises(ValueError, match=r"--process-id 2 is out of range for 2 processes \(expected 0 \.\.\. 1\)\."):
         AnakinConfig(num_processes=2, process_id=2, coordinator="127.0.0.1:1234")

@@ -77,7 +77,7 @@ BAD_INPUTS = [
     (S, "--num-processes 0", "--num-processes must be >= 1, got 0."),
     (A, "--num-processes 2 --process-id 0 --coordinator 127.0.0.1:99999", "--coordinator '127.0.0.1:99999': port 99999 is out of range (1 ... 65535)."),
     (S, "--coordinator localhost", "--coordinator must be HOST:PORT, got 'localhost'."),
-    (A, "--env pong", "--env: Unknown JAX environment 'pong'; available: cartpole, catch, memory, synthetic, or SUITE:NAME (brax, craftax, gymnax, jumanji, playground, xminigrid; --env list)."),
+    (A, "--env pong", "--env: Unknown JAX environment 'pong'; available: cartpole, catch, memory, synthetic, or SUITE:NAME (brax, craftax, gymnax, jumanji, playground, xminigrid; --env list); your own: envs.register, --import MODULE or a podracer.envs entry point."),
     (A, "--env gym:CartPole-v1", "--env: Unknown environment suite 'gym' in 'gym:CartPole-v1'; suites: brax, craftax, gymnax, jumanji, playground, xminigrid."),
     (S, "--env jax:gym:CartPole-v1", "--env: Unknown environment suite 'gym' in 'gym:CartPole-v1'; suites: brax, craftax, gymnax, jumanji, playground, xminigrid."),
     (S, "--agent td3", "--agent: invalid choice: 'td3' (choose from a2c, dqn, impala, ppo, r2d2, sac)."),

@@ -44,23 +44,12 @@ def test_help_lists_the_flags():
         assert flag in out.stdout
 
 
-def test_default_example_solves_catch_and_writes_jsonl_and_tensorboard(tmp_path):
-    out = _run("--cpu-devices", "2", "--log-dir", str(tmp_path))
-    assert out.returncode == 0, out.stderr
-    assert "env steps" in out.stdout and "sps" in out.stdout and "return" in out.stdout
-    records = _records(tmp_path)
-    assert len(records) == 12
-    for record in records:
-        assert {"env_steps", "sps", "episode_return"} <= set(record)
-    assert records[-1]["env_steps"] == 240 * 16 * 64 * 2
-    assert records[-1]["episode_return"] >= 0.9
-    assert list(tmp_path.glob("events.out.tfevents.*"))
-
-
 def test_four_seeds_in_one_program_solve_catch(tmp_path):
-    """--num-seeds 4: at least 3 of the 4 seeds reach 0.9 (1.0 is optimal) with the default settings."""
+    """--num-seeds 4: at least 3 of the 4 seeds reach 0.9 (1.0 is optimal) with the default settings; a log line per
+    host call in metrics.jsonl, and TensorBoard's events."""
     out = _run("--cpu-devices", "2", "--num-seeds", "4", "--log-dir", str(tmp_path))
     assert out.returncode == 0, out.stderr
+    assert "env steps" in out.stdout and "sps" in out.stdout and "return" in out.stdout
     assert "seeds 0 ... 3 together" in out.stdout
     finals = [float(out.stdout.split(f"seed {i}: final mean episode return ")[1].split()[0]) for i in range(4)]
     assert sum(f >= 0.9 for f in finals) >= 3, out.stdout
@@ -70,6 +59,8 @@ def test_four_seeds_in_one_program_solve_catch(tmp_path):
     assert all(len(r["episode_return_per_seed"]) == 4 for r in records)
     assert records[-1]["episode_return_per_seed"] == pytest.approx(finals, abs=5e-4)
     assert records[-1]["env_steps"] == 240 * 16 * 64 * 2  # per seed
+    assert all({"env_steps", "sps", "episode_return"} <= set(r) for r in records)
+    assert list(tmp_path.glob("events.out.tfevents.*"))
 
 
 def test_bad_command_lines_fail_with_clear_messages(tmp_path):

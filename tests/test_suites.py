@@ -223,38 +223,3 @@ def test_registered_names_are_spelled_one_way_everywhere(monkeypatch):
     assert config.parse(AnakinConfig, ["--env", "missing"]).env == "missing"
     with pytest.raises(ValueError, match=r"^Cannot load the environment 'no_such_package_here:make': No module named"):
         envs.make("missing")
-
-
-_STANDIN = '''
-import jax.numpy as jnp
-
-ARRAY = jnp.zeros(3)  # JAX's backends start at import, as pgx's and navix's do
-
-from podracer.envs import Catch
-
-
-def make(**kwargs):
-    return Catch(rows=5, columns=3, **kwargs)
-'''
-
-_SCRIPT = '''
-import sys
-from podracer import cli, envs
-
-envs.register("standin_catch", "standin_pkg:make")  # imported only once the devices are chosen
-sys.exit(cli.anakin(["--env", "standin_catch", "--cpu-devices", "2", "--num-envs-per-device", "4", "--num-updates", "20",
-                     "--no-compile-cache"], name="standin"))
-'''
-
-
-def test_a_lazy_target_that_starts_jax_at_import_trains_through_the_command_line(tmp_path):
-    import os
-    import subprocess
-    import sys
-
-    (tmp_path / "standin_pkg.py").write_text(_STANDIN)
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
-    out = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, timeout=300, env=env)
-    assert out.returncode == 0, out.stderr
-    assert "2 device(s) in 1 process(es)" in out.stdout and "final mean episode return" in out.stdout

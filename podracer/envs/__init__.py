@@ -25,9 +25,50 @@ _JAX_ENVS: dict[str, Callable[..., Environment]] = {
 SUITES: dict[str, str] = {
     suite: f"podracer.envs.{suite}" for suite in ("brax", "craftax", "gymnax", "jumanji", "playground", "xminigrid")
 }
+_BUILT_IN_SUITES = frozenset(SUITES)
 
 
 _ALIASES = {"cartpole-v1": "cartpole"}
+ENTRY_POINTS = "podracer.envs"  # the entry-point group an installed package registers its environments in
+SUITE_ENTRY_POINTS = "podracer.suites"  # ... and its suite adapters in
+_entry_points_loaded = False
+
+
+def _load_entry_points() -> None:
+    """Registers, once, every environment an installed package declares in the ``podracer.envs`` entry-point group
+    (``NAME = "package.module:factory"``) as a lazy target: nothing is imported until the environment is made. A
+    name registered in this process wins over an entry point's."""
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    from importlib import metadata
+
+    for entry in metadata.entry_points(group=ENTRY_POINTS):
+        key = normalize(entry.name)
+        if key not in _JAX_ENVS and ":" not in entry.name and entry.value.count(":") == 1:
+            _JAX_ENVS[key] = entry.value
+    for entry in metadata.entry_points(group=SUITE_ENTRY_POINTS):
+        if entry.name not in SUITES and ":" not in entry.name and ":" not in entry.value:
+            SUITES[entry.name] = entry.value
+
+
+def register_suite(name: str, module: str) -> None:
+    """Adds a suite adapter of your own: ``--env NAME:TASK`` (Anakin) and ``--env NAME:TASK`` stepped on the host
+    (Sebulba) make ``module.make(TASK, **kwargs)``. ``module`` is a module path, imported only when one of its
+    tasks is checked or made (a suite's package may start JAX at import); it provides ``require()`` (a one-line
+    ``ValueError`` naming what to install, or nothing), ``names()`` (its tasks, for ``--env list``) and
+    ``make(task, **kwargs) -> Environment``. An installed package can declare it in the ``podracer.suites``
+    entry-point group instead (``NAME = "package.module"``). A built-in suite's name cannot be taken."""
+    _load_entry_points()
+    if not name or not name.replace("_", "").replace("-", "").isalnum() or name != name.lower():
+        raise ValueError(f"A suite's name is lower case letters, digits, '-' and '_' (the SUITE of --env SUITE:TASK), "
+                         f"got {name!r}.")
+    if name in _BUILT_IN_SUITES or name == "jax" or name == "gymnasium":
+        raise ValueError(f"{name!r} is a built-in suite prefix; register yours under another name.")
+    if not isinstance(module, str) or ":" in module or not module:
+        raise ValueError(f"A suite adapter is a module path ('package.module'), got {module!r}.")
+    SUITES[name] = module
 
 
 def normalize(name: str) -> str:
@@ -62,28 +103,38 @@ def _factory(target: Callable[..., Environment] | str) -> Callable[..., Environm
         raise ValueError(f"Cannot load the environment {target!r}: {error}.") from None
 
 
+def _made(target: Callable[..., Environment] | str, kwargs) -> Environment:
+    """The environment ``target`` makes. Its module is imported, and the factory called, with JAX evaluating
+    eagerly even inside a trace (``jax.ensure_compile_time_eval``): the arrays a package creates when it is imported
+    or its environment made are then arrays, never tracers that would leak out of the trace that first made it."""
+    import jax
+
+    with jax.ensure_compile_time_eval():
+        return _factory(target)(**kwargs)
+
+
 def make(name: str, **kwargs) -> Environment:
     """A JAX environment by name: a built-in or registered one (``catch``, ``cartpole``, ``memory``,
     ``synthetic``), or ``SUITE:NAME`` from an installed suite (``gymnax:CartPole-v1``); keyword arguments
     go to its constructor."""
     if ":" in name:
         check(name)
-        import importlib
-
         suite, task = name.split(":", 1)
-        return importlib.import_module(SUITES[suite]).make(task, **kwargs)
-    return _factory(_JAX_ENVS[_known(name)])(**kwargs)
+        return _made(lambda **kw: _suite(suite).make(task, **kw), kwargs)
+    return _made(_JAX_ENVS[_known(name)], kwargs)
 
 
 def _known(name: str) -> str:
     """The registry's key for ``name``; a one-line ``ValueError`` naming the known ones (with the closest) if none."""
+    _load_entry_points()
     key = normalize(name)
     if key not in _JAX_ENVS:
         close = difflib.get_close_matches(key, list(_JAX_ENVS), n=3, cutoff=0.6)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise ValueError(
             f"Unknown JAX environment {name!r}; available: {', '.join(sorted(_JAX_ENVS))}, or SUITE:NAME "
-            f"({', '.join(sorted(SUITES))}; --env list).{hint}"
+            f"({', '.join(sorted(SUITES))}; --env list); your own: envs.register, --import MODULE or a "
+            f"{ENTRY_POINTS} entry point.{hint}"
         )
     return key
 
@@ -93,18 +144,28 @@ def check(name: str) -> None:
     one may start JAX, which a command line checks before it chooses JAX's devices): for ``SUITE:NAME`` only the
     suite and its installation are checked here, the task when the environment is made."""
     if ":" in name:
+        _load_entry_points()
         suite = name.split(":", 1)[0]
         if suite not in SUITES:
             raise ValueError(f"Unknown environment suite {suite!r} in {name!r}; suites: {', '.join(sorted(SUITES))}.")
-        import importlib
-
-        importlib.import_module(SUITES[suite]).require()
+        _suite(suite).require()
         return
     _known(name)  # the factory is not called: it may start JAX before the command line has chosen the devices
 
 
+def _suite(suite: str):
+    """The adapter module of a suite (imported here); a one-line ``ValueError`` if a registered one cannot be."""
+    import importlib
+
+    try:
+        return importlib.import_module(SUITES[suite])
+    except ImportError as error:
+        raise ValueError(f"Cannot load the adapter of suite {suite!r} ({SUITES[suite]!r}): {error}.") from None
+
+
 def is_jax_on_host(name: str) -> bool:
     """Whether a Sebulba ``--env`` names a JAX environment stepped on the host (``jax:NAME`` or ``SUITE:NAME``)."""
+    _load_entry_points()
     return name.startswith("jax:") or name.split(":", 1)[0] in SUITES
 
 
@@ -128,18 +189,18 @@ def make_host(name: str, num_envs: int, seed: int = 0, *, num_threads: int = 0, 
 
 
 def names() -> list[str]:
-    """Names accepted by :func:`make` without a suite prefix (built-in and registered)."""
+    """Names accepted by :func:`make` without a suite prefix (built-in, registered, and installed packages'
+    ``podracer.envs`` entry points)."""
+    _load_entry_points()
     return sorted(_JAX_ENVS)
 
 
 def listing() -> str:
     """What ``--env list`` prints: the built-in and registered names, then each suite's (or how to install it)."""
-    import importlib
-
     lines = ["JAX environments: " + ", ".join(names())]
-    for suite, path in sorted(SUITES.items()):
-        module = importlib.import_module(path)
+    for suite in sorted(SUITES):
         try:
+            module = _suite(suite)
             lines.append(f"{suite}: " + ", ".join(f"{suite}:{n}" for n in module.names()))
         except ValueError as error:
             lines.append(f"{suite}: not installed ({str(error).split(': ', 1)[-1]})")
@@ -165,5 +226,6 @@ __all__ = [
     "names",
     "normalize",
     "register",
+    "register_suite",
     "wrap",
 ]
