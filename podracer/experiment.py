@@ -26,7 +26,7 @@ from podracer.envs.base import HostEnv, example_action_mask, example_observation
 from podracer.learner import (init_learner_state, make_learner_step, optimizer_steps, replay_items_per_trajectory,
                               should_unroll)
 from podracer.learner import make_optimizer as _adam
-from podracer.logging import make_logger
+from podracer.logging import Logger, make_logger
 from podracer.sebulba import learner as sebulba_learner
 from podracer.sebulba.run import run as run_threads
 from podracer.sebulba.actor import make_act, run_actor
@@ -114,14 +114,27 @@ def _check_anakin_batch(agent: Agent, per_device: int, rollout_length: int) -> N
                                  "the per-device batch (envs per device x rollout length)", "minibatches (--num-minibatches)")
 
 
-def _anakin_banner(config: AnakinConfig, num_global: int, per_device: int, resume_step: int | None) -> str:
+def _opponent_field(env) -> dict:
+    """What a two-player game's run is against (``opponent`` in every ``metrics.jsonl`` record), as the
+    environment names it."""
+    opponent = getattr(env, "opponent_name", None)
+    return {"opponent": opponent} if opponent else {}
+
+
+def _against(opponent: str | None) -> str:
+    return f" against {opponent}" if opponent else ""
+
+
+def _anakin_banner(config: AnakinConfig, num_global: int, per_device: int, resume_step: int | None,
+                   opponent: str | None = None) -> str:
     seeds = f", seeds {config.seed} ... {config.seed + config.num_seeds - 1} together" if config.num_seeds > 1 else ""
     if config.sweep:
         points = len(config.sweep_points)
         seeds = f", {points} settings x {config.num_seeds} seed(s) = {points * config.num_seeds} runs together" + (
             f" (seeds {config.seed} ... {config.seed + config.num_seeds - 1})" if config.num_seeds > 1 else "")
     resume = f"; resuming after {resume_step} updates" if resume_step is not None else ""
-    return (f"podracer anakin: {config.agent_name} on {config.env}, {num_global} device(s) in {parallel.process_count()} "
+    return (f"podracer anakin: {config.agent_name} on {config.env}{_against(opponent)}, {num_global} device(s) in "
+            f"{parallel.process_count()} "
             f"process(es) [{jax.default_backend()}], {per_device} envs per device, rollout {config.rollout_length}, "
             f"{config.num_updates} updates{seeds}{resume}")
 
@@ -199,8 +212,9 @@ def _train_anakin(config: AnakinConfig, env, agent, optimizer, per_device: int, 
                          + (("eval_return", "eval_return_min") if config.eval_every else ()),
                          wandb_project=config.wandb_project, wandb_config=dataclasses.asdict(config),
                          process=parallel.process_index())
+    logger.add_fields(_opponent_field(env))
     if main:
-        print(_anakin_banner(config, num_global, per_device, resume_step), flush=True)
+        print(_anakin_banner(config, num_global, per_device, resume_step, getattr(env, "opponent_name", None)), flush=True)
     watch = _Progress(config.num_updates * steps_per_update, (resume_step or 0) * steps_per_update, main)
     with logger, lifetime.Heartbeat(watch.status, enabled=main) as heartbeat:
         watch.heartbeat = heartbeat
@@ -436,6 +450,8 @@ def train_sebulba(
 
 def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_actor: int, stop, log, make_env):
     spec, first_env = groups[0][0].spec(), groups[0][0]
+    if isinstance(log, Logger):
+        log.add_fields(_opponent_field(first_env))
     agent = make_agent(config.agent, spec)
     per_actor = sum(env.num_envs for env in groups[0])
     # Every process feeds one trajectory per actor per update round; the update averages over all of them.
@@ -460,7 +476,8 @@ def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_a
     state, updates, save = _sebulba_checkpoints(config, metadata, state, steps_per_update)
     state = parallel.replicate(state, layout.learner_devices)
     if parallel.is_main_process():
-        print(f"podracer sebulba: {config.agent_name} on {metadata['env']}; actor devices {[d.id for d in layout.actor_devices]} "
+        opponent = _against(getattr(first_env, "opponent_name", None))
+        print(f"podracer sebulba: {config.agent_name} on {metadata['env']}{opponent}; actor devices {[d.id for d in layout.actor_devices]} "
               f"x {config.actor_threads} thread(s) x {per_actor} envs ({len(groups[0])} group(s)); learner devices "
               f"{[d.id for d in layout.learner_devices]} in {parallel.process_count()} process(es)"
               + (f"; resuming after {updates} updates" if updates else ""), flush=True)

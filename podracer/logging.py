@@ -177,6 +177,13 @@ class Logger:
         for sink in self.sinks:
             sink.write(metrics)
 
+    def add_fields(self, fields: Mapping[str, object]) -> None:
+        """Fields every later ``metrics.jsonl`` record carries (what the run is against, e.g. ``{"opponent":
+        "random legal moves"}``), known once the environment is made."""
+        for sink in self.sinks:
+            if isinstance(sink, JsonlSink):
+                sink.identity.update(fields)
+
     def close(self) -> None:
         for sink in self.sinks:
             sink.close()
@@ -206,7 +213,8 @@ def make_logger(
     With ``log_dir``, a line is written only while the device has room (:func:`check_room`). Every
     ``metrics.jsonl`` record carries ``run_id`` (default: :func:`new_run_id`) and ``process`` (the index of
     the process that wrote it), and the TensorBoard event file's name ends with the run id, so runs sharing a
-    ``log_dir`` stay apart. On processes other than the main one the logger writes nothing.
+    ``log_dir`` stay apart (:meth:`Logger.add_fields` adds more). On processes other than the main one the logger
+    writes nothing.
     """
     if not is_main:
         return Logger()

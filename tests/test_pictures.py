@@ -77,3 +77,20 @@ def test_xminigrid_views_are_colour_coded():
     ids = EnvSpec(jax.ShapeDtypeStruct((3, 3, 2), jnp.float32), num_actions=3, image=ImageLayout(-1, 0.0, 10.0))
     image = picture(board, ids)
     assert (image[0, 0] == image[1, 1]).all() and not image[0, 1].any() and image[0, 0].any() and image[2, 2].any()
+
+
+@pytest.mark.suite("pgx")
+def test_pgx_boards_are_colour_coded_grids_of_the_boards_size():
+    spec, observation = _first_observation("pgx:2048")  # [4, 4, 31] one-hot exponents, two tiles at the start
+    image = picture(observation, spec)
+    assert image.shape == (4, 4, 3) and image.dtype == np.uint8
+    tiles = observation[..., 1:].any(axis=-1)  # plane 0 is an empty cell
+    assert tiles.sum() == 2 and (image[tiles] > 0).any(axis=-1).all()
+    assert len(_colours(image)) >= 2  # tiles apart from the empty cells
+
+
+@pytest.mark.suite("navix")
+def test_navix_views_are_colour_coded():
+    spec, observation = _first_observation("navix:Empty-5x5")
+    image = picture(observation, spec)
+    assert image.shape == (5, 5, 3) and len(_colours(image)) >= 2 and image.max() > 100

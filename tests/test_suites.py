@@ -1,6 +1,7 @@
 """JAX environment suites by name (SUITE:NAME), tested against the real packages; user-registered environments."""
 
 import importlib.util
+import json
 
 import jax
 import jax.numpy as jnp
@@ -223,3 +224,122 @@ def test_registered_names_are_spelled_one_way_everywhere(monkeypatch):
     assert config.parse(AnakinConfig, ["--env", "missing"]).env == "missing"
     with pytest.raises(ValueError, match=r"^Cannot load the environment 'no_such_package_here:make': No module named"):
         envs.make("missing")
+
+
+def _random_legal_returns(env, num_envs: int, steps: int, seed: int = 0):
+    """Episode returns of random legal moves on ``env`` (podracer's wrappers), and each step's seat and turn."""
+    from podracer.envs.pgx import random_legal_move
+
+    wrapped = envs.wrap(env)
+
+    def play(key):
+        state, first = jax.vmap(wrapped.reset)(jax.random.split(key, num_envs))
+
+        def step(carry, key):
+            state, timestep = carry
+            actions = jax.vmap(random_legal_move)(timestep.observation, timestep.action_mask, jax.random.split(key, num_envs))
+            legal = jnp.take_along_axis(timestep.action_mask, actions[:, None], axis=1)[:, 0]
+            state, timestep = jax.vmap(wrapped.step)(state, actions)
+            return (state, timestep), (timestep.reward, timestep.last, legal)
+
+        return jax.lax.scan(step, (state, first), jax.random.split(key, steps))
+
+    (state, _), (rewards, last, legal) = jax.jit(play)(jax.random.key(seed))
+    returns, finished = np.zeros(num_envs), []
+    for reward, done in zip(np.asarray(rewards), np.asarray(last)):
+        returns += reward
+        finished += returns[done].tolist()
+        returns[done] = 0.0
+    return np.array(finished), np.asarray(legal)
+
+
+@pytest.mark.suite("pgx")
+def test_pgx_two_player_games_against_random_legal_moves():
+    from podracer.types import EnvSpec, ImageLayout
+
+    env = envs.make("pgx:tic_tac_toe")
+    assert env.spec() == EnvSpec(jax.ShapeDtypeStruct((3, 3, 2), jnp.float32), num_actions=9,
+                                 image=ImageLayout(-1, 0.0, 1.0), action_mask=True)
+    assert env.opponent_name == "random legal moves"
+    # The agent's seat is drawn each episode; playing second, it first sees the opponent's opening move.
+    states, first = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), 64))
+    assert set(np.asarray(states[1]).tolist()) == {0, 1}
+    np.testing.assert_array_equal(np.asarray(states[0].current_player), np.asarray(states[1]))  # the agent's turn
+    marks = np.asarray(first.observation).sum(axis=(1, 2, 3))
+    assert set(marks.tolist()) == {0.0, 1.0}  # it plays first or second
+    np.testing.assert_array_equal(np.asarray(first.action_mask).sum(axis=1), 9 - marks)
+    # Every time step hands the turn back to the agent (or ends the game); returns are +1, 0 or -1.
+    returns, legal = _random_legal_returns(env, 64, 30)
+    assert legal.all() and len(returns) > 100 and set(returns.tolist()) <= {-1.0, 0.0, 1.0}
+    assert {-1.0, 1.0} <= set(returns.tolist())
+    with pytest.raises(ValueError, match=r"^--env pgx:tic_tac_to: unknown pgx environment\. Did you mean pgx:tic_tac_toe"):
+        envs.make("pgx:tic_tac_to")
+
+
+@pytest.mark.suite("pgx")
+def test_pgx_2048_with_ppo_beats_random_legal_play_on_most_seeds(devices, optimized_xla):
+    """The bar: masked PPO beats random play that makes legal moves only, measured on the same environment."""
+    from podracer import anakin, agents, learner
+
+    env = envs.make("pgx:2048")
+    random_returns, _ = _random_legal_returns(env, 32, 300)
+    agent = agents.make("ppo", env.spec(), hidden_sizes=(64,), num_minibatches=2)
+    result = anakin.run(env, agent, learner.make_optimizer(3e-4, 0.5), key=anakin.seed_keys(0, 3), num_envs_per_device=8,
+                        rollout_length=32, num_updates=100, updates_per_call=50, devices=devices[:2])
+    finals = result.history[-1]["episode_return_per_seed"]  # 2,635-3,039 here (AMD EPYC); random about 1,060
+    assert sum(f >= 1.5 * random_returns.mean() for f in finals) >= 2, (finals, random_returns.mean())
+
+
+@pytest.mark.suite("navix")
+def test_navix_grid_worlds_keep_termination_apart_and_ppo_solves_empty_5x5(devices, optimized_xla):
+    from podracer import anakin, agents, learner
+    from podracer.types import ImageLayout
+
+    env = envs.make("navix:Empty-5x5")
+    assert env.name == "Navix-Empty-5x5-v0" and envs.make("navix:Navix-Empty-5x5-v0").name == env.name
+    spec = env.spec()
+    assert spec.observation.shape == (5, 5, 3) and spec.num_actions == 7 and spec.image.channel_axis == -1
+    assert not spec.action_mask
+    state, first = env.reset(jax.random.key(0))
+    assert not bool(first.last)
+    # Standing still (action 6, "done") until the time limit: a truncation.
+    _, timesteps = jax.jit(lambda state: jax.lax.scan(lambda s, _: env.step(s, jnp.int32(6)), state, length=100))(state)
+    assert np.asarray(timesteps.last).tolist() == [False] * 99 + [True] and float(timesteps.discount[-1]) == 1.0
+    with pytest.raises(ValueError, match=r"^--env navix:Empty-5x: unknown navix environment"):
+        envs.make("navix:Empty-5x")
+    agent = agents.make("ppo", spec, hidden_sizes=(64,), num_minibatches=2)
+    result = anakin.run(env, agent, learner.make_optimizer(3e-3, 0.5), key=anakin.seed_keys(0, 3), num_envs_per_device=8,
+                        rollout_length=32, num_updates=40, updates_per_call=20, devices=devices[:2])
+    finals = result.history[-1]["episode_return_per_seed"]
+    assert sum(f >= 0.9 for f in finals) >= 2, finals
+
+
+@pytest.mark.suite("pgx")
+def test_a_pgx_game_against_a_fixed_snapshot_of_an_earlier_agent(tmp_path, capsys, monkeypatch):
+    from podracer.agents import PPOConfig
+    from podracer.envs.pgx import PgxEnv, snapshot_opponent
+
+    experiment.train_anakin(AnakinConfig(env="pgx:tic_tac_toe", agent=PPOConfig(hidden_sizes=(16,)), num_envs_per_device=2,
+                                         rollout_length=4, num_updates=2, updates_per_call=1,
+                                         checkpoint_dir=str(tmp_path / "v1"), log_dir=str(tmp_path / "logs")))
+    assert "ppo on pgx:tic_tac_toe against random legal moves," in capsys.readouterr().out
+    records = [json.loads(line) for line in (tmp_path / "logs" / "metrics.jsonl").read_text().splitlines()]
+    assert records and all(record["opponent"] == "random legal moves" for record in records)
+    opponent = snapshot_opponent(str(tmp_path / "v1"))
+    env = PgxEnv("tic_tac_toe", opponent=opponent)
+    assert env.opponent_name == f"the greedy ppo of {tmp_path / 'v1'} (step 2)"
+    returns, legal = _random_legal_returns(env, 16, 20)
+    assert legal.all() and len(returns) > 10 and set(returns.tolist()) <= {-1.0, 0.0, 1.0}
+    # Registered as the documentation shows, it trains through Sebulba, the snapshot named in every record.
+    monkeypatch.setattr(envs, "_JAX_ENVS", dict(envs._JAX_ENVS))
+    envs.register("tictactoe-vs-v1", lambda: PgxEnv("tic_tac_toe", opponent=opponent))
+    experiment.run_sebulba(SebulbaConfig(env="jax:tictactoe-vs-v1", agent=PPOConfig(hidden_sizes=(16,)),
+                                         total_env_steps=64, num_envs_per_actor=4, rollout_length=4, actor_devices=(0,),
+                                         learner_devices=(1,), log_every=1, log_dir=str(tmp_path / "logs-vs-v1")))
+    assert f"on jax:tictactoe-vs-v1 against {env.opponent_name};" in capsys.readouterr().out
+    records = [json.loads(line) for line in (tmp_path / "logs-vs-v1" / "metrics.jsonl").read_text().splitlines()]
+    assert records and all(record["opponent"] == env.opponent_name for record in records)
+    experiment.train_anakin(AnakinConfig(num_envs_per_device=2, rollout_length=4, num_updates=1, updates_per_call=1,
+                                         checkpoint_dir=str(tmp_path / "catch")))
+    with pytest.raises(ValueError, match=r"holds a run on 'catch', not a pgx game"):
+        snapshot_opponent(str(tmp_path / "catch"))

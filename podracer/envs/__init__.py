@@ -23,7 +23,8 @@ _JAX_ENVS: dict[str, Callable[..., Environment]] = {
 # Suites of JAX environments by name, SUITE:NAME: the adapter module (imported when used); the suite's name is also
 # its pip extra.
 SUITES: dict[str, str] = {
-    suite: f"podracer.envs.{suite}" for suite in ("brax", "craftax", "gymnax", "jumanji", "playground", "xminigrid")
+    suite: f"podracer.envs.{suite}"
+    for suite in ("brax", "craftax", "gymnax", "jumanji", "navix", "pgx", "playground", "xminigrid")
 }
 _BUILT_IN_SUITES = frozenset(SUITES)
 

@@ -29,6 +29,7 @@ class JaxHostEnv:
         self.num_envs = num_envs
         self.task_id = PREFIX + (name or type(env).__name__.lower())  # what envs.make takes, after the prefix
         self._spec = env.spec()
+        self.opponent_name = getattr(env, "opponent_name", None)  # a two-player game's built-in opponent
         self._device = device or parallel.host_cpu_device()
         wrapped = wrap(env)
         keys = parallel.put_on(jax.random.split(jax.random.key(seed), num_envs), self._device)
