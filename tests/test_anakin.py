@@ -165,7 +165,7 @@ def test_clear_errors_for_bad_input():
                        r"--import MODULE, or a podracer.agents entry point\)\. Did you mean 'dqn'\?"):
         agents.config_class("dqnn")
     with pytest.raises(ValueError, match=r"Unknown JAX environment 'pong'; available: cartpole, catch, memory, synthetic, "
-                                         r"or SUITE:NAME \(brax, craftax, gymnax, jumanji, playground, xminigrid; --env list\); "
+                                         r"or SUITE:NAME \(brax, craftax, gymnax, jumanji, navix, pgx, playground, xminigrid; --env list\); "
                                          r"your own: envs.register, --import MODULE or a podracer.envs entry point\."):
         envs.make("pong")
     with pytest.raises(ValueError, match=r"--process-id 2 is out of range for 2 processes \(expected 0 \.\.\. 1\)\."):

@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import shutil
 
 import jax
 import jax.numpy as jnp
@@ -106,7 +107,7 @@ def test_gymnax_errors_name_what_does_not_fit():
     with pytest.raises(ValueError, match=r"^--env gymnax:Cartpole: unknown gymnax environment\. Did you mean "
                                          r"gymnax:CartPole-v1\?"):
         envs.make("gymnax:Cartpole")
-    with pytest.raises(ValueError, match=r"^Unknown environment suite 'gym' in 'gym:CartPole-v1'; suites: brax, craftax, gymnax, jumanji, playground, xminigrid\.$"):
+    with pytest.raises(ValueError, match=r"^Unknown environment suite 'gym' in 'gym:CartPole-v1'; suites: brax, craftax, gymnax, jumanji, navix, pgx, playground, xminigrid\.$"):
         envs.make("gym:CartPole-v1")
 
 
@@ -339,7 +340,8 @@ def test_a_pgx_game_against_a_fixed_snapshot_of_an_earlier_agent(tmp_path, capsy
     assert f"on jax:tictactoe-vs-v1 against {env.opponent_name};" in capsys.readouterr().out
     records = [json.loads(line) for line in (tmp_path / "logs-vs-v1" / "metrics.jsonl").read_text().splitlines()]
     assert records and all(record["opponent"] == env.opponent_name for record in records)
-    experiment.train_anakin(AnakinConfig(num_envs_per_device=2, rollout_length=4, num_updates=1, updates_per_call=1,
-                                         checkpoint_dir=str(tmp_path / "catch")))
+    shutil.copytree(tmp_path / "v1", tmp_path / "catch")  # the same checkpoint, as if of a run on catch
+    metadata = json.loads((tmp_path / "catch" / "step_2.json").read_text())
+    (tmp_path / "catch" / "step_2.json").write_text(json.dumps({**metadata, "env": "catch"}))
     with pytest.raises(ValueError, match=r"holds a run on 'catch', not a pgx game"):
         snapshot_opponent(str(tmp_path / "catch"))
