@@ -1,7 +1,9 @@
+import importlib.metadata
+
 import numpy as np
 import pytest
 
-pytest.importorskip("envpool")
+envpool = pytest.importorskip("envpool")
 
 from podracer.envs.envpool import EnvpoolEnv, resolve_task_id  # noqa: E402
 
@@ -11,9 +13,10 @@ def test_short_names_and_unknown_ids():
     assert resolve_task_id("breakout") == "Breakout-v5"
     assert resolve_task_id("CartPole") == "CartPole-v1"
     assert resolve_task_id("CartPole-v0") == "CartPole-v0"
-    with pytest.raises(ValueError, match=r"Unknown envpool task 'Pongg'\. Close matches: .*Pong-v5"):
+    version = importlib.metadata.version("envpool").replace(".", r"\.")
+    with pytest.raises(ValueError, match=rf"Unknown envpool task 'Pongg' in envpool {version}\. Close matches: .*Pong-v5"):
         resolve_task_id("Pongg")
-    with pytest.raises(ValueError, match=r"Unknown envpool task 'Brekout-v5'\. Close matches: .*Breakout-v5"):
+    with pytest.raises(ValueError, match=r"Unknown envpool task 'Brekout-v5' in envpool .*\. Close matches: .*Breakout-v5"):
         resolve_task_id("Brekout-v5")
 
 
@@ -85,3 +88,52 @@ def test_mujoco_tasks_take_continuous_actions_rescaled_to_their_bounds():
     with pytest.raises(ValueError, match=r"^Expected actions of shape \(3, 6\), got \(3,\)\.$"):
         env.send(np.zeros(3, np.int32))
     env.close()
+
+
+# One task of each of envpool's newer native suites: (id, suite, observation shape, channels-last board).
+NATIVE = [
+    ("CartpoleBalance-v1", "dm_control", (5,), False),  # position (3) and velocity (2), flattened
+    ("Go1JoystickFlatTerrain-v1", "MuJoCo Playground", (48,), False),  # the actor's "state"
+    ("MetaWorld/Reach-v3", "MetaWorld", (39,), False),
+    ("MiniGrid-Empty-5x5-v0", "MiniGrid/BabyAI", (7, 7, 3), True),  # the egocentric view of ids
+    ("BabyAI-GoToLocal-v0", "MiniGrid/BabyAI", None, False),  # image, direction and mission, flattened
+    ("HalfCheetah-v5", "MuJoCo", (17,), False),  # a -v5 id that is not Atari
+]
+
+
+@pytest.mark.parametrize("task,suite,shape,board", NATIVE, ids=[row[0] for row in NATIVE])
+def test_envpools_native_suites_by_id(task, suite, shape, board):
+    from podracer.envs.envpool import suite_of
+
+    if task not in envpool.list_all_envs():
+        pytest.skip(f"envpool {importlib.metadata.version('envpool')} has no {suite} task {task}")
+    env = EnvpoolEnv(task, num_envs=2, seed=3)
+    spec = env.spec()
+    assert suite_of(env.task_id) == suite and not env.atari and env.seeds == [3, 4]
+    assert spec.observation.dtype == np.float32 and spec.observation.shape == (shape or spec.observation.shape)
+    assert len(spec.observation.shape) == (3 if board else 1) and (spec.image is not None) == board
+    if board:
+        assert spec.image.channel_axis == -1 and spec.image.high == 10.0
+    ts = env.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        assert ts.observation.shape == (2, *spec.observation.shape) and np.isfinite(ts.observation).all()
+        if board:
+            assert ts.observation.max() <= spec.image.high and ts.observation.max() >= 1
+        action = (rng.uniform(-1, 1, (2, len(spec.box.low))).astype(np.float32) if spec.continuous
+                  else rng.integers(0, spec.num_actions, 2).astype(np.int32))
+        ts = env.step(action)
+        assert ts.reward.dtype == np.float32 and np.isfinite(ts.reward).all()
+    env.close()
+
+
+def test_each_environment_gets_its_own_seed():
+    batch = EnvpoolEnv("CartPole-v1", num_envs=3, seed=5)
+    alone = EnvpoolEnv("CartPole-v1", num_envs=1, seed=6)
+    assert batch.seeds == [5, 6, 7]
+    first = alone.reset().observation[0]
+    np.testing.assert_array_equal(batch.reset().observation[1], first)
+    given = EnvpoolEnv("CartPole-v1", num_envs=2, seed=[6, 100])
+    np.testing.assert_array_equal(given.reset().observation[0], first)
+    with pytest.raises(ValueError, match=r"^3 seeds for 2 environments; give one per environment\.$"):
+        EnvpoolEnv("CartPole-v1", num_envs=2, seed=[1, 2, 3])

@@ -4,6 +4,16 @@ Termination and truncation stay apart (``discount`` is 0 only on termination).
 Atari games get the usual preprocessing (84x84 grayscale, 4 stacked frames, frame skip
 4, sticky actions 0.25, minimal action set); their rewards are clipped to [-1, 1] for
 learning while :attr:`EnvpoolEnv.stats` reports the raw episode return.
+
+Every suite envpool runs natively is taken by id (:data:`SUITES` names them by envpool's
+module: Atari, classic control, MuJoCo, dm_control, MuJoCo Playground, MetaWorld,
+MiniGrid/BabyAI, ...), checked against the installed envpool when the batch is made. Dict
+observations become one array: Playground's ``state`` entry (its ``privileged_state`` is the
+critic's, in Playground's own asymmetric setting), MiniGrid's egocentric ``image`` of (object,
+colour, state) ids as a channels-last board, and any other dict (dm_control's named vectors,
+BabyAI's image, direction and mission) flattened in the space's order into one float32 vector.
+Each environment of a batch gets its own seed (``seed + j`` for environment ``j``), passed to
+envpool as a list.
 """
 
 from __future__ import annotations
@@ -11,12 +21,13 @@ from __future__ import annotations
 import difflib
 import functools
 import warnings
+from collections.abc import Sequence
 
 import jax
 import numpy as np
 
 from podracer.envs.base import EnvSpec, HostEpisodes, actions_of, host_action, host_dtype
-from podracer.types import TimeStep
+from podracer.types import ImageLayout, TimeStep
 
 SHORT_NAMES = {
     "pong": "Pong-v5",
@@ -30,6 +41,12 @@ def _all_task_ids() -> tuple[str, ...]:
     import envpool
 
     return tuple(envpool.list_all_envs())
+
+
+def _version() -> str:
+    import importlib.metadata
+
+    return importlib.metadata.version("envpool")
 
 
 def resolve_task_id(name: str) -> str:
@@ -50,11 +67,71 @@ def resolve_task_id(name: str) -> str:
     close = difflib.get_close_matches(name, ids, n=5, cutoff=0.6)
     close += [t for t in difflib.get_close_matches(lowered, list(by_lower), n=5, cutoff=0.6) if by_lower[t] not in close]
     hint = f" Close matches: {', '.join(close)}." if close else ""
-    raise ValueError(f"Unknown envpool task {name!r}.{hint}")
+    raise ValueError(f"Unknown envpool task {name!r} in envpool {_version()}.{hint}")
+
+
+# envpool's native suites by the module that registers them (``envpool.registration.registry.specs``).
+SUITES = {
+    "envpool.atari": "Atari", "envpool.classic_control": "classic control", "envpool.toy_text": "toy text",
+    "envpool.box2d": "Box2D", "envpool.mujoco.gym": "MuJoCo", "envpool.mujoco.dmc": "dm_control",
+    "envpool.mujoco.playground": "MuJoCo Playground", "envpool.mujoco.metaworld": "MetaWorld",
+    "envpool.minigrid": "MiniGrid/BabyAI", "envpool.mujoco.robotics": "gymnasium-robotics",
+    "envpool.mujoco.myosuite": "MyoSuite", "envpool.procgen": "Procgen", "envpool.vizdoom": "ViZDoom",
+    "envpool.highway": "highway-env", "envpool.jumanji": "Jumanji", "envpool.pgx": "pgx",
+    "envpool.gfootball": "Google Research Football",
+}
+
+
+def suite_of(task_id: str) -> str:
+    """The suite (:data:`SUITES`) an envpool task id belongs to, as the installed envpool registers it."""
+    from envpool.registration import registry
+
+    module = registry.specs[task_id][0]
+    return SUITES.get(module, module.removeprefix("envpool."))
 
 
 def is_atari(task_id: str) -> bool:
-    return task_id.endswith("-v5")
+    """Atari's games (their ids end in -v5, as do gymnasium's MuJoCo v5 tasks, which are not Atari)."""
+    return suite_of(task_id) == "Atari"
+
+
+MINIGRID_MAX_ID = 10  # MiniGrid's largest object id (the agent); colours and states are smaller
+
+
+def _unit_scale(space) -> tuple[np.ndarray, np.ndarray]:
+    """``(offset, scale)`` taking an entry to [0, 1] where its bounds say how (a discrete choice, or a box of
+    finite bounds less than a million apart, such as BabyAI's mission bytes); ``(0, 1)`` for unbounded entries
+    (dm_control's, whose bounds are the float64 extremes)."""
+    if hasattr(space, "n") and np.ndim(space.n) == 0:
+        return np.float32(0.0), np.float32(max(int(space.n) - 1, 1))
+    low, high = (np.asarray(getattr(space, bound, np.nan), np.float64).reshape(-1) for bound in ("low", "high"))
+    if np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(high - low < 1e6) and np.all(high > low):
+        return low.astype(np.float32), (high - low).astype(np.float32)
+    return np.float32(0.0), np.float32(1.0)
+
+
+def observation_of(space, task_id: str):
+    """``(shape, dtype, image layout, convert)``: what the agent sees of an envpool observation space, and the
+    function turning a batch of observations into it (module docstring)."""
+    import gymnasium
+
+    if not isinstance(space, gymnasium.spaces.Dict):
+        return space.shape, host_dtype(space.dtype), None, lambda observation: observation
+    entries = dict(space.spaces)
+    if "state" in entries and suite_of(task_id) == "MuJoCo Playground":
+        return entries["state"].shape, np.dtype(np.float32), None, lambda o: np.asarray(o["state"], np.float32)
+    if "image" in entries and task_id.startswith("MiniGrid-"):
+        # ids, not pixels: objects 0-10, colours 0-5, door states 0-2 (the space says 0-255)
+        layout = ImageLayout(channel_axis=-1, low=0.0, high=float(MINIGRID_MAX_ID))
+        return entries["image"].shape, np.dtype(np.float32), layout, lambda o: np.asarray(o["image"], np.float32)
+    sizes = {key: int(np.prod(entry.shape)) for key, entry in entries.items()}
+    scales = {key: _unit_scale(entry) for key, entry in entries.items()}
+
+    def flatten(observation):
+        return np.concatenate([(np.asarray(observation[key], np.float32).reshape(len(observation[key]), sizes[key])
+                                - scales[key][0]) / scales[key][1] for key in entries], axis=1)
+
+    return (sum(sizes.values()),), np.dtype(np.float32), None, flatten
 
 
 class EnvpoolEnv:
@@ -71,7 +148,7 @@ class EnvpoolEnv:
         task: str,
         num_envs: int,
         *,
-        seed: int = 0,
+        seed: int | Sequence[int] = 0,
         num_threads: int = 0,
         thread_affinity_offset: int = -1,
         sticky_action_probability: float = 0.25,
@@ -86,7 +163,11 @@ class EnvpoolEnv:
         self.task_id = resolve_task_id(task)
         self.num_envs = num_envs
         self.atari = is_atari(self.task_id)
-        kwargs = dict(num_envs=num_envs, batch_size=num_envs, seed=seed, num_threads=num_threads,
+        # One seed per environment: seed + j for environment j (what envpool does with one seed), or as given.
+        self.seeds = [int(seed) + j for j in range(num_envs)] if np.ndim(seed) == 0 else [int(s) for s in seed]
+        if len(self.seeds) != num_envs:
+            raise ValueError(f"{len(self.seeds)} seeds for {num_envs} environments; give one per environment.")
+        kwargs = dict(num_envs=num_envs, batch_size=num_envs, seed=self.seeds, num_threads=num_threads,
                       thread_affinity_offset=thread_affinity_offset)
         if max_episode_steps is not None:
             kwargs["max_episode_steps"] = max_episode_steps
@@ -106,9 +187,9 @@ class EnvpoolEnv:
             warnings.simplefilter("ignore")  # gymnasium's Box precision warnings
             self._pool = envpool.make(self.task_id, env_type="gymnasium", **kwargs)
         self.clip_rewards = clip_rewards and self.atari
-        space = self._pool.observation_space
-        self._dtype = host_dtype(space.dtype)
-        self._spec = EnvSpec(jax.ShapeDtypeStruct(space.shape, self._dtype), **actions_of(self._pool.action_space, self.task_id))
+        shape, self._dtype, image, self._convert = observation_of(self._pool.observation_space, self.task_id)
+        self._spec = EnvSpec(jax.ShapeDtypeStruct(shape, self._dtype), image=image,
+                             **actions_of(self._pool.action_space, self.task_id))
         self._all = np.arange(num_envs, dtype=np.int32)
         self._episodes = HostEpisodes(num_envs)
         self.stats = self._episodes.stats
@@ -120,7 +201,7 @@ class EnvpoolEnv:
         observation, _ = self._pool.reset()
         self.stats = self._episodes.reset()
         n = self.num_envs
-        return TimeStep(np.asarray(observation, self._dtype), np.zeros(n, np.float32), np.ones(n, np.float32),
+        return TimeStep(np.asarray(self._convert(observation), self._dtype), np.zeros(n, np.float32), np.ones(n, np.float32),
                         np.zeros(n, bool))
 
     def send(self, action: np.ndarray) -> None:
@@ -132,6 +213,7 @@ class EnvpoolEnv:
         """Waits for the step started by :meth:`send`."""
         observation, reward, terminated, truncated, info = self._pool.recv()
         order = np.argsort(info["env_id"])
+        observation = self._convert(observation)
         if not np.array_equal(order, self._all):  # envpool returns a whole batch, possibly permuted
             observation, reward, terminated, truncated = (x[order] for x in (observation, reward, terminated, truncated))
             info = {k: v[order] for k, v in info.items() if isinstance(v, np.ndarray) and len(v) == self.num_envs}
