@@ -103,7 +103,7 @@ def _greedy_per_seed(env, agent, params, episodes=64):
     return np.asarray(evaluate(jax.tree.map(lambda x: x[0], params), jax.random.key(1))).mean(axis=1)
 
 
-def test_recurrent_agent_solves_the_memory_task_that_feed_forward_cannot(devices):
+def test_recurrent_agent_solves_the_memory_task_that_feed_forward_cannot(devices, optimized_xla):
     """Cue recall over 4 blank steps: chance is -0.5 (4 cues), recall is +1. Three seeds each: at least 2 of 3 LSTM
     seeds recall (training > 0.6, greedy > 0.8); no feed-forward seed can (greedy < -0.2 for all)."""
     env = envs.make("memory")
