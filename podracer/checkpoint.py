@@ -80,8 +80,14 @@ SPACE_MARGIN_BYTES = 1 << 20
 
 def tree_bytes(tree) -> int:
     """Bytes of the arrays of ``tree`` (host or device arrays, or shapes): what a checkpoint of it writes, about."""
-    return int(sum(np.prod(x.shape, dtype=np.int64) * np.dtype(x.dtype).itemsize
-                   if not _is_key(x) else np.prod(x.shape, dtype=np.int64) * 8 for x in jax.tree.leaves(tree)))
+    return int(sum(np.prod(x.shape, dtype=np.int64) * (_key_bytes(x) if _is_key(x) else np.dtype(x.dtype).itemsize)
+                   for x in jax.tree.leaves(tree)))
+
+
+def _key_bytes(key) -> int:
+    """Bytes of one PRNG key of ``key``'s implementation (threefry: 2 x uint32; rbg: 4 x uint32), as saved."""
+    data = jax.eval_shape(jax.random.key_data, jax.ShapeDtypeStruct((), key.dtype))
+    return int(np.prod(data.shape, dtype=np.int64)) * np.dtype(data.dtype).itemsize
 
 
 def local_bytes(tree) -> int:

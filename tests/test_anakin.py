@@ -389,3 +389,10 @@ def test_a_full_disk_ends_the_run_with_one_error_keeps_the_last_checkpoint_and_r
     steps = [json.loads(line)["env_steps"] for line in (logs / "metrics.jsonl").read_text().splitlines()]
     assert steps == [n * per_update for n in (20, 40, 60, 80, 100)]  # none lost, none repeated
     assert checkpoint.steps(str(directory)) == [60, 80, 100]
+
+
+def test_checkpoint_size_estimates_count_each_key_implementations_bytes():
+    three = jax.random.split(jax.random.key(0), 3)  # threefry: 2 x uint32 each
+    assert checkpoint.tree_bytes({"keys": three, "x": jnp.zeros(4, jnp.float32)}) == 3 * 8 + 4 * 4
+    assert checkpoint.tree_bytes({"keys": jax.random.split(jax.random.key(0, impl="rbg"), 3)}) == 3 * 16
+    assert checkpoint.tree_bytes(jax.eval_shape(lambda: three)) == 3 * 8  # shapes, before anything is made

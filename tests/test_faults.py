@@ -72,8 +72,8 @@ def test_a_lost_process_ends_the_other_with_one_line(mode, victim):
         for p in pair:
             if p.poll() is None:
                 p.kill()
-    # Within about 5 s on a quiet machine (docs/faults.md); the bound here only tells an end from a hang.
-    assert status == 1 and seconds < 60, (status, seconds, stderr[-2000:])
+    # Within about 5 s on a quiet machine (docs/faults.md, benchmarks/fault_latency.py); a hang ends at the wait's timeout.
+    assert status == 1, (status, seconds, stderr[-2000:])
     errors = [line for line in stderr.splitlines() if "error:" in line]
     assert len(errors) == 1 and f"process {victim} of the run is gone" in errors[0], stderr[-2000:]
     assert "Check failure" not in stderr and "Traceback" not in stderr, stderr[-2000:]
@@ -86,7 +86,7 @@ def test_an_unreachable_coordinator_ends_the_process_naming_its_address():
                           "--process-id", "1", "--distributed-timeout", "2"],
                          capture_output=True, text=True, timeout=120, env=_env(), cwd=ROOT)
     seconds = time.monotonic() - start
-    assert out.returncode == 2 and seconds < 60, (out.returncode, seconds, out.stderr[-2000:])
+    assert out.returncode == 2, (out.returncode, seconds, out.stderr[-2000:])
     errors = [line for line in out.stderr.splitlines() if "error:" in line]
     assert len(errors) == 1 and f"coordinator 127.0.0.1:{port} within 2 s (--distributed-timeout)" in errors[0], out.stderr
 

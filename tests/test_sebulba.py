@@ -144,10 +144,8 @@ def test_one_environment_group_steps_while_another_is_acted_on(env_groups, devic
 
 def test_an_actor_exception_ends_the_run_with_its_traceback(devices):
     config = _config(total_env_steps=10**9)
-    start = time.perf_counter()
     with pytest.raises(RuntimeError, match=r"actor-0-device-0 failed: RuntimeError\('injected environment failure'\)") as info:
-        train(config, make_env=lambda seed, n: FakeHostEnv(n, fail_after=30))
-    assert time.perf_counter() - start < 60
+        train(config, make_env=lambda seed, n: FakeHostEnv(n, fail_after=30))  # ends (pytest-timeout: a hang fails)
     assert isinstance(info.value.__cause__, RuntimeError)
     assert "send" in "".join(__import__("traceback").format_tb(info.value.__cause__.__traceback__))
     assert not _threads()
@@ -156,12 +154,10 @@ def test_an_actor_exception_ends_the_run_with_its_traceback(devices):
 def test_a_stuck_environment_stops_the_run_naming_the_actor_and_what_it_waits_on(devices):
     release = threading.Event()
     config = _config(total_env_steps=10**9, actor_timeout=2.0)
-    start = time.perf_counter()
     try:
         with pytest.raises(RuntimeError, match=r"^actor-0-device-0 produced no trajectory for \d+ s \(--actor-timeout 2\): "
                                                r"it has been waiting on its environment for \d+ s\.$"):
             train(config, make_env=lambda seed, n: FakeHostEnv(n, stuck_after=30, release=release))
-        assert time.perf_counter() - start < 30
     finally:
         release.set()
 
@@ -201,10 +197,8 @@ def test_the_stop_event_ends_the_run(devices):
     stop = threading.Event()
     timer = threading.Timer(3.0, stop.set)
     timer.start()
-    start = time.perf_counter()
     result = train(_config(total_env_steps=10**9), make_env=lambda seed, n: FakeHostEnv(n, delay=0.001), stop=stop)
     timer.cancel()
-    assert time.perf_counter() - start < 60
     assert 0 < result.updates < 10**9 // 32
     assert not _threads()
 
