@@ -242,7 +242,7 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
     """A training run in Sebulba mode: actor threads step host environments, a learner trains on their trajectories."""
 
     env: str = "Pong"  # envpool task id or short name (Pong, Breakout, CartPole, HalfCheetah-v4); gymnasium:ID, any registered gymnasium environment (gymnasium:CartPole-v1, gymnasium:my_package:MyTask-v0); or a JAX environment stepped on the host: jax:NAME (jax:memory, jax:catch, jax:cartpole) or SUITE:NAME (gymnax:CartPole-v1, brax:ant); --env list shows the JAX ones
-    agent: AgentConfig = IMPALAConfig()  # the agent and its hyper-parameters
+    agent: AgentConfig = IMPALAConfig()  # the agent and its hyper-parameters; on the command line without --agent: impala for Atari games, ppo for every other environment
     total_env_steps: int = 10_000_000  # environment steps to train for (all actors together)
     actor_devices: tuple[int, ...] | None = None  # indices of the local devices that act; None: device 0
     learner_devices: tuple[int, ...] | None = None  # indices of the local devices that learn; None: all but the actor devices, or device 0 alone
@@ -256,6 +256,21 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
     queue_size: int = 2  # trajectories the queue holds before actors wait
     log_every: int = 10  # learner updates between log lines
     actor_timeout: float = 900.0  # seconds an actor thread may go without shipping a trajectory (waiting for room in the queue aside) before the run stops, naming it
+
+    @classmethod
+    def command_line_agent(cls, env: str) -> str | None:
+        """The agent a command line without ``--agent`` trains on ``env``: IMPALA for Atari games (envpool's
+        stacked frames, what IMPALA's ResNet was made for), PPO for every other environment (vectors, boards,
+        JAX environments: PPO solves CartPole with its defaults where IMPALA's stall); ``None`` (the field's
+        default) for an id envpool does not know, which fails later with its own message."""
+        if envs.is_jax_on_host(env) or env.startswith("gymnasium:"):
+            return "ppo"
+        try:
+            from podracer.envs.envpool import is_atari, resolve_task_id
+
+            return "impala" if is_atari(resolve_task_id(env)) else "ppo"
+        except (ImportError, ValueError):
+            return None
 
     def __post_init__(self):
         super().__post_init__()
@@ -318,6 +333,23 @@ def _spell_agent_flag(argv: list[str]) -> list[str]:
                 raise UsageError(f"--agent: invalid choice: {name!r} (choose from {', '.join(agents.names())}).")
             return [name, *rest]
     return argv
+
+
+def _default_agent(cls, default, argv: list[str]) -> list[str]:
+    """A command line that names no agent gets the one its config class chooses for its ``--env``
+    (``command_line_agent``), as the subcommand; ``--help`` and a caller's own default config are left alone."""
+    choose = getattr(cls, "command_line_agent", None)
+    if (choose is None or not isinstance(default, type) or any(a in ("-h", "--help") for a in argv)
+            or any(a in agents.names() for a in argv)):
+        return argv
+    env = next((f.default for f in dataclasses.fields(cls) if f.name == "env"), None)
+    for i, token in enumerate(argv):
+        if token == "--env" and i + 1 < len(argv):
+            env = argv[i + 1]
+        elif token.startswith("--env="):
+            env = token.split("=", 1)[1]
+    name = choose(env) if isinstance(env, str) else None
+    return [name, *argv] if name else argv
 
 
 RESUME_CHOICES = ("no", "yes", "auto")
@@ -412,7 +444,7 @@ def parse(default: T | type[T], argv: Sequence[str] | None = None, *, prog: str 
         print(envs.listing())
         raise SystemExit(0)
     try:
-        argv = _spell_resume_flag(_spell_agent_flag(argv))
+        argv = _default_agent(cls, default, _spell_resume_flag(_spell_agent_flag(argv)))
         hook = _error_hook()
         cli = functools.partial(tyro.cli, cls, args=argv, prog=prog, description=description, config=markers, **kwargs)
         if any(a in ("-h", "--help") for a in argv):

@@ -205,3 +205,15 @@ def test_resume_takes_no_yes_auto_and_alone_means_yes(argv, resume):
     cfg = config.parse(AnakinConfig, ["--checkpoint-dir", "x", *argv], prog="prog")
     assert cfg.resume == resume
     assert AnakinConfig(checkpoint_dir="x", resume=True).resume == "yes" and AnakinConfig(resume=False).resume == "no"
+
+
+def test_a_sebulba_command_line_without_agent_picks_impala_for_atari_and_ppo_otherwise():
+    picked = lambda *argv: config.parse(S, list(argv), prog="prog").agent_name  # noqa: E731
+    assert picked() == picked("--env", "Pong") == picked("--env=Breakout-v5") == "impala"  # Atari frames
+    assert picked("--env", "CartPole-v1") == picked("--env", "HalfCheetah-v5") == picked("--env", "jax:catch") == "ppo"
+    assert picked("--env", "gymnasium:CartPole-v1") == "ppo"
+    assert picked("--env", "CartPole-v1", "--agent", "impala") == picked("--env", "CartPole-v1", "impala") == "impala"
+    assert config.parse(S, ["--env", "CartPole-v1", "--learning-rate", "1e-3"], prog="prog").agent.learning_rate == 1e-3
+    # A caller's own default config keeps its agent; Anakin's default is unchanged.
+    assert config.parse(S(env="CartPole-v1"), [], prog="prog").agent_name == "impala"
+    assert config.parse(A, ["--env", "cartpole"], prog="prog").agent_name == "a2c"

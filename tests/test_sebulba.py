@@ -275,6 +275,7 @@ def test_cli_help_bad_layout_and_a_short_logged_run(tmp_path):
     out = _cli("--env", "CartPole", "--cpu-devices", "2", "--total-env-steps", "20000", "--log-every", "5",
                "--log-dir", str(tmp_path))
     assert out.returncode == 0, out.stderr
+    assert "podracer sebulba: ppo on CartPole-v1;" in out.stdout  # no --agent: PPO for a vector observation
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["env_steps"] >= 20000
     assert {"env_steps", "sps", "fps", "episode_return", "learner_wait_s", "actor_put_wait_s", "policy_lag"} <= set(records[-1])
