@@ -109,9 +109,12 @@ def _sebulba_memory(config: SebulbaConfig, spec, layout: parallel.Layout, num_ac
 
 
 def _check_anakin_batch(agent: Agent, per_device: int, rollout_length: int) -> None:
-    if agent.num_minibatches > 1:
+    if agent.num_minibatches > 1 and agent.minibatch_axis == 0:  # minibatches of transitions
         parallel.check_divisible(per_device * rollout_length, agent.num_minibatches,
                                  "the per-device batch (envs per device x rollout length)", "minibatches (--num-minibatches)")
+    elif agent.num_minibatches > 1:  # minibatches of whole sequences (a recurrent PPO)
+        parallel.check_divisible(per_device, agent.num_minibatches, "the per-device batch of sequences (envs per device)",
+                                 "minibatches (--num-minibatches)")
 
 
 def _opponent_field(env) -> dict:

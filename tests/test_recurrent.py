@@ -5,7 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import agents, anakin, envs
+from podracer import agents, anakin, envs, experiment
+from podracer.config import AnakinConfig
 from podracer.envs.host import JaxHostEnv
 from podracer.learner import make_optimizer
 from podracer.networks import ObservationTorso, RecurrentNetwork, StructuredTorso, lstm_initial_state
@@ -103,16 +104,18 @@ def _greedy_per_seed(env, agent, params, episodes=64):
     return np.asarray(evaluate(jax.tree.map(lambda x: x[0], params), jax.random.key(1))).mean(axis=1)
 
 
-def test_recurrent_agent_solves_the_memory_task_that_feed_forward_cannot(devices, optimized_xla):
+@pytest.mark.parametrize("name, updates, extra", [("a2c", (200, 60), {}), ("ppo", (60, 40), {"num_minibatches": 2})],
+                         ids=["a2c", "ppo"])
+def test_recurrent_agent_solves_the_memory_task_that_feed_forward_cannot(name, updates, extra, devices, optimized_xla):
     """Cue recall over 4 blank steps: chance is -0.5 (4 cues), recall is +1. Three seeds each: at least 2 of 3 LSTM
-    seeds recall (training > 0.6, greedy > 0.8); no feed-forward seed can (greedy < -0.2 for all)."""
+    seeds recall (training > 0.6, greedy > 0.8); no feed-forward seed can (greedy < -0.2 for all). PPO's recurrent
+    minibatches are whole sequences (here it recalled on every seed by update 60, 0.99 training and 1.0 greedy)."""
     env = envs.make("memory")
     results = {}
-    for core in ("lstm", "none"):
-        agent = agents.make("a2c", env.spec(), core=core, core_size=32, hidden_sizes=(32,))
+    for core, num_updates in zip(("lstm", "none"), updates):
+        agent = agents.make(name, env.spec(), core=core, core_size=32, hidden_sizes=(32,), **extra)
         result = anakin.run(env, agent, make_optimizer(3e-3), key=anakin.seed_keys(0, 3), num_envs_per_device=32,
-                            rollout_length=16, num_updates=200 if core == "lstm" else 60, updates_per_call=20,
-                            devices=devices[:2])
+                            rollout_length=16, num_updates=num_updates, updates_per_call=20, devices=devices[:2])
         results[core] = (np.array(result.history[-1]["episode_return_per_seed"]),
                          _greedy_per_seed(env, agent, result.state.learner.params))
     training, greedy = results["lstm"]
@@ -161,3 +164,27 @@ def test_jax_environments_serve_as_host_batches():
     assert np.all(host.step(np.zeros(4, np.int32)).reward == 0.0)  # the next episode starts
     with pytest.raises(ValueError, match=r"Expected actions of shape \(4,\), got \(3,\)\."):
         host.send(np.zeros(3, np.int32))
+
+
+def test_recurrent_ppo_learns_from_whole_sequences_that_replay_what_the_actor_saw():
+    """The batch keeps [T, B] sequences with their start state; unrolled from it, the learner's policy at the
+    update's start is the actor's own (probability ratios of 1), on a rollout that did not start from zeros."""
+    from podracer.agents import PPOConfig
+
+    env = envs.make("memory")
+    agent = agents.make("ppo", env.spec(), core="lstm", core_size=8, hidden_sizes=(8,), num_minibatches=2)
+    state = jax.jit(lambda key: anakin.init_state(env, agent, make_optimizer(1e-3), key, 4, rollout_length=9))(jax.random.key(0))
+    rollout = jax.jit(anakin.make_rollout(env, agent, 9))
+    carried, _, _ = rollout(state.learner.params, state.rollout)
+    _, trajectory, _ = rollout(state.learner.params, carried)  # the second rollout starts mid-episode
+    batch = agent.prepare(state.learner.params, trajectory)
+    assert batch.observation.shape == (9, 4, 6) and batch.first.shape == (9, 4) and agent.minibatch_axis == 1
+    assert [x.shape for x in jax.tree.leaves(batch.start_state)] == [(1, 4, 8), (1, 4, 8)]
+    assert float(jnp.abs(jax.tree.leaves(batch.start_state)[0]).max()) > 0  # a real carried state
+    half = jax.tree.map(lambda x: x[:, 2:], batch)  # one minibatch: sequences 2 and 3
+    _, metrics = agent.loss(state.learner.params, half, jax.random.key(1))
+    assert abs(float(metrics["approx_kl"])) < 1e-6 and float(metrics["clip_fraction"]) == 0.0, metrics
+    with pytest.raises(ValueError, match=r"^the per-device batch of sequences \(envs per device\) = 6 is not divisible "
+                                         r"by the 4 minibatches \(--num-minibatches\); choose a multiple of 4\.$"):
+        experiment.train_anakin(AnakinConfig(env="memory", agent=PPOConfig(core="lstm", num_minibatches=4),
+                                             num_envs_per_device=6, rollout_length=4, num_updates=1, updates_per_call=1))

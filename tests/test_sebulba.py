@@ -396,9 +396,10 @@ def test_recurrent_agents_ship_their_start_state_once_per_trajectory_to_several_
     np.testing.assert_array_equal(trajectory.actor_state, np.zeros((b, 3)))  # entry 0's only
     split = _split_for_learners(trajectory, 2)
     assert split.action.shape == (2, 5, 2) and split.actor_state.shape == (2, 2, 3)
-    for name in ("r2d2", "a2c"):
-        agent = (R2D2Config(core_size=8, hidden_sizes=(8,), batch_size=4, min_replay_size=4) if name == "r2d2"
-                 else A2CConfig(core="lstm", core_size=8, hidden_sizes=(8,)))
+    for name in ("r2d2", "a2c", "ppo"):  # PPO: 2 minibatches of 2 whole sequences on each learner
+        agent = {"r2d2": R2D2Config(core_size=8, hidden_sizes=(8,), batch_size=4, min_replay_size=4),
+                 "a2c": A2CConfig(core="lstm", core_size=8, hidden_sizes=(8,)),
+                 "ppo": PPOConfig(core="lstm", core_size=8, hidden_sizes=(8,), num_minibatches=2)}[name]
         config = SebulbaConfig(env="jax:memory", agent=agent, num_envs_per_actor=8, rollout_length=8,
                                total_env_steps=4 * 64, log_every=2, actor_devices=(0,), learner_devices=(1, 2))
         result = train(config)

@@ -9,8 +9,9 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from podracer.agents.base import LRScheduleName, Agent, behaviour_policy, check_hyperparameters, make_network, make_policy_fns, masked_mean, policy_terms, transitions
-from podracer.networks import TorsoName
+from podracer.agents.base import (CoreName, LRScheduleName, Agent, behaviour_policy, check_hyperparameters, first_flags,
+                                  make_network, make_policy_fns, masked_mean, policy_terms, transitions, unroll_trajectory)
+from podracer.networks import RecurrentNetwork, TorsoName
 from podracer.types import EnvSpec, Trajectory
 
 
@@ -34,13 +35,16 @@ class PPOConfig:
     hidden_sizes: tuple[int, ...] = (64, 64)  # hidden layer sizes of the MLPs
     shared_torso: bool = False  # one torso under both heads
     torso: TorsoName = "auto"  # auto: impala (ResNet) for images, mlp otherwise
+    core: CoreName = "none"  # lstm: an LSTM between torso and heads, its state carried across rollouts; minibatches are then of whole sequences (--num-minibatches divides the environments)
+    core_size: int = 128  # LSTM units
 
     def __post_init__(self):
         check_hyperparameters(self)
 
 
 class PPOBatch(NamedTuple):
-    """Flattened samples ``[N]`` (N = T x B) with their fixed targets."""
+    """Flattened samples ``[N]`` (N = T x B) with their fixed targets; for a recurrent network, whole sequences
+    ``[T, B]`` instead, with the flags of episode starts and the core state each sequence started from."""
 
     observation: chex.ArrayTree  # o_t
     action: chex.Array  # a_t: int32, or float32 [size] for continuous actions
@@ -50,6 +54,8 @@ class PPOBatch(NamedTuple):
     value: chex.Array  # float32: v(o_t) with the parameters at the update's start (value clipping's anchor)
     mask: chex.Array  # float32: 1 where the transition lies inside an episode
     action_mask: chex.ArrayTree = None  # bool [A] (a tuple per multi-discrete entry): legal actions at o_t, or None
+    first: chex.Array = None  # bool [T, B]: o_t starts an episode (recurrent networks only)
+    start_state: chex.ArrayTree = None  # the core state at o_0, [1, B, ...] so that axis 1 is the batch's (recurrent only)
 
 
 def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig()) -> Agent:
@@ -58,11 +64,12 @@ def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig()) -> Agent:
 
     network = make_network(spec, config)
     fns = make_policy_fns(network)
+    recurrent = isinstance(network, RecurrentNetwork)
     gae = jax.vmap(rlax.truncated_generalized_advantage_estimation, in_axes=1, out_axes=1)
 
     def prepare(params, trajectory: Trajectory) -> PPOBatch:
         observation = trajectory.timestep.observation
-        _, values = network.apply(params, observation)
+        _, values = unroll_trajectory(network, params, trajectory)
         tr = transitions(trajectory, config.discount)
         advantage = gae(tr.r_t, tr.discount_t, config.gae_lambda * tr.continues_t, values)
         actions = trajectory.action[:-1]
@@ -79,12 +86,20 @@ def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig()) -> Agent:
             mask=tr.mask_t,
             action_mask=action_mask,
         )
+        if recurrent:  # whole sequences, each with the core state it started from (minibatches split axis 1)
+            batch = batch._replace(first=first_flags(trajectory)[:-1],
+                                   start_state=jax.tree.map(lambda x: x[None], trajectory.actor_state))
+            return jax.lax.stop_gradient(batch)
         flat = jax.tree.map(lambda x: jnp.reshape(x, (-1, *x.shape[2:])), batch)
         return jax.lax.stop_gradient(flat)
 
     def loss(params, batch: PPOBatch, key):
         del key
-        policy, values = network.apply(params, batch.observation)
+        if recurrent:
+            start = jax.tree.map(lambda x: x[0], batch.start_state)
+            (policy, values), _ = network.apply(params, batch.observation, batch.first, start, method="unroll")
+        else:
+            policy, values = network.apply(params, batch.observation)
         log_prob, entropy = policy_terms(policy, batch.action, batch.action_mask)
         advantage = batch.advantage
         if config.normalize_advantages:
@@ -118,5 +133,5 @@ def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig()) -> Agent:
         prepare=prepare,
         num_epochs=config.num_epochs,
         num_minibatches=config.num_minibatches,
-        minibatch_axis=0,
+        minibatch_axis=1 if recurrent else 0,
     )
