@@ -342,14 +342,16 @@ def _default_agent(cls, default, argv: list[str]) -> list[str]:
     if (choose is None or not isinstance(default, type) or any(a in ("-h", "--help") for a in argv)
             or any(a in agents.names() for a in argv)):
         return argv
-    env = next((f.default for f in dataclasses.fields(cls) if f.name == "env"), None)
-    for i, token in enumerate(argv):
-        if token == "--env" and i + 1 < len(argv):
-            env = argv[i + 1]
-        elif token.startswith("--env="):
-            env = token.split("=", 1)[1]
+    given = _flag_values(argv, "--env")
+    env = given[-1] if given else next((f.default for f in dataclasses.fields(cls) if f.name == "env"), None)
     name = choose(env) if isinstance(env, str) else None
     return [name, *argv] if name else argv
+
+
+def _flag_values(argv: Sequence[str], flag: str) -> list[str]:
+    """Every value ``argv`` gives ``flag`` (``--flag VALUE`` or ``--flag=VALUE``), in order."""
+    return [argv[i + 1] if token == flag else token.split("=", 1)[1] for i, token in enumerate(argv)
+            if (token == flag and i + 1 < len(argv)) or token.startswith(flag + "=")]
 
 
 RESUME_CHOICES = ("no", "yes", "auto")
@@ -439,8 +441,7 @@ def parse(default: T | type[T], argv: Sequence[str] | None = None, *, prog: str 
         description = ((description or "").rstrip(".") + ". " if description else "") + (
             "Choose the agent with --agent NAME (or NAME alone); --agent NAME --help lists its flags.")
     markers = (tyro.conf.OmitSubcommandPrefixes, tyro.conf.OmitArgPrefixes, tyro.conf.CascadeSubcommandArgs)
-    if "env" in {f.name for f in dataclasses.fields(cls)} and any(
-            a == "--env=list" or (a == "--env" and argv[i + 1:i + 2] == ["list"]) for i, a in enumerate(argv)):
+    if "env" in {f.name for f in dataclasses.fields(cls)} and "list" in _flag_values(argv, "--env"):
         print(envs.listing())
         raise SystemExit(0)
     try:
