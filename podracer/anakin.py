@@ -44,6 +44,7 @@ class RolloutState(NamedTuple):
     extras: chex.ArrayTree  # [B, ...] actor outputs at ``timestep``
     key: chex.PRNGKey  # the actor's key
     core: chex.ArrayTree = ()  # [B, ...] recurrent agents: the core state after ``timestep`` (``()`` otherwise)
+    discounted_return: chex.ArrayTree = ()  # float32 [B]: the episode's discounted return up to ``timestep`` (agents with return_discount; ``()`` otherwise)
 
 
 class AnakinState(NamedTuple):
@@ -93,6 +94,7 @@ def make_rollout(env: Environment, agent: Agent, rollout_length: int):
         raise ValueError(f"rollout_length must be >= 1, got {rollout_length}.")
     env = wrappers.wrap(env)
     step_envs = jax.vmap(env.step)
+    gamma = agent.return_discount
 
     def rollout(params, state: RolloutState):
         def body(state: RolloutState, _):
@@ -101,22 +103,25 @@ def make_rollout(env: Environment, agent: Agent, rollout_length: int):
             # A time step after a ``last`` one starts an episode: recurrent agents reset there.
             action, extras, core = agent.act(params, timestep.observation, act_key, state.core,
                                               state.timestep.last, **act_mask(timestep.action_mask))
-            emitted = (state.timestep, state.action, split_start_state(state.extras)[0])
+            emitted = (state.timestep, state.action, split_start_state(state.extras)[0], state.discounted_return)
+            returns = state.discounted_return
+            if gamma is not None:  # a new episode's first time step (after a last one) starts from 0
+                returns = jnp.where(state.timestep.last, 0.0, gamma * returns) + timestep.reward
             last = timestep.last.astype(jnp.float32)
             episode = (
                 last,
                 env_state.stats.episode_return * last,
                 env_state.stats.episode_length.astype(jnp.float32) * last,
             )
-            return RolloutState(env_state, timestep, action, extras, key, core), (emitted, episode)
+            return RolloutState(env_state, timestep, action, extras, key, core, returns), (emitted, episode)
 
         start = split_start_state(state.extras)[1]  # entry 0's start state, stored once
         state, (emitted, episode) = jax.lax.scan(body, state, None, length=rollout_length)
-        final = (state.timestep, state.action, split_start_state(state.extras)[0])
-        timestep, action, extras = jax.tree.map(lambda xs, x: jnp.concatenate([xs, x[None]]), emitted, final)
+        final = (state.timestep, state.action, split_start_state(state.extras)[0], state.discounted_return)
+        timestep, action, extras, discounted = jax.tree.map(lambda xs, x: jnp.concatenate([xs, x[None]]), emitted, final)
         episodes, returns, lengths = (jnp.sum(x) for x in episode)
         metrics = {"episodes": episodes, "episode_return": returns, "episode_length": lengths}
-        return state, Trajectory(timestep, action, extras, start), metrics
+        return state, Trajectory(timestep, action, extras, start, None if gamma is None else discounted), metrics
 
     return rollout
 
@@ -192,7 +197,8 @@ def init_state(
     first = jnp.ones((num_envs,), bool)
     action, extras, core = agent.act(learner.params, timestep.observation, act_key, agent.initial_state(num_envs), first,
                                      **act_mask(timestep.action_mask))
-    return AnakinState(learner, RolloutState(env_state, timestep, action, extras, actor_key, core))
+    returns = () if agent.return_discount is None else jnp.zeros((num_envs,), jnp.float32)
+    return AnakinState(learner, RolloutState(env_state, timestep, action, extras, actor_key, core, returns))
 
 
 def init(

@@ -145,6 +145,8 @@ class RunConfig:
     eval_every: int | None = None  # updates between evaluations of the greedy policy on separate environments with fixed seeds (Anakin: a multiple of --updates-per-call); None: none
     eval_episodes: int = 32  # episodes per evaluation, one per environment, all at once (Anakin: compiled on the device)
     target_return: float | None = None  # stop (and save) once an evaluation's mean return reaches this; needs --eval-every
+    normalize_observations: bool = False  # act and learn on observations standardised by running statistics (mean and variance of every device's and process's batches, kept with the parameters: checkpointed, used by evaluate), clipped to [-5, 5]; floating-point observations only
+    normalize_rewards: bool = False  # learn from rewards divided by a running estimate of the discounted return's standard deviation (the agent's --discount), clipped to [-10, 10]
     wandb_project: str | None = None  # also log to this Weights & Biases project (pip install 'podracer[wandb]'; WANDB_MODE=offline needs no network)
     compile_cache: bool = True  # keep compiled programs on disk (JAX's persistent compilation cache): a run with the same settings skips compilation
     compile_cache_dir: str | None = None  # where; None: $XDG_CACHE_HOME/podracer/jax (~/.cache/podracer/jax)

@@ -17,7 +17,7 @@ import numpy as np
 def _agent_for(metadata, spec):
     from podracer import experiment
 
-    return experiment.make_agent(experiment.agent_config_from(metadata), spec)
+    return experiment.make_agent(experiment.agent_config_from(metadata), spec, metadata.get("normalize"))
 
 
 def load(directory: str, spec):

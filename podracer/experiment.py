@@ -18,6 +18,7 @@ import jax
 import optax
 
 from podracer import agents, anakin, checkpoint, envs, lifetime, parallel
+from podracer import normalize as normalize_lib
 from podracer import logging as logging_lib
 from podracer import sweep as sweep_lib
 from podracer.agents.base import Agent
@@ -33,9 +34,30 @@ from podracer.sebulba.actor import make_act, run_actor
 from podracer.sebulba.pipeline import ActorStatus, ParamStore, StopAwareQueue
 
 
-def make_agent(agent_config, spec) -> Agent:
-    """The agent an agent config (``PPOConfig(...)``) describes, for environments of ``spec``."""
-    return agents.make(agent_config, spec)
+def make_agent(agent_config, spec, normalize: str | None = None) -> Agent:
+    """The agent an agent config (``PPOConfig(...)``) describes, for environments of ``spec``; with ``normalize``
+    (:func:`normalization`: "observations", "rewards" or "observations+rewards"), wrapped to learn and act on
+    normalised observations and scaled rewards (:mod:`podracer.normalize`)."""
+    agent = agents.make(agent_config, spec)
+    if not normalize:
+        return agent
+    return normalize_lib.wrap(agent, observations="observations" in normalize, rewards="rewards" in normalize,
+                              discount=getattr(agent_config, "discount", 0.99))
+
+
+def normalization(config) -> str | None:
+    """What ``--normalize-observations`` and ``--normalize-rewards`` ask for, as checkpoints record it (the
+    ``normalize`` entry of their metadata): None, "observations", "rewards" or "observations+rewards"."""
+    parts = [name for name, on in (("observations", config.normalize_observations),
+                                   ("rewards", config.normalize_rewards)) if on]
+    return "+".join(parts) or None
+
+
+def check_normalizable(config, spec) -> None:
+    """``--normalize-observations`` needs a floating-point observation to normalise."""
+    if config.normalize_observations and not normalize_lib.has_floating_leaf(example_observation(spec)):
+        raise ValueError(f"--normalize-observations: {config.env}'s observations have no floating-point entry to "
+                         "normalise (images and boards of integers are scaled by their torso); drop the flag.")
 
 
 def make_optimizer(agent_config, total_steps: int | None = None) -> optax.GradientTransformation:
@@ -97,7 +119,7 @@ def _sebulba_memory(config: SebulbaConfig, spec, layout: parallel.Layout, num_ac
     """Bytes of this process's Sebulba run: the learner state on each local learner device, and the trajectories
     in flight (the queue's, one being filled per actor thread, one being learned) with the environments' own
     observation buffers, estimated from shapes alone."""
-    agent = make_agent(config.agent, spec)
+    agent = make_agent(config.agent, spec, normalization(config))
     optimizer = make_optimizer(config.agent)
     state = jax.eval_shape(lambda key: init_learner_state(
         agent, optimizer, key, example_observation(spec), rollout_length=config.rollout_length,
@@ -151,7 +173,8 @@ def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> a
     """
     lifetime.starting()
     env = envs.make(config.env)
-    agent = make_agent(config.agent, env.spec())
+    check_normalizable(config, env.spec())
+    agent = make_agent(config.agent, env.spec(), normalization(config))
     num_global = parallel.num_global_devices()
     per_device = config.envs_per_device(num_global)
     total_steps = run_optimizer_steps(config.agent, agent, env.spec(), config.num_updates, per_device, config.rollout_length)
@@ -164,10 +187,10 @@ def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> a
                  + (f", {config.num_seeds} seeds" if config.num_seeds > 1 else ""))
     steps_per_update = config.rollout_length * per_device * num_global
     metadata = {"mode": "anakin", "env": config.env, "rollout_length": config.rollout_length, "seed": config.seed,
-                **agent_metadata(config.agent)}
+                "normalize": normalization(config), **agent_metadata(config.agent)}
     resume_step, main = None, parallel.is_main_process()
     if config.checkpoint_dir:  # checked before anything is compiled
-        identity = {k: metadata[k] for k in ("mode", "env", "agent", "rollout_length")}
+        identity = {k: metadata[k] for k in ("mode", "env", "agent", "rollout_length", "normalize")}
         resume_step = checkpoint.prepare(config.checkpoint_dir, resume=config.resume, identity=identity)
         if main:
             checkpoint.mark_running(config.checkpoint_dir)
@@ -187,7 +210,7 @@ def make_sweep(config: AnakinConfig, spec, total_steps: int | None = None) -> an
 
     def build(values):
         agent_config = sweep_lib.with_values(config.agent, values)
-        return make_agent(agent_config, spec), make_optimizer(agent_config, total_steps)
+        return make_agent(agent_config, spec, normalization(config)), make_optimizer(agent_config, total_steps)
 
     return anakin.Sweep(config.sweep_points, build)
 
@@ -390,7 +413,7 @@ def _sebulba_checkpoints(config: SebulbaConfig, metadata: dict, state, steps_per
     """``(state, updates done, save)``: the state resumed from ``--checkpoint-dir`` when asked, and the saver."""
     if not config.checkpoint_dir:
         return state, 0, None
-    identity = {k: metadata[k] for k in ("mode", "env", "agent")}
+    identity = {k: metadata[k] for k in ("mode", "env", "agent", "normalize")}
     updates = 0
     if checkpoint.prepare(config.checkpoint_dir, resume=config.resume, identity=identity) is not None:
         state, _ = checkpoint.restore(config.checkpoint_dir, state)
@@ -455,7 +478,8 @@ def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_a
     spec, first_env = groups[0][0].spec(), groups[0][0]
     if isinstance(log, Logger):
         log.add_fields(_opponent_field(first_env))
-    agent = make_agent(config.agent, spec)
+    check_normalizable(config, spec)
+    agent = make_agent(config.agent, spec, normalization(config))
     per_actor = sum(env.num_envs for env in groups[0])
     # Every process feeds one trajectory per actor per update round; the update averages over all of them.
     steps_per_update = config.rollout_length * per_actor * parallel.process_count()
@@ -475,7 +499,7 @@ def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_a
     state = init_learner_state(agent, optimizer, learner_key, example_observation(spec), rollout_length=config.rollout_length,
                                action_mask=example_action_mask(spec))
     metadata = {"mode": "sebulba", "env": getattr(first_env, "task_id", config.env), "seed": config.seed,
-                "rollout_length": config.rollout_length, **agent_metadata(config.agent)}
+                "rollout_length": config.rollout_length, "normalize": normalization(config), **agent_metadata(config.agent)}
     state, updates, save = _sebulba_checkpoints(config, metadata, state, steps_per_update)
     state = parallel.replicate(state, layout.learner_devices)
     if parallel.is_main_process():

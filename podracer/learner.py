@@ -129,6 +129,15 @@ def _apply_gradients(optimizer, grads, params, opt_state, axis_names):
     return optax.apply_updates(params, updates), opt_state, optax.tree.norm(grads)
 
 
+def _observe(agent: Agent, state: LearnerState, trajectory: Trajectory, axis_names) -> tuple[LearnerState, Trajectory]:
+    """``agent.observe``'s parameters and trajectory (running statistics updated over ``axis_names``, the trajectory
+    normalised), or both as they are."""
+    if agent.observe is None:
+        return state, trajectory
+    params, trajectory = agent.observe(state.params, trajectory, axis_names)
+    return state._replace(params=params), trajectory
+
+
 def _split_minibatches(batch, key, num_minibatches: int, axis: int):
     """Shuffles ``batch`` along ``axis`` and splits it into ``[num_minibatches, ...]``."""
     leaves = jax.tree.leaves(batch)
@@ -179,6 +188,7 @@ def make_learner_step(
         return (params, opt_state, key), {**metrics, "grad_norm": grad_norm}
 
     def learner_step(state: LearnerState, trajectory: Trajectory) -> tuple[LearnerState, Metrics]:
+        state, trajectory = _observe(agent, state, trajectory, axis_names)
         key, step_key = jax.random.split(state.key)
         batch = trajectory if agent.prepare is None else agent.prepare(state.params, trajectory)
 
@@ -257,6 +267,7 @@ def make_replay_learner_step(
         return carry, (metrics, allowed.astype(jnp.float32))
 
     def learner_step(state: LearnerState, trajectory: Trajectory) -> tuple[LearnerState, Metrics]:
+        state, trajectory = _observe(agent, state, trajectory, axis_names)
         key, step_key = jax.random.split(state.key)
         items, mask = spec.make_items(trajectory)
         num_items = jax.tree.leaves(items)[0].shape[0]

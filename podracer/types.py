@@ -48,6 +48,9 @@ class Trajectory(NamedTuple):
     action: chex.Array  # int32 [T + 1, B] (int32 [T + 1, B, len(nvec)] multi-discrete, float32 [T + 1, B, size] continuous): a_t, taken at o_t
     extras: chex.ArrayTree  # [T + 1, B, ...]: actor outputs at o_t (e.g. behaviour logits)
     actor_state: chex.ArrayTree = ()  # [B, ...]: the actor state entry 0 started from; () for feed-forward agents
+    # float32 [T + 1, B]: the discounted return of the episode so far, r_t + gamma r_(t-1) + ... (0. at an episode's
+    # first time step), accumulated by the feeder for agents that set Agent.return_discount (reward scaling); else None
+    discounted_return: chex.Array = None
 
 
 class LearnerState(NamedTuple):

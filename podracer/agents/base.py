@@ -102,6 +102,12 @@ class Agent(NamedTuple):
     minibatch_axis: int = 1
     replay: ReplaySpec | None = None
     initial_state: Callable[[int], chex.ArrayTree] = no_state
+    # Called first in every learner step: ``observe(params, trajectory, axis_names) -> (params, trajectory)``
+    # updates what the parameters keep of the data (running statistics, reduced over ``axis_names``) and returns
+    # the trajectory as the loss and the replay should see it (podracer.normalize); None: neither changes.
+    observe: Callable | None = None
+    # The discount of the return the feeders accumulate into Trajectory.discounted_return; None: they do not.
+    return_discount: float | None = None
 
 
 def first_flags(trajectory: Trajectory) -> chex.Array:

@@ -60,6 +60,26 @@ def _concat(parts):
     return jax.tree.map(lambda *xs: np.concatenate(xs), *parts)
 
 
+class _DiscountedReturns:
+    """Adds each environment's discounted return so far (``Trajectory.discounted_return``) to an actor's
+    trajectories, for agents that scale rewards by its spread (``Agent.return_discount``); for the others, the
+    trajectory as it is. Entry 0 of a trajectory is the previous one's last entry: its value is carried over."""
+
+    def __init__(self, gamma: float | None, num_envs: int):
+        self.gamma, self.carried = gamma, np.zeros(num_envs, np.float32)  # the reset's time step: reward 0
+
+    def __call__(self, trajectory: Trajectory) -> Trajectory:
+        if self.gamma is None:
+            return trajectory
+        reward, last = np.asarray(trajectory.timestep.reward, np.float32), np.asarray(trajectory.timestep.last)
+        returns = np.empty_like(reward)
+        returns[0] = self.carried
+        for t in range(1, len(reward)):  # a time step after a last one starts an episode
+            returns[t] = np.where(last[t - 1], 0.0, self.gamma * returns[t - 1]) + reward[t]
+        self.carried = returns[-1]
+        return trajectory._replace(discounted_return=returns)
+
+
 def _reset(env: HostEnv) -> TimeStep:
     """``env``'s first time steps, their legal-action masks checked against its spec."""
     timestep = env.reset()
@@ -107,6 +127,7 @@ def run_actor(
     key = parallel.put_on(key, device)
     cores = [parallel.put_on(agent.initial_state(env.num_envs), device) for env in envs]
     firsts = [np.ones(env.num_envs, bool) for env in envs]
+    discounted = _DiscountedReturns(agent.return_discount, sum(env.num_envs for env in envs))
 
     def act_on(timestep, g):
         nonlocal key
@@ -122,8 +143,7 @@ def run_actor(
         env.send(part[1])
     entry = _concat(parts)
     while not stop.is_set():
-        seconds = {"env": 0.0, "act": 0.0, "ship": 0.0, "put_wait": 0.0}
-        entries, returns, lengths = [entry], [], []
+        seconds, entries, returns, lengths = {"env": 0.0, "act": 0.0, "ship": 0.0, "put_wait": 0.0}, [entry], [], []
         for _ in range(rollout_length):
             for g, env in enumerate(envs):
                 start = time.perf_counter()
@@ -139,7 +159,7 @@ def run_actor(
         # Every group is stepping now (its next action sent): shipping overlaps with them.
         entry = entries[-1]
         start = time.perf_counter()
-        trajectory = parallel.shard(_split_for_learners(_stack(entries), num_learners), learner_devices)
+        trajectory = parallel.shard(_split_for_learners(discounted(_stack(entries)), num_learners), learner_devices)
         seconds["ship"] = time.perf_counter() - start
         status.now("queue")
         seconds["put_wait"] = queue.put(Rollout(trajectory, version, returns, lengths, seconds), stop)

@@ -1,0 +1,140 @@
+"""Observation and reward normalisation: statistics merged across devices, kept with the parameters."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from podracer import anakin, checkpoint, envs, evaluate, experiment, normalize, parallel
+from podracer.agents import PPOConfig
+from podracer.config import AnakinConfig
+from podracer.types import EnvSpec
+
+
+def _batches(seed=0):
+    rng = np.random.default_rng(seed)
+    # [T, B, 3] observations far from standard (large mean, mixed scales), and [T, B] returns
+    return [(rng.normal([100.0, -3.0, 0.0], [10.0, 0.01, 1.0], size=(5, 8, 3)).astype(np.float32),
+             rng.normal(50.0, 20.0, size=(5, 8)).astype(np.float32)) for _ in range(3)]
+
+
+def test_statistics_on_two_devices_equal_one_device_on_the_concatenated_batch():
+    devices = jax.devices()[:2]
+    assert len(devices) == 2
+    example = jnp.zeros((1, 3))
+    fresh = normalize.init(example, observations=True, rewards=True)
+
+    def on_devices(stats, obs, returns):
+        return normalize.update(stats, obs, returns, (parallel.DEVICE_AXIS,))
+
+    two = parallel.device_map(on_devices, devices)
+    one = jax.jit(normalize.update)
+    stats_two, stats_one = parallel.replicate(fresh, devices), fresh
+    seen_obs, seen_returns = [], []
+    for obs, returns in _batches():
+        # each device takes half of the environments (axis 1)
+        split = lambda x: np.stack(np.split(x, 2, axis=1))  # noqa: E731
+        stats_two = two(stats_two, split(obs), split(returns))
+        stats_one = one(stats_one, obs, returns)
+        seen_obs.append(obs.reshape(-1, 3))
+        seen_returns.append(returns.ravel())
+    for device in range(2):
+        for a, b in zip(jax.tree.leaves(jax.tree.map(lambda x: x[device], stats_two)), jax.tree.leaves(stats_one)):
+            np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-9)
+    every_obs, every_return = np.concatenate(seen_obs), np.concatenate(seen_returns)
+    assert float(stats_one.observation.count) == len(every_obs) == 120
+    np.testing.assert_allclose(stats_one.observation.mean, every_obs.mean(0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(stats_one.observation.var, every_obs.var(0), rtol=1e-4)
+    np.testing.assert_allclose(stats_one.discounted_return.var, every_return.var(), rtol=1e-4)
+    normalized = normalize.normalize_observation(stats_one, jnp.asarray(every_obs))
+    np.testing.assert_allclose(np.mean(normalized, 0), 0.0, atol=1e-3)
+    np.testing.assert_allclose(np.std(normalized, 0), 1.0, atol=1e-3)
+
+
+def test_the_rollout_ships_each_environments_discounted_return_reset_at_episode_starts():
+    env = envs.make("catch")  # rewards only at the last step of 9-step episodes
+    agent = experiment.make_agent(PPOConfig(discount=0.9), env.spec(), "rewards")
+    assert agent.return_discount == 0.9
+    state = anakin.init_state(env, agent, experiment.make_optimizer(PPOConfig()), jax.random.key(0), 4)
+    rollout = jax.jit(anakin.make_rollout(env, agent, 25))
+    _, trajectory, _ = rollout(state.learner.params, state.rollout)
+    reward, last = np.asarray(trajectory.timestep.reward), np.asarray(trajectory.timestep.last)
+    expected, running = np.zeros_like(reward), np.zeros(4, np.float32)
+    for t in range(len(reward)):
+        starts = last[t - 1] if t else np.ones(4, bool)  # the reset's time step starts an episode
+        running = np.where(starts, 0.0, 0.9 * running) + reward[t]
+        expected[t] = running
+    np.testing.assert_allclose(trajectory.discounted_return, expected, rtol=1e-6)
+    assert np.any(reward != 0)  # episodes ended inside the rollout
+
+
+def test_normalized_runs_resume_exactly_and_evaluate_plays_with_the_saved_statistics(tmp_path):
+    common = dict(agent=PPOConfig(hidden_sizes=(16,)), env="gymnax:CartPole-v1", num_envs_per_device=4,
+                  rollout_length=8, num_updates=40, updates_per_call=10, checkpoint_every=10,
+                  normalize_observations=True, normalize_rewards=True)
+    whole = AnakinConfig(checkpoint_dir=str(tmp_path / "whole"), **common)
+    experiment.train_anakin(whole)
+    parts = AnakinConfig(checkpoint_dir=str(tmp_path / "parts"), **{**common, "num_updates": 20})
+    experiment.train_anakin(parts)
+    experiment.train_anakin(dataclasses.replace(parts, num_updates=40, resume="yes"))
+
+    env = envs.make(common["env"])
+    agent = experiment.make_agent(whole.agent, env.spec(), "observations+rewards")
+    template = anakin.init_state(env, agent, experiment.make_optimizer(whole.agent), jax.random.key(0), 4).learner
+    a, meta = checkpoint.restore(whole.checkpoint_dir, template)
+    b, _ = checkpoint.restore(parts.checkpoint_dir, template)
+    assert meta["normalize"] == "observations+rewards"
+    assert float(a.params.statistics.observation.count) == 40 * 8 * 4 * jax.device_count()
+    for x, y in zip(jax.tree.leaves(a.params), jax.tree.leaves(b.params)):
+        np.testing.assert_array_equal(x, y)  # statistics included, bit for bit
+    assert float(a.params.statistics.discounted_return.var) > 1.0  # returns of CartPole spread well beyond 1
+
+    loaded_agent, params, _ = evaluate.load(whole.checkpoint_dir, env.spec())
+    for x, y in zip(jax.tree.leaves(params), jax.tree.leaves(a.params)):
+        np.testing.assert_array_equal(x, y)
+    _, timestep = env.reset(jax.random.key(3))
+    observation = jnp.stack([timestep.observation] * 2) * 3.0
+    _, extras, _ = loaded_agent.act(params, observation, jax.random.key(0), (), jnp.ones(2, bool))
+    inner = experiment.make_agent(whole.agent, env.spec())
+    by_hand = normalize.normalize_observation(params.statistics, observation)
+    _, expected, _ = inner.act(params.agent, by_hand, jax.random.key(0), (), jnp.ones(2, bool))
+    _, raw, _ = inner.act(params.agent, observation, jax.random.key(0), (), jnp.ones(2, bool))
+    np.testing.assert_allclose(jax.tree.leaves(extras)[0], jax.tree.leaves(expected)[0], rtol=1e-6)
+    assert not np.allclose(jax.tree.leaves(extras)[0], jax.tree.leaves(raw)[0])  # the statistics matter
+
+    with pytest.raises(ValueError, match=r"--resume: '.*whole' holds a checkpoint of normalize 'observations\+rewards'"):
+        experiment.train_anakin(dataclasses.replace(whole, normalize_observations=False, normalize_rewards=False,
+                                                    num_updates=50, resume="yes"))
+
+
+def test_normalize_observations_needs_a_floating_point_observation():
+    spec = EnvSpec(jax.ShapeDtypeStruct((10, 10, 3), jnp.uint8), num_actions=3)
+    config = AnakinConfig(normalize_observations=True)
+    with pytest.raises(ValueError, match=r"^--normalize-observations: catch's observations have no floating-point "
+                                         r"entry to normalise .*; drop the flag\.$"):
+        experiment.check_normalizable(config, spec)
+    experiment.check_normalizable(dataclasses.replace(config, normalize_observations=False), spec)
+
+
+def test_anakin_learns_cartpole_with_both_normalisations_on_most_seeds():
+    config = AnakinConfig(env="gymnax:CartPole-v1", agent=PPOConfig(), num_envs_per_device=8, rollout_length=16,
+                          num_updates=60, updates_per_call=20, num_seeds=3, normalize_observations=True,
+                          normalize_rewards=True)
+    final = experiment.train_anakin(config).history[-1]["episode_return_per_seed"]
+    assert sum(r >= 150 for r in final) >= 2, final  # random play: about 22
+
+
+def test_sebulba_counts_every_learned_step_in_the_statistics_on_two_learner_devices():
+    from podracer.config import SebulbaConfig
+
+    config = SebulbaConfig(env="jax:cartpole", agent=PPOConfig(), num_envs_per_actor=16, rollout_length=16,
+                           total_env_steps=40_000, learner_devices=(1, 2), normalize_observations=True,
+                           normalize_rewards=True)
+    result = experiment.run_sebulba(config)
+    statistics = jax.tree.map(np.asarray, parallel.unreplicate(result.state.params.statistics))
+    assert float(statistics.observation.count) == result.updates * 16 * 16
+    assert float(statistics.discounted_return.count) == result.updates * 16 * 16
+    assert np.all(statistics.observation.var > 0) and np.all(np.abs(statistics.observation.mean) < 5)
+    assert result.history[-1]["episode_return"] > 60  # random play: about 22
