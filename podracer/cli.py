@@ -42,6 +42,8 @@ def train(default, argv: Sequence[str] | None, *, prog: str, name: str, descript
     adds to its last line.
     """
     cfg = config.parse(default, argv, prog=prog, description=description)
+    if cfg.process_id in (None, 0):
+        print(f"{name}: {settings_line(cfg)}", flush=True)
     lifetime.quiet_dependencies()
     stop, interrupted = lifetime.stop_on_signals(name)
     parallel.set_cpu_device_count(cfg.cpu_devices or parallel.available_cores())
@@ -66,6 +68,33 @@ def train(default, argv: Sequence[str] | None, *, prog: str, name: str, descript
         print(f"{name}: {how}{stopped}{saved}.", file=sys.stderr)
         return lifetime.exit_status()
     return report(cfg, result)
+
+
+def settings_line(cfg) -> str:
+    """What a training run uses, said before it starts: its preset's flags (``--preset``), or, without one, the
+    agent's settings in full and the presets there are for its environment."""
+    import dataclasses
+
+    from podracer import presets
+
+    mode = "anakin" if isinstance(cfg, config.AnakinConfig) else "sebulba"
+    if cfg.preset:
+        flags = " ".join(presets.get(cfg.preset).argv())
+        return f"preset {cfg.preset}: {flags} (flags on the command line override it)"
+    values = {f.name: getattr(cfg.agent, f.name) for f in dataclasses.fields(cfg.agent)}
+    values.update(normalize_observations=cfg.normalize_observations, normalize_rewards=cfg.normalize_rewards)
+    settings = " ".join(_shown(name, value) for name, value in values.items())
+    known = presets.for_env(cfg.env, mode)
+    hint = f"; --preset {' or --preset '.join(known)} has settings measured on it" if known else ""
+    return f"no --preset: {cfg.agent_name} on {cfg.env} with {settings}{hint}"
+
+
+def _shown(name: str, value) -> str:
+    """``name = value`` as a flag: ``--name value``, ``--name`` (true), ``--no-name`` (false)."""
+    flag = name.replace("_", "-")
+    if isinstance(value, bool):
+        return f"--{flag}" if value else f"--no-{flag}"
+    return f"--{flag} " + (" ".join(map(str, value)) if isinstance(value, tuple) else str(value))
 
 
 def _train_anakin(cfg, stop):

@@ -24,7 +24,7 @@ from typing import Annotated, Literal, TypeVar, Union
 
 import tyro
 
-from podracer import agents, envs, parallel, sweep
+from podracer import agents, envs, parallel, presets, sweep
 from podracer.agents import A2CConfig, IMPALAConfig
 from podracer.agents.base import check_finite, flag
 
@@ -151,6 +151,7 @@ class RunConfig:
     compile_cache: bool = True  # keep compiled programs on disk (JAX's persistent compilation cache): a run with the same settings skips compilation
     compile_cache_dir: str | None = None  # where; None: $XDG_CACHE_HOME/podracer/jax (~/.cache/podracer/jax)
     imports: Imports = ()
+    preset: str | None = None  # settings kept for a task (podracer/presets/*.toml), applied before the command line's own flags (which win); --preset list describes them
 
     def __post_init__(self):
         if isinstance(self.resume, bool):  # Python callers: resume=True / False
@@ -203,6 +204,8 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
 
     def __post_init__(self):
         super().__post_init__()
+        if self.preset is not None:
+            presets.get(self.preset, "anakin")
         check_env(self.env)
         if self.eval_every is not None:
             parallel.check_divisible(self.eval_every, self.updates_per_call, "--eval-every", "updates per call (--updates-per-call)")
@@ -276,6 +279,8 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
 
     def __post_init__(self):
         super().__post_init__()
+        if self.preset is not None:
+            presets.get(self.preset, "sebulba")
         _at_least(self, 1, "total_env_steps", "actor_threads", "num_envs_per_actor", "num_envs", "rollout_length",
                   "queue_size", "log_every", "env_groups")
         _at_least(self, 0, "envpool_threads")
@@ -348,6 +353,21 @@ def _default_agent(cls, default, argv: list[str]) -> list[str]:
     env = given[-1] if given else next((f.default for f in dataclasses.fields(cls) if f.name == "env"), None)
     name = choose(env) if isinstance(env, str) else None
     return [name, *argv] if name else argv
+
+
+def _mode(cls) -> str | None:
+    """The command a config class configures ("anakin" or "sebulba"), for its presets; None for others."""
+    return "anakin" if issubclass(cls, AnakinConfig) else "sebulba" if issubclass(cls, SebulbaConfig) else None
+
+
+def _apply_preset(argv: list[str], mode: str) -> list[str]:
+    """``argv`` with ``--preset NAME`` expanded into the preset's flags, put first (the command line's own win);
+    ``--preset NAME`` stays at the end so that the config records it."""
+    try:
+        expanded, preset = presets.expand(argv, mode, agents.names())
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    return expanded if preset is None else [*expanded, "--preset", preset.name]
 
 
 def _flag_values(argv: Sequence[str], flag: str) -> list[str]:
@@ -446,7 +466,13 @@ def parse(default: T | type[T], argv: Sequence[str] | None = None, *, prog: str 
     if "env" in {f.name for f in dataclasses.fields(cls)} and "list" in _flag_values(argv, "--env"):
         print(envs.listing())
         raise SystemExit(0)
+    mode = _mode(cls)
+    if mode and "list" in _flag_values(argv, "--preset"):
+        print(presets.listing(mode))
+        raise SystemExit(0)
     try:
+        if mode:
+            argv = _apply_preset(argv, mode)
         argv = _default_agent(cls, default, _spell_resume_flag(_spell_agent_flag(argv)))
         hook = _error_hook()
         cli = functools.partial(tyro.cli, cls, args=argv, prog=prog, description=description, config=markers, **kwargs)

@@ -45,6 +45,14 @@ def make_agent(agent_config, spec, normalize: str | None = None) -> Agent:
                               discount=getattr(agent_config, "discount", 0.99))
 
 
+def with_run_length(config, env_steps: int):
+    """``config`` whose agent knows the run's length in env steps, where its config asks (``run_env_steps``: DQN's
+    linear epsilon schedule decays over a share of the run)."""
+    if not hasattr(config.agent, "run_env_steps") or config.agent.run_env_steps == env_steps:
+        return config
+    return dataclasses.replace(config, agent=dataclasses.replace(config.agent, run_env_steps=env_steps))
+
+
 def normalization(config) -> str | None:
     """What ``--normalize-observations`` and ``--normalize-rewards`` ask for, as checkpoints record it (the
     ``normalize`` entry of their metadata): None, "observations", "rewards" or "observations+rewards"."""
@@ -173,9 +181,11 @@ def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> a
     """
     lifetime.starting()
     env = envs.make(config.env)
+    num_global = parallel.num_global_devices()
+    config = with_run_length(config, config.num_updates * config.rollout_length * config.envs_per_device(num_global)
+                             * num_global)
     check_normalizable(config, env.spec())
     agent = make_agent(config.agent, env.spec(), normalization(config))
-    num_global = parallel.num_global_devices()
     per_device = config.envs_per_device(num_global)
     total_steps = run_optimizer_steps(config.agent, agent, env.spec(), config.num_updates, per_device, config.rollout_length)
     optimizer = make_optimizer(config.agent, total_steps)
@@ -445,6 +455,7 @@ def train_sebulba(
     (default: :func:`host_env_factory`). Returns the learner state and one summary per log line.
     """
     lifetime.starting()
+    config = with_run_length(config, config.total_env_steps)
     stop = stop or threading.Event()
     make_env = make_env or host_env_factory(config)
     actor_ids = config.actor_devices or (0,)

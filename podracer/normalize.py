@@ -200,7 +200,10 @@ def wrap(agent: Agent, *, observations: bool = True, rewards: bool = False, disc
             raise ValueError("--normalize-rewards: the trajectory carries no discounted_return; the feeder must "
                              "accumulate it (Agent.return_discount).")
         statistics = update(params.statistics, recent, returns, axis_names)
-        return params._replace(statistics=statistics), normalized(statistics, trajectory)
+        inner, trajectory = params.agent, normalized(statistics, trajectory)
+        if agent.observe is not None:  # the wrapped agent's own bookkeeping (DQN's schedule clock)
+            inner, trajectory = agent.observe(inner, trajectory, axis_names)
+        return NormalizedParams(inner, statistics), trajectory
 
     # The losses read the agent's own parameters only: the statistics get a zero gradient.
     loss = None if agent.loss is None else (lambda params, batch, key: agent.loss(params.agent, batch, key))

@@ -84,3 +84,36 @@ def agent_network_values(config, env, params, observation):
     from podracer.agents.base import make_network
 
     return make_network(env.spec(), config).apply(params, observation)
+
+
+def test_dqn_linear_epsilon_decays_over_its_share_of_the_run_counted_by_the_learner():
+    from podracer.agents.dqn import linear_epsilon
+    from podracer.config import AnakinConfig
+
+    np.testing.assert_allclose([linear_epsilon(s, 1.0, 0.05, 500) for s in (0, 250, 500, 10_000)],
+                               [1.0, 0.525, 0.05, 0.05], atol=1e-6)
+    env = envs.make("catch")
+    config = DQNConfig(epsilon_schedule="linear", run_env_steps=1000, epsilon_fraction=0.5, hidden_sizes=(8,))
+    agent = agents.make(config, env.spec())
+    params = agent.init(jax.random.key(0), jnp.zeros((1, *env.spec().observation.shape)))
+    observation = jnp.zeros((4000, *env.spec().observation.shape))
+    greedy = jnp.argmax(agent.act(params, observation[:1], jax.random.key(1), (), jnp.ones(1, bool))[1]["q_values"])
+
+    def greedy_share(env_steps):
+        p = {**params, "env_steps": jnp.float32(env_steps)}
+        action, _, _ = agent.act(p, observation, jax.random.key(2), (), jnp.ones(4000, bool))
+        return float(jnp.mean(action == greedy))
+
+    assert abs(greedy_share(0) - 1 / 3) < 0.04  # epsilon 1: uniform over catch's 3 actions
+    assert abs(greedy_share(250) - (1 - 0.525 * 2 / 3)) < 0.04
+    assert abs(greedy_share(500) - (1 - 0.05 * 2 / 3)) < 0.02  # the end of the decay, and after it
+    with pytest.raises(ValueError, match=r"^--epsilon-schedule: unknown schedule 'exp'; choose one of ladder, linear\.$"):
+        DQNConfig(epsilon_schedule="exp")
+
+    # The learner counts the env steps it learns from over every device; the run sets the schedule's length.
+    run = AnakinConfig(env="catch", agent=DQNConfig(epsilon_schedule="linear", hidden_sizes=(8,), min_replay_size=64,
+                                                    batch_size=32), num_envs_per_device=2, rollout_length=4,
+                       num_updates=20, updates_per_call=10)
+    result = experiment.train_anakin(run)
+    counted = float(np.asarray(result.state.learner.params["env_steps"]).ravel()[0])
+    assert counted == 20 * 4 * 2 * jax.device_count()

@@ -156,7 +156,8 @@ _AT_LEAST_ONE = ("n_step", "core_size", "num_epochs", "num_minibatches", "replay
 _POSITIVE = ("learning_rate", "max_grad_norm", "replay_ratio", "clip_epsilon", "clip_rho_threshold",
              "clip_pg_rho_threshold", "huber_delta", "value_rescaling_eps")
 _NON_NEGATIVE = ("entropy_coef", "value_coef", "burn_in", "epsilon_alpha", "lr_warmup_steps")
-_UNIT_INTERVAL = ("discount", "td_lambda", "gae_lambda", "epsilon", "eta", "priority_exponent", "importance_exponent")
+_UNIT_INTERVAL = ("discount", "td_lambda", "gae_lambda", "epsilon", "eta", "priority_exponent", "importance_exponent",
+                  "epsilon_start", "epsilon_end", "epsilon_fraction")
 
 
 def flag(name: str) -> str:

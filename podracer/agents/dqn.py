@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
+import tyro
 
 from podracer.agents.base import LRScheduleName, Agent, ReplaySpec, check_hyperparameters, mask_logits, require_actions, transitions
 from podracer.envs.base import image_layout
 from podracer.networks import QNetwork, TorsoName
 from podracer.types import EnvSpec, Trajectory
+
+EPSILON_SCHEDULES = ("ladder", "linear")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,8 +38,13 @@ class DQNConfig:
     n_step: int = 3  # bootstrapped returns over up to n steps (fewer at episode and trajectory ends)
     hidden_sizes: tuple[int, ...] = (64, 64)  # hidden layer sizes of the MLP
     torso: TorsoName = "auto"  # auto: impala (ResNet) for images, mlp otherwise
+    epsilon_schedule: Literal["ladder", "linear"] = "ladder"  # ladder: Ape-X's fixed rates over the environments (--epsilon, --epsilon-alpha); linear: every environment's epsilon decays from --epsilon-start to --epsilon-end over --epsilon-fraction of the run's env steps, then stays
     epsilon: float = 0.4  # Ape-X ladder: the most exploring actor's epsilon ...
     epsilon_alpha: float = 7.0  # ... and the ladder's exponent range
+    epsilon_start: float = 1.0  # linear schedule: epsilon at the run's start ...
+    epsilon_end: float = 0.05  # ... after --epsilon-fraction of the run ...
+    epsilon_fraction: float = 0.5  # ... the share of the run's env steps the decay takes
+    run_env_steps: tyro.conf.Suppress[int | None] = None  # the run's env steps: the linear schedule's length (set by podracer.experiment from the run's budget; not a flag)
     huber_delta: float = 1.0  # Huber loss threshold
     replay_capacity: int = 100_000  # items per replay shard (one shard per learner device)
     batch_size: int = 128  # items per gradient step, per learner device
@@ -50,6 +59,9 @@ class DQNConfig:
     def __post_init__(self):
         check_hyperparameters(self)
         check_replay_sizes(self)
+        if self.epsilon_schedule not in EPSILON_SCHEDULES:
+            raise ValueError(f"--epsilon-schedule: unknown schedule {self.epsilon_schedule!r}; choose one of "
+                             f"{', '.join(EPSILON_SCHEDULES)}.")
 
 
 def check_replay_sizes(config) -> None:
@@ -82,12 +94,20 @@ def epsilon_ladder(num_actors: int, epsilon: float = 0.4, alpha: float = 7.0) ->
     return epsilon ** (1.0 + alpha * i / max(num_actors - 1, 1))
 
 
-def epsilon_greedy(q_values: jax.Array, key, epsilon: float, alpha: float, action_mask=None) -> jax.Array:
-    """Greedy actions of ``q_values`` ``[..., A]``, random ones with the Ape-X ladder's rates over the batch; with
-    ``action_mask`` (bool ``[..., A]``) both the greedy and the random actions are legal ones."""
+def linear_epsilon(env_steps, start: float, end: float, decay_steps) -> jax.Array:
+    """Epsilon after ``env_steps`` of a linear decay from ``start`` to ``end`` over ``decay_steps``, then ``end``."""
+    progress = jnp.clip(jnp.asarray(env_steps, jnp.float32) / jnp.maximum(decay_steps, 1.0), 0.0, 1.0)
+    return start + (end - start) * progress
+
+
+def epsilon_greedy(q_values: jax.Array, key, epsilon: float, alpha: float, action_mask=None, rates=None) -> jax.Array:
+    """Greedy actions of ``q_values`` ``[..., A]``, random ones with the Ape-X ladder's rates over the batch (or
+    ``rates``, broadcast over it); with ``action_mask`` (bool ``[..., A]``) both the greedy and the random actions
+    are legal ones."""
     explore_key, action_key = jax.random.split(key)
     batch_shape = q_values.shape[:-1]
-    rates = epsilon_ladder(math.prod(batch_shape), epsilon, alpha).reshape(batch_shape)
+    if rates is None:
+        rates = epsilon_ladder(math.prod(batch_shape), epsilon, alpha).reshape(batch_shape)
     explore = jax.random.uniform(explore_key, batch_shape) < rates
     if action_mask is None:
         random_action = jax.random.randint(action_key, batch_shape, 0, q_values.shape[-1], dtype=jnp.int32)
@@ -151,13 +171,34 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig()) -> Agent:
     network = QNetwork(spec.num_actions, len(spec.observation.shape), config.hidden_sizes, torso=config.torso,
                        image=image_layout(spec), obs_shape=tuple(spec.observation.shape))
 
+    linear = config.epsilon_schedule == "linear"
+    if linear and config.run_env_steps is None:
+        raise ValueError("--epsilon-schedule linear decays over the run's env steps: set DQNConfig.run_env_steps "
+                         "(the command lines do).")
+
     def init(key, observation):
-        return network.init(key, observation)
+        params = network.init(key, observation)
+        # The linear schedule's clock: env steps learned from so far, counted by the learner (observe) and
+        # shipped to the actors with the parameters. Float: it takes a (zero) gradient with the rest.
+        return {"network": params, "env_steps": jnp.zeros((), jnp.float32)} if linear else params
+
+    def q_network(params):
+        return params["network"] if linear else params
 
     def act(params, observation, key, state, first, action_mask=None):
-        q_values = network.apply(params, observation)
-        action = epsilon_greedy(q_values, key, config.epsilon, config.epsilon_alpha, action_mask)
+        q_values = network.apply(q_network(params), observation)
+        rates = None
+        if linear:
+            rates = linear_epsilon(params["env_steps"], config.epsilon_start, config.epsilon_end,
+                                   config.epsilon_fraction * config.run_env_steps)
+        action = epsilon_greedy(q_values, key, config.epsilon, config.epsilon_alpha, action_mask, rates)
         return action, {"q_values": mask_logits(q_values, action_mask)}, state
+
+    def observe(params, trajectory: Trajectory, axis_names=()):
+        steps = jnp.asarray(math.prod(trajectory.action.shape[:2]) - trajectory.action.shape[1], jnp.float32)
+        for axis in axis_names:
+            steps = jax.lax.psum(steps, axis)
+        return {**params, "env_steps": params["env_steps"] + steps}, trajectory
 
     def make_items(trajectory: Trajectory):
         return transition_items(trajectory, config.n_step, config.discount)
@@ -166,9 +207,9 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig()) -> Agent:
         del key
         size = batch["action"].shape[0]
         both = jnp.concatenate([batch["observation"], batch["next_observation"]])
-        q_both = network.apply(params, both)  # one pass over o_t and o_{t+n}
+        q_both = network.apply(q_network(params), both)  # one pass over o_t and o_{t+n}
         q_tm1, q_t_online = q_both[:size], q_both[size:]
-        q_t_target = network.apply(target_params, batch["next_observation"])
+        q_t_target = network.apply(q_network(target_params), batch["next_observation"])
         best = jnp.argmax(mask_logits(q_t_online, batch.get("next_action_mask")), axis=-1)  # over legal actions
         target = batch["reward"] + batch["discount"] * jnp.take_along_axis(q_t_target, best[:, None], axis=-1)[:, 0]
         q_a = jnp.take_along_axis(q_tm1, batch["action"][:, None].astype(jnp.int32), axis=-1)[:, 0]
@@ -179,4 +220,5 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig()) -> Agent:
         metrics = {"loss": total, "q_value": jnp.mean(q_a), "abs_td": jnp.mean(abs_td)}
         return total, (metrics, abs_td)
 
-    return Agent(init=init, act=act, loss=None, replay=replay_spec(config, make_items, loss))
+    return Agent(init=init, act=act, loss=None, replay=replay_spec(config, make_items, loss),
+                 observe=observe if linear else None)

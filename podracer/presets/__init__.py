@@ -1,0 +1,145 @@
+"""Per-task settings kept as data: ``--preset NAME`` in both command lines.
+
+Each ``*.toml`` file in this package holds the presets of one suite; each table is one preset (format: the
+comment at the top of ``podracer.toml``). :func:`expand` turns ``--preset NAME`` into the preset's flags,
+placed before the command line's own, so that a flag given on the command line wins.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import tomllib
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+MODES = ("anakin", "sebulba")
+
+
+class Preset(NamedTuple):
+    """One preset: the settings of one task, and what they reach."""
+
+    name: str  # what --preset takes
+    suite: str  # the file it comes from (without .toml)
+    mode: str  # "anakin" or "sebulba": the command that takes it
+    note: str  # what it reaches, measured where
+    flags: dict[str, Any]  # flag name (without the dashes) -> value
+
+    @property
+    def env(self) -> str | None:
+        return self.flags.get("env")
+
+    @property
+    def agent(self) -> str | None:
+        return self.flags.get("agent")
+
+    def argv(self, *, agent: bool = True) -> list[str]:
+        """The preset as command-line tokens (``agent=False``: without its ``--agent``)."""
+        tokens = []
+        for name, value in self.flags.items():
+            if name == "agent" and not agent:
+                continue
+            if value is True:
+                tokens.append(f"--{name}")
+            elif value is False:
+                tokens.append(f"--no-{name}")
+            elif isinstance(value, list):
+                tokens += [f"--{name}", *(str(v) for v in value)]
+            else:
+                tokens += [f"--{name}", str(value)]
+        return tokens
+
+
+def _parse(suite: str, text: str) -> dict[str, Preset]:
+    presets = {}
+    for name, table in tomllib.loads(text).items():
+        unknown = set(table) - {"mode", "note", "flags"}
+        if unknown or table.get("mode") not in MODES or not isinstance(table.get("flags"), dict):
+            raise ValueError(f"preset {name!r} in {suite}.toml: needs mode ({' or '.join(MODES)}), note and a flags "
+                             f"table, and nothing else (found {sorted(table)}).")
+        presets[name] = Preset(name, suite, table["mode"], str(table.get("note", "")), dict(table["flags"]))
+    return presets
+
+
+@functools.cache
+def load() -> dict[str, Preset]:
+    """Every preset by name, from every ``*.toml`` file of this package; a name used twice is an error."""
+    presets: dict[str, Preset] = {}
+    for entry in sorted(importlib.resources.files(__package__).iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".toml"):
+            for name, preset in _parse(entry.name.removesuffix(".toml"), entry.read_text()).items():
+                if name in presets:
+                    raise ValueError(f"preset {name!r} is in both {presets[name].suite}.toml and {preset.suite}.toml.")
+                presets[name] = preset
+    return presets
+
+
+def names(mode: str | None = None) -> list[str]:
+    """The presets' names (those of ``mode`` only, when given), sorted."""
+    return sorted(name for name, preset in load().items() if mode is None or preset.mode == mode)
+
+
+def get(name: str, mode: str | None = None) -> Preset:
+    """The preset ``name``; a one-line ``ValueError`` naming ``--preset`` for an unknown one or one of another mode."""
+    presets = load()
+    if name not in presets:
+        raise ValueError(f"--preset: unknown preset {name!r}; choose one of {', '.join(names(mode))} "
+                         "(--preset list describes them).")
+    preset = presets[name]
+    if mode is not None and preset.mode != mode:
+        raise ValueError(f"--preset {name} is for podracer {preset.mode}, not {mode}; this command's presets: "
+                         f"{', '.join(names(mode))}.")
+    return preset
+
+
+def for_env(env: str, mode: str | None = None) -> list[str]:
+    """The presets that train ``env`` (in ``mode``, when given)."""
+    return [name for name in names(mode) if load()[name].env == env]
+
+
+def listing(mode: str | None = None) -> str:
+    """``--preset list``: each preset with its environment, agent and note."""
+    lines = []
+    for name in names(mode):
+        preset = load()[name]
+        lines.append(f"{name:18s} {preset.mode:8s} {preset.env or '':26s} {preset.agent or '':7s} {preset.note}")
+    return "\n".join(lines)
+
+
+def expand(argv: Sequence[str], mode: str, agent_names: Sequence[str]) -> tuple[list[str], Preset | None]:
+    """``argv`` with ``--preset NAME`` (or ``--preset=NAME``) replaced by the preset's flags, put first so that the
+    command line's own flags win, and the preset (None without one). The command line may name the preset's agent
+    again; naming another is an error (the preset's agent flags would not apply to it)."""
+    argv = list(argv)
+    found = [i for i, token in enumerate(argv) if token == "--preset" or token.startswith("--preset=")]
+    if not found:
+        return argv, None
+    if len(found) > 1:
+        raise ValueError("--preset takes one preset; give it once.")
+    i = found[0]
+    if argv[i] == "--preset":
+        if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
+            raise ValueError(f"--preset needs a value: {', '.join(names(mode))} (--preset list describes them).")
+        name, rest = argv[i + 1], argv[:i] + argv[i + 2:]
+    else:
+        name, rest = argv[i].split("=", 1)[1], argv[:i] + argv[i + 1:]
+    preset = get(name, mode)
+    given = _agent_given(rest, agent_names)
+    if given is not None and preset.agent is not None and given != preset.agent:
+        raise ValueError(f"--preset {name} trains --agent {preset.agent}; drop --agent {given} or the preset.")
+    return [*preset.argv(agent=given is None), *rest], preset
+
+
+def _agent_given(argv: Sequence[str], agent_names: Sequence[str]) -> str | None:
+    """The agent ``argv`` names (``--agent NAME``, ``--agent=NAME`` or the subcommand ``NAME``), or None."""
+    for i, token in enumerate(argv):
+        if token == "--agent" and i + 1 < len(argv):
+            return argv[i + 1]
+        if token.startswith("--agent="):
+            return token.split("=", 1)[1]
+        if token in agent_names and (i == 0 or not argv[i - 1].startswith("-")):
+            return token
+    return None
+
+
+__all__ = ["MODES", "Preset", "expand", "for_env", "get", "listing", "load", "names"]
