@@ -71,22 +71,22 @@ def test_the_rollout_ships_each_environments_discounted_return_reset_at_episode_
 
 
 def test_normalized_runs_resume_exactly_and_evaluate_plays_with_the_saved_statistics(tmp_path):
-    common = dict(agent=PPOConfig(hidden_sizes=(16,)), env="gymnax:CartPole-v1", num_envs_per_device=4,
-                  rollout_length=8, num_updates=40, updates_per_call=10, checkpoint_every=10,
+    common = dict(agent=PPOConfig(hidden_sizes=(8,), num_epochs=1, num_minibatches=1), env="cartpole",
+                  num_envs_per_device=2, rollout_length=8, num_updates=20, updates_per_call=10,
                   normalize_observations=True, normalize_rewards=True)
     whole = AnakinConfig(checkpoint_dir=str(tmp_path / "whole"), **common)
     experiment.train_anakin(whole)
-    parts = AnakinConfig(checkpoint_dir=str(tmp_path / "parts"), **{**common, "num_updates": 20})
+    parts = AnakinConfig(checkpoint_dir=str(tmp_path / "parts"), **{**common, "num_updates": 10})
     experiment.train_anakin(parts)
-    experiment.train_anakin(dataclasses.replace(parts, num_updates=40, resume="yes"))
+    experiment.train_anakin(dataclasses.replace(parts, num_updates=20, resume="yes"))
 
     env = envs.make(common["env"])
     agent = experiment.make_agent(whole.agent, env.spec(), "observations+rewards")
-    template = anakin.init_state(env, agent, experiment.make_optimizer(whole.agent), jax.random.key(0), 4).learner
+    template = anakin.init_state(env, agent, experiment.make_optimizer(whole.agent), jax.random.key(0), 2).learner
     a, meta = checkpoint.restore(whole.checkpoint_dir, template)
     b, _ = checkpoint.restore(parts.checkpoint_dir, template)
     assert meta["normalize"] == "observations+rewards"
-    assert float(a.params.statistics.observation.count) == 40 * 8 * 4 * jax.device_count()
+    assert float(a.params.statistics.observation.count) == 20 * 8 * 2 * jax.device_count()
     for x, y in zip(jax.tree.leaves(a.params), jax.tree.leaves(b.params)):
         np.testing.assert_array_equal(x, y)  # statistics included, bit for bit
     assert float(a.params.statistics.discounted_return.var) > 1.0  # returns of CartPole spread well beyond 1

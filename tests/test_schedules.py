@@ -6,7 +6,7 @@ import numpy as np
 import optax
 import pytest
 
-from podracer import agents, anakin, envs, experiment, learner
+from podracer import agents, anakin, envs, experiment, learner, parallel
 from podracer.agents import DQNConfig, PPOConfig, R2D2Config
 
 
@@ -111,9 +111,16 @@ def test_dqn_linear_epsilon_decays_over_its_share_of_the_run_counted_by_the_lear
         DQNConfig(epsilon_schedule="exp")
 
     # The learner counts the env steps it learns from over every device; the run sets the schedule's length.
-    run = AnakinConfig(env="catch", agent=DQNConfig(epsilon_schedule="linear", hidden_sizes=(8,), min_replay_size=64,
-                                                    batch_size=32), num_envs_per_device=2, rollout_length=4,
-                       num_updates=20, updates_per_call=10)
-    result = experiment.train_anakin(run)
-    counted = float(np.asarray(result.state.learner.params["env_steps"]).ravel()[0])
-    assert counted == 20 * 4 * 2 * jax.device_count()
+    run = AnakinConfig(env="catch", agent=DQNConfig(epsilon_schedule="linear"), num_envs_per_device=2,
+                       rollout_length=4, num_updates=20, updates_per_call=10)
+    assert experiment.with_run_length(run, 20 * 4 * 2 * 8).agent.run_env_steps == 1280
+    small = dict(hidden_sizes=(8,), min_replay_size=64, batch_size=32, replay_capacity=128)
+    agent = agents.make(DQNConfig(**small, epsilon_schedule="linear", run_env_steps=1000), env.spec())
+    optimizer = learner.make_optimizer(1e-3)
+    devices = jax.devices()[:2]
+    state = anakin.init(env, agent, optimizer, jax.random.key(0), 3, devices)
+    update = parallel.device_map(anakin.make_update(env, agent, optimizer, rollout_length=5), devices)
+    for _ in range(2):
+        state, _ = update(state)
+    counted = np.asarray(state.learner.params["env_steps"])
+    np.testing.assert_array_equal(counted, [2 * 5 * 3 * 2] * 2)  # both devices' steps, on each device
