@@ -1,0 +1,206 @@
+"""The reproduction table: podracer's agents on a fixed list of tasks, beside published figures.
+
+Each row trains one (task, agent, preset) over several seeds vmapped in one Anakin program, then reports
+the final return's interquartile mean with a 95 % percentile-bootstrap interval over seeds, random play
+measured on the same environment object (uniformly random legal actions, 256 episodes), the published
+figure at the same budget with its source, wall time and env steps/s. A row "reaches" its published figure
+when the figure lies at or below the interval's upper end.
+
+    python benchmarks/reproduce.py                                   # every row at its budget here, 5 seeds
+    python benchmarks/reproduce.py --rows cartpole,mountaincar --seeds 10
+    python benchmarks/reproduce.py --rows cartpole --seeds 2 --budget-scale 0.1   # a quick look (the test's)
+    python benchmarks/reproduce.py --full                            # published budgets (accelerators)
+    python benchmarks/reproduce.py --save     # also writes benchmarks/results/reproduce.{md,json} and PNGs
+
+The final return is the greedy evaluation at the end where the preset evaluates, else the training return
+of the last host call. Settings come from the row's preset (``podracer/presets``); ``--budget-scale``
+scales its updates (in whole host calls), ``--full`` trains the published budget where it is larger.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+sys.path.insert(0, str(Path(__file__).parent))
+import _report  # noqa: E402
+
+
+class Row(NamedTuple):
+    key: str  # what --rows takes
+    preset: str  # the settings (podracer/presets/*.toml)
+    published: float | None  # the published final return at published_env_steps; None: none exists
+    published_source: str  # repository and file, or paper and table; and what the figure is
+    published_env_steps: int | None  # the budget the published figure was measured at, per seed
+
+
+GYMNAX_README = "RobertTLange/gymnax README.md, table of environments, PPO checkpoint return"
+ROWS = (
+    Row("cartpole", "cartpole", 500.0, f"{GYMNAX_README} (gymnax-blines agents/CartPole-v1/ppo.yaml: 150k env steps)",
+        150_000),
+    Row("acrobot", "acrobot", -80.0, f"{GYMNAX_README} (gymnax-blines agents/Acrobot-v1/ppo.yaml: 500k env steps)",
+        500_000),
+    Row("mountaincar", "mountaincar", -118.0,
+        f"{GYMNAX_README} (gymnax-blines agents/MountainCar-v0/ppo.yaml: 500k env steps)", 500_000),
+    Row("game2048", "game2048", None, "none found at any budget", None),
+    Row("memory", "memory-lstm", None, "podracer's own task: none exists", None),
+)
+
+
+def _scaled_updates(num_updates: int, updates_per_call: int, scale: float) -> int:
+    """``num_updates`` x ``scale`` in whole host calls (at least one)."""
+    return max(1, round(num_updates * scale / updates_per_call)) * updates_per_call
+
+
+def row_config(row: Row, seeds: int, scale: float, full: bool):
+    """The Anakin config a row trains: its preset, ``seeds`` seeds, the budget scaled (``full``: at least the
+    published budget)."""
+    from podracer import config, parallel
+    from podracer.config import AnakinConfig
+
+    base = config.parse(AnakinConfig, ["--preset", row.preset], prog="reproduce.py")
+    per_update = base.rollout_length * base.envs_per_device(parallel.num_global_devices()) * parallel.num_global_devices()
+    updates = base.num_updates
+    if full and row.published_env_steps:
+        updates = max(updates, math.ceil(row.published_env_steps / per_update))
+    updates = _scaled_updates(updates, base.updates_per_call, scale)
+    argv = ["--preset", row.preset, "--num-seeds", str(seeds), "--num-updates", str(updates)]
+    if base.eval_every is not None:
+        argv += ["--eval-every", str(updates)]
+    return config.parse(AnakinConfig, argv, prog="reproduce.py"), per_update
+
+
+def random_play(env_name: str, episodes: int = 256, seed: int = 0) -> float:
+    """Mean return of uniformly random legal actions on the environment (``anakin.make_random_play``)."""
+    import jax
+    import numpy as np
+
+    from podracer import anakin, envs
+
+    returns = jax.jit(anakin.make_random_play(envs.make(env_name), episodes))(jax.random.key(seed))
+    return float(np.mean(np.asarray(returns)))
+
+
+def run_row(row: Row, seeds: int, scale: float, full: bool) -> dict:
+    """Trains ``row`` and measures it: a dict of the table's fields, and its learning curves."""
+    import numpy as np
+
+    from podracer import anakin, experiment, sweep
+
+    cfg, per_update = row_config(row, seeds, scale, full)
+    start = time.perf_counter()
+    result = experiment.train_anakin(cfg)
+    wall = time.perf_counter() - start
+    finals, what = sweep.final_returns(result.history, 1)
+    finals = finals[0]
+    low, high = sweep.bootstrap_interval(finals, anakin.interquartile_mean)
+    iqm = anakin.interquartile_mean(finals)
+    random = random_play(cfg.env)
+    env_steps = cfg.num_updates * per_update
+    return {
+        "task": cfg.env, "agent": cfg.agent_name, "preset": row.preset, "key": row.key, "env_steps": env_steps,
+        "seeds": seeds, "final": what, "per_seed": [float(x) for x in finals], "iqm": iqm, "ci_low": low,
+        "ci_high": high, "random": random, "published": row.published, "published_source": row.published_source,
+        "published_env_steps": row.published_env_steps,
+        "reached": None if row.published is None else bool(high >= row.published),
+        "beats_random": bool(low > random), "wall_s": wall, "compile_s": result.compile_seconds,
+        "env_steps_per_s": result.env_steps_per_second,
+        "curve": {"env_steps": [h["env_steps"] / seeds for h in result.history],
+                  "return_per_seed": [h["episode_return_per_seed"] for h in result.history]},
+    }
+
+
+def _number(x) -> str:
+    return "-" if x is None else f"{x:,.1f}" if abs(x) < 1e4 else f"{x:,.0f}"
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| task | agent | preset | env steps per seed | seeds | final return IQM [95% CI] | random | "
+             "published (budget) | reached | wall s | env steps/s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        budget = f" ({r['published_env_steps']:,})" if r["published_env_steps"] else ""
+        reached = "-" if r["reached"] is None else "yes" if r["reached"] else "no"
+        lines.append(f"| {r['task']} | {r['agent']} | {r['preset']} | {r['env_steps']:,} | {r['seeds']} | "
+                     f"{_number(r['iqm'])} [{_number(r['ci_low'])}, {_number(r['ci_high'])}] | {_number(r['random'])} | "
+                     f"{_number(r['published'])}{budget} | {reached} | {r['wall_s']:.0f} | {r['env_steps_per_s']:,.0f} |")
+    sources = [f"- {r['key']}: {r['published_source']}" for r in rows]
+    return "\n".join(lines) + "\n\nPublished figures:\n\n" + "\n".join(sources)
+
+
+def plot(row: dict, path: Path) -> None:
+    """The row's learning curves (training return per seed against env steps per seed) to ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    curves = np.asarray(row["curve"]["return_per_seed"], np.float64)
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    for i in range(curves.shape[1]):
+        ax.plot(row["curve"]["env_steps"], curves[:, i], lw=1, alpha=0.8)
+    ax.axhline(row["random"], color="grey", ls=":", label="random play")
+    if row["published"] is not None:
+        ax.axhline(row["published"], color="black", ls="--", label="published")
+    ax.set(title=f"{row['task']} ({row['agent']})", xlabel="env steps per seed", ylabel="training return")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    keys = [r.key for r in ROWS]
+    parser.add_argument("--rows", default=",".join(keys), help=f"comma-separated rows: {', '.join(keys)}")
+    parser.add_argument("--seeds", type=int, default=5, help="seeds per row, vmapped in one program")
+    parser.add_argument("--budget-scale", type=float, default=1.0, help="scale every row's updates")
+    parser.add_argument("--full", action="store_true", help="train at least the published budget")
+    _report.add_output_flags(parser, "reproduce")
+    args = parser.parse_args(argv)
+    chosen = [k.strip() for k in args.rows.split(",") if k.strip()]
+    unknown = [k for k in chosen if k not in keys]
+    if unknown or not chosen:
+        parser.error(f"--rows: unknown row(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(keys)}.")
+    if args.seeds < 2:
+        parser.error(f"--seeds must be >= 2 (an interval over seeds), got {args.seeds}.")
+    if not args.budget_scale > 0:
+        parser.error(f"--budget-scale must be > 0, got {args.budget_scale}.")
+
+    from podracer import lifetime, parallel
+
+    parallel.set_cpu_device_count(parallel.available_cores())
+    lifetime.quiet_dependencies()
+    import jax
+
+    machine = _report.machine()
+    print(f"# Reproduction table on {machine}, jax {jax.__version__}", flush=True)
+    rows = []
+    for key in chosen:
+        row = run_row(next(r for r in ROWS if r.key == key), args.seeds, args.budget_scale, args.full)
+        rows.append(row)
+        print(f"{key}: IQM {row['iqm']:.1f} [{row['ci_low']:.1f}, {row['ci_high']:.1f}], random {row['random']:.1f}, "
+              f"published {_number(row['published'])}; {row['wall_s']:.0f} s", flush=True)
+    text = (f"Reproduction table on {machine}, jax {jax.__version__}; seeds vmapped in one program per row; the final "
+            f"return is each row's `final` field ({', '.join(sorted({r['final'] for r in rows}))}).\n\n{table(rows)}\n")
+    print("\n" + text)
+    out = _report.output_path(args.save, args.out, "reproduce")
+    data = [{**{k: v for k, v in r.items() if k != "curve"}, "machine": machine, "jax": jax.__version__} for r in rows]
+    _report.save(out, text, data)  # a list of rows
+    if out is not None:
+        for row in rows:
+            try:
+                plot(row, out.parent / f"{out.name}_{row['key']}.png")
+            except ImportError:
+                print("matplotlib is not installed: no learning-curve PNGs (pip install 'podracer[plot]').")
+                break
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
