@@ -15,7 +15,7 @@ when the figure lies at or below the interval's upper end.
 The final return is the greedy evaluation at the end where the preset evaluates, else the training return
 of the last host call. Settings come from the row's preset (``podracer/presets``); rows whose preset's
 budget does not fit a 2-core CPU in reasonable time train fewer updates here (``Row.updates``: the MinAtar
-rows, 1M env steps per seed); ``--full`` trains the preset's own budget, and at least the published one;
+rows, 655k env steps per seed); ``--full`` trains the preset's own budget, and at least the published one;
 ``--budget-scale`` scales the updates (in whole host calls).
 """
 
@@ -43,7 +43,7 @@ class Row(NamedTuple):
 
 GYMNAX_README = "RobertTLange/gymnax README.md, table of environments, PPO checkpoint return"
 ZOO = "DLR-RM/rl-baselines3-zoo benchmark.md, deterministic evaluation of the trained agent:"
-MINATAR = ("no numeric figure found (MinAtar's paper and pgx's examples/minatar-ppo show curves); here 1M env "
+MINATAR = ("X
            "steps per seed, the preset's 2.6M with --full")
 ROWS = (
     Row("cartpole", "cartpole", 500.0, f"{GYMNAX_README} (gymnax-blines agents/CartPole-v1/ppo.yaml: 150k env steps)",
@@ -54,9 +54,11 @@ ROWS = (
         f"{GYMNAX_README} (gymnax-blines agents/MountainCar-v0/ppo.yaml: 500k env steps)", 500_000),
     Row("pendulum", "pendulum", -172.2, f"{ZOO} ppo Pendulum-v1 (100k env steps, one run)", 100_000),
     Row("pendulum-sac", "pendulum-sac", -157.0, f"{ZOO} sac Pendulum-v1 (20k env steps, one run)", 20_000),
-    *(Row(key, f"{key}-minatar", None, MINATAR, None, updates=60)
+    *(Row(key, f"{key}-minatar", None, MINATAR, None, updates=40)
       for key in ("breakout", "space-invaders", "asterix", "freeway")),
     Row("game2048", "game2048", None, "no figure found at any budget", None),
+    Row("minesweeper", "minesweeper", None, "no figure found at any budget", None),
+    Row("inverted-pendulum", "inverted-pendulum", None, "no figure found at this budget", None),
     Row("memory", "memory-lstm", None, "podracer's own task: none exists", None),
 )
 

@@ -22,7 +22,7 @@ def test_each_preset_names_only_existing_flags_and_parses(name):
     known = _flag_names(CLASSES[preset.mode]) | _flag_names(agents.config_class(preset.agent)) | {"agent"}
     assert set(preset.flags) <= known, sorted(set(preset.flags) - known)
     suite = preset.env.split(":")[0] if ":" in preset.env else None
-    if suite in ("gymnax", "jumanji") and importlib.util.find_spec(suite) is None:
+    if suite in ("gymnax", "jumanji", "brax") and importlib.util.find_spec(suite) is None:
         pytest.skip(f"{suite} is not installed here")
     cfg = config.parse(CLASSES[preset.mode], ["--preset", name])
     assert cfg.preset == name and cfg.env == preset.env and cfg.agent_name == preset.agent
@@ -43,7 +43,8 @@ def test_a_flag_on_the_command_line_wins_over_the_preset():
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--preset", "nope"], "--preset: unknown preset 'nope'; choose one of breakout-minatar, cartpole, catch, "),
+    (["--preset", "nope"], f"--preset: unknown preset 'nope'; choose one of {', '.join(presets.names('anakin'))} "
+                           "(--preset list describes them)."),
     (["--preset", "pong"], "--preset pong is for podracer sebulba, not anakin; this command's presets: "),
     (["--preset", "memory-lstm", "--agent", "a2c"], "--preset memory-lstm trains --agent ppo; drop --agent a2c or the preset."),
     (["--preset"], "--preset needs a value: "),
