@@ -43,7 +43,7 @@ class Row(NamedTuple):
 
 GYMNAX_README = "RobertTLange/gymnax README.md, table of environments, PPO checkpoint return"
 ZOO = "DLR-RM/rl-baselines3-zoo benchmark.md, deterministic evaluation of the trained agent:"
-MINATAR = ("X
+MINATAR = ("no numeric figure found (MinAtar's paper and pgx's examples/minatar-ppo show curves); here 655k env "
            "steps per seed, the preset's 2.6M with --full")
 ROWS = (
     Row("cartpole", "cartpole", 500.0, f"{GYMNAX_README} (gymnax-blines agents/CartPole-v1/ppo.yaml: 150k env steps)",
