@@ -99,9 +99,9 @@ def update(statistics: Statistics, observation, discounted_return, axis_names: S
 
     Every device along each of ``axis_names`` contributes its batch: each computes its batch's count, mean and
     sum of squared deviations (numerically stable, whatever the data's offset); one ``all_gather`` per axis of
-    these, as one flat vector, brings every device's to every device; each merges them in the same order, so
-    the result is the same everywhere and equals one device's update on the concatenated batches (up to
-    rounding)."""
+    these, as one flat vector, brings every device's to every device; each combines them into the whole batch's
+    moments and merges those into the running ones, so the result is the same everywhere and equals one
+    device's update on the concatenated batches (up to rounding)."""
     obs_leaves, obs_def = jax.tree.flatten(statistics.observation, is_leaf=_stats_leaf)
     observations = obs_def.flatten_up_to(observation) if statistics.observation is not None else []
     kept = [(stats, x) for stats, x in zip(obs_leaves, observations) if stats is not None]
@@ -119,10 +119,12 @@ def update(statistics: Statistics, observation, discounted_return, axis_names: S
         at = sum(sizes[:3 * i])
         n, mean, m2 = (rows[:, at:at + 1], rows[:, at + 1:at + 1 + stats.mean.size],
                        rows[:, at + 1 + stats.mean.size:at + 1 + 2 * stats.mean.size])
+        # Every device's batch as one: deviations taken from the combined mean, so no offset cancels.
+        batch_n = jnp.sum(n)
+        batch_mean = jnp.sum(n * mean, axis=0) / jnp.maximum(batch_n, 1.0)
+        batch_m2 = jnp.sum(m2 + n * (mean - batch_mean) ** 2, axis=0)
         total = (stats.count, stats.mean.ravel(), stats.var.ravel() * stats.count)
-        for d in range(rows.shape[0]):
-            total = _combine(total, (n[d, 0], mean[d], m2[d]))
-        count, mean, m2 = total
+        count, mean, m2 = _combine(total, (batch_n, batch_mean, batch_m2))
         var = jnp.where(count > 0, m2 / jnp.maximum(count, 1.0), stats.var.ravel())
         merged.append(RunningStatistics(count, mean.reshape(stats.mean.shape), var.reshape(stats.mean.shape)))
     merged = iter(merged)
