@@ -56,6 +56,7 @@ ROWS = (
     Row("pendulum-sac", "pendulum-sac", -157.0, f"{ZOO} sac Pendulum-v1 (20k env steps, one run)", 20_000),
     *(Row(key, f"{key}-minatar", None, MINATAR, None, updates=40)
       for key in ("breakout", "space-invaders", "asterix", "freeway")),
+    Row("doorkey", "doorkey", None, "no numeric figure found (XLand-MiniGrid's paper reports multi-task benchmarks)", None),
     Row("game2048", "game2048", None, "no figure found at any budget", None),
     Row("minesweeper", "minesweeper", None, "no figure found at any budget", None),
     Row("inverted-pendulum", "inverted-pendulum", None, "no figure found at this budget", None),
@@ -121,7 +122,7 @@ def run_row(row: Row, seeds: int, scale: float, full: bool) -> dict:
         "reached": None if row.published is None else bool(high >= row.published),
         "beats_random": bool(low > random), "wall_s": wall, "compile_s": result.compile_seconds,
         "env_steps_per_s": result.env_steps_per_second,
-        "curve": {"env_steps": [h["env_steps"] / seeds for h in result.history],
+        "curve": {"env_steps": [h["env_steps"] for h in result.history],  # per seed
                   "return_per_seed": [h["episode_return_per_seed"] for h in result.history]},
     }
 
@@ -202,7 +203,7 @@ def main(argv=None) -> int:
             f"return is each row's `final` field ({', '.join(sorted({r['final'] for r in rows}))}).\n\n{table(rows)}\n")
     print("\n" + text)
     out = _report.output_path(args.save, args.out, "reproduce")
-    data = [{**{k: v for k, v in r.items() if k != "curve"}, "machine": machine, "jax": jax.__version__} for r in rows]
+    data = [{**r, "machine": machine, "jax": jax.__version__} for r in rows]
     _report.save(out, text, data)  # a list of rows
     if out is not None:
         for row in rows:

@@ -22,7 +22,7 @@ def test_each_preset_names_only_existing_flags_and_parses(name):
     known = _flag_names(CLASSES[preset.mode]) | _flag_names(agents.config_class(preset.agent)) | {"agent"}
     assert set(preset.flags) <= known, sorted(set(preset.flags) - known)
     suite = preset.env.split(":")[0] if ":" in preset.env else None
-    if suite in ("gymnax", "jumanji", "brax") and importlib.util.find_spec(suite) is None:
+    if suite in ("gymnax", "jumanji", "brax", "xminigrid") and importlib.util.find_spec(suite) is None:
         pytest.skip(f"{suite} is not installed here")
     cfg = config.parse(CLASSES[preset.mode], ["--preset", name])
     assert cfg.preset == name and cfg.env == preset.env and cfg.agent_name == preset.agent
