@@ -119,7 +119,7 @@ def test_normalize_observations_needs_a_floating_point_observation():
 
 
 def test_anakin_learns_cartpole_with_both_normalisations_on_most_seeds():
-    config = AnakinConfig(env="gymnax:CartPole-v1", agent=PPOConfig(), num_envs_per_device=8, rollout_length=16,
+    config = AnakinConfig(env="cartpole", agent=PPOConfig(), num_envs_per_device=8, rollout_length=16,
                           num_updates=60, updates_per_call=20, num_seeds=3, normalize_observations=True,
                           normalize_rewards=True)
     final = experiment.train_anakin(config).history[-1]["episode_return_per_seed"]
