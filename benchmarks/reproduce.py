@@ -22,6 +22,7 @@ rows, 655k env steps per seed); ``--full`` trains the preset's own budget, and a
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 import time
@@ -174,6 +175,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", type=int, default=5, help="seeds per row, vmapped in one program")
     parser.add_argument("--budget-scale", type=float, default=1.0, help="scale every row's updates")
     parser.add_argument("--full", action="store_true", help="train the preset's own budget, and at least the published one")
+    parser.add_argument("--merge", action="store_true",
+                        help="with --save or --out: replace only the rows trained now in the saved table, keep the others")
     _report.add_output_flags(parser, "reproduce")
     args = parser.parse_args(argv)
     chosen = [k.strip() for k in args.rows.split(",") if k.strip()]
@@ -199,11 +202,17 @@ def main(argv=None) -> int:
         rows.append(row)
         print(f"{key}: IQM {row['iqm']:.1f} [{row['ci_low']:.1f}, {row['ci_high']:.1f}], random {row['random']:.1f}, "
               f"published {_number(row['published'])}; {row['wall_s']:.0f} s", flush=True)
-    text = (f"Reproduction table on {machine}, jax {jax.__version__}; seeds vmapped in one program per row; the final "
-            f"return is each row's `final` field ({', '.join(sorted({r['final'] for r in rows}))}).\n\n{table(rows)}\n")
-    print("\n" + text)
     out = _report.output_path(args.save, args.out, "reproduce")
     data = [{**r, "machine": machine, "jax": jax.__version__} for r in rows]
+    if args.merge and out is not None and out.with_suffix(".json").exists():
+        fresh = {r["key"]: r for r in data}
+        kept = [r for r in json.loads(out.with_suffix(".json").read_text()) if r["key"] not in fresh]
+        order = {key: i for i, key in enumerate(keys)}
+        data = sorted(kept + list(fresh.values()), key=lambda r: order.get(r["key"], len(order)))
+    machines = ", ".join(dict.fromkeys(f"{r['machine']}, jax {r['jax']}" for r in data))
+    text = (f"Reproduction table on {machines}; seeds vmapped in one program per row; the final "
+            f"return is each row's `final` field ({', '.join(sorted({r['final'] for r in data}))}).\n\n{table(data)}\n")
+    print("\n" + text)
     _report.save(out, text, data)  # a list of rows
     if out is not None:
         for row in rows:

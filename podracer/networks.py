@@ -106,11 +106,44 @@ class BoardCNN(nn.Module):
         n, height, width, _ = x.shape
         if height < 3 or width < 3:
             raise ValueError(f"The board torso needs boards of at least 3 x 3 cells, got {height} x {width}.")
-        patches = jnp.concatenate([x[:, i:i + height - 2, j:j + width - 2, :] for i in range(3) for j in range(3)],
-                                  axis=-1)  # [N, H - 2, W - 2, 9 C]: the VALID convolution's inputs
+        patches = _patches(x)  # [N, H - 2, W - 2, 9 C]: the VALID convolution's inputs
         x = nn.relu(nn.Dense(self.channels)(patches.reshape(-1, patches.shape[-1])))
         x = x.reshape(n, -1)
         return nn.relu(nn.Dense(self.hidden)(x))
+
+
+def _patches(x, same: bool = False):
+    """The 3 x 3 neighbourhood of every cell of ``x`` ``[N, H, W, C]`` as ``[N, H', W', 9 C]``: the inputs of a
+    VALID convolution, or of a SAME one (zero padding, every cell kept) when ``same``."""
+    if same:
+        x = jnp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    _, height, width, _ = x.shape
+    return jnp.concatenate([x[:, i:i + height - 2, j:j + width - 2, :] for i in range(3) for j in range(3)], axis=-1)
+
+
+class CellLogits(nn.Module):
+    """A policy's logits when every action is one cell of a channels-last board (``EnvSpec.cell_actions``,
+    Minesweeper's squares): 3 x 3 convolutions that keep every cell (SAME padding), then one logit per cell,
+    ``[N, H * W]`` in row-major order. Each cell's logit reads its own 5 x 5 neighbourhood with the same
+    weights everywhere, which a dense head over the whole board would have to learn once per cell.
+
+    Convolutions as matmuls over patches, as in :class:`BoardCNN`."""
+
+    num_actions: int
+    channels: int = 32
+    layers: int = 2
+    output_scale: float = 0.01  # the last layer's orthogonal initialisation: small for a policy's logits
+
+    @nn.compact
+    def __call__(self, x):
+        n, height, width, _ = x.shape
+        if height * width != self.num_actions:
+            raise ValueError(f"Cell actions need one action per cell of the board: {self.num_actions} actions for "
+                             f"{height} x {width} cells.")
+        for _ in range(self.layers):
+            patches = _patches(x, same=True)
+            x = nn.relu(nn.Dense(self.channels, kernel_init=orthogonal(np.sqrt(2.0)))(patches))
+        return nn.Dense(1, kernel_init=orthogonal(self.output_scale))(x).reshape(n, height * width)
 
 
 TORSOS = ("auto", "mlp", "impala", "nature", "board")
@@ -195,7 +228,8 @@ class ActorCritic(nn.Module):
     The last ``obs_rank`` axes of the input are one observation. ``torso`` is ``mlp``
     (observations flattened), ``impala``, ``nature`` or ``board`` (images laid out as
     ``image`` says; stacked ``[C, H, W]`` uint8 frames when ``None``); ``auto`` chooses from
-    the observation (:func:`choose_torso`; ``obs_shape`` is one observation's shape). Image
+    the observation (:func:`choose_torso`; ``obs_shape`` is one observation's shape). With
+    ``cell_actions`` and an image torso the logits come from :class:`CellLogits`. Image
     torsos are always shared by both heads; an MLP is shared when ``shared_torso``, and
     otherwise :meth:`policy` (what actors call) skips the value network. The policy
     outputs are :class:`PolicyHead`'s: logits, or a Gaussian when ``action_size`` > 0.
@@ -210,10 +244,12 @@ class ActorCritic(nn.Module):
     image: ImageLayout | None = None
     obs_shape: Sequence[int] = ()
     action_size: int = 0
+    cell_actions: bool = False  # the actions are the board's cells: logits from CellLogits (image torsos only)
 
     def setup(self):
         kind = choose_torso(self.torso, self.obs_rank, self.image, self.obs_shape)
         self._image = kind != "mlp"
+        self._cells = self.cell_actions and self._image
         self._shared = self.shared_torso or self._image
         if self._image:
             self.torso_net = image_torso(kind)
@@ -222,7 +258,7 @@ class ActorCritic(nn.Module):
         else:
             self.policy_torso = MLP(self.hidden_sizes, self.activation)
             self.value_torso = MLP(self.hidden_sizes, self.activation)
-        self.policy_head = PolicyHead(self.num_actions, self.action_size)
+        self.policy_head = CellLogits(self.num_actions) if self._cells else PolicyHead(self.num_actions, self.action_size)
         self.value_head = nn.Dense(1, kernel_init=orthogonal(1.0))
 
     def _flatten(self, observation):
@@ -243,17 +279,22 @@ class ActorCritic(nn.Module):
             h_pi = h_v = self.torso_net(x)
         else:
             h_pi, h_v = self.policy_torso(x), self.value_torso(x)
+        if self._cells:
+            h_pi = x  # the cells' logits read the board itself
         return self._policy_outputs(h_pi, batch_shape), self.value_head(h_v).reshape(batch_shape)
 
     def policy(self, observation):
         """The policy outputs alone."""
         x, batch_shape = self._flatten(observation)
+        if self._cells:
+            return self._policy_outputs(x, batch_shape)
         h_pi = self.torso_net(x) if self._shared else self.policy_torso(x)
         return self._policy_outputs(h_pi, batch_shape)
 
 
 class QNetwork(nn.Module):
-    """Action values from one observation (any leading batch axes): a torso and a linear head.
+    """Action values from one observation (any leading batch axes): a torso and a linear head, or
+    :class:`CellLogits` when ``cell_actions``.
 
     ``torso``, ``image`` and ``obs_shape`` as in :class:`ActorCritic` (MLPs use ReLU here, as value-based agents
     usually do).
@@ -266,11 +307,15 @@ class QNetwork(nn.Module):
     torso: str = "auto"
     image: ImageLayout | None = None
     obs_shape: Sequence[int] = ()
+    cell_actions: bool = False  # as in ActorCritic: one action value per cell from CellLogits (image torsos only)
 
     @nn.compact
     def __call__(self, observation):
         kind = choose_torso(self.torso, self.obs_rank, self.image, self.obs_shape)
         batch_shape = observation.shape[: observation.ndim - self.obs_rank]
+        if kind != "mlp" and self.cell_actions:
+            q = CellLogits(self.num_actions, output_scale=1.0)(to_nhwc(observation, self.image))
+            return q.reshape(*batch_shape, self.num_actions)
         if kind == "mlp":
             x = jnp.reshape(observation, (-1, math.prod(observation.shape[len(batch_shape):]))).astype(jnp.float32)
             x = MLP(self.hidden_sizes, self.activation)(x)

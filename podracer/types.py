@@ -109,6 +109,7 @@ class EnvSpec(NamedTuple):
     box: Box | None = None  # continuous actions: their bounds (num_actions is then 0)
     nvec: tuple[int, ...] | None = None  # multi-discrete actions: int32 [len(nvec)], entry i in 0 ... nvec[i] - 1
     action_mask: bool = False  # time steps carry TimeStep.action_mask (discrete and multi-discrete actions only)
+    cell_actions: bool = False  # discrete actions that name a cell of the channels-last board, row-major (H * W of them)
 
     @property
     def continuous(self) -> bool:

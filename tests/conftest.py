@@ -27,14 +27,33 @@ from podracer import lifetime  # noqa: E402
 lifetime.use_compile_cache()
 
 
+TIERS = ("fast", "slow", "all")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--tier", choices=TIERS, default="fast",
+                     help="fast (default): every test not marked slow, the README's 8-minute command; slow: only the "
+                          "tests marked slow (learning bars over seeds, multi-process runs, benchmark commands); all: both. "
+                          "A test named by its node id always runs.")
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "suite(package, extra=package): the test needs an optional suite's package; "
                                        "skipped, in one line naming the package and its extra, where it is not installed")
+    config.addinivalue_line("markers", "slow: a long test (about 10 s or more of a quiet 2-core machine): run by "
+                                       "`pytest --tier slow` (CI runs both tiers)")
 
 
 def pytest_collection_modifyitems(config, items):
     import importlib.util
 
+    tier = config.getoption("--tier")
+    named = any("::" in arg for arg in config.args)  # tests named by node id run whatever their tier
+    if tier != "all" and not named:
+        keep = [item for item in items if (item.get_closest_marker("slow") is not None) == (tier == "slow")]
+        if len(keep) != len(items):
+            config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+            items[:] = keep
     for item in items:
         for mark in item.iter_markers("suite"):
             package = mark.args[0]

@@ -143,7 +143,19 @@ def test_jumanji_vectors_discrete_and_multi_discrete_actions_and_episode_ends():
     mines = envs.make("jumanji:Minesweeper-v0")
     spec = mines.spec()
     assert spec.nvec is None and spec.num_actions == 100 and action_shape(spec) == ()
-    assert spec.observation.shape == (10 * 10 * 2 + 2,)
+    # The board view: one plane per cell value (-1 unopened, 0-8 mines around), the mask, then num_mines and
+    # step_count as constant planes; its actions are the board's cells.
+    assert spec.observation.shape == (10, 10, 10 + 1 + 2) and spec.image.channel_axis == -1 and spec.cell_actions
+    state, timestep = mines.reset(jax.random.key(0))
+    state, timestep = mines.step(state, jnp.int32(3 * 10 + 7))
+    planes = np.asarray(timestep.observation)
+    board = np.asarray(state.board)
+    np.testing.assert_array_equal(planes[..., :10].argmax(-1) - 1, board)  # one-hot: plane v + 1 is value v
+    np.testing.assert_array_equal(planes[..., :10].sum(-1), np.ones((10, 10)))
+    np.testing.assert_array_equal(planes[..., 10], board < 0)  # the mask: unopened squares
+    np.testing.assert_allclose(planes[..., 11], 10 / 99)  # num_mines in [0, 99]
+    np.testing.assert_allclose(planes[..., 12], 1 / 90)  # one step of at most 90
+    assert not envs.make("jumanji:Game2048-v1").spec().cell_actions  # a [4] mask over moves: the flat view
     # Opening the same square twice is invalid: the episode terminates (at once, if the square was a mine).
     first, timesteps = play(mines, jax.random.key(0), jnp.zeros((2, 4), jnp.int32))
     index, discount = first_ends(timesteps)

@@ -157,6 +157,7 @@ def _train_seeds(env, agent, num_seeds, num_envs, rollout_length, num_updates, l
     return np.asarray(returns).mean(axis=-1)
 
 
+@pytest.mark.slow
 @pytest.mark.suite("gymnax")
 def test_gaussian_ppo_learns_pendulum_on_two_of_three_seeds(optimized_xla):
     env = envs.make("gymnax:Pendulum-v1")
@@ -167,6 +168,7 @@ def test_gaussian_ppo_learns_pendulum_on_two_of_three_seeds(optimized_xla):
     assert (returns > -450).sum() >= 2 and returns.mean() > -700, returns
 
 
+@pytest.mark.slow
 @pytest.mark.suite("gymnax")
 def test_sac_learns_pendulum_on_two_of_three_seeds(optimized_xla):
     env = envs.make("gymnax:Pendulum-v1")

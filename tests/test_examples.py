@@ -101,6 +101,7 @@ def _slurm_step(num_tasks: int) -> dict:
             "SLURM_STEP_NUM_NODES": "1"}
 
 
+@pytest.mark.slow
 def test_two_processes_solve_catch_as_one_process_with_the_same_devices(tmp_path):
     """2 processes x 2 CPU devices joined by jax.distributed on 127.0.0.1 == 1 process x 4 devices. The processes
     find each other as in a Slurm step: ``--distributed`` lets JAX detect the cluster from Slurm's variables

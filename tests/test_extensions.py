@@ -205,6 +205,7 @@ def test_own_agent_example_learns_catch_on_most_seeds():
     assert sum(f >= 0.8 for f in _finals(out.stdout, 3)) >= 2, out.stdout
 
 
+@pytest.mark.slow
 def test_own_env_and_own_agent_train_in_sebulba_and_the_env_in_anakin(tmp_path):
     """``examples/own_env.py``'s corridor (a legal-action mask) learns in Anakin on >= 2 of 3 seeds, and with
     ``examples/own_agent.py``'s agent through ``python -m podracer.sebulba --import``; evaluate plays it."""

@@ -9,8 +9,8 @@ import pytest
 
 from podracer import agents, learner
 from podracer.envs.base import EnvSpec
-from podracer.networks import ActorCritic
-from podracer.types import TimeStep, Trajectory
+from podracer.networks import ActorCritic, QNetwork
+from podracer.types import ImageLayout, TimeStep, Trajectory
 
 ATARI = EnvSpec(jax.ShapeDtypeStruct((4, 84, 84), jnp.uint8), 6)
 
@@ -37,6 +37,29 @@ def test_mlp_torsos_and_bad_torso_choices():
         ActorCritic(num_actions=3, obs_rank=2, torso="impala").init(jax.random.key(0), obs)
     with pytest.raises(ValueError, match=r"Unknown torso 'resnet'"):
         ActorCritic(num_actions=3, obs_rank=2, torso="resnet").init(jax.random.key(0), obs)
+
+
+def test_cell_actions_give_each_cell_a_logit_from_its_neighbourhood_with_shared_weights():
+    image = ImageLayout(channel_axis=-1, low=0.0, high=1.0)
+    board = jnp.zeros((7, 8, 3)).at[3, 3].set(jnp.array([1.0, 0.5, 0.25]))
+    for net in (ActorCritic(num_actions=56, obs_rank=3, image=image, obs_shape=(7, 8, 3), cell_actions=True),
+                QNetwork(num_actions=56, obs_rank=3, image=image, obs_shape=(7, 8, 3), cell_actions=True)):
+        variables = net.init(jax.random.key(1), board[None])
+        out = net.apply(variables, jnp.stack([board, jnp.roll(board, (1, 2), axis=(0, 1))]))
+        logits = (out[0] if isinstance(out, tuple) else out).reshape(2, 7, 8)
+        assert logits.shape == (2, 7, 8)
+        # Translation equivariance: the same pattern one row down and two columns right moves every interior
+        # cell's logit with it (the SAME padding changes only cells near the edge).
+        np.testing.assert_allclose(logits[1, 3:6, 4:7], logits[0, 2:5, 2:5], rtol=1e-5, atol=1e-6)
+        # A cell three or more rows and columns away from the pattern sees none of it (two 3 x 3 layers).
+        empty = net.apply(variables, jnp.zeros((1, 7, 8, 3)))
+        empty = (empty[0] if isinstance(empty, tuple) else empty).reshape(7, 8)
+        np.testing.assert_allclose(logits[0, 6, 0:8], empty[6], rtol=1e-6)
+        assert not np.allclose(logits[0, 3, 3], empty[3, 3])
+    with pytest.raises(ValueError, match=r"^Cell actions need one action per cell of the board: 55 actions for "
+                                         r"7 x 8 cells\."):
+        ActorCritic(num_actions=55, obs_rank=3, image=image, obs_shape=(7, 8, 3),
+                    cell_actions=True).init(jax.random.key(0), board[None])
 
 
 def _sub_jaxprs(params):

@@ -118,6 +118,7 @@ def test_normalize_observations_needs_a_floating_point_observation():
     experiment.check_normalizable(dataclasses.replace(config, normalize_observations=False), spec)
 
 
+@pytest.mark.slow
 def test_anakin_learns_cartpole_with_both_normalisations_on_most_seeds():
     config = AnakinConfig(env="cartpole", agent=PPOConfig(), num_envs_per_device=8, rollout_length=16,
                           num_updates=60, updates_per_call=20, num_seeds=3, normalize_observations=True,

@@ -104,6 +104,7 @@ def _greedy_per_seed(env, agent, params, episodes=64):
     return np.asarray(evaluate(jax.tree.map(lambda x: x[0], params), jax.random.key(1))).mean(axis=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, updates, extra", [("a2c", (200, 60), {}), ("ppo", (60, 40), {"num_minibatches": 2})],
                          ids=["a2c", "ppo"])
 def test_recurrent_agent_solves_the_memory_task_that_feed_forward_cannot(name, updates, extra, devices, optimized_xla):
@@ -124,6 +125,7 @@ def test_recurrent_agent_solves_the_memory_task_that_feed_forward_cannot(name, u
     assert np.all(training < -0.3) and np.all(greedy < -0.2), results
 
 
+@pytest.mark.slow
 def test_r2d2_stores_aligned_sequences_and_learns_the_memory_task(devices, optimized_xla):
     env = envs.make("memory")
     agent = agents.make("r2d2", env.spec(), core_size=32, hidden_sizes=(32,), batch_size=32, min_replay_size=64,

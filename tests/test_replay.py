@@ -217,6 +217,7 @@ def test_epsilon_ladder():
     assert np.all(np.diff(eps) < 0)
 
 
+@pytest.mark.slow
 def test_dqn_with_prioritized_replay_learns_jax_cartpole_in_anakin_on_most_seeds(devices, optimized_xla):
     """Four seeds in one program, 2 devices x 16 envs, replay ratio 4, 256k env steps each: the greedy policy of an
     untrained Q-network lasts about 10 steps; at least 3 of 4 seeds reach 100 and so does the mean over seeds (here

@@ -230,9 +230,10 @@ def test_bad_layouts_fail_at_start_up(devices):
 
 @pytest.mark.parametrize(
     "agent, num_envs, rollout, learning_rate, target, extra",
-    [(PPOConfig, 32, 32, 1e-3, 300.0, {}), (IMPALAConfig, 16, 16, 3e-3, 100.0, {}),
-     (DQNConfig, 16, 16, 5e-4, 100.0, dict(replay_ratio=4.0, batch_size=128, min_replay_size=1000, replay_capacity=50_000))],
-    ids=["ppo", "impala", "dqn"],
+    [pytest.param(PPOConfig, 32, 32, 1e-3, 300.0, {}, id="ppo"),
+     pytest.param(IMPALAConfig, 16, 16, 3e-3, 100.0, {}, id="impala", marks=pytest.mark.slow),
+     pytest.param(DQNConfig, 16, 16, 5e-4, 100.0, dict(replay_ratio=4.0, batch_size=128, min_replay_size=1000,
+                                                       replay_capacity=50_000), id="dqn", marks=pytest.mark.slow)],
 )
 def test_agents_learn_cartpole_through_sebulba(agent, num_envs, rollout, learning_rate, target, extra, devices):
     """envpool CartPole-v1, 200k env steps: from a random policy (return about 22) to the target

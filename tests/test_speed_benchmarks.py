@@ -12,6 +12,7 @@ BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
 REPO = BENCHMARKS.parent
 
 
+@pytest.mark.slow
 def test_learner_limit_command_prints_and_saves_its_tables(tmp_path):
     out = tmp_path / "limit"
     run = subprocess.run([sys.executable, str(BENCHMARKS / "learner_limit.py"), "--agents", "ppo", "a2c", "--envs", "catch",
@@ -40,6 +41,7 @@ def test_learner_limit_command_prints_and_saves_its_tables(tmp_path):
     assert bad.returncode == 2 and "--rounds must be >= 1, got 0." in bad.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("git") is None or not (REPO / ".git").exists(), reason="needs git and a git checkout")
 def test_compare_commits_alternates_two_processes_and_compares_their_parameters(tmp_path):
     out = tmp_path / "compare"

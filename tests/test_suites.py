@@ -278,6 +278,7 @@ def test_pgx_two_player_games_against_random_legal_moves():
         envs.make("pgx:tic_tac_to")
 
 
+@pytest.mark.slow
 @pytest.mark.suite("pgx")
 def test_pgx_2048_with_ppo_beats_random_legal_play_on_most_seeds(devices, optimized_xla):
     """The bar: masked PPO beats random play that makes legal moves only, measured on the same environment."""
@@ -292,6 +293,7 @@ def test_pgx_2048_with_ppo_beats_random_legal_play_on_most_seeds(devices, optimi
     assert sum(f >= 1.5 * random_returns.mean() for f in finals) >= 2, (finals, random_returns.mean())
 
 
+@pytest.mark.slow
 @pytest.mark.suite("navix")
 def test_navix_grid_worlds_keep_termination_apart_and_ppo_solves_empty_5x5(devices, optimized_xla):
     from podracer import anakin, agents, learner
@@ -316,6 +318,7 @@ def test_navix_grid_worlds_keep_termination_apart_and_ppo_solves_empty_5x5(devic
     assert sum(f >= 0.9 for f in finals) >= 2, finals
 
 
+@pytest.mark.slow
 @pytest.mark.suite("pgx")
 def test_a_pgx_game_against_a_fixed_snapshot_of_an_earlier_agent(tmp_path, capsys):
     """Sebulba trains against random legal moves, named in its banner and every record; its checkpoint then plays

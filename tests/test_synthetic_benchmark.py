@@ -58,6 +58,7 @@ def test_training_step_on_two_devices_equals_one_device_on_the_concatenated_batc
     np.testing.assert_allclose(float(two_metrics["loss"][0]), float(one_metrics["loss"]), rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_benchmark_command_prints_and_saves_its_table(tmp_path):
     out = tmp_path / "synthetic"
     run = subprocess.run([sys.executable, str(BENCHMARKS / "synthetic_policy_gradient.py"), "--batch-size", "2",

@@ -223,6 +223,7 @@ def make_network(spec, config):
         image=image_layout(spec),
         obs_shape=tuple(spec.observation.shape),
         action_size=action_size(spec),
+        cell_actions=spec.cell_actions,
     )
 
 

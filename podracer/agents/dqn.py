@@ -169,7 +169,8 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig()) -> Agent:
 
     require_actions(spec, "dqn", "discrete")
     network = QNetwork(spec.num_actions, len(spec.observation.shape), config.hidden_sizes, torso=config.torso,
-                       image=image_layout(spec), obs_shape=tuple(spec.observation.shape))
+                       image=image_layout(spec), obs_shape=tuple(spec.observation.shape),
+                       cell_actions=spec.cell_actions)
 
     linear = config.epsilon_schedule == "linear"
     if linear and config.run_env_steps is None:

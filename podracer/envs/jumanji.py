@@ -23,6 +23,12 @@ Tetris, BinPack, Sudoku, FlatPack), which says which combinations are legal: suc
 actions become one discrete choice among ``prod(nvec)`` (row-major), so the mask holds
 exactly. MultiCVRP's mask goes with continuous actions and stays a feature only.
 
+Boards whose cells are the actions (Minesweeper: an integer ``board`` whose joint mask has the board's shape,
+every other field a scalar or shaped as the board) are seen as a channels-last image instead: one 0/1 plane per
+value a cell can take, then the mask and every board-shaped field as planes, then every scalar field rescaled to
+[0, 1] as a constant plane. The board torso (``--torso auto``) reads it: its 3 x 3 convolution sees each cell's
+neighbours, which a flat vector hides (masked PPO over the flat vector plays no better than random legal moves).
+
 The discount is Jumanji's: most of its tasks (Snake, Maze, Minesweeper, ...) end their
 time limit with discount 0, a termination, and count the steps in the observation;
 Connector and LevelBasedForaging truncate (discount 1).
@@ -39,7 +45,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from podracer.envs.base import check_task, first_timestep, require_package, step_timestep
-from podracer.types import Box, EnvSpec, TimeStep
+from podracer.types import Box, EnvSpec, ImageLayout, TimeStep
 
 LAST = 2  # jumanji.types.StepType.LAST
 
@@ -92,6 +98,29 @@ def _mask_layout(mask, actions: dict) -> str | None:
     return None
 
 
+MAX_BOARD_VALUES = 32  # the board view: at most this many values per cell (one plane each)
+
+
+def _board_values(observation, spec, mask_layout) -> tuple[int, int] | None:
+    """``(low, high)``, the values a cell takes, when ``observation`` (a shape-dtype struct) is a board whose cells
+    are the actions: an integer rank-2 ``board`` with finite bounds, a joint mask of the board's shape, and every
+    other field a scalar or shaped as the board; None otherwise."""
+    board = getattr(observation, "board", None)
+    if mask_layout != "joint" or board is None or len(board.shape) != 2 or not jnp.issubdtype(board.dtype, jnp.integer):
+        return None
+    if tuple(observation.action_mask.shape) != tuple(board.shape):
+        return None
+    fields = [getattr(observation, name) for name in getattr(observation, "_fields", ())]
+    if not fields or any(not hasattr(field, "shape") or field.shape not in ((), tuple(board.shape)) for field in fields):
+        return None  # a field nested or shaped otherwise
+    bounds = getattr(spec, "board", None)
+    low, high = getattr(bounds, "minimum", None), getattr(bounds, "maximum", None)
+    if low is None or high is None or np.size(low) != 1 or np.size(high) != 1:
+        return None
+    low, high = int(np.asarray(low)), int(np.asarray(high))
+    return (low, high) if 0 < high - low < MAX_BOARD_VALUES else None
+
+
 class JumanjiEnv:
     """``jumanji.make(name, **kwargs)`` behind podracer's environment protocol (``env``: a Jumanji environment, used
     as it is)."""
@@ -106,6 +135,7 @@ class JumanjiEnv:
         self.name, self.env = name, env
         self._spec, self._scales, self._mask_layout, self._joint = None, None, None, None  # made when first asked for: a config check makes the environment
         # before JAX may start
+        self._board = None  # the board view's value range (low, high) when the task is seen as planes
 
     def spec(self) -> EnvSpec:
         if self._spec is None:
@@ -125,8 +155,17 @@ class JumanjiEnv:
             if self._mask_layout == "joint":  # one discrete choice among every combination
                 self._joint = actions.pop("nvec")
                 actions["num_actions"] = int(np.prod(self._joint))
-            self._spec = EnvSpec(jax.ShapeDtypeStruct((size,), jnp.float32), action_mask=self._mask_layout is not None,
-                                 **actions)
+            observation_shape, image = (size,), None
+            self._board = _board_values(observation, self.env.observation_spec, self._mask_layout)
+            if self._board is not None:
+                low, high = self._board
+                planes = (high - low + 1) + sum(1 if np.ndim(leaf) == 2 else 0 for leaf in leaves) - 1 \
+                    + sum(1 if np.ndim(leaf) == 0 else 0 for leaf in leaves)
+                observation_shape = (*observation.board.shape, planes)
+                image = ImageLayout(channel_axis=-1, low=0.0, high=1.0)
+            self._spec = EnvSpec(jax.ShapeDtypeStruct(observation_shape, jnp.float32),
+                                 action_mask=self._mask_layout is not None, image=image,
+                                 cell_actions=self._board is not None, **actions)
         return self._spec
 
     def _mask(self, observation):
@@ -155,6 +194,8 @@ class JumanjiEnv:
 
     def _observe(self, observation) -> chex.Array:
         self.spec()
+        if self._board is not None:
+            return self._planes(observation)
         parts = []
         for leaf, scale in zip(jax.tree.leaves(observation), self._scales):
             x = jnp.asarray(leaf, jnp.float32)
@@ -162,6 +203,23 @@ class JumanjiEnv:
                 x = (x - scale[0]) * scale[1]
             parts.append(x.reshape(-1))
         return jnp.concatenate(parts)
+
+    def _planes(self, observation) -> chex.Array:
+        """The board view: the board's value planes, then every other board-shaped field, then every scalar field
+        as a constant plane, each rescaled to [0, 1] as the flat view rescales it."""
+        low, high = self._board
+        board = jnp.asarray(observation.board)
+        planes = [(board[..., None] == jnp.arange(low, high + 1)).astype(jnp.float32)]
+        names = observation._fields
+        leaves = dict(zip(names, self._scales))  # one array per field here (the board view's condition)
+        for name in names:
+            if name == "board":
+                continue
+            x, scale = jnp.asarray(getattr(observation, name), jnp.float32), leaves[name]
+            if scale is not None:
+                x = (x - scale[0]) * scale[1]
+            planes.append(jnp.broadcast_to(x, board.shape)[..., None])
+        return jnp.concatenate(planes, axis=-1)
 
     def reset(self, key: chex.PRNGKey) -> tuple[Any, TimeStep]:
         state, timestep = self.env.reset(key)
