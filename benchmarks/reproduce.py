@@ -53,6 +53,7 @@ ROWS = (
         500_000),
     Row("mountaincar", "mountaincar", -118.0,
         f"{GYMNAX_README} (gymnax-blines agents/MountainCar-v0/ppo.yaml: 500k env steps)", 500_000),
+    Row("mountaincar-dqn", "mountaincar-dqn", -100.8, f"{ZOO} dqn MountainCar-v0 (120k env steps, one run)", 120_000),
     Row("pendulum", "pendulum", -172.2, f"{ZOO} ppo Pendulum-v1 (100k env steps, one run)", 100_000),
     Row("pendulum-sac", "pendulum-sac", -157.0, f"{ZOO} sac Pendulum-v1 (20k env steps, one run)", 20_000),
     *(Row(key, f"{key}-minatar", None, MINATAR, None, updates=40)
