@@ -50,9 +50,11 @@ def pytest_collection_modifyitems(config, items):
     tier = config.getoption("--tier")
     named = any("::" in arg for arg in config.args)  # tests named by node id run whatever their tier
     if tier != "all" and not named:
-        keep = [item for item in items if (item.get_closest_marker("slow") is not None) == (tier == "slow")]
-        if len(keep) != len(items):
-            config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+        keep, drop = [], []
+        for item in items:
+            (keep if (item.get_closest_marker("slow") is not None) == (tier == "slow") else drop).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
             items[:] = keep
     for item in items:
         for mark in item.iter_markers("suite"):

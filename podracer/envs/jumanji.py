@@ -25,9 +25,10 @@ exactly. MultiCVRP's mask goes with continuous actions and stays a feature only.
 
 Boards whose cells are the actions (Minesweeper: an integer ``board`` whose joint mask has the board's shape,
 every other field a scalar or shaped as the board) are seen as a channels-last image instead: one 0/1 plane per
-value a cell can take, then the mask and every board-shaped field as planes, then every scalar field rescaled to
-[0, 1] as a constant plane. The board torso (``--torso auto``) reads it: its 3 x 3 convolution sees each cell's
-neighbours, which a flat vector hides (masked PPO over the flat vector plays no better than random legal moves).
+value a cell can take, then every other field in field order (the mask; a scalar field rescaled to [0, 1] as a
+constant plane). The spec says ``cell_actions``: policies take one logit per cell from convolutions that see each
+cell's neighbours (``networks.CellLogits``), which a flat vector hides (masked PPO over the flat vector plays no
+better than random legal moves).
 
 The discount is Jumanji's: most of its tasks (Snake, Maze, Minesweeper, ...) end their
 time limit with discount 0, a termination, and count the steps in the observation;
@@ -121,6 +122,12 @@ def _board_values(observation, spec, mask_layout) -> tuple[int, int] | None:
     return (low, high) if 0 < high - low < MAX_BOARD_VALUES else None
 
 
+def _rescaled(leaf, scale) -> chex.Array:
+    """One observation array as float32, mapped into [0, 1] by its ``(offset, scale)`` (None: kept as it is)."""
+    x = jnp.asarray(leaf, jnp.float32)
+    return x if scale is None else (x - scale[0]) * scale[1]
+
+
 class JumanjiEnv:
     """``jumanji.make(name, **kwargs)`` behind podracer's environment protocol (``env``: a Jumanji environment, used
     as it is)."""
@@ -158,10 +165,7 @@ class JumanjiEnv:
             observation_shape, image = (size,), None
             self._board = _board_values(observation, self.env.observation_spec, self._mask_layout)
             if self._board is not None:
-                low, high = self._board
-                planes = (high - low + 1) + sum(1 if np.ndim(leaf) == 2 else 0 for leaf in leaves) - 1 \
-                    + sum(1 if np.ndim(leaf) == 0 else 0 for leaf in leaves)
-                observation_shape = (*observation.board.shape, planes)
+                observation_shape = jax.eval_shape(self._planes, observation).shape
                 image = ImageLayout(channel_axis=-1, low=0.0, high=1.0)
             self._spec = EnvSpec(jax.ShapeDtypeStruct(observation_shape, jnp.float32),
                                  action_mask=self._mask_layout is not None, image=image,
@@ -196,29 +200,19 @@ class JumanjiEnv:
         self.spec()
         if self._board is not None:
             return self._planes(observation)
-        parts = []
-        for leaf, scale in zip(jax.tree.leaves(observation), self._scales):
-            x = jnp.asarray(leaf, jnp.float32)
-            if scale is not None:
-                x = (x - scale[0]) * scale[1]
-            parts.append(x.reshape(-1))
-        return jnp.concatenate(parts)
+        return jnp.concatenate([_rescaled(leaf, scale).reshape(-1)
+                                for leaf, scale in zip(jax.tree.leaves(observation), self._scales)])
 
     def _planes(self, observation) -> chex.Array:
-        """The board view: the board's value planes, then every other board-shaped field, then every scalar field
-        as a constant plane, each rescaled to [0, 1] as the flat view rescales it."""
+        """The board view: the board's value planes (one-hot), then every other field in the observation's field
+        order, rescaled to [0, 1] as the flat view rescales it, a scalar field as a constant plane."""
         low, high = self._board
         board = jnp.asarray(observation.board)
-        planes = [(board[..., None] == jnp.arange(low, high + 1)).astype(jnp.float32)]
-        names = observation._fields
-        leaves = dict(zip(names, self._scales))  # one array per field here (the board view's condition)
-        for name in names:
-            if name == "board":
-                continue
-            x, scale = jnp.asarray(getattr(observation, name), jnp.float32), leaves[name]
-            if scale is not None:
-                x = (x - scale[0]) * scale[1]
-            planes.append(jnp.broadcast_to(x, board.shape)[..., None])
+        planes = [jax.nn.one_hot(board - low, high - low + 1, dtype=jnp.float32)]
+        # One array per field here (the board view's condition), so the fields and their scales pair up.
+        for name, scale in zip(observation._fields, self._scales):
+            if name != "board":
+                planes.append(jnp.broadcast_to(_rescaled(getattr(observation, name), scale), board.shape)[..., None])
         return jnp.concatenate(planes, axis=-1)
 
     def reset(self, key: chex.PRNGKey) -> tuple[Any, TimeStep]:
