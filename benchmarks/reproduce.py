@@ -102,7 +102,6 @@ def random_play(env_name: str, episodes: int = 256, seed: int = 0) -> float:
 
 def run_row(row: Row, seeds: int, scale: float, full: bool) -> dict:
     """Trains ``row`` and measures it: a dict of the table's fields, and its learning curves."""
-    import numpy as np
 
     from podracer import anakin, experiment, sweep
 

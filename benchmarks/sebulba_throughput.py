@@ -104,7 +104,8 @@ def stage_seconds(cfg, groups: int, repeats: int) -> dict[str, float]:
     env.close()
 
     name = cfg.agent_name
-    agent, optimizer = experiment.make_agent(cfg.agent, spec), experiment.make_optimizer(cfg.agent)
+    agent = experiment.make_agent(cfg.agent, spec)
+    optimizer = agent.optimizer
     obs = np.zeros((g, *spec.observation.shape), spec.observation.dtype)
     state = init_learner_state(agent, optimizer, jax.random.key(0), obs[:1])
     device = layout.actor_devices[0]

@@ -25,7 +25,7 @@ from podracer.agents import DQNConfig
 DEFAULTS = config.AnakinConfig(
     env="cartpole", num_envs_per_device=16, rollout_length=8, num_updates=8000, updates_per_call=250,
     eval_every=250, eval_episodes=32, target_return=490.0,
-    agent=DQNConfig(learning_rate=1e-3, max_grad_norm=10.0, replay_ratio=4.0, batch_size=128, min_replay_size=1000,
+    agent=DQNConfig().replace(learning_rate=1e-3, max_grad_norm=10.0, replay_ratio=4.0, batch_size=128, min_replay_size=1000,
                     replay_capacity=50_000),
 )
 

@@ -28,10 +28,12 @@ import numpy as np
 import optax
 
 from podracer import parallel
+from podracer import multihost
 from podracer.agents.base import Agent, act_mask, greedy_action, split_start_state
 from podracer.envs import wrappers
 from podracer.envs.base import Environment, State, check_action_mask
-from podracer.learner import init_learner_state, make_learner_step, psum_flat
+from podracer.stats import interquartile_mean, summarize, summarize_evaluation, summarize_seeds  # noqa: F401 (re-exported)
+from podracer.learner import init_learner_state, make_learner_step
 from podracer.types import LearnerState, Metrics, Params, TimeStep, Trajectory
 
 
@@ -148,7 +150,7 @@ def make_update(
     def update(state: AnakinState) -> tuple[AnakinState, Metrics]:
         rollout_state, trajectory, episode = rollout(state.learner.params, state.rollout)
         learner_state, metrics = learner_step(state.learner, trajectory)
-        episode = psum_flat(episode, axis_names)
+        episode = parallel.psum_flat(episode, axis_names)
         count = episode["episodes"]
         safe = jnp.maximum(count, 1.0)
         metrics = {
@@ -440,71 +442,11 @@ def _seeded_update(env, agent, optimizer, key, rollout_length: int, sweep: Sweep
 
 def _compile(update, updates_per_call: int, devices, state):
     """``updates_per_call`` updates mapped over ``devices``, compiled ahead of the first call for ``state``; several
-    processes then wait for each other (:func:`podracer.parallel.all_arrive`) to enter the first collective together."""
+    processes then wait for each other (:func:`podracer.multihost.all_arrive`) to enter the first collective together."""
     multi = make_multi_update(update, updates_per_call)
     compiled = parallel.device_map(multi, devices).lower(state).compile()
-    parallel.all_arrive("the compiled update")
+    multihost.all_arrive("the compiled update")
     return compiled
-
-
-def summarize_evaluation(returns, target_return: float | None = None) -> dict[str, float]:
-    """Summary entries of evaluation returns (``[episodes]``, or ``[seeds, episodes]``): ``eval_return`` (the
-    mean), its minimum and maximum, per seed, and ``target_reached`` when a ``target_return`` is given."""
-    returns = np.asarray(returns, np.float64)
-    out = {"eval_return": float(returns.mean()), "eval_return_min": float(returns.min()),
-           "eval_return_max": float(returns.max())}
-    if returns.ndim == 2:
-        out["eval_return_per_seed"] = returns.mean(axis=1).tolist()
-    if target_return is not None:
-        out["target_reached"] = float(out["eval_return"] >= target_return)
-    return out
-
-
-def summarize(metrics: Metrics) -> dict[str, float]:
-    """Host-side summary of metrics stacked over several updates.
-
-    Episode statistics are weighted by the episodes that ended in each update; other
-    metrics are averaged.
-    """
-    metrics = {k: np.asarray(v, dtype=np.float64) for k, v in metrics.items()}
-    count = metrics.get("episodes")
-    out = {}
-    for name, values in metrics.items():
-        if name in ("episode_return", "episode_length") and count is not None:
-            total = count.sum()
-            out[name] = float(np.nansum(values * count) / total) if total > 0 else float("nan")
-        elif name == "episodes":
-            out[name] = float(values.sum())
-        else:
-            out[name] = float(values.mean())
-    return out
-
-
-def interquartile_mean(values) -> float:
-    """The mean of the middle half of ``values`` (a quarter of the sorted values dropped at each end)."""
-    values = np.sort(np.asarray(values, np.float64))
-    cut = len(values) // 4
-    return float(np.mean(values[cut:len(values) - cut]))
-
-
-def summarize_seeds(metrics: Metrics) -> dict:
-    """:func:`summarize` of metrics ``[updates, seeds]``, seed by seed, then over seeds.
-
-    Each metric is its mean over seeds; the episode return also comes with its minimum
-    and maximum over seeds and the list of per-seed values (``episode_return_per_seed``).
-    """
-    metrics = {k: np.asarray(v) for k, v in metrics.items()}
-    num_seeds = next(iter(metrics.values())).shape[1]
-    per_seed = [summarize({k: v[:, i] for k, v in metrics.items()}) for i in range(num_seeds)]
-    out = {}
-    for name in per_seed[0]:
-        values = np.array([s[name] for s in per_seed])
-        out[name] = float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
-    returns = [s["episode_return"] for s in per_seed]
-    if np.isfinite(returns).any():
-        out["episode_return_min"], out["episode_return_max"] = float(np.nanmin(returns)), float(np.nanmax(returns))
-    out["episode_return_per_seed"] = returns
-    return out
 
 
 class RunResult(NamedTuple):

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from podracer import config, lifetime, parallel
+from podracer import multihost
 
 COMMANDS = {
     "anakin": "train in Anakin mode: JAX environments and the learner in one program per device",
@@ -50,17 +51,17 @@ def train(default, argv: Sequence[str] | None, *, prog: str, name: str, descript
     try:
         if cfg.compile_cache:
             lifetime.use_compile_cache(cfg.compile_cache_dir)
-        parallel.initialize(cfg.coordinator, cfg.num_processes, cfg.process_id, auto_detect=cfg.distributed,
+        multihost.initialize(cfg.coordinator, cfg.num_processes, cfg.process_id, auto_detect=cfg.distributed,
                             timeout=cfg.distributed_timeout)
         result = run(cfg, stop)
     except ValueError as error:  # a layout that does not fit the devices found, an unknown task, a checkpoint directory that does not fit
-        if parallel.process_count() > 1 and parallel.lost_peer(error):  # a collective's error, raised as ValueError
-            parallel.abandon_run(name, error)
+        if parallel.process_count() > 1 and multihost.lost_peer(error):  # a collective's error, raised as ValueError
+            multihost.abandon_run(name, error)
         print(f"{name}: error: {error}", file=sys.stderr)
         return 2
     except Exception as error:  # noqa: BLE001 - in a multi-process run, most likely a process that is gone
         if parallel.process_count() > 1:
-            parallel.abandon_run(name, error)
+            multihost.abandon_run(name, error)
         raise
     if interrupted.is_set():
         saved = "; saved the last completed update" if cfg.checkpoint_dir else ""

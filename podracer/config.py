@@ -25,6 +25,7 @@ from typing import Annotated, Literal, TypeVar, Union
 import tyro
 
 from podracer import agents, envs, parallel, presets, sweep
+from podracer import multihost
 from podracer.agents import A2CConfig, IMPALAConfig
 from podracer.agents.base import check_finite, flag
 
@@ -162,8 +163,8 @@ class RunConfig:
         _at_least(self, 1, "checkpoint_every", "cpu_devices", "distributed_timeout")
         if self.checkpoint_every_seconds is not None and not self.checkpoint_every_seconds > 0:
             raise ValueError(f"--checkpoint-every-seconds must be > 0, got {self.checkpoint_every_seconds}.")
-        parallel.check_process_id(self.num_processes, self.process_id)
-        parallel.check_coordinator(self.coordinator)
+        multihost.check_process_id(self.num_processes, self.process_id)
+        multihost.check_coordinator(self.coordinator)
         _at_least(self, 1, "eval_every", "eval_episodes")
         if self.target_return is not None and self.eval_every is None:
             raise ValueError("--target-return needs --eval-every.")

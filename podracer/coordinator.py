@@ -3,7 +3,7 @@
 JAX's coordination service normally runs inside process 0. When process 0 dies, every other process's client
 loses the service at once and JAX's runtime ends it with a C++ check failure (SIGABRT and a stack dump),
 before podracer's own watch can end it with one line. Process 0 therefore starts the service here, in a
-child process (:func:`podracer.parallel.initialize`): when process 0 dies, the service stays up a little
+child process (:func:`podracer.multihost.initialize`): when process 0 dies, the service stays up a little
 longer, the others notice process 0's silence through podracer's heartbeat and end with one line, status 1.
 
 The service binds ``[::]:PORT`` of ``ADDRESS`` for ``N`` processes, prints ``ready`` and stays up until its

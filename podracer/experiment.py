@@ -15,42 +15,34 @@ import time
 from collections.abc import Callable
 
 import jax
-import optax
 
-from podracer import agents, anakin, checkpoint, envs, lifetime, parallel
+from podracer import agents, anakin, checkpoint, envs, lifetime, parallel, play
+from podracer import multihost
 from podracer import normalize as normalize_lib
 from podracer import logging as logging_lib
 from podracer import sweep as sweep_lib
-from podracer.agents.base import Agent
+from podracer.agents.base import Agent, hyperparameters, with_hyperparameters
 from podracer.config import AnakinConfig, SebulbaConfig
 from podracer.envs.base import HostEnv, example_action_mask, example_observation, observation_rank
-from podracer.learner import (init_learner_state, make_learner_step, optimizer_steps, replay_items_per_trajectory,
-                              should_unroll)
-from podracer.learner import make_optimizer as _adam
+from podracer.learner import init_learner_state, make_learner_step, should_unroll
 from podracer.logging import Logger, make_logger
 from podracer.sebulba import learner as sebulba_learner
 from podracer.sebulba.run import run as run_threads
 from podracer.sebulba.actor import make_act, run_actor
 from podracer.sebulba.pipeline import ActorStatus, ParamStore, StopAwareQueue
+from podracer.types import RunFacts
 
 
-def make_agent(agent_config, spec, normalize: str | None = None) -> Agent:
-    """The agent an agent config (``PPOConfig(...)``) describes, for environments of ``spec``; with ``normalize``
+def make_agent(agent_config, spec, normalize: str | None = None, run: RunFacts | None = None) -> Agent:
+    """The agent an agent config (``PPOConfig(...)``) describes, for environments of ``spec``, with its optimizer
+    (``run``: the facts of the run it trains in, :class:`~podracer.types.RunFacts`); with ``normalize``
     (:func:`normalization`: "observations", "rewards" or "observations+rewards"), wrapped to learn and act on
     normalised observations and scaled rewards (:mod:`podracer.normalize`)."""
-    agent = agents.make(agent_config, spec)
+    agent = agents.make(agent_config, spec, run=run)
     if not normalize:
         return agent
     return normalize_lib.wrap(agent, observations="observations" in normalize, rewards="rewards" in normalize,
                               discount=getattr(agent_config, "discount", 0.99))
-
-
-def with_run_length(config, env_steps: int):
-    """``config`` whose agent knows the run's length in env steps, where its config asks (``run_env_steps``: DQN's
-    linear epsilon schedule decays over a share of the run)."""
-    if not hasattr(config.agent, "run_env_steps") or config.agent.run_env_steps == env_steps:
-        return config
-    return dataclasses.replace(config, agent=dataclasses.replace(config.agent, run_env_steps=env_steps))
 
 
 def normalization(config) -> str | None:
@@ -68,38 +60,34 @@ def check_normalizable(config, spec) -> None:
                          "normalise (images and boards of integers are scaled by their torso); drop the flag.")
 
 
-def make_optimizer(agent_config, total_steps: int | None = None) -> optax.GradientTransformation:
-    """Adam with the agent config's learning rate and schedule (``--lr-schedule``, ``--lr-warmup-steps``; a decay
-    ends at ``total_steps``, the run's optimizer steps), after clipping to its global gradient norm."""
-    schedule = getattr(agent_config, "lr_schedule", "constant")
-    return _adam(agent_config.learning_rate, agent_config.max_grad_norm, schedule=schedule,
-                 warmup_steps=getattr(agent_config, "lr_warmup_steps", 0),
-                 total_steps=total_steps if schedule != "constant" else None)
-
-
-def run_optimizer_steps(agent_config, agent: Agent, spec, num_updates: int, envs_per_learner: int,
-                        rollout_length: int) -> int | None:
-    """The optimizer steps of a run of ``num_updates`` updates whose learner devices each receive trajectories of
-    ``envs_per_learner`` environments per update (:func:`podracer.learner.optimizer_steps`); None where the
-    learning rate does not decay (nothing to count)."""
-    if getattr(agent_config, "lr_schedule", "constant") == "constant":
-        return None
-    items = 0
-    if agent.replay is not None:
-        items = replay_items_per_trajectory(agent, example_observation(spec, envs_per_learner), rollout_length,
-                                            example_action_mask(spec, envs_per_learner))
-    return optimizer_steps(agent, num_updates, items)
-
-
-def agent_metadata(agent_config) -> dict:
-    """What a checkpoint records of the agent, enough for :func:`agent_config_from` to rebuild its config."""
-    return {"agent": agents.name_of(agent_config), "agent_hyperparameters": dataclasses.asdict(agent_config)}
+def agent_metadata(agent_config, run: RunFacts | None = None) -> dict:
+    """What a checkpoint records of the agent, enough for :func:`agent_config_from` and :func:`run_facts_from` to
+    rebuild it: its name, its hyper-parameters by flag name, and the facts of the run it trained in."""
+    out = {"agent": agents.name_of(agent_config), "agent_hyperparameters": hyperparameters(agent_config)}
+    return out if run is None else {**out, "run": run._asdict()}
 
 
 def agent_config_from(metadata: dict):
-    """The agent config a checkpoint's metadata (:func:`agent_metadata`) records."""
-    hyper = {k: tuple(v) if isinstance(v, list) else v for k, v in metadata["agent_hyperparameters"].items()}
-    return agents.config_class(metadata["agent"])(**hyper)
+    """The agent config a checkpoint's metadata (:func:`agent_metadata`) records; older checkpoints' records too
+    (a nested ``optimizer`` entry, DQN's ``run_env_steps``)."""
+    hyper = {}
+    for name, value in metadata["agent_hyperparameters"].items():
+        if isinstance(value, dict):  # a nested group, as dataclasses.asdict wrote it
+            hyper.update(value)
+        elif name != "run_env_steps":  # now a run fact (run_facts_from)
+            hyper[name] = tuple(value) if isinstance(value, list) else value
+    cls = agents.config_class(metadata["agent"])
+    return with_hyperparameters(cls(), hyper)
+
+
+def run_facts_from(metadata: dict) -> RunFacts | None:
+    """The run facts a checkpoint's metadata records (None for checkpoints written before they were recorded, or
+    the run's length alone where DQN's config kept it)."""
+    if "run" in metadata:
+        return RunFacts(**metadata["run"])
+    steps = metadata.get("agent_hyperparameters", {}).get("run_env_steps")
+    return None if steps is None else RunFacts(num_updates=1, envs_per_learner=1, rollout_length=1,
+                                               total_env_steps=steps)
 
 
 # ----------------------------------------------------------------------------------------- Anakin
@@ -128,7 +116,7 @@ def _sebulba_memory(config: SebulbaConfig, spec, layout: parallel.Layout, num_ac
     in flight (the queue's, one being filled per actor thread, one being learned) with the environments' own
     observation buffers, estimated from shapes alone."""
     agent = make_agent(config.agent, spec, normalization(config))
-    optimizer = make_optimizer(config.agent)
+    optimizer = agent.optimizer
     state = jax.eval_shape(lambda key: init_learner_state(
         agent, optimizer, key, example_observation(spec), rollout_length=config.rollout_length,
         action_mask=example_action_mask(spec)), jax.random.key(0))
@@ -172,23 +160,29 @@ def _anakin_banner(config: AnakinConfig, num_global: int, per_device: int, resum
             f"{config.num_updates} updates{seeds}{resume}")
 
 
+def anakin_run_facts(config: AnakinConfig, num_global_devices: int) -> RunFacts:
+    """The facts an agent is told of an Anakin run over ``num_global_devices`` devices: each device learns from its
+    own environments."""
+    per_device = config.envs_per_device(num_global_devices)
+    return RunFacts(num_updates=config.num_updates, envs_per_learner=per_device, rollout_length=config.rollout_length,
+                    total_env_steps=config.num_updates * config.rollout_length * per_device * num_global_devices)
+
+
 def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> anakin.RunResult:
     """Runs ``config`` on every device of every process; only process 0 logs and writes checkpoints.
 
     A set ``stop`` ends the run after the host call in flight (with a checkpoint when
-    ``config.checkpoint_dir`` is set). Call :func:`podracer.parallel.initialize` first in a
+    ``config.checkpoint_dir`` is set). Call :func:`podracer.multihost.initialize` first in a
     multi-process run (the example's entry point does, from the config's multi-process fields).
     """
     lifetime.starting()
     env = envs.make(config.env)
     num_global = parallel.num_global_devices()
-    config = with_run_length(config, config.num_updates * config.rollout_length * config.envs_per_device(num_global)
-                             * num_global)
+    run = anakin_run_facts(config, num_global)
+    per_device = run.envs_per_learner
     check_normalizable(config, env.spec())
-    agent = make_agent(config.agent, env.spec(), normalization(config))
-    per_device = config.envs_per_device(num_global)
-    total_steps = run_optimizer_steps(config.agent, agent, env.spec(), config.num_updates, per_device, config.rollout_length)
-    optimizer = make_optimizer(config.agent, total_steps)
+    agent = make_agent(config.agent, env.spec(), normalization(config), run)
+    optimizer = agent.optimizer
     _check_anakin_batch(agent, per_device, config.rollout_length)
     check_memory(_anakin_memory(config, env, agent, optimizer, per_device), parallel.available_memory(),
                  f"{per_device:,} envs per device (--num-envs-per-device, --num-envs), --rollout-length "
@@ -197,7 +191,7 @@ def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> a
                  + (f", {config.num_seeds} seeds" if config.num_seeds > 1 else ""))
     steps_per_update = config.rollout_length * per_device * num_global
     metadata = {"mode": "anakin", "env": config.env, "rollout_length": config.rollout_length, "seed": config.seed,
-                "normalize": normalization(config), **agent_metadata(config.agent)}
+                "normalize": normalization(config), **agent_metadata(config.agent, run)}
     resume_step, main = None, parallel.is_main_process()
     if config.checkpoint_dir:  # checked before anything is compiled
         identity = {k: metadata[k] for k in ("mode", "env", "agent", "rollout_length", "normalize")}
@@ -206,30 +200,30 @@ def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> a
             checkpoint.mark_running(config.checkpoint_dir)
     try:
         return _train_anakin(config, env, agent, optimizer, per_device, steps_per_update, metadata, resume_step, stop,
-                             total_steps)
+                             run)
     finally:
         if config.checkpoint_dir and main:
             checkpoint.mark_finished(config.checkpoint_dir)
 
 
-def make_sweep(config: AnakinConfig, spec, total_steps: int | None = None) -> anakin.Sweep | None:
+def make_sweep(config: AnakinConfig, spec, run: RunFacts | None = None) -> anakin.Sweep | None:
     """The :class:`~podracer.anakin.Sweep` of ``--sweep`` (None without one): each setting's agent and optimizer
-    (``total_steps``: where a decaying learning rate ends, :func:`run_optimizer_steps`)."""
+    (``run``: the run's facts, where a decaying learning rate ends)."""
     if not config.sweep:
         return None
 
     def build(values):
-        agent_config = sweep_lib.with_values(config.agent, values)
-        return make_agent(agent_config, spec, normalization(config)), make_optimizer(agent_config, total_steps)
+        agent = make_agent(sweep_lib.with_values(config.agent, values), spec, normalization(config), run)
+        return agent, agent.optimizer
 
     return anakin.Sweep(config.sweep_points, build)
 
 
 def _train_anakin(config: AnakinConfig, env, agent, optimizer, per_device: int, steps_per_update: int, metadata: dict,
-                  resume_step: int | None, stop, total_steps: int | None = None) -> anakin.RunResult:
+                  resume_step: int | None, stop, run: RunFacts | None = None) -> anakin.RunResult:
     main, num_global = parallel.is_main_process(), parallel.num_global_devices()
     key = anakin.seed_keys(config.seed, config.num_seeds) if config.num_seeds > 1 else jax.random.key(config.seed)
-    sweep = make_sweep(config, env.spec(), total_steps)
+    sweep = make_sweep(config, env.spec(), run)
     state = anakin.init(env, agent, optimizer, key, per_device, rollout_length=config.rollout_length, sweep=sweep)
     if sweep is not None and (bad := anakin.unsweepable(env, sweep, state, config.rollout_length)):
         raise ValueError(f"--sweep {', '.join(bad)}: sets shapes or loop counts of the compiled update, so its settings "
@@ -398,7 +392,7 @@ class _AnakinSaver:
         config, points = self.config, self.config.sweep_points or ({},)
         out = []
         for point in points:
-            agent = agent_metadata(dataclasses.replace(config.agent, **point))
+            agent = agent_metadata(with_hyperparameters(config.agent, point))
             for seed in range(config.seed, config.seed + config.num_seeds):
                 where = os.path.join(sweep_lib.label(point), f"seed_{seed}") if point else f"seed_{seed}"
                 out.append((where, {**self.metadata, **agent, "seed": seed}))
@@ -455,7 +449,6 @@ def train_sebulba(
     (default: :func:`host_env_factory`). Returns the learner state and one summary per log line.
     """
     lifetime.starting()
-    config = with_run_length(config, config.total_env_steps)
     stop = stop or threading.Event()
     make_env = make_env or host_env_factory(config)
     actor_ids = config.actor_devices or (0,)
@@ -490,7 +483,6 @@ def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_a
     if isinstance(log, Logger):
         log.add_fields(_opponent_field(first_env))
     check_normalizable(config, spec)
-    agent = make_agent(config.agent, spec, normalization(config))
     per_actor = sum(env.num_envs for env in groups[0])
     # Every process feeds one trajectory per actor per update round; the update averages over all of them.
     steps_per_update = config.rollout_length * per_actor * parallel.process_count()
@@ -499,18 +491,20 @@ def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_a
         log_every=config.log_every, checkpoint_every=config.checkpoint_every,
         checkpoint_every_seconds=config.checkpoint_every_seconds,
         frame_skip=4 if getattr(first_env, "atari", False) else 1, eval_every=config.eval_every)
-    per_learner = per_actor // len(parallel.local_devices(layout.learner_devices))
-    optimizer = make_optimizer(config.agent, run_optimizer_steps(config.agent, agent, spec, schedule.num_updates,
-                                                                 per_learner, config.rollout_length))
+    run = RunFacts(num_updates=schedule.num_updates, rollout_length=config.rollout_length,
+                   envs_per_learner=per_actor // len(parallel.local_devices(layout.learner_devices)),
+                   total_env_steps=config.total_env_steps)
+    agent = make_agent(config.agent, spec, normalization(config), run)
+    optimizer = agent.optimizer
     unroll = should_unroll(observation_rank(spec), layout.learner_devices[0].platform)
     step = parallel.device_map(make_learner_step(agent, optimizer, axis_names=(parallel.DEVICE_AXIS,), unroll=unroll),
                                layout.learner_devices)
-    step = parallel.arrive_before_first_call(step, "the compiled learner step")
+    step = multihost.arrive_before_first_call(step, "the compiled learner step")
     learner_key, actor_key = jax.random.split(jax.random.key(config.seed))
     state = init_learner_state(agent, optimizer, learner_key, example_observation(spec), rollout_length=config.rollout_length,
                                action_mask=example_action_mask(spec))
     metadata = {"mode": "sebulba", "env": getattr(first_env, "task_id", config.env), "seed": config.seed,
-                "rollout_length": config.rollout_length, "normalize": normalization(config), **agent_metadata(config.agent)}
+                "rollout_length": config.rollout_length, "normalize": normalization(config), **agent_metadata(config.agent, run)}
     state, updates, save = _sebulba_checkpoints(config, metadata, state, steps_per_update)
     state = parallel.replicate(state, layout.learner_devices)
     if parallel.is_main_process():
@@ -560,13 +554,11 @@ def _sebulba_evaluation(config: SebulbaConfig, make_env, agent):
     ``--eval-episodes`` fresh host environments, seeded the same at every evaluation."""
     if not config.eval_every:
         return None
-    from podracer import evaluate as evaluate_lib
-
     def evaluate(state) -> dict[str, float]:
         env = make_env(config.seed + EVAL_SEED_OFFSET, config.eval_episodes)
         try:
             params = jax.device_get(parallel.unreplicate(state.params))
-            returns, _ = evaluate_lib.play_host(env, agent, params, config.eval_episodes, seed=config.seed)
+            returns, _ = play.play_host(env, agent, params, config.eval_episodes, seed=config.seed)
         finally:
             env.close()
         summary = anakin.summarize_evaluation(returns, config.target_return)

@@ -8,12 +8,13 @@ from typing import NamedTuple
 
 import chex
 import jax
-import jax.flatten_util
 import jax.numpy as jnp
 import optax
 
 from podracer import replay as replay_lib
-from podracer.agents.base import LR_SCHEDULES, Agent, act_mask, split_start_state
+from podracer.parallel import pmean_flat, psum_flat
+from podracer.agents.base import Agent, act_mask, split_start_state
+from podracer.optim import make_optimizer
 from podracer.types import LearnerState, Metrics, Params, TimeStep, Trajectory
 
 LearnerStep = Callable[[LearnerState, Trajectory], tuple[LearnerState, Metrics]]
@@ -61,29 +62,6 @@ def _example_items(agent: Agent, params, observation, rollout_length: int, actio
     extras, start = split_start_state(extras)
     trajectory = Trajectory(jax.tree.map(repeat, timestep), repeat(action), jax.tree.map(repeat, extras), start)
     return agent.replay.make_items(trajectory)[0]
-
-
-def _reduce_flat(tree, axis_names: Sequence[str], reduce):
-    if not axis_names:
-        return tree
-    flat, unravel = jax.flatten_util.ravel_pytree(tree)
-    for axis in axis_names:
-        flat = reduce(flat, axis)
-    return unravel(flat)
-
-
-def pmean_flat(tree, axis_names: Sequence[str]):
-    """``tree`` averaged over each of ``axis_names``, as one collective per axis.
-
-    The leaves travel as one flat vector: across processes (gloo, NCCL, ICI) one large
-    all-reduce costs far less than one per leaf.
-    """
-    return _reduce_flat(tree, axis_names, jax.lax.pmean)
-
-
-def psum_flat(tree, axis_names: Sequence[str]):
-    """``tree`` summed over each of ``axis_names``, as one collective per axis."""
-    return _reduce_flat(tree, axis_names, jax.lax.psum)
 
 
 def _loop(body, carry, xs, length: int, unroll: bool):
@@ -300,58 +278,5 @@ def should_unroll(observation_rank: int, platform: str) -> bool:
     return platform == "cpu" and observation_rank == 3
 
 
-def learning_rate_schedule(learning_rate, schedule: str = "constant", warmup_steps=0, total_steps: int | None = None):
-    """``count -> learning rate`` at optimizer step ``count`` (0 for the first update).
-
-    A linear warm-up over the first ``warmup_steps`` steps (step ``c`` takes ``(c + 1) / warmup_steps`` of the
-    rate, so no step is wasted at rate 0), then ``schedule``: "constant", or a decay to 0 at ``total_steps``,
-    "linear" or "cosine" (half a cosine period). ``learning_rate`` and ``warmup_steps`` may be traced values
-    (a sweep's), so the arithmetic is ``jnp``'s.
-    """
-    if schedule not in LR_SCHEDULES:
-        raise ValueError(f"--lr-schedule: unknown schedule {schedule!r}; choose one of {', '.join(LR_SCHEDULES)}.")
-    if schedule != "constant" and total_steps is None:
-        raise ValueError(f"--lr-schedule {schedule} decays over the run's optimizer steps: give total_steps.")
-
-    def rate(count):
-        count = jnp.asarray(count, jnp.float32)
-        warmup = jnp.asarray(warmup_steps, jnp.float32)
-        scale = jnp.where(warmup > 0, jnp.minimum(1.0, (count + 1.0) / jnp.maximum(warmup, 1.0)), 1.0)
-        if schedule != "constant":
-            progress = jnp.clip((count - warmup) / jnp.maximum(total_steps - warmup, 1.0), 0.0, 1.0)
-            scale = scale * (1.0 - progress if schedule == "linear" else 0.5 * (1.0 + jnp.cos(jnp.pi * progress)))
-        return learning_rate * scale
-
-    return rate
-
-
-def make_optimizer(learning_rate: float, max_grad_norm: float | None = 0.5, eps: float = 1e-5, *,
-                   schedule: str = "constant", warmup_steps=0, total_steps: int | None = None) -> optax.GradientTransformation:
-    """Adam after global-norm clipping (``max_grad_norm`` None: no clipping), its rate following
-    :func:`learning_rate_schedule` (always a schedule, so the optimizer state has one layout whatever the choice)."""
-    adam = optax.adam(learning_rate_schedule(learning_rate, schedule, warmup_steps, total_steps), eps=eps)
-    return adam if max_grad_norm is None else optax.chain(optax.clip_by_global_norm(max_grad_norm), adam)
-
-
-def optimizer_steps(agent: Agent, num_updates: int, items_per_update: int = 0) -> int:
-    """How many optimizer steps a run of ``num_updates`` learner updates takes: ``num_epochs x num_minibatches`` per
-    update for an on-policy agent; for a replay agent, ``replay_ratio`` x the items each shard receives after its
-    first ``min_size`` / ``batch_size`` (``items_per_update``: items per shard per update), as the rate limiter
-    allows."""
-    if agent.replay is None:
-        return max(1, num_updates * agent.num_epochs * agent.num_minibatches)
-    spec = agent.replay
-    return max(1, math.ceil(spec.replay_ratio * max(num_updates * items_per_update - spec.min_size, 0) / spec.batch_size))
-
-
-def replay_items_per_trajectory(agent: Agent, observation, rollout_length: int, action_mask=None) -> int:
-    """Items a replay agent stores of one ``[rollout_length + 1, B]`` trajectory of ``observation``'s batch ``[B]``
-    (transitions: ``rollout_length x B``; sequences: ``B``). Shapes only: nothing is computed."""
-    def items(key):
-        params = agent.init(key, observation)
-        return _example_items(agent, params, observation, rollout_length, action_mask)
-
-    return int(jax.tree.leaves(jax.eval_shape(items, jax.random.key(0)))[0].shape[0])
-
-
-__all__ = ["LR_SCHEDULES", "LearnerStep", "ReplayExtra", "init_learner_state", "learning_rate_schedule", "optimizer_steps", "replay_items_per_trajectory", "make_replay_learner_step", "make_learner_step", "make_optimizer", "permutation", "pmean_flat", "psum_flat", "should_unroll"]
+__all__ = ["LearnerStep", "ReplayExtra", "init_learner_state", "make_replay_learner_step", "make_learner_step",
+           "make_optimizer", "permutation", "pmean_flat", "psum_flat", "should_unroll"]

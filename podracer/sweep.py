@@ -14,7 +14,6 @@ percentile bootstrap interval over seeds, and the learning curves.
 
 from __future__ import annotations
 
-import copy
 import csv
 import dataclasses
 import itertools
@@ -25,25 +24,36 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from podracer.agents.base import flag
+from podracer.agents.base import flag, with_hyperparameters
+from podracer.stats import (BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED, bootstrap_interval,  # noqa: F401 (re-exported)
+                            interquartile_mean)
 
-BOOTSTRAP_SAMPLES = 2_000
-BOOTSTRAP_SEED = 0  # the intervals are the same for the same returns
+
+
+def _hints(agent_config) -> dict[str, type]:
+    """The type of every hyper-parameter of an agent config by flag name, nested optimizer settings included."""
+    hints = {}
+    for field in dataclasses.fields(agent_config):
+        value = getattr(agent_config, field.name)
+        if dataclasses.is_dataclass(value):
+            hints.update(_hints(value))
+        else:
+            hints[field.name] = typing.get_type_hints(type(agent_config))[field.name]
+    return hints
 
 
 def sweepable(agent_config) -> list[str]:
-    """The numeric (int or float, not bool) fields of an agent config: the candidates for ``--sweep``."""
-    hints = typing.get_type_hints(type(agent_config))
+    """The numeric (int or float, not bool) hyper-parameters of an agent config: the candidates for ``--sweep``."""
     names = []
-    for field in dataclasses.fields(agent_config):
-        kinds = set(typing.get_args(hints[field.name])) - {type(None)} or {hints[field.name]}
+    for name, hint in _hints(agent_config).items():
+        kinds = set(typing.get_args(hint)) - {type(None)} or {hint}
         if kinds and kinds <= {int, float} and bool not in kinds:
-            names.append(field.name)
+            names.append(name)
     return names
 
 
 def _field_type(agent_config, name: str) -> type:
-    hint = typing.get_type_hints(type(agent_config))[name]
+    hint = _hints(agent_config)[name]
     return float if float in (set(typing.get_args(hint)) | {hint}) else int
 
 
@@ -79,33 +89,19 @@ def parse(agent_config, specs: Sequence[str]) -> tuple[dict[str, float], ...]:
         if len(set(axes[name])) != len(axes[name]):
             raise ValueError(f"--sweep {name}: a value is repeated in {values!r}.")
         for value in axes[name]:
-            dataclasses.replace(agent_config, **{name: value})  # the agent's own checks, naming the flag
+            with_hyperparameters(agent_config, {name: value})  # the agent's own checks, naming the flag
     return tuple(dict(zip(axes, combo)) for combo in itertools.product(*axes.values()))
 
 
 def with_values(agent_config, values: Mapping):
     """A copy of ``agent_config`` holding ``values`` (traced arrays, inside the compiled program) unchecked:
     the values were checked as numbers by :func:`parse`, and a traced value cannot be compared in Python."""
-    out = copy.copy(agent_config)
-    for name, value in values.items():
-        object.__setattr__(out, name, value)
-    return out
+    return with_hyperparameters(agent_config, values, checked=False)
 
 
 def label(point: Mapping[str, float]) -> str:
     """``learning_rate=0.001,discount=0.99``: a setting as a name (and a directory name)."""
     return ",".join(f"{name}={value:g}" for name, value in point.items())
-
-
-def bootstrap_interval(values, statistic, *, samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED,
-                       level: float = 0.95) -> tuple[float, float]:
-    """The percentile bootstrap interval of ``statistic`` over ``values`` (resampled with replacement)."""
-    values = np.asarray(values, np.float64)
-    rng = np.random.default_rng(seed)
-    draws = values[rng.integers(0, len(values), size=(samples, len(values)))]
-    stats = np.array([statistic(row) for row in draws])
-    tail = (1.0 - level) / 2 * 100
-    return float(np.percentile(stats, tail)), float(np.percentile(stats, 100 - tail))
 
 
 def final_returns(history: Sequence[dict], num_points: int) -> tuple[np.ndarray, str]:
@@ -121,8 +117,6 @@ def final_returns(history: Sequence[dict], num_points: int) -> tuple[np.ndarray,
 def table(points: Sequence[Mapping[str, float]], returns: np.ndarray) -> list[dict]:
     """One row per setting: its values, the seeds, and the mean and interquartile mean over seeds of its
     ``returns`` ``[points, seeds]`` with their 95 % bootstrap intervals."""
-    from podracer.anakin import interquartile_mean
-
     rows = []
     for point, values in zip(points, returns):
         finite = values[np.isfinite(values)]

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 import chex
 import jax
+import numpy as np
 
 Params = chex.ArrayTree
 Metrics = dict[str, jax.Array]
@@ -61,6 +62,15 @@ class LearnerState(NamedTuple):
     key: chex.PRNGKey  # key for the learner's own randomness (minibatch shuffles, loss sampling)
     step: chex.Array  # int32 []: learner updates done so far
     extra: Any = None  # what else a learner keeps (replay agents: target network, replay memory, rate limiter)
+
+
+class RunFacts(NamedTuple):
+    """What an agent factory is told of the run it will train in (optimizer schedules and exploration decay over it)."""
+
+    num_updates: int  # learner updates in the run
+    envs_per_learner: int  # environments whose trajectories each learner device receives per update
+    rollout_length: int  # environment steps per trajectory (a trajectory holds rollout_length + 1 time steps)
+    total_env_steps: int  # environment steps of the whole run, every device and process together
 
 
 class EpisodeStats(NamedTuple):
@@ -120,3 +130,72 @@ class EnvSpec(NamedTuple):
     def action_kind(self) -> str:
         """``"discrete"``, ``"multi-discrete"`` or ``"continuous"``."""
         return "continuous" if self.box is not None else "multi-discrete" if self.nvec is not None else "discrete"
+
+
+# ---------------------------------------------- what a spec says of its observations, actions and masks
+
+
+def observation_rank(spec: EnvSpec) -> int:
+    """Axes of one observation: 3 for images, 1 for vectors; structured (dict) observations count as 1."""
+    return 1 if isinstance(spec.observation, dict) else len(spec.observation.shape)
+
+
+def image_layout(spec: EnvSpec) -> ImageLayout | None:
+    """The layout of ``spec``'s image observations (``None`` for vectors and dicts).
+
+    Rank-3 observations need ``spec.image``, except uint8 ones without it, which are
+    envpool's stacked Atari frames ``[C, H, W]``; anything else is refused rather than
+    guessed at.
+    """
+    if isinstance(spec.observation, dict):
+        return None
+    shape, image = tuple(spec.observation.shape), spec.image
+    if image is not None:
+        if len(shape) != 3 or image.channel_axis not in (-1, -3) or not (np.isfinite(image.high - image.low) and image.high > image.low):
+            raise ValueError(f"EnvSpec.image {image} does not fit observations of shape {shape}: images have rank 3, "
+                             "channel_axis -1 or -3, and finite bounds high > low.")
+        return image
+    if len(shape) != 3:
+        return None
+    if spec.observation.dtype == np.uint8:
+        return ImageLayout(channel_axis=-3, low=0.0, high=255.0)
+    raise ValueError(f"Observations of shape {shape} ({np.dtype(spec.observation.dtype).name}) have rank 3, but the "
+                     "environment spec does not say how: give EnvSpec(image=ImageLayout(channel_axis, low, high)).")
+
+
+def action_shape(spec: EnvSpec) -> tuple[int, ...]:
+    """The shape of one action: ``()`` for discrete actions, ``(len(nvec),)`` for multi-discrete ones, ``(size,)``
+    for a continuous box."""
+    if spec.continuous:
+        return (spec.box.size,)
+    return (len(spec.nvec),) if spec.nvec is not None else ()
+
+
+def action_dtype(spec: EnvSpec):
+    """int32 for discrete and multi-discrete actions, float32 for continuous ones."""
+    return np.float32 if spec.continuous else np.int32
+
+
+def example_observation(spec: EnvSpec, batch: int = 1) -> chex.ArrayTree:
+    """Zeros shaped like ``batch`` observations of ``spec`` (numpy, leading axis ``batch``)."""
+    return jax.tree.map(lambda s: np.zeros((batch, *s.shape), s.dtype), spec.observation)
+
+
+def mask_shapes(spec: EnvSpec):
+    """The shape of one time step's legal-action mask: ``(num_actions,)``, a tuple ``((nvec[0],), ...)`` for
+    multi-discrete actions, or ``None`` when ``spec`` declares no mask."""
+    if not spec.action_mask:
+        return None
+    if spec.continuous:
+        raise ValueError("EnvSpec.action_mask is for discrete and multi-discrete actions; this spec's are continuous.")
+    return tuple((n,) for n in spec.nvec) if spec.nvec is not None else (spec.num_actions,)
+
+
+def example_action_mask(spec: EnvSpec, batch: int = 1):
+    """Every action legal, shaped as ``batch`` time steps' masks of ``spec`` (numpy), or ``None`` without a mask."""
+    shapes = mask_shapes(spec)
+    if shapes is None:
+        return None
+    if isinstance(shapes[0], tuple):
+        return tuple(np.ones((batch, *s), bool) for s in shapes)
+    return np.ones((batch, *shapes), bool)

@@ -3,10 +3,11 @@
 import sys
 
 from podracer import parallel
+from podracer import multihost
 
 port, process_id = sys.argv[1], int(sys.argv[2])
 parallel.set_cpu_device_count(2)
-parallel.initialize(f"127.0.0.1:{port}", 2, process_id)
+multihost.initialize(f"127.0.0.1:{port}", 2, process_id)
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402

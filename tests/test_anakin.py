@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from podracer import agents, anakin, checkpoint, envs, experiment, learner, parallel
+from podracer import multihost
 from podracer.agents import A2CConfig, PPOConfig
 from podracer.config import AnakinConfig
 
@@ -171,7 +172,7 @@ def test_clear_errors_for_bad_input():
     with pytest.raises(ValueError, match=r"--process-id 2 is out of range for 2 processes \(expected 0 \.\.\. 1\)\."):
         AnakinConfig(num_processes=2, process_id=2, coordinator="127.0.0.1:1234")
     with pytest.raises(ValueError, match=r"--process-id 5 is out of range for 2 processes"):
-        parallel.initialize("127.0.0.1:1234", 2, 5)
+        multihost.initialize("127.0.0.1:1234", 2, 5)
     with pytest.raises(ValueError, match=r"--num-envs = 10 is not divisible by the 8 devices of this run; choose a multiple of 8\."):
         AnakinConfig(num_envs=10).envs_per_device(8)
     assert AnakinConfig(num_envs=16).envs_per_device(8) == 2
@@ -180,9 +181,9 @@ def test_clear_errors_for_bad_input():
     with pytest.raises(ValueError, match=r"Agent 'a2c' has no hyper-parameter\(s\) \['num_epochs'\]"):
         agents.make("a2c", envs.make("catch").spec(), num_epochs=3)
     with pytest.raises(ValueError, match=r"A multi-process run needs all of coordinator_address, num_processes and process_id"):
-        parallel.initialize("127.0.0.1:1234", 2, None)
+        multihost.initialize("127.0.0.1:1234", 2, None)
     with pytest.raises(ValueError, match=r"--coordinator must be HOST:PORT, got 'localhost'\."):
-        parallel.initialize("localhost", 2, 0)
+        multihost.initialize("localhost", 2, 0)
 
 
 class _StopAfter(threading.Event):
@@ -210,7 +211,7 @@ def test_an_interrupted_and_resumed_run_ends_exactly_as_an_uninterrupted_one(tmp
     assert [h["env_steps"] for h in second.history] == [n * 8 * 8 * 8 for n in range(120, 201, 20)]
 
     env = envs.make("catch")
-    template = anakin.init_state(env, experiment.make_agent(whole.agent, env.spec()), experiment.make_optimizer(whole.agent),
+    template = anakin.init_state(env, experiment.make_agent(whole.agent, env.spec()), experiment.make_agent(whole.agent, env.spec()).optimizer,
                                  jax.random.key(0), 8).learner
     a, meta_a = checkpoint.restore(whole.checkpoint_dir, template)
     b, meta_b = checkpoint.restore(parts.checkpoint_dir, template)
@@ -303,7 +304,7 @@ def test_resume_falls_back_past_a_damaged_newest_checkpoint(tmp_path, capfd):
     experiment.train_anakin(AnakinConfig(checkpoint_dir=str(saved), num_updates=60, **small))
     assert checkpoint.steps(str(saved)) == [20, 40, 60]
     env = envs.make("catch")
-    agent, optimizer = experiment.make_agent(A2CConfig(), env.spec()), experiment.make_optimizer(A2CConfig())
+    agent, optimizer = experiment.make_agent(A2CConfig(), env.spec()), experiment.make_agent(A2CConfig(), env.spec()).optimizer
     template = anakin.init(env, agent, optimizer, jax.random.key(0), 4)
     for damage in ("truncated data file", "missing _METADATA", "broken json"):
         directory = tmp_path / damage.replace(" ", "_")
@@ -327,7 +328,7 @@ def test_resume_falls_back_past_a_damaged_newest_checkpoint(tmp_path, capfd):
 def test_evaluation_uses_fixed_seeds_and_a_target_return_stops_the_run_with_a_checkpoint(tmp_path, capfd):
     env = envs.make("catch")
     agent = experiment.make_agent(A2CConfig(), env.spec())
-    params = anakin.init_state(env, agent, experiment.make_optimizer(A2CConfig()), jax.random.key(0), 4).learner.params
+    params = anakin.init_state(env, agent, experiment.make_agent(A2CConfig(), env.spec()).optimizer, jax.random.key(0), 4).learner.params
     evaluate = jax.jit(anakin.make_evaluate(env, agent, 16))
     first, again = evaluate(params, jax.random.key(5)), evaluate(params, jax.random.key(5))
     assert first.shape == (16,) and np.all(np.abs(first) == 1.0)  # every Catch episode ends with +1 or -1
@@ -367,7 +368,7 @@ def test_a_full_disk_ends_the_run_with_one_error_keeps_the_last_checkpoint_and_r
     config = AnakinConfig(num_updates=20, **small)
     env = envs.make("catch")
     run_state = checkpoint.tree_bytes(parallel.local_entries(anakin.init(
-        env, experiment.make_agent(config.agent, env.spec()), experiment.make_optimizer(config.agent), jax.random.key(0), 4,
+        env, experiment.make_agent(config.agent, env.spec()), experiment.make_agent(config.agent, env.spec()).optimizer, jax.random.key(0), 4,
         rollout_length=4)))
     capacity = [checkpoint.SPACE_MARGIN_BYTES + run_state + int(1.5 * size)]
     usage = namedtuple("usage", "total used free")

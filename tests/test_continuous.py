@@ -268,7 +268,7 @@ def test_sebulba_trains_multi_discrete_agents(agent, monkeypatch):
     monkeypatch.setitem(envs._JAX_ENVS, "pairs", None)  # removed again after the test
     envs.register("pairs", Pairs)
     result = experiment.train_sebulba(SebulbaConfig(
-        env="jax:pairs", agent=IMPALAConfig(hidden_sizes=(32,), learning_rate=3e-3, entropy_coef=0.001),
+        env="jax:pairs", agent=IMPALAConfig().replace(hidden_sizes=(32,), learning_rate=3e-3, entropy_coef=0.001),
         total_env_steps=16_384, num_envs_per_actor=16, rollout_length=8, actor_devices=(0,), learner_devices=(1,),
         log_every=16))
     history = result.history

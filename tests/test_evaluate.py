@@ -15,7 +15,7 @@ from podracer.experiment import train_sebulba as train  # noqa: E402
 @pytest.fixture(scope="module")
 def cartpole_checkpoint(tmp_path_factory):
     directory = str(tmp_path_factory.mktemp("ckpt"))
-    config = SebulbaConfig(env="CartPole", agent=PPOConfig(learning_rate=1e-3), total_env_steps=30_000,
+    config = SebulbaConfig(env="CartPole", agent=PPOConfig().replace(learning_rate=1e-3), total_env_steps=30_000,
                            num_envs_per_actor=32, rollout_length=32, actor_devices=(0,), learner_devices=(1,), log_every=10,
                            checkpoint_dir=directory)
     result = train(config)

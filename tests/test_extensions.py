@@ -40,7 +40,7 @@ class TinyConfig:
 
 
 def _make_tiny(spec, config=TinyConfig()):
-    return agents.make_a2c(spec, agents.A2CConfig(learning_rate=config.learning_rate, hidden_sizes=config.hidden_sizes))
+    return agents.make_a2c(spec, agents.A2CConfig().replace(learning_rate=config.learning_rate, hidden_sizes=config.hidden_sizes))
 
 
 def test_a_registered_agent_is_a_subcommand_of_both_modes_with_checked_flags(registries, capsys):

@@ -94,13 +94,14 @@ def test_an_unreachable_coordinator_ends_the_process_naming_its_address():
 _ARRIVE = """
 import os, sys, time
 from podracer import parallel
+from podracer import multihost
 port, me, delay, timeout = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 parallel.set_cpu_device_count(1)
-parallel.initialize(f"127.0.0.1:{port}", 2, me, timeout=120)
+multihost.initialize(f"127.0.0.1:{port}", 2, me, timeout=120)
 time.sleep(delay)  # compiling, on a busy machine
 try:
-    parallel.all_arrive("the compiled update", timeout=timeout)
-except parallel.LateProcesses as error:
+    multihost.all_arrive("the compiled update", timeout=timeout)
+except multihost.LateProcesses as error:
     print(f"late: {error}", flush=True)
     os._exit(3)
 print("arrived", flush=True)

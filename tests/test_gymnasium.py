@@ -131,7 +131,7 @@ def test_sebulba_trains_on_gymnasium_and_evaluate_plays_the_checkpoint(tmp_path)
 
     directory = str(tmp_path / "ckpt")
     result = experiment.train_sebulba(SebulbaConfig(
-        env="gymnasium:CartPole-v1", agent=PPOConfig(learning_rate=1e-3), total_env_steps=8_192, num_envs_per_actor=16,
+        env="gymnasium:CartPole-v1", agent=PPOConfig().replace(learning_rate=1e-3), total_env_steps=8_192, num_envs_per_actor=16,
         rollout_length=16, actor_devices=(0,), learner_devices=(1,), log_every=8, checkpoint_dir=directory,
         eval_every=8, eval_episodes=4))
     last = result.history[-1]

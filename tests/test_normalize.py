@@ -57,7 +57,7 @@ def test_the_rollout_ships_each_environments_discounted_return_reset_at_episode_
     env = envs.make("catch")  # rewards only at the last step of 9-step episodes
     agent = experiment.make_agent(PPOConfig(discount=0.9), env.spec(), "rewards")
     assert agent.return_discount == 0.9
-    state = anakin.init_state(env, agent, experiment.make_optimizer(PPOConfig()), jax.random.key(0), 4)
+    state = anakin.init_state(env, agent, experiment.make_agent(PPOConfig(), env.spec()).optimizer, jax.random.key(0), 4)
     rollout = jax.jit(anakin.make_rollout(env, agent, 25))
     _, trajectory, _ = rollout(state.learner.params, state.rollout)
     reward, last = np.asarray(trajectory.timestep.reward), np.asarray(trajectory.timestep.last)
@@ -82,7 +82,7 @@ def test_normalized_runs_resume_exactly_and_evaluate_plays_with_the_saved_statis
 
     env = envs.make(common["env"])
     agent = experiment.make_agent(whole.agent, env.spec(), "observations+rewards")
-    template = anakin.init_state(env, agent, experiment.make_optimizer(whole.agent), jax.random.key(0), 2).learner
+    template = anakin.init_state(env, agent, experiment.make_agent(whole.agent, env.spec()).optimizer, jax.random.key(0), 2).learner
     a, meta = checkpoint.restore(whole.checkpoint_dir, template)
     b, _ = checkpoint.restore(parts.checkpoint_dir, template)
     assert meta["normalize"] == "observations+rewards"

@@ -6,13 +6,15 @@ import importlib.util
 import pytest
 
 from podracer import agents, cli, config, presets
+from podracer.agents.base import hyperparameters
 from podracer.config import AnakinConfig, SebulbaConfig
 
 CLASSES = {"anakin": AnakinConfig, "sebulba": SebulbaConfig}
 
 
 def _flag_names(cls) -> set[str]:
-    return {f.name.replace("_", "-") for f in dataclasses.fields(cls)}
+    names = hyperparameters(cls()) if cls in agents.config_classes().values() else {f.name for f in dataclasses.fields(cls)}
+    return {name.replace("_", "-") for name in names}
 
 
 @pytest.mark.parametrize("name", presets.names())
@@ -30,7 +32,7 @@ def test_each_preset_names_only_existing_flags_and_parses(name):
         if flag in ("env", "agent"):
             continue
         field = flag.replace("-", "_")
-        got = getattr(cfg, field) if hasattr(cfg, field) else getattr(cfg.agent, field)
+        got = getattr(cfg, field) if hasattr(cfg, field) else hyperparameters(cfg.agent)[field]
         assert got == (tuple(value) if isinstance(value, list) else value), (flag, got, value)
 
 

@@ -6,24 +6,25 @@ import numpy as np
 import optax
 import pytest
 
-from podracer import agents, anakin, envs, experiment, learner, parallel
+from podracer import agents, anakin, envs, experiment, learner, optim, parallel
 from podracer.agents import DQNConfig, PPOConfig, R2D2Config
+from podracer.types import RunFacts
 
 
 def test_the_learning_rate_at_given_optimizer_steps():
-    rate = learner.learning_rate_schedule(1.0, "linear", warmup_steps=10, total_steps=110)
+    rate = optim.learning_rate_schedule(1.0, "linear", warmup_steps=10, total_steps=110)
     np.testing.assert_allclose([rate(c) for c in (0, 4, 9, 10, 60, 109, 110, 500)],
                                [0.1, 0.5, 1.0, 1.0, 0.5, 0.01, 0.0, 0.0], atol=1e-6)
-    cosine = learner.learning_rate_schedule(2.0, "cosine", total_steps=100)
+    cosine = optim.learning_rate_schedule(2.0, "cosine", total_steps=100)
     np.testing.assert_allclose([cosine(c) for c in (0, 50, 100)], [2.0, 1.0, 0.0], atol=1e-6)
-    constant = learner.learning_rate_schedule(3e-4, "constant", warmup_steps=4)
+    constant = optim.learning_rate_schedule(3e-4, "constant", warmup_steps=4)
     np.testing.assert_allclose([constant(c) for c in (0, 3, 1000)], [7.5e-5, 3e-4, 3e-4], rtol=1e-6)
     # A sweep's traced warm-up gives what the number gives.
-    traced = jax.jit(lambda w, c: learner.learning_rate_schedule(1.0, "linear", w, 110)(c))
+    traced = jax.jit(lambda w, c: optim.learning_rate_schedule(1.0, "linear", w, 110)(c))
     np.testing.assert_allclose(traced(10.0, 4), 0.5, atol=1e-6)
     with pytest.raises(ValueError, match=r"^--lr-schedule: unknown schedule 'step'; choose one of constant, linear, "
                                          r"cosine\.$"):
-        learner.learning_rate_schedule(1.0, "step")
+        optim.learning_rate_schedule(1.0, "step")
 
 
 def test_the_optimizer_steps_at_the_scheduled_rate():
@@ -49,14 +50,33 @@ def test_the_optimizer_steps_at_the_scheduled_rate():
 def test_a_run_counts_its_optimizer_steps_to_end_the_decay():
     catch = envs.make("catch")
     spec = catch.spec()
-    ppo = PPOConfig(lr_schedule="linear", num_epochs=3, num_minibatches=2)
-    assert experiment.run_optimizer_steps(ppo, agents.make(ppo, spec), spec, 100, 8, 16) == 600
-    assert experiment.run_optimizer_steps(PPOConfig(), agents.make(PPOConfig(), spec), spec, 100, 8, 16) is None
+    ppo = PPOConfig().replace(lr_schedule="linear", num_epochs=3, num_minibatches=2)
+    assert optim.on_policy_steps(RunFacts(100, 8, 16, 100 * 8 * 16), 3, 2) == 600
+    assert optim.on_policy_steps(None, 3, 2) is None
     # DQN stores T x B transitions per update, R2D2 B sequences; both learn replay_ratio x items / batch after min_size.
-    dqn = DQNConfig(lr_schedule="cosine", batch_size=32, min_replay_size=64, replay_ratio=2.0)
-    assert experiment.run_optimizer_steps(dqn, agents.make(dqn, spec), spec, 10, 8, 16) == (10 * 128 - 64) * 2 // 32
-    r2d2 = R2D2Config(lr_schedule="linear", batch_size=4, min_replay_size=8, burn_in=2)
-    assert experiment.run_optimizer_steps(r2d2, agents.make(r2d2, spec), spec, 10, 8, 16) == (10 * 8 - 8) // 4
+    run = RunFacts(num_updates=10, envs_per_learner=8, rollout_length=16, total_env_steps=10 * 8 * 16)
+    assert optim.replay_steps(run, 2.0, 64, 32) == (10 * 128 - 64) * 2 // 32
+    assert optim.replay_steps(run, 1.0, 8, 4, sequences=True) == (10 * 8 - 8) // 4
+
+    def last_rates(config, steps):  # the agent's own optimizer: the rate at its last steps, when told the run
+        optimizer = agents.make(config, spec, run=run).optimizer
+        params = {"w": jnp.ones(2)}
+        state = optimizer.init(params)
+        rates = []
+        for _ in range(steps + 1):
+            updates, state = optimizer.update({"w": jnp.ones(2)}, state, params)
+            rates.append(float(jnp.max(jnp.abs(updates["w"]))))
+        return rates[steps - 2], rates[steps]
+
+    ppo_run = RunFacts(num_updates=2, envs_per_learner=8, rollout_length=16, total_env_steps=2 * 8 * 16)
+    optimizer = agents.make(ppo, spec, run=ppo_run).optimizer
+    assert float(optim.hyperparameters(optimizer.init({"w": jnp.ones(2)}))["learning_rate"]) == pytest.approx(3e-3)
+    dqn = DQNConfig().replace(lr_schedule="cosine", batch_size=32, min_replay_size=64, replay_ratio=2.0)
+    before, after = last_rates(dqn, (10 * 128 - 64) * 2 // 32)
+    assert before > 0 and after == 0  # the decay ends at the run's last optimizer step
+    r2d2 = R2D2Config().replace(lr_schedule="linear", batch_size=4, min_replay_size=8, burn_in=2)
+    before, after = last_rates(r2d2, (10 * 8 - 8) // 4)
+    assert before > 0 and after == 0
 
 
 def test_ppo_value_clipping_takes_the_larger_error_of_the_clipped_and_unclipped_values():
@@ -93,8 +113,8 @@ def test_dqn_linear_epsilon_decays_over_its_share_of_the_run_counted_by_the_lear
     np.testing.assert_allclose([linear_epsilon(s, 1.0, 0.05, 500) for s in (0, 250, 500, 10_000)],
                                [1.0, 0.525, 0.05, 0.05], atol=1e-6)
     env = envs.make("catch")
-    config = DQNConfig(epsilon_schedule="linear", run_env_steps=1000, epsilon_fraction=0.5, hidden_sizes=(8,))
-    agent = agents.make(config, env.spec())
+    config = DQNConfig(epsilon_schedule="linear", epsilon_fraction=0.5, hidden_sizes=(8,))
+    agent = agents.make(config, env.spec(), run=RunFacts(1, 1, 1, total_env_steps=1000))
     params = agent.init(jax.random.key(0), jnp.zeros((1, *env.spec().observation.shape)))
     observation = jnp.zeros((4000, *env.spec().observation.shape))
     greedy = jnp.argmax(agent.act(params, observation[:1], jax.random.key(1), (), jnp.ones(1, bool))[1]["q_values"])
@@ -113,9 +133,11 @@ def test_dqn_linear_epsilon_decays_over_its_share_of_the_run_counted_by_the_lear
     # The learner counts the env steps it learns from over every device; the run sets the schedule's length.
     run = AnakinConfig(env="catch", agent=DQNConfig(epsilon_schedule="linear"), num_envs_per_device=2,
                        rollout_length=4, num_updates=20, updates_per_call=10)
-    assert experiment.with_run_length(run, 20 * 4 * 2 * 8).agent.run_env_steps == 1280
+    assert experiment.anakin_run_facts(run, 8).total_env_steps == 20 * 4 * 2 * 8
+    with pytest.raises(ValueError, match=r"^--epsilon-schedule linear decays over the run's env steps: make the agent"):
+        agents.make(config, env.spec())
     small = dict(hidden_sizes=(8,), min_replay_size=64, batch_size=32, replay_capacity=128)
-    agent = agents.make(DQNConfig(**small, epsilon_schedule="linear", run_env_steps=1000), env.spec())
+    agent = agents.make(DQNConfig(**small, epsilon_schedule="linear"), env.spec(), run=RunFacts(1, 1, 1, 1000))
     optimizer = learner.make_optimizer(1e-3)
     devices = jax.devices()[:2]
     state = anakin.init(env, agent, optimizer, jax.random.key(0), 3, devices)

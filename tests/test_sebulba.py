@@ -238,7 +238,7 @@ def test_bad_layouts_fail_at_start_up(devices):
 def test_agents_learn_cartpole_through_sebulba(agent, num_envs, rollout, learning_rate, target, extra, devices):
     """envpool CartPole-v1, 200k env steps: from a random policy (return about 22) to the target
     (DQN's returns include every actor of its epsilon ladder)."""
-    config = SebulbaConfig(env="CartPole-v1", agent=agent(learning_rate=learning_rate, **extra), total_env_steps=200_000,
+    config = SebulbaConfig(env="CartPole-v1", agent=agent().replace(learning_rate=learning_rate, **extra), total_env_steps=200_000,
                            num_envs_per_actor=num_envs, rollout_length=rollout, actor_devices=(0,),
                            learner_devices=(1,), log_every=20)
     result = train(config)

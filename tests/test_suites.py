@@ -167,7 +167,7 @@ def test_sebulba_trains_on_a_suite_environment_and_evaluate_plays_its_checkpoint
     env.close()
     directory = str(tmp_path / "ckpt")
     result = experiment.train_sebulba(SebulbaConfig(
-        env="gymnax:CartPole-v1", agent=PPOConfig(learning_rate=1e-3), total_env_steps=8_192, num_envs_per_actor=16,
+        env="gymnax:CartPole-v1", agent=PPOConfig().replace(learning_rate=1e-3), total_env_steps=8_192, num_envs_per_actor=16,
         rollout_length=16, actor_devices=(0,), learner_devices=(1,), log_every=8, checkpoint_dir=directory))
     assert result.history and np.isfinite(result.history[-1]["episode_return"])
     returns, _ = play(directory, 4, seed=1, greedy=True)  # Sebulba's JAX environment, rebuilt by name
@@ -297,7 +297,6 @@ def test_pgx_2048_with_ppo_beats_random_legal_play_on_most_seeds(devices, optimi
 @pytest.mark.suite("navix")
 def test_navix_grid_worlds_keep_termination_apart_and_ppo_solves_empty_5x5(devices, optimized_xla):
     from podracer import anakin, agents, learner
-    from podracer.types import ImageLayout
 
     env = envs.make("navix:Empty-5x5")
     assert env.name == "Navix-Empty-5x5-v0" and envs.make("navix:Navix-Empty-5x5-v0").name == env.name
@@ -324,7 +323,8 @@ def test_a_pgx_game_against_a_fixed_snapshot_of_an_earlier_agent(tmp_path, capsy
     """Sebulba trains against random legal moves, named in its banner and every record; its checkpoint then plays
     as a fixed opponent. (Anakin names the opponent the same way, from the same environment attribute.)"""
     from podracer.agents import PPOConfig
-    from podracer.envs.pgx import PgxEnv, snapshot_opponent
+    from podracer.envs.pgx import PgxEnv
+    from podracer.evaluate import snapshot_opponent
 
     experiment.run_sebulba(SebulbaConfig(env="pgx:tic_tac_toe", agent=PPOConfig(hidden_sizes=(16,)), total_env_steps=64,
                                          num_envs_per_actor=4, rollout_length=4, actor_devices=(0,), learner_devices=(1,),

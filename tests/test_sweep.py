@@ -9,6 +9,7 @@ import pytest
 
 from podracer import anakin, checkpoint, envs, experiment, parallel, sweep
 from podracer.agents import A2CConfig, DQNConfig, PPOConfig
+from podracer.agents.base import hyperparameters
 from podracer.config import AnakinConfig
 
 SMALL = dict(env="catch", num_envs_per_device=2, rollout_length=8, num_updates=4, updates_per_call=2, cpu_devices=None)
@@ -32,8 +33,8 @@ def test_a_two_by_two_sweep_equals_separate_runs_of_its_settings(devices):
     # The two settings off the diagonal (each value of each axis once; a grid laid out transposed would swap them)
     # each as a run of its own.
     for i, (learning_rate, discount) in [(1, points[1]), (2, points[2])]:
-        agent_config = A2CConfig(learning_rate=learning_rate, discount=discount)
-        agent, optimizer = experiment.make_agent(agent_config, env.spec()), experiment.make_optimizer(agent_config)
+        agent_config = A2CConfig().replace(learning_rate=learning_rate, discount=discount)
+        agent, optimizer = experiment.make_agent(agent_config, env.spec()), experiment.make_agent(agent_config, env.spec()).optimizer
         alone = anakin.run(env, agent, optimizer, **common)
         for a, b in zip(jax.tree.leaves(alone.state.learner.params), jax.tree.leaves(together.state.learner.params)):
             assert b.shape == (2, 4, *a.shape[1:])  # [device, setting x seed, ...]
@@ -115,11 +116,11 @@ def test_what_the_readme_says_can_be_swept_can_be(name, swept, refused, devices)
     env = envs.make("gymnax:Pendulum-v1" if name == "sac" else "catch")
     small = {"batch_size": 8, "min_replay_size": 16, "replay_capacity": 64}
     config = agents.config_class(name)(**(small if name in ("dqn", "sac") else {}))
-    point = {n: getattr(config, n) for n in swept + refused}
+    point = {n: hyperparameters(config)[n] for n in swept + refused}
 
     def build(values):
         agent_config = sweep.with_values(config, values)
-        return experiment.make_agent(agent_config, env.spec()), experiment.make_optimizer(agent_config)
+        return experiment.make_agent(agent_config, env.spec()), experiment.make_agent(agent_config, env.spec()).optimizer
 
     sweep_ = anakin.Sweep((point,), build)
     state = anakin.init(env, None, None, jax.random.key(0), 2, devices[:1], rollout_length=4, sweep=sweep_)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import difflib
 import inspect
 import re
@@ -10,7 +11,9 @@ import sys
 from collections.abc import Callable
 
 from podracer.agents.a2c import A2CConfig, make_a2c
-from podracer.agents.base import (Agent, ReplaySpec, Transitions, make_network, no_state,
+from podracer import optim
+from podracer.agents.base import (Agent, ReplaySpec, Transitions, hyperparameters, make_network, no_state,
+                                  with_hyperparameters,
                                   make_policy_fns, make_recurrent_fns, masked_mean, policy_terms, transitions,
                                   unroll_trajectory)
 from podracer.agents.dqn import DQNConfig, make_dqn
@@ -18,7 +21,7 @@ from podracer.agents.impala import IMPALAConfig, make_impala
 from podracer.agents.ppo import PPOBatch, PPOConfig, make_ppo
 from podracer.agents.r2d2 import R2D2Config, make_r2d2
 from podracer.agents.sac import SACConfig, make_sac
-from podracer.types import EnvSpec
+from podracer.types import EnvSpec, RunFacts
 
 _AGENTS: dict[str, tuple[Callable[..., Agent], type]] = {
     "a2c": (make_a2c, A2CConfig),
@@ -31,17 +34,20 @@ _AGENTS: dict[str, tuple[Callable[..., Agent], type]] = {
 BUILT_IN = frozenset(_AGENTS)
 ENTRY_POINTS = "podracer.agents"  # the entry-point group an installed package registers its agents in
 _NAME = re.compile(r"[a-z][a-z0-9_-]*")
-_REQUIRED_FIELDS = ("learning_rate", "max_grad_norm")  # what the optimizer is made from (experiment.make_optimizer)
+_REQUIRED_FIELDS = ("learning_rate", "max_grad_norm")  # what the optimizer is made from, where no `optimizer` field
 _entry_points_loaded = False
 
 
 def register(name: str, config_class: type, make: Callable[..., Agent]) -> None:
-    """Adds an agent of your own under ``name``: ``make(spec, config)`` builds its :class:`Agent` from a
-    ``config_class`` instance. ``config_class`` is a dataclass whose every field has a default; its fields become
-    the agent's flags in both command lines (``--agent NAME --help`` lists them), each checked in its
-    ``__post_init__`` as the built-in agents' are (:func:`podracer.agents.base.check_hyperparameters`), and its
-    numeric fields can be swept. It needs ``learning_rate`` and ``max_grad_norm`` (the optimizer's); the other
-    run-wide fields (``lr_schedule``, ``lr_warmup_steps``) are optional. Checkpoints record the name, so
+    """Adds an agent of your own under ``name``: ``make(spec, config)`` (or ``make(spec, config, run)``, told the
+    run's :class:`~podracer.types.RunFacts`) builds its :class:`Agent` from a ``config_class`` instance.
+    ``config_class`` is a dataclass whose every field has a default; its fields become the agent's flags in both
+    command lines (``--agent NAME --help`` lists them), each checked in its ``__post_init__`` as the built-in
+    agents' are (:func:`podracer.agents.base.check_hyperparameters`), and its numeric fields can be swept. Its
+    optimizer settings are a field ``optimizer: podracer.optim.OptimizerConfig`` (as the built-in agents'), or
+    the flat fields ``learning_rate`` and ``max_grad_norm`` (``lr_schedule``, ``lr_warmup_steps`` optional). An
+    agent whose ``optimizer`` is None gets Adam with those settings (:func:`podracer.optim.adam`); set your own
+    (``Agent(..., optimizer=...)``) for parameter groups or another optimizer. Checkpoints record the name, so
     ``python -m podracer.evaluate`` plays it once it is registered there too (``--import MODULE``, or an entry
     point in the ``podracer.agents`` group). Registering a name again replaces it; a built-in name cannot be
     taken."""
@@ -54,7 +60,8 @@ def register(name: str, config_class: type, make: Callable[..., Agent]) -> None:
         raise ValueError(f"Agent {name!r}: its config must be a dataclass (its fields become flags), got {config_class!r}.")
     fields = {f.name: f for f in dataclasses.fields(config_class)}
     missing = [field for field in _REQUIRED_FIELDS if field not in fields]
-    if missing:
+    nested = "optimizer" in fields and isinstance(fields["optimizer"].default, optim.OptimizerConfig)
+    if missing and not nested:
         raise ValueError(f"Agent {name!r}: {config_class.__name__} needs the field(s) {', '.join(missing)} "
                          "(the optimizer is made from them).")
     no_default = [f.name for f in fields.values()
@@ -138,19 +145,38 @@ def config_classes(*, built_in: bool = False) -> dict[str, type]:
     return {name: _AGENTS[name][1] for name in (sorted(BUILT_IN) if built_in else names())}
 
 
-def make(agent, spec: EnvSpec, **hyper) -> Agent:
+def make(agent, spec: EnvSpec, *, run: RunFacts | None = None, **hyper) -> Agent:
     """The agent for ``spec`` from its config (``make(PPOConfig(num_epochs=2), spec)``), or from its name and
-    hyper-parameters (``make("ppo", spec, num_epochs=2)``; unknown names and fields are errors)."""
+    hyper-parameters (``make("ppo", spec, num_epochs=2, learning_rate=1e-3)``; unknown names and fields are
+    errors), with its optimizer. ``run``: the facts of the run it trains in (a decaying learning rate and DQN's
+    linear epsilon need them; evaluation and preview, which take no optimizer step, pass none)."""
     if isinstance(agent, str):
         config_cls = config_class(agent)
-        fields = {f.name for f in dataclasses.fields(config_cls)}
+        fields = set(hyperparameters(config_cls()))
         unknown = sorted(set(hyper) - fields)
         if unknown:
             raise ValueError(f"Agent {agent!r} has no hyper-parameter(s) {unknown}; it takes {sorted(fields)}.")
-        agent = config_cls(**hyper)
+        agent = with_hyperparameters(config_cls(), hyper)
     elif hyper:
         raise ValueError("Pass hyper-parameters in the agent's config, or pass the agent's name.")
-    return _AGENTS[name_of(agent)][0](spec, agent)
+    factory = _AGENTS[name_of(agent)][0]
+    built = factory(spec, agent, run) if _takes_run(factory) else factory(spec, agent)
+    if built.optimizer is not None:
+        return built
+    if built.replay is None:
+        steps = functools.partial(optim.on_policy_steps, run, built.num_epochs, built.num_minibatches)
+    else:
+        steps = functools.partial(optim.replay_steps, run, built.replay.replay_ratio, built.replay.min_size, built.replay.batch_size)
+    return built._replace(optimizer=optim.adam(optim.settings_of(agent), steps))
+
+
+def _takes_run(factory) -> bool:
+    """Whether an agent factory takes the run's facts as a third argument (``make(spec, config, run)``)."""
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
+    return "run" in parameters
 
 
 __all__ = [

@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
 
-from podracer.agents.base import LRScheduleName, Agent, CoreName, check_hyperparameters, make_network, make_policy_fns, masked_mean, policy_terms, transitions, unroll_trajectory
+from podracer.agents.base import Configurable, Agent, CoreName, check_hyperparameters, make_network, make_policy_fns, masked_mean, policy_terms, transitions, unroll_trajectory
 from podracer.networks import TorsoName
-from podracer.types import EnvSpec, Trajectory
+from podracer.optim import OptimizerConfig, adam, on_policy_steps, optimizer_field
+from podracer.types import RunFacts, EnvSpec, Trajectory
 
 
 @dataclasses.dataclass(frozen=True)
-class A2CConfig:
+class A2CConfig(Configurable):
     """Advantage actor-critic (A2C)."""
 
-    learning_rate: float = 3e-3  # Adam learning rate
-    max_grad_norm: float = 0.5  # global gradient-norm clip
-    lr_schedule: LRScheduleName = "constant"  # the learning rate over the run's optimizer steps: constant, or a linear or cosine decay to 0
-    lr_warmup_steps: int = 0  # optimizer steps of linear warm-up to --learning-rate before the schedule
+    optimizer: OptimizerConfig = optimizer_field(learning_rate=3e-3, max_grad_norm=0.5)  # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps
     discount: float = 0.99  # discount gamma
     td_lambda: float = 0.95  # lambda of the lambda returns
     n_step: int | None = None  # n-step bootstrapped returns instead of lambda returns; None: lambda returns
@@ -35,7 +34,7 @@ class A2CConfig:
         check_hyperparameters(self)
 
 
-def make_a2c(spec: EnvSpec, config: A2CConfig = A2CConfig()) -> Agent:
+def make_a2c(spec: EnvSpec, config: A2CConfig = A2CConfig(), run: RunFacts | None = None) -> Agent:
     """A2C: one gradient step per trajectory on policy-gradient, value and entropy terms."""
     import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
 
@@ -68,4 +67,4 @@ def make_a2c(spec: EnvSpec, config: A2CConfig = A2CConfig()) -> Agent:
             "entropy": entropy,
         }
 
-    return Agent(**fns, loss=loss)
+    return Agent(**fns, loss=loss, optimizer=adam(config.optimizer, functools.partial(on_policy_steps, run, 1, 1)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from collections.abc import Callable
@@ -10,8 +11,10 @@ from typing import Any, Literal, NamedTuple
 import chex
 import jax
 import jax.numpy as jnp
+import optax
 
-from podracer.envs.base import image_layout
+from podracer.types import image_layout
+from podracer.optim import LR_SCHEDULES, OptimizerConfig
 from podracer.networks import (TORSOS, ActorCritic, ObservationTorso, RecurrentNetwork, StructuredTorso, choose_torso,
                                lstm_initial_state, reset_state)
 from podracer.types import Metrics, Params, Trajectory
@@ -108,6 +111,9 @@ class Agent(NamedTuple):
     observe: Callable | None = None
     # The discount of the return the feeders accumulate into Trajectory.discounted_return; None: they do not.
     return_discount: float | None = None
+    # How the parameters are optimised (podracer.optim.adam, or a partition of the parameters with an optimizer per
+    # group); None: the registry gives it the agent config's optimizer settings (podracer.agents.make).
+    optimizer: optax.GradientTransformation | None = None
 
 
 def first_flags(trajectory: Trajectory) -> chex.Array:
@@ -144,9 +150,6 @@ def make_torso(spec, torso: str, hidden_sizes, activation: str = "relu"):
     return ObservationTorso(kind, hidden_sizes, activation, image)
 
 
-LR_SCHEDULES = ("constant", "linear", "cosine")
-LRScheduleName = Literal[LR_SCHEDULES]  # learning-rate schedules (podracer.learner.learning_rate_schedule)
-
 CORES = ("none", "lstm")
 CoreName = Literal[CORES]  # the core choices, for configs and the command lines
 
@@ -171,6 +174,52 @@ def check_finite(config) -> None:
         value = getattr(config, field.name)
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"{flag(field.name)} must be a finite number, got {value}.")
+
+
+def hyperparameters(config) -> dict:
+    """Every hyper-parameter of an agent config by its flag's name, the nested optimizer settings' included
+    (``{"learning_rate": 3e-3, ..., "discount": 0.99, ...}``)."""
+    values = {}
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if isinstance(value, OptimizerConfig):
+            values.update({f.name: getattr(value, f.name) for f in dataclasses.fields(value)})
+        else:
+            values[field.name] = value
+    return values
+
+
+def with_hyperparameters(config, values, *, checked: bool = True):
+    """``config`` with ``values`` (flag names, :func:`hyperparameters`) set, nested optimizer settings included;
+    ``checked=False`` sets them without the configs' checks (traced values inside a compiled program)."""
+    nested = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
+              if isinstance(getattr(config, f.name), OptimizerConfig)}
+    own, inner = dict(values), {}
+    for name, group in nested.items():
+        names = {f.name for f in dataclasses.fields(group)}
+        inner[name] = {k: own.pop(k) for k in list(own) if k in names}
+    if checked:
+        parts = {name: dataclasses.replace(nested[name], **v) for name, v in inner.items() if v}
+        return dataclasses.replace(config, **own, **parts)
+    out = copy.copy(config)
+    for name, value in own.items():
+        object.__setattr__(out, name, value)
+    for name, v in inner.items():
+        if v:
+            group = copy.copy(nested[name])
+            for k, value in v.items():
+                object.__setattr__(group, k, value)
+            object.__setattr__(out, name, group)
+    return out
+
+
+class Configurable:
+    """What every built-in agent config can do besides its fields: :meth:`replace` by flag name."""
+
+    def replace(self, **values):
+        """A copy with ``values`` set by flag name, nested optimizer settings included, each checked:
+        ``PPOConfig().replace(learning_rate=1e-3, num_epochs=2)``."""
+        return with_hyperparameters(self, values)
 
 
 def check_hyperparameters(config) -> None:

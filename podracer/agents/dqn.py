@@ -11,29 +11,27 @@ them as often as the replay ratio allows.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Literal
 
 import jax
 import jax.numpy as jnp
-import tyro
 
-from podracer.agents.base import LRScheduleName, Agent, ReplaySpec, check_hyperparameters, mask_logits, require_actions, transitions
-from podracer.envs.base import image_layout
+from podracer.agents.base import Configurable, Agent, ReplaySpec, check_hyperparameters, mask_logits, require_actions, transitions
+from podracer.types import image_layout
 from podracer.networks import QNetwork, TorsoName
-from podracer.types import EnvSpec, Trajectory
+from podracer.optim import OptimizerConfig, adam, optimizer_field, replay_steps
+from podracer.types import RunFacts, EnvSpec, Trajectory
 
 EPSILON_SCHEDULES = ("ladder", "linear")
 
 
 @dataclasses.dataclass(frozen=True)
-class DQNConfig:
+class DQNConfig(Configurable):
     """Double Q-learning with n-step returns, a target network and prioritized replay."""
 
-    learning_rate: float = 1e-3  # Adam learning rate
-    max_grad_norm: float = 10.0  # global gradient-norm clip
-    lr_schedule: LRScheduleName = "constant"  # the learning rate over the run's optimizer steps: constant, or a linear or cosine decay to 0
-    lr_warmup_steps: int = 0  # optimizer steps of linear warm-up to --learning-rate before the schedule
+    optimizer: OptimizerConfig = optimizer_field(learning_rate=1e-3, max_grad_norm=10.0)  # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps
     discount: float = 0.99  # discount gamma
     n_step: int = 3  # bootstrapped returns over up to n steps (fewer at episode and trajectory ends)
     hidden_sizes: tuple[int, ...] = (64, 64)  # hidden layer sizes of the MLP
@@ -44,7 +42,6 @@ class DQNConfig:
     epsilon_start: float = 1.0  # linear schedule: epsilon at the run's start ...
     epsilon_end: float = 0.05  # ... after --epsilon-fraction of the run ...
     epsilon_fraction: float = 0.5  # ... the share of the run's env steps the decay takes
-    run_env_steps: tyro.conf.Suppress[int | None] = None  # the run's env steps: the linear schedule's length (set by podracer.experiment from the run's budget; not a flag)
     huber_delta: float = 1.0  # Huber loss threshold
     replay_capacity: int = 100_000  # items per replay shard (one shard per learner device)
     batch_size: int = 128  # items per gradient step, per learner device
@@ -163,7 +160,7 @@ def transition_items(trajectory: Trajectory, n: int, discount: float):
     return flat, mask.reshape(-1) > 0
 
 
-def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig()) -> Agent:
+def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig(), run: RunFacts | None = None) -> Agent:
     """Double DQN with n-step returns and (prioritized) replay; see the module docstring."""
     import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
 
@@ -173,9 +170,9 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig()) -> Agent:
                        cell_actions=spec.cell_actions)
 
     linear = config.epsilon_schedule == "linear"
-    if linear and config.run_env_steps is None:
-        raise ValueError("--epsilon-schedule linear decays over the run's env steps: set DQNConfig.run_env_steps "
-                         "(the command lines do).")
+    if linear and run is None:
+        raise ValueError("--epsilon-schedule linear decays over the run's env steps: make the agent with the run's "
+                         "facts, agents.make(config, spec, run=RunFacts(...)) (the command lines do).")
 
     def init(key, observation):
         params = network.init(key, observation)
@@ -191,7 +188,7 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig()) -> Agent:
         rates = None
         if linear:
             rates = linear_epsilon(params["env_steps"], config.epsilon_start, config.epsilon_end,
-                                   config.epsilon_fraction * config.run_env_steps)
+                                   config.epsilon_fraction * run.total_env_steps)
         action = epsilon_greedy(q_values, key, config.epsilon, config.epsilon_alpha, action_mask, rates)
         return action, {"q_values": mask_logits(q_values, action_mask)}, state
 
@@ -221,5 +218,6 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig()) -> Agent:
         metrics = {"loss": total, "q_value": jnp.mean(q_a), "abs_td": jnp.mean(abs_td)}
         return total, (metrics, abs_td)
 
+    steps = functools.partial(replay_steps, run, config.replay_ratio, config.min_replay_size, config.batch_size)
     return Agent(init=init, act=act, loss=None, replay=replay_spec(config, make_items, loss),
-                 observe=observe if linear else None)
+                 observe=observe if linear else None, optimizer=adam(config.optimizer, steps))

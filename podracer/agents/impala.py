@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
 
-from podracer.agents.base import LRScheduleName, Agent, CoreName, check_hyperparameters, make_network, require_actions, make_policy_fns, masked_mean, policy_terms, transitions, unroll_trajectory
+from podracer.agents.base import Configurable, Agent, CoreName, check_hyperparameters, make_network, require_actions, make_policy_fns, masked_mean, policy_terms, transitions, unroll_trajectory
 from podracer.networks import TorsoName
-from podracer.types import EnvSpec, Trajectory
+from podracer.optim import OptimizerConfig, adam, on_policy_steps, optimizer_field
+from podracer.types import RunFacts, EnvSpec, Trajectory
 
 
 @dataclasses.dataclass(frozen=True)
-class IMPALAConfig:
+class IMPALAConfig(Configurable):
     """IMPALA: actor-critic with V-trace corrections."""
 
-    learning_rate: float = 6e-4  # Adam learning rate
-    max_grad_norm: float = 40.0  # global gradient-norm clip
-    lr_schedule: LRScheduleName = "constant"  # the learning rate over the run's optimizer steps: constant, or a linear or cosine decay to 0
-    lr_warmup_steps: int = 0  # optimizer steps of linear warm-up to --learning-rate before the schedule
+    optimizer: OptimizerConfig = optimizer_field(learning_rate=6e-4, max_grad_norm=40.0)  # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps
     discount: float = 0.99  # discount gamma
     td_lambda: float = 1.0  # V-trace lambda
     clip_rho_threshold: float = 1.0  # V-trace: clip of the importance weights in the value targets
@@ -36,7 +35,7 @@ class IMPALAConfig:
         check_hyperparameters(self)
 
 
-def make_impala(spec: EnvSpec, config: IMPALAConfig = IMPALAConfig()) -> Agent:
+def make_impala(spec: EnvSpec, config: IMPALAConfig = IMPALAConfig(), run: RunFacts | None = None) -> Agent:
     """IMPALA: one gradient step per trajectory; V-trace corrects for the actors' older policy."""
     import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
 
@@ -76,4 +75,4 @@ def make_impala(spec: EnvSpec, config: IMPALAConfig = IMPALAConfig()) -> Agent:
             "rho": masked_mean(rho, tr.mask_t),
         }
 
-    return Agent(**fns, loss=loss)
+    return Agent(**fns, loss=loss, optimizer=adam(config.optimizer, functools.partial(on_policy_steps, run, 1, 1)))

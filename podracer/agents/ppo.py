@@ -3,26 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import NamedTuple
 
 import chex
 import jax
 import jax.numpy as jnp
 
-from podracer.agents.base import (CoreName, LRScheduleName, Agent, behaviour_policy, check_hyperparameters, first_flags,
+from podracer.agents.base import (Configurable, CoreName, Agent, behaviour_policy, check_hyperparameters, first_flags,
                                   make_network, make_policy_fns, masked_mean, policy_terms, transitions, unroll_trajectory)
 from podracer.networks import RecurrentNetwork, TorsoName
-from podracer.types import EnvSpec, Trajectory
+from podracer.optim import OptimizerConfig, adam, on_policy_steps, optimizer_field
+from podracer.types import RunFacts, EnvSpec, Trajectory
 
 
 @dataclasses.dataclass(frozen=True)
-class PPOConfig:
+class PPOConfig(Configurable):
     """PPO: clipped surrogate objective, several epochs of minibatches per update."""
 
-    learning_rate: float = 3e-3  # Adam learning rate
-    max_grad_norm: float = 0.5  # global gradient-norm clip
-    lr_schedule: LRScheduleName = "constant"  # the learning rate over the run's optimizer steps: constant, or a linear or cosine decay to 0
-    lr_warmup_steps: int = 0  # optimizer steps of linear warm-up to --learning-rate before the schedule
+    optimizer: OptimizerConfig = optimizer_field(learning_rate=3e-3, max_grad_norm=0.5)  # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps
     discount: float = 0.99  # discount gamma
     gae_lambda: float = 0.95  # lambda of generalized advantage estimation
     clip_epsilon: float = 0.2  # clip of the probability ratio
@@ -58,7 +57,7 @@ class PPOBatch(NamedTuple):
     start_state: chex.ArrayTree = None  # the core state at o_0, [1, B, ...] so that axis 1 is the batch's (recurrent only)
 
 
-def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig()) -> Agent:
+def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig(), run: RunFacts | None = None) -> Agent:
     """PPO whose advantages are computed once per learner step with the learner's parameters."""
     import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
 
@@ -134,4 +133,5 @@ def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig()) -> Agent:
         num_epochs=config.num_epochs,
         num_minibatches=config.num_minibatches,
         minibatch_axis=1 if recurrent else 0,
+        optimizer=adam(config.optimizer, functools.partial(on_policy_steps, run, config.num_epochs, config.num_minibatches)),
     )

@@ -13,25 +13,24 @@ The sequence's new priority mixes the max and the mean absolute TD error (``eta`
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
 
 from podracer import replay as replay_lib
-from podracer.agents.base import LRScheduleName, Agent, check_hyperparameters, first_flags, make_recurrent_fns, make_torso, mask_logits, require_actions
+from podracer.agents.base import Configurable, Agent, check_hyperparameters, first_flags, make_recurrent_fns, make_torso, mask_logits, require_actions
 from podracer.agents.dqn import check_replay_sizes, epsilon_greedy, n_step_targets, replay_spec
 from podracer.networks import RecurrentNetwork, TorsoName
-from podracer.types import EnvSpec, TimeStep, Trajectory
+from podracer.optim import OptimizerConfig, adam, optimizer_field, replay_steps
+from podracer.types import RunFacts, EnvSpec, TimeStep, Trajectory
 
 
 @dataclasses.dataclass(frozen=True)
-class R2D2Config:
+class R2D2Config(Configurable):
     """R2D2: recurrent double Q-learning from prioritized sequences."""
 
-    learning_rate: float = 6e-4  # Adam learning rate
-    max_grad_norm: float = 40.0  # global gradient-norm clip
-    lr_schedule: LRScheduleName = "constant"  # the learning rate over the run's optimizer steps: constant, or a linear or cosine decay to 0
-    lr_warmup_steps: int = 0  # optimizer steps of linear warm-up to --learning-rate before the schedule
+    optimizer: OptimizerConfig = optimizer_field(learning_rate=6e-4, max_grad_norm=40.0)  # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps
     discount: float = 0.997  # discount gamma
     n_step: int = 5  # bootstrapped returns over up to n steps
     burn_in: int = 4  # steps of each stored sequence that only warm the LSTM state up; < --rollout-length
@@ -58,7 +57,7 @@ class R2D2Config:
         check_replay_sizes(self)
 
 
-def make_r2d2(spec: EnvSpec, config: R2D2Config = R2D2Config()) -> Agent:
+def make_r2d2(spec: EnvSpec, config: R2D2Config = R2D2Config(), run: RunFacts | None = None) -> Agent:
     """R2D2; see the module docstring. Sequences are the learner's trajectories (``--rollout-length`` + 1 steps)."""
     import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
 
@@ -134,4 +133,5 @@ def make_r2d2(spec: EnvSpec, config: R2D2Config = R2D2Config()) -> Agent:
                    "abs_td": jnp.sum(abs_td) / jnp.maximum(jnp.sum(learn), 1.0)}
         return total, (metrics, priorities)
 
-    return Agent(**fns, loss=None, replay=replay_spec(config, make_items, loss))
+    steps = functools.partial(replay_steps, run, config.replay_ratio, config.min_replay_size, config.batch_size, sequences=True)
+    return Agent(**fns, loss=None, replay=replay_spec(config, make_items, loss), optimizer=adam(config.optimizer, steps))

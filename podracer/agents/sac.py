@@ -10,38 +10,41 @@ allows, moving the target network by Polyak averaging after each.
 
 One parameter tree holds the actor, both critics and ``log_alpha``; one loss sums the
 critic, actor and temperature terms, each seeing the others' parameters through
-``stop_gradient``, so a single Adam (per-parameter, no global-norm clip by default)
-takes exactly the three separate updates.
+``stop_gradient``, so Adam (per-parameter, no global-norm clip by default) takes
+exactly the three separate updates. The parameters form two groups
+(``optax.multi_transform``): the networks, and the temperature with its own learning
+rate (``--alpha-learning-rate``, by default ``--learning-rate``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import optax
 
-from podracer.agents.base import LRScheduleName, Agent, ReplaySpec, action_size, check_hyperparameters, require_actions
+from podracer.agents.base import Configurable, Agent, ReplaySpec, action_size, check_hyperparameters, require_actions
 from podracer.agents.dqn import check_replay_sizes, transition_items
 from podracer.networks import MLP
-from podracer.types import EnvSpec, Trajectory
+from podracer.optim import OptimizerConfig, adam, optimizer_field, replay_steps
+from podracer.types import RunFacts, EnvSpec, Trajectory
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0  # the actor's log standard deviation is squashed into this range
 
 
 @dataclasses.dataclass(frozen=True)
-class SACConfig:
+class SACConfig(Configurable):
     """Soft actor-critic with twin critics, target critics and a tuned entropy temperature."""
 
-    learning_rate: float = 3e-4  # Adam learning rate (actor, critics and temperature)
-    max_grad_norm: float | None = None  # global gradient-norm clip; None: none
-    lr_schedule: LRScheduleName = "constant"  # the learning rate over the run's optimizer steps: constant, or a linear or cosine decay to 0
-    lr_warmup_steps: int = 0  # optimizer steps of linear warm-up to --learning-rate before the schedule
+    optimizer: OptimizerConfig = optimizer_field(learning_rate=3e-4, max_grad_norm=None)  # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps
     discount: float = 0.99  # discount gamma
     hidden_sizes: tuple[int, ...] = (256, 256)  # hidden layer sizes of the actor's and each critic's MLP
+    alpha_learning_rate: float | None = None  # the temperature's own Adam learning rate (same schedule, no clip); None: --learning-rate
     initial_alpha: float = 1.0  # entropy temperature at the start
     target_entropy_scale: float = 1.0  # target entropy = -scale x action entries
     replay_capacity: int = 100_000  # items per replay shard (one shard per learner device)
@@ -53,6 +56,8 @@ class SACConfig:
     def __post_init__(self):
         check_hyperparameters(self)
         check_replay_sizes(self)
+        if self.alpha_learning_rate is not None and not self.alpha_learning_rate > 0:
+            raise ValueError(f"--alpha-learning-rate must be > 0, got {self.alpha_learning_rate}.")
         if not self.initial_alpha > 0:
             raise ValueError(f"--initial-alpha must be > 0, got {self.initial_alpha}.")
         if self.target_entropy_scale < 0:
@@ -94,7 +99,7 @@ def squashed_sample(mean, log_std, key):
     return jnp.tanh(u), jnp.sum(gaussian - correction, axis=-1)
 
 
-def make_sac(spec: EnvSpec, config: SACConfig = SACConfig()) -> Agent:
+def make_sac(spec: EnvSpec, config: SACConfig = SACConfig(), run: RunFacts | None = None) -> Agent:
     """SAC; see the module docstring."""
     require_actions(spec, "sac", "continuous")
     if isinstance(spec.observation, dict) or len(spec.observation.shape) == 3:
@@ -154,4 +159,19 @@ def make_sac(spec: EnvSpec, config: SACConfig = SACConfig()) -> Agent:
     replay = ReplaySpec(make_items=make_items, loss=loss, capacity=config.replay_capacity,
                         batch_size=config.batch_size, replay_ratio=config.replay_ratio,
                         min_size=config.min_replay_size, prioritized=False, target_tau=config.target_tau)
-    return Agent(init=init, act=act, loss=None, replay=replay)
+    return Agent(init=init, act=act, loss=None, replay=replay, optimizer=make_sac_optimizer(config, run))
+
+
+def make_sac_optimizer(config: SACConfig, run: RunFacts | None = None) -> optax.GradientTransformation:
+    """Adam on two parameter groups: the actor and critics with ``config.optimizer``, the temperature
+    (``log_alpha``) with ``--alpha-learning-rate`` (default ``--learning-rate``), the same schedule and no clip."""
+    steps = functools.partial(replay_steps, run, config.replay_ratio, config.min_replay_size, config.batch_size)
+    settings = config.optimizer
+    alpha_rate = settings.learning_rate if config.alpha_learning_rate is None else config.alpha_learning_rate
+    temperature = dataclasses.replace(settings, learning_rate=alpha_rate, max_grad_norm=None)
+
+    def labels(params):
+        return {name: jax.tree.map(lambda _, name=name: "temperature" if name == "log_alpha" else "networks", tree)
+                for name, tree in params.items()}
+
+    return optax.multi_transform({"networks": adam(settings, steps), "temperature": adam(temperature, steps)}, labels)

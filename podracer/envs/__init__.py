@@ -179,7 +179,8 @@ def make_host(name: str, num_envs: int, seed: int = 0, *, num_threads: int = 0, 
     from podracer.envs import host
 
     if is_jax_on_host(name):
-        return host.make(host.PREFIX + name.removeprefix(host.PREFIX), num_envs, seed)
+        task = name.removeprefix(host.PREFIX)
+        return host.JaxHostEnv(make(task), num_envs, seed, name=task)
     if name.startswith("gymnasium:"):
         from podracer.envs.gymnasium import GymnasiumEnv
 

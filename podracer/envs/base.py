@@ -7,13 +7,15 @@ vmaps it (Anakin). :class:`HostEnv` is a batch of host environments stepped in n
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import chex
 import jax
 import numpy as np
 
-from podracer.types import Box, EnvSpec, EpisodeStats, ImageLayout, TimeStep  # noqa: F401 (re-exported)
+from podracer.types import (Box, EnvSpec, EpisodeStats, ImageLayout, TimeStep,  # noqa: F401 (re-exported)
+                            action_dtype, action_shape, example_action_mask, example_observation, image_layout,
+                            mask_shapes, observation_rank)
 
 State = Any
 
@@ -56,47 +58,6 @@ class HostEnv(Protocol):
 
     def close(self) -> None:
         """Releases the environments' threads and memory."""
-
-
-def observation_rank(spec: EnvSpec) -> int:
-    """Axes of one observation: 3 for images, 1 for vectors; structured (dict) observations count as 1."""
-    return 1 if isinstance(spec.observation, dict) else len(spec.observation.shape)
-
-
-def image_layout(spec: EnvSpec) -> ImageLayout | None:
-    """The layout of ``spec``'s image observations (``None`` for vectors and dicts).
-
-    Rank-3 observations need ``spec.image``, except uint8 ones without it, which are
-    envpool's stacked Atari frames ``[C, H, W]``; anything else is refused rather than
-    guessed at.
-    """
-    if isinstance(spec.observation, dict):
-        return None
-    shape, image = tuple(spec.observation.shape), spec.image
-    if image is not None:
-        if len(shape) != 3 or image.channel_axis not in (-1, -3) or not (np.isfinite(image.high - image.low) and image.high > image.low):
-            raise ValueError(f"EnvSpec.image {image} does not fit observations of shape {shape}: images have rank 3, "
-                             "channel_axis -1 or -3, and finite bounds high > low.")
-        return image
-    if len(shape) != 3:
-        return None
-    if spec.observation.dtype == np.uint8:
-        return ImageLayout(channel_axis=-3, low=0.0, high=255.0)
-    raise ValueError(f"Observations of shape {shape} ({np.dtype(spec.observation.dtype).name}) have rank 3, but the "
-                     "environment spec does not say how: give EnvSpec(image=ImageLayout(channel_axis, low, high)).")
-
-
-def action_shape(spec: EnvSpec) -> tuple[int, ...]:
-    """The shape of one action: ``()`` for discrete actions, ``(len(nvec),)`` for multi-discrete ones, ``(size,)``
-    for a continuous box."""
-    if spec.continuous:
-        return (spec.box.size,)
-    return (len(spec.nvec),) if spec.nvec is not None else ()
-
-
-def action_dtype(spec: EnvSpec):
-    """int32 for discrete and multi-discrete actions, float32 for continuous ones."""
-    return np.float32 if spec.continuous else np.int32
 
 
 def to_box(box: Box, action):
@@ -162,11 +123,6 @@ def host_action(spec: EnvSpec, action, num_envs: int) -> np.ndarray:
     return to_box(spec.box, action) if spec.continuous else action
 
 
-def example_observation(spec: EnvSpec, batch: int = 1) -> chex.ArrayTree:
-    """Zeros shaped like ``batch`` observations of ``spec`` (numpy, leading axis ``batch``)."""
-    return jax.tree.map(lambda s: np.zeros((batch, *s.shape), s.dtype), spec.observation)
-
-
 def first_timestep(observation: chex.ArrayTree, action_mask: chex.ArrayTree = None) -> TimeStep:
     """The time step that starts an episode (with its legal-action mask where the spec declares one)."""
     return TimeStep(
@@ -193,26 +149,6 @@ def step_timestep(observation: chex.ArrayTree, reward, terminated, truncated, ac
 
 def _bool_mask(mask):
     return None if mask is None else jax.tree.map(lambda m: jax.numpy.asarray(m, jax.numpy.bool_), mask)
-
-
-def mask_shapes(spec: EnvSpec):
-    """The shape of one time step's legal-action mask: ``(num_actions,)``, a tuple ``((nvec[0],), ...)`` for
-    multi-discrete actions, or ``None`` when ``spec`` declares no mask."""
-    if not spec.action_mask:
-        return None
-    if spec.continuous:
-        raise ValueError("EnvSpec.action_mask is for discrete and multi-discrete actions; this spec's are continuous.")
-    return tuple((n,) for n in spec.nvec) if spec.nvec is not None else (spec.num_actions,)
-
-
-def example_action_mask(spec: EnvSpec, batch: int = 1):
-    """Every action legal, shaped as ``batch`` time steps' masks of ``spec`` (numpy), or ``None`` without a mask."""
-    shapes = mask_shapes(spec)
-    if shapes is None:
-        return None
-    if isinstance(shapes[0], tuple):
-        return tuple(np.ones((batch, *s), bool) for s in shapes)
-    return np.ones((batch, *shapes), bool)
 
 
 def check_action_mask(spec: EnvSpec, timestep: TimeStep, batch_axes: int = 0) -> None:

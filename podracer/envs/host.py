@@ -68,12 +68,3 @@ class JaxHostEnv:
 
     def close(self) -> None:
         self._state = None
-
-
-def make(name: str, num_envs: int, seed: int = 0) -> JaxHostEnv:
-    """``jax:NAME``: the JAX environment ``NAME`` (see :func:`podracer.envs.make`) as a host batch."""
-    from podracer import envs
-
-    if not name.startswith(PREFIX):
-        raise ValueError(f"Expected a name of the form {PREFIX}NAME, got {name!r}.")
-    return JaxHostEnv(envs.make(name[len(PREFIX):]), num_envs, seed, name=name[len(PREFIX):])

@@ -10,7 +10,7 @@ step (``EnvSpec.action_mask``), so no agent makes an illegal move.
 One-player games (2048, MinAtar) are played as they are. In a game of two or more players the agent plays one
 seat, drawn at random each episode, against a built-in **opponent** that makes every other move: by default
 uniformly random legal moves; any ``opponent(observation, legal_action_mask, key) -> action`` (one game, pure
-JAX) instead, for example :func:`snapshot_opponent`, a fixed earlier checkpoint of an agent. A time step is the
+JAX) instead, for example :func:`podracer.evaluate.snapshot_opponent`, a fixed earlier checkpoint of an agent. A time step is the
 agent's move followed by the opponent's replies, so its reward is the agent's own reward over both (+1 a win,
 -1 a loss, 0 a draw in the board games) and the next observation is the agent's view of the board. A game that
 ends on a time limit (pgx's ``truncated``) is a truncation.
@@ -53,33 +53,6 @@ def random_legal_move(observation, legal_action_mask, key) -> chex.Array:
     """The default opponent: a uniformly random legal move."""
     del observation
     return jax.random.categorical(key, jnp.where(legal_action_mask, 0.0, -jnp.inf)).astype(jnp.int32)
-
-
-def snapshot_opponent(checkpoint_dir: str, *, greedy: bool = True) -> Opponent:
-    """An opponent that plays a saved feed-forward agent (a checkpoint of an earlier run on the same game): its
-    greedy move (``greedy``) or a move sampled from its policy, among the legal ones. Its parameters are fixed."""
-    import pgx
-
-    from podracer import checkpoint, evaluate
-    from podracer.agents.base import act_mask, greedy_action
-
-    metadata, _ = checkpoint.newest_metadata(checkpoint_dir)
-    game = metadata["env"].removeprefix("jax:")
-    if not game.startswith("pgx:"):
-        raise ValueError(f"snapshot_opponent: {checkpoint_dir!r} holds a run on {game!r}, not a pgx game.")
-    spec = PgxEnv(game.removeprefix("pgx:"), env=pgx.make(game.removeprefix("pgx:"))).spec()
-    agent, params, _ = evaluate.load(checkpoint_dir, spec)
-    if jax.tree.leaves(agent.initial_state(1)):
-        raise ValueError(f"snapshot_opponent: {checkpoint_dir!r} holds a recurrent agent; an opponent is feed-forward.")
-
-    def opponent(observation, legal_action_mask, key):
-        action, extras, _ = agent.act(params, observation[None].astype(jnp.float32), key, agent.initial_state(1),
-                                      jnp.ones((1,), bool), **act_mask(legal_action_mask[None]))
-        return (greedy_action(extras) if greedy else action)[0].astype(jnp.int32)
-
-    step = checkpoint.steps(checkpoint_dir)[-1]
-    opponent.__name__ = f"the {'greedy ' if greedy else ''}{metadata['agent']} of {checkpoint_dir} (step {step})"
-    return opponent
 
 
 class PgxEnv:

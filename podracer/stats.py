@@ -1,0 +1,86 @@
+"""Statistics of returns and metrics on the host: summaries of a host call's metrics (one seed or several),
+evaluation summaries, the interquartile mean and percentile bootstrap intervals over seeds."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from podracer.types import Metrics
+
+BOOTSTRAP_SAMPLES = 2_000
+BOOTSTRAP_SEED = 0  # the intervals are the same for the same returns
+
+
+def summarize_evaluation(returns, target_return: float | None = None) -> dict[str, float]:
+    """Summary entries of evaluation returns (``[episodes]``, or ``[seeds, episodes]``): ``eval_return`` (the
+    mean), its minimum and maximum, per seed, and ``target_reached`` when a ``target_return`` is given."""
+    returns = np.asarray(returns, np.float64)
+    out = {"eval_return": float(returns.mean()), "eval_return_min": float(returns.min()),
+           "eval_return_max": float(returns.max())}
+    if returns.ndim == 2:
+        out["eval_return_per_seed"] = returns.mean(axis=1).tolist()
+    if target_return is not None:
+        out["target_reached"] = float(out["eval_return"] >= target_return)
+    return out
+
+
+def summarize(metrics: Metrics) -> dict[str, float]:
+    """Host-side summary of metrics stacked over several updates.
+
+    Episode statistics are weighted by the episodes that ended in each update; other
+    metrics are averaged.
+    """
+    metrics = {k: np.asarray(v, dtype=np.float64) for k, v in metrics.items()}
+    count = metrics.get("episodes")
+    out = {}
+    for name, values in metrics.items():
+        if name in ("episode_return", "episode_length") and count is not None:
+            total = count.sum()
+            out[name] = float(np.nansum(values * count) / total) if total > 0 else float("nan")
+        elif name == "episodes":
+            out[name] = float(values.sum())
+        else:
+            out[name] = float(values.mean())
+    return out
+
+
+def interquartile_mean(values) -> float:
+    """The mean of the middle half of ``values`` (a quarter of the sorted values dropped at each end)."""
+    values = np.sort(np.asarray(values, np.float64))
+    cut = len(values) // 4
+    return float(np.mean(values[cut:len(values) - cut]))
+
+
+def summarize_seeds(metrics: Metrics) -> dict:
+    """:func:`summarize` of metrics ``[updates, seeds]``, seed by seed, then over seeds.
+
+    Each metric is its mean over seeds; the episode return also comes with its minimum
+    and maximum over seeds and the list of per-seed values (``episode_return_per_seed``).
+    """
+    metrics = {k: np.asarray(v) for k, v in metrics.items()}
+    num_seeds = next(iter(metrics.values())).shape[1]
+    per_seed = [summarize({k: v[:, i] for k, v in metrics.items()}) for i in range(num_seeds)]
+    out = {}
+    for name in per_seed[0]:
+        values = np.array([s[name] for s in per_seed])
+        out[name] = float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
+    returns = [s["episode_return"] for s in per_seed]
+    if np.isfinite(returns).any():
+        out["episode_return_min"], out["episode_return_max"] = float(np.nanmin(returns)), float(np.nanmax(returns))
+    out["episode_return_per_seed"] = returns
+    return out
+
+
+def bootstrap_interval(values, statistic, *, samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED,
+                       level: float = 0.95) -> tuple[float, float]:
+    """The percentile bootstrap interval of ``statistic`` over ``values`` (resampled with replacement)."""
+    values = np.asarray(values, np.float64)
+    rng = np.random.default_rng(seed)
+    draws = values[rng.integers(0, len(values), size=(samples, len(values)))]
+    stats = np.array([statistic(row) for row in draws])
+    tail = (1.0 - level) / 2 * 100
+    return float(np.percentile(stats, tail)), float(np.percentile(stats, 100 - tail))
+
+
+__all__ = ["BOOTSTRAP_SAMPLES", "BOOTSTRAP_SEED", "bootstrap_interval", "interquartile_mean", "summarize",
+           "summarize_evaluation", "summarize_seeds"]
