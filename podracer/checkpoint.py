@@ -26,7 +26,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from podracer import lifetime, parallel
+from podracer import disk, parallel
 from podracer.types import LearnerState
 
 _STEP = re.compile(r"^step_(\d+)$")
@@ -71,7 +71,14 @@ def steps(directory: str) -> list[int]:
     return sorted(found)
 
 
-DiskFull = lifetime.DiskFull
+def describe_newest(directory: str) -> str:
+    """The newest complete checkpoint of ``directory`` as a stop's last line names it: its path, or that there is
+    none."""
+    done = steps(directory)
+    return os.path.join(directory, f"step_{done[-1]}") if done else f"none ({directory} holds no complete checkpoint)"
+
+
+DiskFull = disk.DiskFull
 
 
 # Room kept free beyond a checkpoint's own bytes (orbax's metadata, the JSON, the file system's blocks).
@@ -101,16 +108,16 @@ def check_start_room(directory: str, per_save: int, keep: int = 3) -> None:
     check_room(directory, per_save, "a checkpoint of this run")
     free = shutil.disk_usage(directory).free
     if free < (keep + 1) * per_save + SPACE_MARGIN_BYTES:
-        _warn(f"--checkpoint-dir {directory!r}: a checkpoint of this run takes about {lifetime.size(per_save)}; the "
-              f"device has {lifetime.size(free)} free, less than the {keep} kept and one more being written: it may fill.")
+        _warn(f"--checkpoint-dir {directory!r}: a checkpoint of this run takes about {disk.size(per_save)}; the "
+              f"device has {disk.size(free)} free, less than the {keep} kept and one more being written: it may fill.")
 
 
 def _no_room(directory: str, needed: int, what: str) -> DiskFull:
     free = shutil.disk_usage(directory).free
     newest = steps(directory)
     kept = f"; step_{newest[-1]}, the newest complete checkpoint, is intact" if newest else ""
-    return DiskFull(f"--checkpoint-dir {directory!r}: no room for {what}: it needs about {lifetime.size(needed)} (and "
-                    f"podracer keeps {lifetime.size(SPACE_MARGIN_BYTES)} spare) and the device has {lifetime.size(free)} free"
+    return DiskFull(f"--checkpoint-dir {directory!r}: no room for {what}: it needs about {disk.size(needed)} (and "
+                    f"podracer keeps {disk.size(SPACE_MARGIN_BYTES)} spare) and the device has {disk.size(free)} free"
                     f"{kept}; free some space or choose another --checkpoint-dir.")
 
 
@@ -315,7 +322,7 @@ def prepare(directory: str, *, resume: str | bool, identity: dict[str, Any]) -> 
     (for example ``{"mode": "anakin", "env": "catch", "agent": "a2c"}``).
     """
     resume = {True: "yes", False: "no"}.get(resume, resume)
-    lifetime.writable_directory(directory, f"--checkpoint-dir {directory!r}")
+    disk.writable_directory(directory, f"--checkpoint-dir {directory!r}")
     found = steps(directory)
     if resume == "auto" and not found:
         return None

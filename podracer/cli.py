@@ -15,7 +15,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
-from podracer import config, lifetime, parallel
+from podracer import compile_cache, config, lifetime, parallel
 from podracer import multihost
 
 COMMANDS = {
@@ -50,7 +50,7 @@ def train(default, argv: Sequence[str] | None, *, prog: str, name: str, descript
     parallel.set_cpu_device_count(cfg.cpu_devices or parallel.available_cores())
     try:
         if cfg.compile_cache:
-            lifetime.use_compile_cache(cfg.compile_cache_dir)
+            compile_cache.use_compile_cache(cfg.compile_cache_dir)
         multihost.initialize(cfg.coordinator, cfg.num_processes, cfg.process_id, auto_detect=cfg.distributed,
                             timeout=cfg.distributed_timeout)
         result = run(cfg, stop)
@@ -66,7 +66,8 @@ def train(default, argv: Sequence[str] | None, *, prog: str, name: str, descript
     if interrupted.is_set():
         saved = "; saved the last completed update" if cfg.checkpoint_dir else ""
         how = "interrupted" if lifetime.stop_signal() == signal.SIGINT else f"stopped by {lifetime.stop_reason()}"
-        print(f"{name}: {how}{stopped}{saved}.", file=sys.stderr)
+        print(f"{name}: {how}{stopped}{saved}.", file=sys.stderr, flush=True)
+        lifetime.exit_soon(lifetime.exit_status())  # said it stopped: nothing may hold the process past this
         return lifetime.exit_status()
     return report(cfg, result)
 
@@ -74,15 +75,14 @@ def train(default, argv: Sequence[str] | None, *, prog: str, name: str, descript
 def settings_line(cfg) -> str:
     """What a training run uses, said before it starts: its preset's flags (``--preset``), or, without one, the
     agent's settings in full and the presets there are for its environment."""
-    import dataclasses
-
     from podracer import presets
+    from podracer.agents.base import hyperparameters
 
     mode = "anakin" if isinstance(cfg, config.AnakinConfig) else "sebulba"
     if cfg.preset:
         flags = " ".join(presets.get(cfg.preset).argv())
         return f"preset {cfg.preset}: {flags} (flags on the command line override it)"
-    values = {f.name: getattr(cfg.agent, f.name) for f in dataclasses.fields(cfg.agent)}
+    values = dict(hyperparameters(cfg.agent))
     values.update(normalize_observations=cfg.normalize_observations, normalize_rewards=cfg.normalize_rewards)
     settings = " ".join(_shown(name, value) for name, value in values.items())
     known = presets.for_env(cfg.env, mode)
@@ -172,3 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 __all__ = ["COMMANDS", "anakin", "main", "sebulba", "train"]
+
+
+if __name__ == "__main__":  # python -m podracer.cli behaves as the podracer command
+    sys.exit(main())

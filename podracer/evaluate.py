@@ -124,10 +124,10 @@ def check_output_file(path: str, flag: str) -> None:
     otherwise, before anything is played."""
     if os.path.isdir(path):
         raise ValueError(f"{flag} {path!r} is a directory; give a file name (for example {os.path.join(path, 'play.gif')!r}).")
-    from podracer import lifetime
+    from podracer import disk
 
     parent = os.path.dirname(os.path.abspath(path))
-    lifetime.writable_directory(parent, f"{flag} {path!r}: directory {parent!r}")
+    disk.writable_directory(parent, f"{flag} {path!r}: directory {parent!r}")
     if os.path.exists(path) and not os.access(path, os.W_OK):
         raise ValueError(f"{flag} {path!r} cannot be written.")
 

@@ -11,25 +11,22 @@ import dataclasses
 import math
 import os
 import threading
-import time
 from collections.abc import Callable
 
 import jax
 
-from podracer import agents, anakin, checkpoint, envs, lifetime, parallel, play
-from podracer import multihost
+from podracer import agents, anakin, checkpoint, disk, envs, lifetime, parallel, play
 from podracer import normalize as normalize_lib
 from podracer import logging as logging_lib
 from podracer import sweep as sweep_lib
 from podracer.agents.base import Agent, hyperparameters, with_hyperparameters
 from podracer.config import AnakinConfig, SebulbaConfig
 from podracer.envs.base import HostEnv, example_action_mask, example_observation, observation_rank
-from podracer.learner import init_learner_state, make_learner_step, should_unroll
+from podracer.learner import init_learner_state, should_unroll
 from podracer.logging import Logger, make_logger
 from podracer.sebulba import learner as sebulba_learner
-from podracer.sebulba.run import run as run_threads
-from podracer.sebulba.actor import make_act, run_actor
-from podracer.sebulba.pipeline import ActorStatus, ParamStore, StopAwareQueue
+from podracer.runkit import Cadence, Progress, StopSnapshot
+from podracer.sebulba import assemble
 from podracer.types import RunFacts
 
 
@@ -97,8 +94,8 @@ def check_memory(needed: int, available: int | None, what: str) -> None:
     """A one-line ``ValueError`` before anything is allocated or compiled when ``needed`` bytes (podracer's
     estimate: the arrays a run keeps, and its rollouts) exceed ``available``; ``what`` names the flags that set it."""
     if available is not None and needed > available:
-        raise ValueError(f"this run needs about {lifetime.size(needed)} of memory for its state and rollouts "
-                         f"({what}) and this process has {lifetime.size(available)} available; lower them.")
+        raise ValueError(f"this run needs about {disk.size(needed)} of memory for its state and rollouts "
+                         f"({what}) and this process has {disk.size(available)} available; lower them.")
 
 
 def _anakin_memory(config: AnakinConfig, env, agent, optimizer, per_device: int) -> int:
@@ -160,6 +157,12 @@ def _anakin_banner(config: AnakinConfig, num_global: int, per_device: int, resum
             f"{config.num_updates} updates{seeds}{resume}")
 
 
+def _newest_checkpoint(config):
+    """What names the run's newest complete checkpoint when a stop's save does not finish (None: no directory)."""
+    directory = config.checkpoint_dir
+    return None if not directory else lambda: checkpoint.describe_newest(directory)
+
+
 def anakin_run_facts(config: AnakinConfig, num_global_devices: int) -> RunFacts:
     """The facts an agent is told of an Anakin run over ``num_global_devices`` devices: each device learns from its
     own environments."""
@@ -175,7 +178,7 @@ def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> a
     ``config.checkpoint_dir`` is set). Call :func:`podracer.multihost.initialize` first in a
     multi-process run (the example's entry point does, from the config's multi-process fields).
     """
-    lifetime.starting()
+    lifetime.starting(_newest_checkpoint(config))
     env = envs.make(config.env)
     num_global = parallel.num_global_devices()
     run = anakin_run_facts(config, num_global)
@@ -245,7 +248,7 @@ def _train_anakin(config: AnakinConfig, env, agent, optimizer, per_device: int, 
     logger.add_fields(_opponent_field(env))
     if main:
         print(_anakin_banner(config, num_global, per_device, resume_step, getattr(env, "opponent_name", None)), flush=True)
-    watch = _Progress(config.num_updates * steps_per_update, (resume_step or 0) * steps_per_update, main)
+    watch = Progress(config.num_updates * steps_per_update, (resume_step or 0) * steps_per_update, main)
     with logger, lifetime.Heartbeat(watch.status, enabled=main) as heartbeat:
         watch.heartbeat = heartbeat
         result = anakin.run(env, agent, optimizer, key=key, num_envs_per_device=per_device,
@@ -290,43 +293,20 @@ def _anakin_evaluation(config: AnakinConfig, env, agent, sweep: anakin.Sweep | N
     return lambda params: jax.device_get(compiled(params, key))
 
 
-class _Progress:
-    """What a run is doing, for the heartbeat line printed when no progress line has come for a while."""
-
-    def __init__(self, total_steps: float, steps: float, main: bool):
-        self.total, self.steps, self.main, self.phase = total_steps, steps, main, "starting"
-        self.start, self.first_steps, self.heartbeat = time.monotonic(), steps, None
-
-    def event(self, text: str) -> None:
-        """``anakin.run``'s progress: ``"compiling"``, then ``"compiled in S s"``."""
-        compiling = text == "compiling"
-        self.phase = "compiling" if compiling else "training"
-        if self.main:
-            print(f"podracer: {'compiling ...' if compiling else text}", flush=True)
-        self.start, self.first_steps = time.monotonic(), self.steps
-
-    def logging_to(self, log):
-        def write(summary):
-            self.steps = summary.get("env_steps", self.steps)
-            if self.heartbeat is not None:
-                self.heartbeat.beat()
-            log(summary)
-
-        return write
-
-    def status(self) -> str:
-        done = self.steps - self.first_steps
-        rate = done / max(time.monotonic() - self.start, 1e-9)
-        eta = f", ETA {(self.total - self.steps) / rate:,.0f} s" if rate > 0 and self.phase == "training" else ""
-        return f"env steps {self.steps:,.0f}/{self.total:,.0f} | {self.phase}{eta}"
-
-
 class _AnakinSaver:
-    """An Anakin run's checkpoints: every ``--checkpoint-every`` updates, and at the end (or on a stop)."""
+    """An Anakin run's checkpoints: at the run kit's cadence (:class:`~podracer.runkit.Cadence`), of the last
+    completed call on a stop that abandons the call in flight, and at the end."""
 
     def __init__(self, config: AnakinConfig, metadata: dict, steps_per_update: int, saved: int):
-        self.config, self.metadata, self.steps_per_update, self.saved = config, metadata, steps_per_update, saved
-        self.call_start = self.saved_time = time.monotonic()
+        self.config, self.metadata, self.steps_per_update = config, metadata, steps_per_update
+        self.cadence = Cadence(config.checkpoint_every, config.checkpoint_every_seconds, saved)
+        one_run = config.num_seeds == 1 and not config.sweep  # several seeds save once, at the end
+        self.stop_snapshot = StopSnapshot(self.snapshot, lambda copy, updates: self.save(None, updates, copy),
+                                          lambda: self.saved, enabled=bool(config.checkpoint_dir) and one_run)
+
+    @property
+    def saved(self) -> int:
+        return self.cadence.saved
 
     @staticmethod
     def snapshot(state: anakin.AnakinState):
@@ -344,30 +324,12 @@ class _AnakinSaver:
         checkpoint.save_run_state(self.config.checkpoint_dir, updates, None, local=local)
         if learner is not None:
             checkpoint.save(self.config.checkpoint_dir, learner, {**self.metadata, "env_steps": updates * self.steps_per_update})
-        self.saved, self.saved_time = updates, time.monotonic()
-
-    def _due(self, updates: int) -> bool:
-        """A checkpoint after this call: every ``--checkpoint-every`` updates, or once ``--checkpoint-every-seconds``
-        have passed since the last (every process agrees: each writes its part of the checkpoint)."""
-        config = self.config
-        if not config.checkpoint_dir:
-            return False
-        if config.checkpoint_every and updates % config.checkpoint_every == 0:
-            return True
-        if config.checkpoint_every_seconds is None:
-            return False
-        due = time.monotonic() - self.saved_time >= config.checkpoint_every_seconds
-        return bool(parallel.agree_on_min(int(due))) if parallel.process_count() > 1 else due
+        self.cadence.saved_at(updates)
 
     def after_call(self, state: anakin.AnakinState, updates: int) -> None:
-        if self._due(updates):
+        if self.config.checkpoint_dir and self.cadence.due(updates):
             self.save(state, updates)
-        now = time.monotonic()
-        # Calls long enough that Ctrl-C may abandon the next one: keep host copies of this one to save then.
-        if self.config.checkpoint_dir and self.config.num_seeds == 1 and not self.config.sweep and now - self.call_start >= lifetime.GRACE_SECONDS / 2:
-            snapshot = self.snapshot(state)
-            lifetime.completed(lambda: self.save(None, updates, snapshot) if updates > self.saved else None)
-        self.call_start = time.monotonic()
+        self.stop_snapshot.completed(state, updates)
 
     def finish(self, result: anakin.RunResult) -> None:
         if not lifetime.finishing():  # Ctrl-C abandoned a call and saves the last completed one
@@ -448,7 +410,7 @@ def train_sebulba(
     ``make_env(seed, num_envs)`` builds each environment group of each actor thread
     (default: :func:`host_env_factory`). Returns the learner state and one summary per log line.
     """
-    lifetime.starting()
+    lifetime.starting(_newest_checkpoint(config))
     stop = stop or threading.Event()
     make_env = make_env or host_env_factory(config)
     actor_ids = config.actor_devices or (0,)
@@ -495,58 +457,46 @@ def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_a
                    envs_per_learner=per_actor // len(parallel.local_devices(layout.learner_devices)),
                    total_env_steps=config.total_env_steps)
     agent = make_agent(config.agent, spec, normalization(config), run)
-    optimizer = agent.optimizer
-    unroll = should_unroll(observation_rank(spec), layout.learner_devices[0].platform)
-    step = parallel.device_map(make_learner_step(agent, optimizer, axis_names=(parallel.DEVICE_AXIS,), unroll=unroll),
-                               layout.learner_devices)
-    step = multihost.arrive_before_first_call(step, "the compiled learner step")
     learner_key, actor_key = jax.random.split(jax.random.key(config.seed))
-    state = init_learner_state(agent, optimizer, learner_key, example_observation(spec), rollout_length=config.rollout_length,
-                               action_mask=example_action_mask(spec))
+    state = init_learner_state(agent, agent.optimizer, learner_key, example_observation(spec),
+                               rollout_length=config.rollout_length, action_mask=example_action_mask(spec))
     metadata = {"mode": "sebulba", "env": getattr(first_env, "task_id", config.env), "seed": config.seed,
-                "rollout_length": config.rollout_length, "normalize": normalization(config), **agent_metadata(config.agent, run)}
+                "rollout_length": config.rollout_length, "normalize": normalization(config),
+                **agent_metadata(config.agent, run)}
     state, updates, save = _sebulba_checkpoints(config, metadata, state, steps_per_update)
-    state = parallel.replicate(state, layout.learner_devices)
+    unroll = should_unroll(observation_rank(spec), layout.learner_devices[0].platform)
     if parallel.is_main_process():
-        opponent = _against(getattr(first_env, "opponent_name", None))
-        print(f"podracer sebulba: {config.agent_name} on {metadata['env']}{opponent}; actor devices {[d.id for d in layout.actor_devices]} "
-              f"x {config.actor_threads} thread(s) x {per_actor} envs ({len(groups[0])} group(s)); learner devices "
-              f"{[d.id for d in layout.learner_devices]} in {parallel.process_count()} process(es)"
-              + (f"; resuming after {updates} updates" if updates else ""), flush=True)
-        shared = sorted({d.id for d in layout.actor_devices} & {d.id for d in layout.learner_devices})
-        if shared and len(parallel.local_devices()) > 1:  # on one device sharing is the only layout
-            print(f"podracer sebulba: device(s) {shared} both act and learn (--actor-devices and --learner-devices "
-                  "overlap): inference and learning take turns there", flush=True)
-        if unroll:  # image observations with a convolutional torso, learned on the CPU
-            print("podracer sebulba: image observations on the CPU: every actor and learner step runs the "
-                  "convolutional torso on the CPU cores, about 40 env steps/s for Pong on 2 cores (IMPALA, measured), "
-                  "so the first progress line takes minutes; an accelerator runs it at 13-14k env steps/s (one H100)",
-                  flush=True)
-    store, queue, act = ParamStore(layout.actor_devices), StopAwareQueue(config.queue_size), make_act(agent)
-    actors, statuses = {}, []
-    for i, envs_i in enumerate(groups):
-        device = layout.actor_devices[i // config.actor_threads]
-        name = f"actor-{first_actor + i}-device-{device.id}"
-        statuses.append(ActorStatus(name, device))
-        actors[name] = lambda envs_i=envs_i, device=device, i=i: run_actor(
-            envs=envs_i, agent=agent, act=act, device=device, learner_devices=layout.learner_devices,
-            rollout_length=config.rollout_length, key=jax.random.fold_in(actor_key, first_actor + i),
-            store=store, queue=queue, stop=stop, status=statuses[i])
-    watch = _SebulbaWatch(statuses, config.actor_timeout, schedule, updates, parallel.is_main_process())
-    if save is not None:  # no checkpoint past a metrics line that could not be written (a full disk)
-        save = lambda *args, save=save, **kwargs: None if watch.log_failed else save(*args, **kwargs)  # noqa: E731
-    completed = None if save is None else _keep_for_ctrl_c(save)
-    evaluate = _sebulba_evaluation(config, make_env, agent)
-    learn = lambda: sebulba_learner.learn(step, state, updates, schedule, queue=queue, store=store,  # noqa: E731
-                                          stop=stop, save=save, log=watch.logging_to(log), status=watch.learner,
-                                          completed=completed, evaluate=evaluate)
+        print(_sebulba_banner(config, metadata["env"], first_env, layout, per_actor, len(groups[0]), updates, unroll),
+              flush=True)
+    actors = assemble.Actors(groups, config.actor_threads, first_actor, actor_key, config.actor_timeout)
     try:
-        with lifetime.Heartbeat(watch.status, enabled=parallel.is_main_process()) as heartbeat:
-            watch.heartbeat = heartbeat
-            return run_threads(learn, actors, stop, watch=watch.stuck)
+        return assemble.train(agent, parallel.replicate(state, layout.learner_devices), updates, schedule, layout,
+                              actors, rollout_length=config.rollout_length, queue_size=config.queue_size, stop=stop,
+                              unroll=unroll, save=save, log=log, evaluate=_sebulba_evaluation(config, make_env, agent))
     finally:
         if config.checkpoint_dir and parallel.is_main_process():
             checkpoint.mark_finished(config.checkpoint_dir)
+
+
+def _sebulba_banner(config: SebulbaConfig, env_name: str, first_env, layout: parallel.Layout, per_actor: int,
+                    num_groups: int, updates: int, unroll: bool) -> str:
+    """What a Sebulba run says before it starts: the agent, the task, the device layout; a shared device; the
+    CPU's pace for images."""
+    opponent = _against(getattr(first_env, "opponent_name", None))
+    lines = [f"podracer sebulba: {config.agent_name} on {env_name}{opponent}; actor devices "
+             f"{[d.id for d in layout.actor_devices]} x {config.actor_threads} thread(s) x {per_actor} envs "
+             f"({num_groups} group(s)); learner devices {[d.id for d in layout.learner_devices]} in "
+             f"{parallel.process_count()} process(es)" + (f"; resuming after {updates} updates" if updates else "")]
+    shared = sorted({d.id for d in layout.actor_devices} & {d.id for d in layout.learner_devices})
+    if shared and len(parallel.local_devices()) > 1:  # on one device sharing is the only layout
+        lines.append(f"podracer sebulba: device(s) {shared} both act and learn (--actor-devices and --learner-devices "
+                     "overlap): inference and learning take turns there")
+    if unroll:  # image observations with a convolutional torso, learned on the CPU
+        lines.append("podracer sebulba: image observations on the CPU: every actor and learner step runs the "
+                     "convolutional torso on the CPU cores, about 40 env steps/s for Pong on 2 cores (IMPALA, "
+                     "measured), so the first progress line takes minutes; an accelerator runs it at 13-14k env "
+                     "steps/s (one H100)")
+    return "\n".join(lines)
 
 
 def _sebulba_evaluation(config: SebulbaConfig, make_env, agent):
@@ -568,79 +518,6 @@ def _sebulba_evaluation(config: SebulbaConfig, make_env, agent):
         return summary
 
     return evaluate
-
-
-def _keep_for_ctrl_c(save):
-    """``completed(state, updates)`` for the learner loop: after a learner step long enough that Ctrl-C may
-    abandon the next one, a host copy of the learner to save then."""
-    last = [time.monotonic()]
-
-    def completed(state, updates: int) -> None:
-        now = time.monotonic()
-        if now - last[0] >= lifetime.GRACE_SECONDS / 2:
-            host = parallel.host_entry(state)  # copies, no computation: saved from the signal's thread
-            lifetime.completed(lambda: save(host, updates, replicated=False))
-        last[0] = now
-
-    return completed
-
-
-class _SebulbaWatch:
-    """Stuck actors, and what the run is doing for the heartbeat line."""
-
-    def __init__(self, statuses, actor_timeout: float, schedule, updates: int, main: bool):
-        self.statuses, self.timeout, self.schedule, self.main = statuses, actor_timeout, schedule, main
-        self.learner = {"doing": "starting", "updates": updates}
-        self.start, self.first_updates, self.heartbeat, self.warned = time.monotonic(), updates, None, False
-        self.log_failed = False  # a metrics line could not be written: no checkpoint may pass it
-
-    def stuck(self) -> str | None:
-        now = time.monotonic()
-        for status in self.statuses:
-            if status.stuck_seconds(now) > self.timeout:
-                return (f"{status.name} produced no trajectory for {status.stuck_seconds(now):.0f} s (--actor-timeout "
-                        f"{self.timeout:g}): it has been waiting on its {status.doing} for {now - status.since:.0f} s.")
-        return None
-
-    def logging_to(self, log):
-        def write(summary):
-            if self.heartbeat is not None:
-                self.heartbeat.beat()
-            compiled = self.learner.pop("compiled_seconds", None)
-            if self.main and compiled is not None:
-                print(f"podracer: the first learner step took {compiled:.1f} s, compilation included "
-                      "(env steps/s leave it out)", flush=True)
-            self._warn_if_slow()
-            if log is not None:
-                try:
-                    log(summary)
-                except lifetime.DiskFull:
-                    self.log_failed = True
-                    raise
-
-        return write
-
-    def _eta(self) -> float | None:
-        done = self.learner["updates"] - self.first_updates
-        if done < 1:
-            return None
-        return (self.schedule.num_updates - self.learner["updates"]) * (time.monotonic() - self.start) / done
-
-    def _warn_if_slow(self) -> None:
-        eta = self._eta()
-        if self.main and not self.warned and eta is not None and eta > 86_400:
-            self.warned = True
-            print(f"podracer: at this pace the run needs about {eta / 86_400:.1f} days more (--total-env-steps "
-                  f"{self.schedule.num_updates * self.schedule.steps_per_update:,}).", flush=True)
-
-    def status(self) -> str:
-        now, eta = time.monotonic(), self._eta()
-        steps = self.learner["updates"] * self.schedule.steps_per_update
-        parts = [f"env steps {steps:,}", f"learner: {self.learner['doing']}"]
-        parts += [s.describe(now) for s in self.statuses]
-        if eta is not None:
-            parts.append(f"ETA {eta:,.0f} s")
-        return " | ".join(parts)
 
 
 def run_sebulba(config: SebulbaConfig, stop: threading.Event | None = None) -> sebulba_learner.SebulbaResult:

@@ -1,4 +1,4 @@
-"""Run lifetime for entry points: Ctrl-C, SIGTERM and SIGUSR1 turned into a stop event."""
+"""Run lifetime for entry points: Ctrl-C, SIGTERM and SIGUSR1 turned into a stop event, grace periods, heartbeats."""
 
 from __future__ import annotations
 
@@ -17,19 +17,6 @@ DEPENDENCY_NOISE = (
 )
 
 
-class DiskFull(ValueError):
-    """No room on the device for a checkpoint or a metrics line: the message is one line naming the path, the
-    space needed and the space free; the newest complete checkpoint is left as it was."""
-
-
-def size(n: float) -> str:
-    """Bytes as people read them: "0.5 MB", "23.5 GB", "16.1 TB"."""
-    for unit, scale in (("TB", 2**40), ("GB", 2**30)):
-        if n >= scale:
-            return f"{n / scale:,.1f} {unit}"
-    return f"{n / 2**20:,.1f} MB"
-
-
 def quiet_dependencies() -> None:
     """Silences :data:`DEPENDENCY_NOISE` and wandb's start-up banner for this process: entry points call it
     (importing podracer changes no warning filter)."""
@@ -38,75 +25,6 @@ def quiet_dependencies() -> None:
     for message, category in DEPENDENCY_NOISE:
         warnings.filterwarnings("ignore", message=message, category=category)
     os.environ.setdefault("WANDB_SILENT", "true")
-
-
-def compile_cache_dir(directory: str | None = None) -> str:
-    """``directory``, or podracer's default for JAX's persistent compilation cache."""
-    if directory:
-        return directory
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "podracer", "jax")
-
-
-COMPILE_CACHE_MAX_BYTES = 4 * 2**30  # the persistent compilation cache keeps the most recently used 4 GiB
-
-
-def use_compile_cache(directory: str | None = None) -> str:
-    """Turns on JAX's persistent compilation cache in ``directory`` (default: :func:`compile_cache_dir`) for
-    every program, however quick to compile: a second run with the same settings loads them instead of
-    compiling (``examples/anakin_catch.py``: 6.3 s, then 2.6 s, here). Call it in an entry point before
-    anything compiles. Returns the directory."""
-    import jax
-
-    directory = compile_cache_dir(directory)
-    check_compile_cache_dir(directory)
-    jax.config.update("jax_compilation_cache_dir", directory)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
-    # A size bound turns on JAX's least-recently-used eviction, and with it a file lock around every read and
-    # write of the directory. Without it an entry is written in place, unlocked, so a second process (a preview
-    # beside its training run, two runs at once) can read a half-written program, which aborts the process.
-    jax.config.update("jax_compilation_cache_max_size", COMPILE_CACHE_MAX_BYTES)
-    adopt_orphans(directory)
-    return directory
-
-
-def writable_directory(directory: str, what: str, hint: str = "") -> None:
-    """Makes ``directory`` if needed; a one-line ``ValueError`` starting with ``what`` (a flag and its value) when
-    it is a file, cannot be made or cannot be written; ``hint`` ends the message."""
-    end = f" ({hint})." if hint else "."
-    if os.path.exists(directory) and not os.path.isdir(directory):
-        raise ValueError(f"{what} is a file, not a directory{end}")
-    try:
-        os.makedirs(directory, exist_ok=True)
-    except OSError as error:
-        raise ValueError(f"{what} cannot be created: {error.strerror}{end}") from None
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise ValueError(f"{what} is not writable{end}")
-
-
-def check_compile_cache_dir(directory: str) -> None:
-    """Makes ``directory`` if needed; a one-line ``ValueError`` naming ``--compile-cache-dir`` when it is a file,
-    cannot be made or cannot be written."""
-    writable_directory(directory, f"--compile-cache-dir {directory!r}", "or pass --no-compile-cache")
-
-
-def adopt_orphans(directory: str) -> int:
-    """Gives every cache entry without its access-time file (entries an unbounded cache wrote, or a write cut
-    short) an empty one, which JAX reads as time 0: the entry is evicted first. JAX 0.10's eviction reads every
-    entry's access time, so one orphan makes every later write fail (jax-ml/jax issue 39880, fixed after 0.10).
-    Returns how many were adopted."""
-    adopted = 0
-    for name in os.listdir(directory):
-        if name.endswith("-cache"):
-            atime = os.path.join(directory, name.removesuffix("-cache") + "-atime")
-            if not os.path.exists(atime):
-                try:
-                    with open(atime, "xb"):
-                        adopted += 1
-                except FileExistsError:  # another process adopted it first
-                    pass
-    return adopted
 
 
 # After a stop signal, how long the step in flight may take before it is abandoned (the last completed update is
@@ -123,13 +41,14 @@ STOP_SECONDS = 25.0
 STOP_SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM", signal.SIGUSR1: "SIGUSR1"}
 
 _lock = threading.Lock()
-_last = {"save": None, "finishing": False, "signal": None}
+_last = {"save": None, "finishing": False, "signal": None, "newest": None}
 
 
-def starting() -> None:
-    """A run begins: nothing registered yet, nothing finishing."""
+def starting(newest=None) -> None:
+    """A run begins: nothing registered yet, nothing finishing. ``newest()`` names the run's newest complete
+    checkpoint (or says there is none), for the line of a stop whose save does not finish in time."""
     with _lock:
-        _last["save"], _last["finishing"] = None, False
+        _last["save"], _last["finishing"], _last["newest"] = None, False, newest
 
 
 def completed(save) -> None:
@@ -179,16 +98,41 @@ def _abandon(program: str) -> None:
     print(f"{program}: the step in flight takes longer than {GRACE_SECONDS:g} s: abandoned"
           + ("; saving the last completed update" if save else ""), file=sys.stderr, flush=True)
     if save is not None:
-        save()
+        try:
+            save()
+        except Exception as error:  # noqa: BLE001 - one line, and the newest complete checkpoint named
+            _last["save"] = None
+            newest = _last["newest"]() if _last["newest"] is not None else None
+            print(f"{program}: stopped by {stop_reason()}; the save of the last completed update failed ({error}); "
+                  f"the newest complete checkpoint is {newest or 'kept'}.", file=sys.stderr, flush=True)
+            os._exit(exit_status())
     print(f"{program}: stopped by {stop_reason()}" + ("; saved the last completed update." if save else "."),
           file=sys.stderr, flush=True)
     os._exit(exit_status())
 
 
 def _overdue(program: str, bound: float) -> None:
-    print(f"{program}: stopping takes longer than {bound:g} s: exiting now; the newest complete checkpoint "
-          "is kept.", file=sys.stderr, flush=True)
+    newest = _last["newest"]
+    try:
+        kept = newest() if newest is not None else None
+    except Exception:  # noqa: BLE001 - the line must still be said
+        kept = None
+    where = f"the newest complete checkpoint is {kept}" if kept else "the newest complete checkpoint is kept"
+    print(f"{program}: stopping takes longer than {bound:g} s: the save did not finish; exiting now; {where}.",
+          file=sys.stderr, flush=True)
     os._exit(exit_status())
+
+
+EXIT_AFTER_STOP_SECONDS = 5.0  # how long a stopped run may take to exit once it has said it stopped
+
+
+def exit_soon(status: int, seconds: float | None = None) -> None:
+    """A stopped run has said it stopped: the process ends with ``status`` within ``seconds``
+    (:data:`EXIT_AFTER_STOP_SECONDS`) even if a thread of a dependency (envpool's, JAX's) holds the interpreter's
+    exit."""
+    timer = threading.Timer(EXIT_AFTER_STOP_SECONDS if seconds is None else seconds, os._exit, args=(status,))
+    timer.daemon = True
+    timer.start()
 
 
 def stop_on_signals(program: str, grace: float | None = None, bound: float | None = None

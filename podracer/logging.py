@@ -54,15 +54,15 @@ class ConsoleSink:
 
 
 # A log line is written only while its device has this much room: a full disk ends the run with one line
-# (lifetime.DiskFull) before any sink fails halfway, and the run saves no checkpoint past its last line.
+# (disk.DiskFull) before any sink fails halfway, and the run saves no checkpoint past its last line.
 LOG_ROOM_BYTES = 1 << 20
 
 
 def check_room(log_dir: str) -> None:
-    """A one-line :class:`podracer.lifetime.DiskFull` when the device holding ``log_dir`` is (nearly) full."""
+    """A one-line :class:`podracer.disk.DiskFull` when the device holding ``log_dir`` is (nearly) full."""
     import shutil
 
-    from podracer.lifetime import DiskFull, size
+    from podracer.disk import DiskFull, size
 
     free = shutil.disk_usage(log_dir).free
     if free < LOG_ROOM_BYTES:

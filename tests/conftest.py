@@ -21,10 +21,10 @@ os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="podracer-test-cache-")
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
-from podracer import lifetime  # noqa: E402
+from podracer import compile_cache  # noqa: E402
 
 # The tests' own programs go to the same per-worker cache: tests that compile the same program share it.
-lifetime.use_compile_cache()
+compile_cache.use_compile_cache()
 
 
 TIERS = ("fast", "slow", "all")

@@ -353,7 +353,7 @@ def test_a_full_disk_ends_the_run_with_one_error_keeps_the_last_checkpoint_and_r
     import shutil
     from collections import namedtuple
 
-    from podracer import lifetime
+    from podracer import disk
 
     directory, logs = tmp_path / "ckpt", tmp_path / "logs"
     small = dict(num_envs_per_device=4, rollout_length=4, updates_per_call=20, checkpoint_every=20,
@@ -379,7 +379,7 @@ def test_a_full_disk_ends_the_run_with_one_error_keeps_the_last_checkpoint_and_r
 
     monkeypatch.setattr(shutil, "disk_usage", disk_usage)
     monkeypatch.setattr("podracer.logging.LOG_ROOM_BYTES", 0)
-    with pytest.raises(lifetime.DiskFull, match=r"^--checkpoint-dir '.*ckpt': no room for the run state of checkpoint "
+    with pytest.raises(disk.DiskFull, match=r"^--checkpoint-dir '.*ckpt': no room for the run state of checkpoint "
                        r"step_60: it needs about .* MB \(and podracer keeps 1.0 MB spare\) and the device has .* MB free; "
                        r"step_40, the newest complete checkpoint, is intact; free some space"):
         experiment.train_anakin(AnakinConfig(num_updates=100, **small))

@@ -12,7 +12,7 @@ from pathlib import Path
 import jax
 import pytest
 
-from podracer import lifetime
+from podracer import compile_cache
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "anakin_catch.py"
@@ -263,7 +263,7 @@ def test_a_second_run_loads_its_programs_from_the_compile_cache(tmp_path):
     # Bounded, so JAX locks the directory around every read and write: processes sharing it never read a half-written
     # program. The tests' own cache (conftest), which their example subprocesses share, is bounded the same way.
     assert (tmp_path / "cache" / ".lockfile").exists()
-    assert jax.config.jax_compilation_cache_max_size == lifetime.COMPILE_CACHE_MAX_BYTES
+    assert jax.config.jax_compilation_cache_max_size == compile_cache.COMPILE_CACHE_MAX_BYTES
 
 
 def test_wandb_offline_run_holds_the_metrics(tmp_path):

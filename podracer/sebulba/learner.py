@@ -15,6 +15,7 @@ import jax
 import numpy as np
 
 from podracer import lifetime, parallel
+from podracer.runkit import Cadence, StopSnapshot
 from podracer.sebulba.pipeline import ParamStore, StopAwareQueue, Stopped
 from podracer.types import LearnerState
 
@@ -49,26 +50,28 @@ def learn(
     save: Callable[[LearnerState, int], None] | None = None,
     log: Callable[[dict[str, float]], None] | None = None,
     status: dict | None = None,
-    completed: Callable[[LearnerState, int], None] | None = None,
     evaluate: Callable[[LearnerState], dict[str, float]] | None = None,
 ) -> SebulbaResult:
     """Learns from the queue's trajectories until ``schedule.num_updates`` or ``stop``.
 
     ``step(state, trajectory) -> (state, metrics)`` is the learner step mapped over the learner
     devices; ``updates`` the updates already done (a resumed run). After every update the new
-    parameters go to ``store``. ``save(state, updates)`` runs every ``checkpoint_every`` updates
-    and, when the loop ends for any reason, for updates not yet saved. ``status`` (a dict) hears
-    what the loop is doing (``doing``) and the updates done (``updates``); ``completed(state,
-    updates)`` hears of every completed update (what an abandoned stop saves). ``evaluate(state)``
+    parameters go to ``store``. ``save(state, updates)`` runs at the schedule's cadence
+    (:class:`~podracer.runkit.Cadence`) and, when the loop ends for any reason, for updates not yet
+    saved. ``status`` (a dict) hears what the loop is doing (``doing``) and the updates done
+    (``updates``). A stop that abandons the step in flight saves the last completed update's host copy
+    (:class:`~podracer.runkit.StopSnapshot`; ``save(copy, updates, replicated=False)``). ``evaluate(state)``
     runs every ``schedule.eval_every`` updates; its entries join a summary logged at once, and the
     loop ends when it holds a true ``target_reached``.
     """
     status = {} if status is None else status
     history: list[dict[str, float]] = []
-    saved_at, first, saved_time = updates, updates, time.monotonic()
+    first, cadence = updates, Cadence(schedule.checkpoint_every, schedule.checkpoint_every_seconds, updates)
     store.publish(parallel.unreplicate(state.params), updates)
     window, clock = _Window(), _Clock(updates * schedule.steps_per_update)
-    completed, log = completed or (lambda state, updates: None), log or (lambda summary: None)
+    log = log or (lambda summary: None)
+    snapshot = None if save is None else StopSnapshot(
+        parallel.host_entry, lambda copy, done: save(copy, done, replicated=False), lambda: cadence.saved)
     try:
         while updates < schedule.num_updates and not stop.is_set():
             status["doing"] = "waiting for trajectories"
@@ -85,13 +88,14 @@ def learn(
                 if updates % schedule.log_every:
                     clock.restart(updates * schedule.steps_per_update)
             status["updates"] = updates
-            completed(state, updates)
+            if snapshot is not None:
+                snapshot.completed(state, updates)
             store.publish(parallel.unreplicate(state.params), updates)
             jax.block_until_ready(state.params)
             window.add(rollout, metrics, waited, time.perf_counter() - learn_start, updates - rollout.policy_version - 1)
-            if save is not None and _save_due(schedule, updates, saved_time):
+            if save is not None and cadence.due(updates):
                 save(state, updates)
-                saved_at, saved_time = updates, time.monotonic()
+                cadence.saved_at(updates)
             if evaluate is not None and schedule.eval_every and updates % schedule.eval_every == 0:
                 window.evaluation = evaluate(state)
             if updates % schedule.log_every == 0 or updates == schedule.num_updates or window.evaluation:
@@ -105,17 +109,9 @@ def learn(
     finally:
         if not lifetime.finishing():  # Ctrl-C abandoned the step in flight and saves the last completed one
             lifetime.wait_for_the_end()
-        if save is not None and updates > saved_at:  # the end of the run, a stop, Ctrl-C or a failure
+        if save is not None and updates > cadence.saved:  # the end of the run, a stop, Ctrl-C or a failure
             save(state, updates)
     return SebulbaResult(state, history, updates)
-
-
-def _save_due(schedule: Schedule, updates: int, saved_time: float) -> bool:
-    """Every ``checkpoint_every`` updates, or once ``checkpoint_every_seconds`` have passed since the last save."""
-    if schedule.checkpoint_every and updates % schedule.checkpoint_every == 0:
-        return True
-    seconds = schedule.checkpoint_every_seconds
-    return seconds is not None and time.monotonic() - saved_time >= seconds
 
 
 def _seconds_until_ready(state: LearnerState, start: float) -> float:

@@ -1,0 +1,125 @@
+"""What a training run does around its learning, the same in both modes: when to save, what a stop saves, and what
+the run says while it runs.
+
+- :class:`Cadence`: a checkpoint every ``--checkpoint-every`` updates or once ``--checkpoint-every-seconds`` have
+  passed (every process of a run agrees, since each writes its part);
+- :class:`StopSnapshot`: after an update long enough that a stop may abandon the next one, host copies of it,
+  registered with :func:`podracer.lifetime.completed` so that a stop saves the last completed update;
+- :class:`Progress`: the heartbeat's status line (env steps, phase, ETA), the warning of a run that needs more than a
+  day, and the beat of every progress line.
+
+Anakin's host loop and Sebulba's learner loop both call them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from podracer import lifetime, parallel
+
+SLOW_RUN_SECONDS = 86_400  # a run whose ETA is longer than this is said to be slow, once
+
+
+class Cadence:
+    """When a run saves: every ``every`` updates, or once ``every_seconds`` have passed since the last save (wall
+    time); ``saved``: the updates of the checkpoint the run starts from."""
+
+    def __init__(self, every: int | None, every_seconds: float | None, saved: int = 0):
+        self.every, self.every_seconds = every, every_seconds
+        self.saved, self.saved_time = saved, time.monotonic()
+
+    def due(self, updates: int) -> bool:
+        """A checkpoint after ``updates`` updates? By time, every process agrees (the smallest verdict wins)."""
+        if self.every and updates % self.every == 0:
+            return True
+        if self.every_seconds is None:
+            return False
+        due = time.monotonic() - self.saved_time >= self.every_seconds
+        return bool(parallel.agree_on_min(int(due))) if parallel.process_count() > 1 else due
+
+    def saved_at(self, updates: int) -> None:
+        """A checkpoint of ``updates`` updates is complete."""
+        self.saved, self.saved_time = updates, time.monotonic()
+
+
+class StopSnapshot:
+    """What a stop saves when the step in flight is abandoned: after each completed update that took at least half
+    the grace period (:data:`podracer.lifetime.GRACE_SECONDS`), ``snapshot(state)`` (host copies of device buffers,
+    no computation) is kept, and ``save(snapshot, updates)`` registered to write it from the signal's thread, unless
+    ``saved()`` (the updates of the newest checkpoint) has reached it by then."""
+
+    def __init__(self, snapshot: Callable, save: Callable[[object, int], None], saved: Callable[[], int], *,
+                 enabled: bool = True):
+        self.snapshot, self.save, self.saved, self.enabled = snapshot, save, saved, enabled
+        self.last = time.monotonic()
+
+    def completed(self, state, updates: int) -> None:
+        """Update ``updates`` has completed."""
+        now = time.monotonic()
+        if self.enabled and now - self.last >= lifetime.GRACE_SECONDS / 2:
+            copy = self.snapshot(state)
+            lifetime.completed(lambda: self.save(copy, updates) if updates > self.saved() else None)
+        self.last = time.monotonic()
+
+
+class Progress:
+    """What a run is doing, for the heartbeat line printed when no progress line has come for a while: env steps
+    done of ``total_steps`` and the phase (starting, compiling, training), or instead what ``describe()`` says
+    (Sebulba's learner and actor threads), then the ETA; and, once, a warning when the ETA passes a day
+    (``what``: the flag that sets the run's length)."""
+
+    def __init__(self, total_steps: float, steps: float, main: bool, *, what: str = "",
+                 describe: Callable[[], list[str]] | None = None):
+        self.total, self.steps, self.main, self.what, self.describe = total_steps, steps, main, what, describe
+        self.phase, self.start, self.first_steps = "starting", time.monotonic(), steps
+        self.heartbeat: lifetime.Heartbeat | None = None
+        self.warned = False
+
+    def event(self, text: str) -> None:
+        """A feeder's progress: ``"compiling"``, then ``"compiled in S s"`` (the clock of the ETA starts there)."""
+        compiling = text == "compiling"
+        self.phase = "compiling" if compiling else "training"
+        if self.main:
+            print(f"podracer: {'compiling ...' if compiling else text}", flush=True)
+        self.start, self.first_steps = time.monotonic(), self.steps
+
+    def advanced(self, steps: float) -> None:
+        """A progress line: ``steps`` env steps done. Beats the heartbeat; warns once of a run longer than a day."""
+        self.steps, self.phase = steps, "training"
+        if self.heartbeat is not None:
+            self.heartbeat.beat()
+        eta = self.eta()
+        if self.main and not self.warned and eta is not None and eta > SLOW_RUN_SECONDS:
+            self.warned = True
+            print(f"podracer: at this pace the run needs about {eta / SLOW_RUN_SECONDS:.1f} days more"
+                  + (f" ({self.what} {self.total:,.0f})." if self.what else "."), flush=True)
+
+    def logging_to(self, log: Callable[[dict], None] | None):
+        """``log`` preceded by :meth:`advanced` for every summary (its ``env_steps``)."""
+
+        def write(summary):
+            self.advanced(summary.get("env_steps", self.steps))
+            if log is not None:
+                log(summary)
+
+        return write
+
+    def eta(self) -> float | None:
+        done = self.steps - self.first_steps
+        if done <= 0:
+            return None
+        return (self.total - self.steps) * (time.monotonic() - self.start) / done
+
+    def status(self) -> str:
+        eta = self.eta()
+        if self.describe is not None:
+            parts = [f"env steps {self.steps:,.0f}", *self.describe()]
+        else:
+            parts = [f"env steps {self.steps:,.0f}/{self.total:,.0f}", self.phase]
+        if eta is not None:
+            parts.append(f"ETA {eta:,.0f} s")
+        return " | ".join(parts)
+
+
+__all__ = ["Cadence", "Progress", "SLOW_RUN_SECONDS", "StopSnapshot"]
