@@ -64,14 +64,12 @@ def learn(
     runs every ``schedule.eval_every`` updates; its entries join a summary logged at once, and the
     loop ends when it holds a true ``target_reached``.
     """
-    status = {} if status is None else status
-    history: list[dict[str, float]] = []
+    status, log, history = ({} if status is None else status), (log or (lambda summary: None)), []
     first, cadence = updates, Cadence(schedule.checkpoint_every, schedule.checkpoint_every_seconds, updates)
     store.publish(parallel.unreplicate(state.params), updates)
     window, clock = _Window(), _Clock(updates * schedule.steps_per_update)
-    log = log or (lambda summary: None)
-    snapshot = None if save is None else StopSnapshot(
-        parallel.host_entry, lambda copy, done: save(copy, done, replicated=False), lambda: cadence.saved)
+    snapshot = StopSnapshot(parallel.host_entry, lambda copy, done: save(copy, done, replicated=False),
+                            lambda: cadence.saved, enabled=save is not None)
     try:
         while updates < schedule.num_updates and not stop.is_set():
             status["doing"] = "waiting for trajectories"
@@ -88,8 +86,7 @@ def learn(
                 if updates % schedule.log_every:
                     clock.restart(updates * schedule.steps_per_update)
             status["updates"] = updates
-            if snapshot is not None:
-                snapshot.completed(state, updates)
+            snapshot.completed(state, updates)
             store.publish(parallel.unreplicate(state.params), updates)
             jax.block_until_ready(state.params)
             window.add(rollout, metrics, waited, time.perf_counter() - learn_start, updates - rollout.policy_version - 1)

@@ -1,0 +1,72 @@
+"""Every agent's checkpoint is played as a user plays it: trained and saved in Anakin (and the on-policy agents and
+SAC in Sebulba), then restored by ``podracer evaluate``'s player and ``podracer preview``'s, with the optimizer
+the agent itself builds: none restores with a made-up optimizer, none is called corrupt."""
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from podracer import checkpoint, evaluate, experiment, preview
+from podracer.agents import A2CConfig, DQNConfig, IMPALAConfig, PPOConfig, R2D2Config, SACConfig
+from podracer.config import AnakinConfig, SebulbaConfig
+
+pytestmark = pytest.mark.slow
+
+REPLAY = dict(batch_size=8, min_replay_size=16, replay_capacity=256)
+ANAKIN = {
+    "a2c": ("catch", A2CConfig(hidden_sizes=(16,))),
+    "a2c-lstm": ("catch", A2CConfig(hidden_sizes=(16,), core="lstm", core_size=8)),
+    "ppo": ("catch", PPOConfig(hidden_sizes=(16,), num_epochs=1, num_minibatches=2)),
+    "ppo-lstm": ("catch", PPOConfig(hidden_sizes=(16,), num_epochs=1, num_minibatches=2, core="lstm", core_size=8)),
+    "impala": ("catch", IMPALAConfig(hidden_sizes=(16,))),
+    "impala-lstm": ("catch", IMPALAConfig(hidden_sizes=(16,), core="lstm", core_size=8)),
+    "dqn": ("catch", DQNConfig(hidden_sizes=(16,), **REPLAY)),
+    "dqn-linear": ("catch", DQNConfig(hidden_sizes=(16,), epsilon_schedule="linear", **REPLAY)),
+    "r2d2": ("catch", R2D2Config(hidden_sizes=(16,), core_size=8, burn_in=2, batch_size=4, min_replay_size=8,
+                                 replay_capacity=64)),
+    "sac": ("gymnax:Pendulum-v1", SACConfig(hidden_sizes=(16,), **REPLAY).replace(lr_schedule="linear")),
+}
+SEBULBA = {
+    "a2c": A2CConfig(hidden_sizes=(16,)),
+    "ppo": PPOConfig(hidden_sizes=(16,), num_epochs=1, num_minibatches=2).replace(lr_schedule="cosine"),
+    "ppo-lstm": PPOConfig(hidden_sizes=(16,), num_epochs=1, num_minibatches=2, core="lstm", core_size=8),
+    "impala": IMPALAConfig(hidden_sizes=(16,)),
+    "sac": SACConfig(hidden_sizes=(16,), **REPLAY),
+}
+
+
+def _plays_every_way(directory: str, capfd) -> None:
+    """``podracer evaluate``'s player (the behaviour policy) and ``podracer preview``'s (one greedy episode) both
+    restore the newest checkpoint, and nothing falls back past it."""
+    newest = checkpoint.steps(directory)[-1]
+    returns, _ = evaluate.play(directory, 2, seed=1, max_steps=300)
+    assert returns.shape == (2,) and np.isfinite(returns).all()
+    returns, frames = preview._play(evaluate, preview.PreviewConfig(checkpoint_dir=directory, max_steps=300),
+                                    drawable=False)
+    assert np.isfinite(returns).all() and frames is None
+    metadata, step = checkpoint.newest_metadata(directory)
+    assert step == newest and metadata["run"]["num_updates"] >= 1  # the run's facts, recorded for the optimizer
+    err = capfd.readouterr().err
+    assert "cannot be restored" not in err and "No intact checkpoint" not in err, err
+
+
+@pytest.mark.parametrize("name", list(ANAKIN))
+def test_every_agent_trained_in_anakin_is_played_by_evaluate_and_preview(name, tmp_path, capfd):
+    env, agent = ANAKIN[name]
+    if env.startswith("gymnax:") and importlib.util.find_spec("gymnax") is None:
+        pytest.skip("gymnax is not installed here")
+    directory = str(tmp_path / name)
+    experiment.train_anakin(AnakinConfig(env=env, agent=agent, num_envs_per_device=4, rollout_length=8,
+                                         num_updates=4, updates_per_call=2, checkpoint_dir=directory))
+    _plays_every_way(directory, capfd)
+
+
+@pytest.mark.parametrize("name", list(SEBULBA))
+def test_every_on_policy_agent_and_sac_trained_in_sebulba_is_played_by_evaluate_and_preview(name, tmp_path, capfd):
+    env = "gymnasium:Pendulum-v1" if name == "sac" else "CartPole-v1"
+    directory = str(tmp_path / name)
+    experiment.train_sebulba(SebulbaConfig(env=env, agent=SEBULBA[name], total_env_steps=1_024, num_envs_per_actor=8,
+                                           rollout_length=16, actor_devices=(0,), learner_devices=(1,), log_every=4,
+                                           checkpoint_dir=directory))
+    _plays_every_way(directory, capfd)
