@@ -27,12 +27,15 @@ def machine() -> str:
 
     from podracer import parallel
 
-    return (f"{platform.node()}: {jax.devices()[0].device_kind} x{jax.device_count()} [{jax.default_backend()}], "
-            f"{parallel.available_cores()} cores of {cpu_model()}")
+    return (
+        f"{platform.node()}: {jax.devices()[0].device_kind} x{jax.device_count()} [{jax.default_backend()}], "
+        f"{parallel.available_cores()} cores of {cpu_model()}"
+    )
 
 
-def compile_anakin(env, agent, optimizer, *, num_envs: int, rollout_length: int, updates_per_call: int, devices,
-                   seed: int = 0):
+def compile_anakin(
+    env, agent, optimizer, *, num_envs: int, rollout_length: int, updates_per_call: int, devices, seed: int = 0
+):
     """``(compiled, state, compile seconds)``: Anakin's update mapped over ``devices`` (``parallel.device_map``),
     ``updates_per_call`` updates scanned per call, compiled ahead of time (``lower().compile()``, timed apart)
     for the state :func:`podracer.anakin.init` makes from ``seed``; the state has had one warm-up call."""
@@ -53,15 +56,22 @@ def compile_anakin(env, agent, optimizer, *, num_envs: int, rollout_length: int,
     return compiled, state, compile_seconds
 
 
-def time_anakin(env, agent, optimizer, *, num_envs: int, rollout_length: int, updates_per_call: int, devices,
-                calls: int) -> tuple[float, float]:
+def time_anakin(
+    env, agent, optimizer, *, num_envs: int, rollout_length: int, updates_per_call: int, devices, calls: int
+) -> tuple[float, float]:
     """``(compile seconds, median seconds per host call)`` of :func:`compile_anakin`'s program: one warm-up
     call, then ``calls`` timed calls, each scanning ``updates_per_call`` updates."""
     import jax
 
-    compiled, state, compile_seconds = compile_anakin(env, agent, optimizer, num_envs=num_envs,
-                                                      rollout_length=rollout_length,
-                                                      updates_per_call=updates_per_call, devices=devices)
+    compiled, state, compile_seconds = compile_anakin(
+        env,
+        agent,
+        optimizer,
+        num_envs=num_envs,
+        rollout_length=rollout_length,
+        updates_per_call=updates_per_call,
+        devices=devices,
+    )
     seconds = []
     for _ in range(calls):
         start = time.perf_counter()
@@ -77,8 +87,12 @@ RESULTS = Path(__file__).parent / "results"
 def add_output_flags(parser, name: str) -> None:
     """``--save`` (write ``benchmarks/results/NAME.{md,json}``) and ``--out PATH`` (write ``PATH.{md,json}``):
     a benchmark prints its table and writes files only when asked, so a run leaves the checkout as it was."""
-    parser.add_argument("--save", action="store_true", help=f"also write the table to benchmarks/results/{name}.{{md,json}}")
-    parser.add_argument("--out", default=None, help="write the table to OUT.{md,json} instead (a path without extension)")
+    parser.add_argument(
+        "--save", action="store_true", help=f"also write the table to benchmarks/results/{name}.{{md,json}}"
+    )
+    parser.add_argument(
+        "--out", default=None, help="write the table to OUT.{md,json} instead (a path without extension)"
+    )
 
 
 def output_path(save: bool, out: str | None, name: str) -> Path | None:

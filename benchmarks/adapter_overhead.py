@@ -40,7 +40,7 @@ def main(argv=None):
     machine = _report.machine()
     print(f"# adapter overhead on {machine}, jax {jax.__version__}", flush=True)
     rollout = 16
-    devices = jax.devices()[:args.cpu_devices]
+    devices = jax.devices()[: args.cpu_devices]
     sides = {}
     for name in (args.suite_env, PAIRS[args.suite_env]):
         env = envs.make(name)
@@ -49,7 +49,9 @@ def main(argv=None):
         update = anakin.make_update(env, agent, optimizer, rollout_length=rollout)
         state = anakin.init(env, agent, optimizer, jax.random.key(0), args.num_envs, devices)
         start = time.perf_counter()
-        compiled = parallel.device_map(anakin.make_multi_update(update, args.updates_per_call), devices).lower(state).compile()
+        compiled = (
+            parallel.device_map(anakin.make_multi_update(update, args.updates_per_call), devices).lower(state).compile()
+        )
         compile_seconds = time.perf_counter() - start
         state, metrics = compiled(state)  # warm-up
         jax.block_until_ready(metrics)
@@ -63,18 +65,37 @@ def main(argv=None):
             side["seconds"].append(time.perf_counter() - start)
     suite, own = sides[args.suite_env], sides[PAIRS[args.suite_env]]
     ratios = [b / a for a, b in zip(suite["seconds"], own["seconds"])]  # suite sps / own sps, round by round
-    rows = [{"env": name, "compile_s": side["compile_s"], "sps": steps / statistics.median(side["seconds"])}
-            for name, side in sides.items()]
-    lines = [f"Adapter overhead on {machine}, jax {jax.__version__}: {args.agent}, {len(devices)} device(s), "
-             f"{args.num_envs} envs/device, rollout {rollout}, {args.rounds} alternating rounds of {steps:,} env steps",
-             "", "| env | compile (s) | env steps/s (median) |", "|---|---:|---:|"]
+    rows = [
+        {"env": name, "compile_s": side["compile_s"], "sps": steps / statistics.median(side["seconds"])}
+        for name, side in sides.items()
+    ]
+    lines = [
+        f"Adapter overhead on {machine}, jax {jax.__version__}: {args.agent}, {len(devices)} device(s), "
+        f"{args.num_envs} envs/device, rollout {rollout}, {args.rounds} alternating rounds of {steps:,} env steps",
+        "",
+        "| env | compile (s) | env steps/s (median) |",
+        "|---|---:|---:|",
+    ]
     lines += [f"| {r['env']} | {r['compile_s']:.1f} | {r['sps']:,.0f} |" for r in rows]
-    lines += ["", f"{args.suite_env} / {PAIRS[args.suite_env]}: median ratio {statistics.median(ratios):.3f} "
-                  f"(rounds: {min(ratios):.3f} ... {max(ratios):.3f})"]
+    lines += [
+        "",
+        f"{args.suite_env} / {PAIRS[args.suite_env]}: median ratio {statistics.median(ratios):.3f} "
+        f"(rounds: {min(ratios):.3f} ... {max(ratios):.3f})",
+    ]
     text = "\n".join(lines) + "\n"
     print(text)
-    _report.save(_report.output_path(args.save, args.out, "adapter_overhead"), text, {"machine": machine, "jax": jax.__version__, "rows": rows, "ratios": ratios,
-                                  "agent": args.agent, "num_envs": args.num_envs})
+    _report.save(
+        _report.output_path(args.save, args.out, "adapter_overhead"),
+        text,
+        {
+            "machine": machine,
+            "jax": jax.__version__,
+            "rows": rows,
+            "ratios": ratios,
+            "agent": args.agent,
+            "num_envs": args.num_envs,
+        },
+    )
 
 
 if __name__ == "__main__":

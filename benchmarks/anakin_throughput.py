@@ -37,8 +37,16 @@ def measure(env_name: str, agent_name: str, num_envs: int, num_devices: int, cal
     steps_per_update = rollout_length * num_envs * num_devices
     updates_per_call = max(1, target_steps // steps_per_update)
 
-    compile_seconds, median = _report.time_anakin(env, agent, optimizer, num_envs=num_envs, rollout_length=rollout_length,
-                                                  updates_per_call=updates_per_call, devices=devices, calls=calls)
+    compile_seconds, median = _report.time_anakin(
+        env,
+        agent,
+        optimizer,
+        num_envs=num_envs,
+        rollout_length=rollout_length,
+        updates_per_call=updates_per_call,
+        devices=devices,
+        calls=calls,
+    )
     return {
         "agent": agent_name,
         "env": env_name,
@@ -70,11 +78,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", nargs="+", default=["a2c", "ppo"], choices=sorted(AGENT_SETTINGS))
     parser.add_argument("--envs", nargs="+", default=["catch", "cartpole"], choices=["catch", "cartpole"])
-    parser.add_argument("--num-envs", nargs="+", type=int, default=[16, 64, 256, 1024, 4096], help="environments per device")
+    parser.add_argument(
+        "--num-envs", nargs="+", type=int, default=[16, 64, 256, 1024, 4096], help="environments per device"
+    )
     parser.add_argument("--device-counts", nargs="+", type=int, default=None, help="default: 1 and all devices")
     parser.add_argument("--cpu-devices", type=int, default=None, help="CPU devices to expose (default: one per core)")
     parser.add_argument("--calls", type=int, default=5, help="timed host calls per setting (after one warm-up call)")
-    parser.add_argument("--target-steps", type=int, default=2**17, help="env steps each host call should cover at least")
+    parser.add_argument(
+        "--target-steps", type=int, default=2**17, help="env steps each host call should cover at least"
+    )
     _report.add_output_flags(parser, "anakin_throughput")
     args = parser.parse_args(argv)
 
@@ -103,7 +115,11 @@ def main(argv=None):
                     )
     text = f"Anakin throughput on {machine}, jax {jax.__version__}\n\n{table(rows)}\n"
     print("\n" + text)
-    _report.save(_report.output_path(args.save, args.out, "anakin_throughput"), text, {"machine": machine, "jax": jax.__version__, "rows": rows})
+    _report.save(
+        _report.output_path(args.save, args.out, "anakin_throughput"),
+        text,
+        {"machine": machine, "jax": jax.__version__, "rows": rows},
+    )
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ the other revision ends, to float tolerance.
 
     python benchmarks/compare_commits.py --against 105d32c                        # PPO, Catch, 64 envs, 1 device
     python benchmarks/compare_commits.py --against HEAD~3 --agent a2c --env cartpole --num-envs 1024
-    python benchmarks/compare_commits.py --against 105d32c --save                 # also benchmarks/results/compare_commits.{md,json}
+    # also benchmarks/results/compare_commits.{md,json}
+    python benchmarks/compare_commits.py --against 105d32c --save
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 # ---- the worker: one side, in its own process, answering one command per line on stdin ----
 
+
 def worker(config: dict) -> None:
     """Builds ``config``'s update with whichever ``podracer`` is first on the path, compiles it and answers
     ``call`` (seconds of one host call), ``params PATH`` (saves the flat parameters) and ``quit``."""
@@ -51,8 +53,15 @@ def worker(config: dict) -> None:
     agent = agents.make(config["agent"], env.spec(), **hyper)
     optimizer = learner.make_optimizer(3e-4)
     compiled, state, compile_seconds = _report.compile_anakin(
-        env, agent, optimizer, num_envs=config["num_envs"], rollout_length=rollout_length,
-        updates_per_call=config["updates_per_call"], devices=jax.devices()[:config["devices"]], seed=config["seed"])
+        env,
+        agent,
+        optimizer,
+        num_envs=config["num_envs"],
+        rollout_length=rollout_length,
+        updates_per_call=config["updates_per_call"],
+        devices=jax.devices()[: config["devices"]],
+        seed=config["seed"],
+    )
 
     def answer(**fields):
         print(json.dumps(fields), flush=True)
@@ -75,26 +84,38 @@ def worker(config: dict) -> None:
 
 # ---- the parent: two workers, alternating ----
 
+
 class Side:
     """One worker process: ``source`` is the folder whose ``podracer/`` it imports."""
 
     def __init__(self, name: str, source: Path, config: dict):
         self.name = name
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(source), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-        self.process = subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(config)], env=env,
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(source), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        }
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--worker", json.dumps(config)],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self.ready = self.receive()
         imported = Path(self.ready["podracer"]).resolve()
         if not imported.is_relative_to(source.resolve()):
             self.close()
-            raise SystemExit(f"The {name} side imported podracer from {imported}, not from {source}: "
-                             "an installed copy shadows it (install podracer in editable mode, or uninstall it).")
+            raise SystemExit(
+                f"The {name} side imported podracer from {imported}, not from {source}: "
+                "an installed copy shadows it (install podracer in editable mode, or uninstall it)."
+            )
 
     def receive(self) -> dict:
         line = self.process.stdout.readline()
         if not line:
-            raise SystemExit(f"The {self.name} side's worker ended (exit status {self.process.wait()}); "
-                             "its error is above.")
+            raise SystemExit(
+                f"The {self.name} side's worker ended (exit status {self.process.wait()}); its error is above."
+            )
         return json.loads(line)
 
     def ask(self, command: str) -> dict:
@@ -111,8 +132,11 @@ class Side:
 
 def resolve(rev: str) -> str:
     """The full commit hash of ``rev``, or a one-line exit naming ``--against``."""
-    found = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
-                           capture_output=True, text=True)
+    found = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+        capture_output=True,
+        text=True,
+    )
     if found.returncode:
         raise SystemExit(f"--against: {rev!r} is not a commit of {REPO}.")
     return found.stdout.strip()
@@ -139,7 +163,7 @@ def compare(against: str, config: dict, rounds: int) -> dict:
             sides.append(Side(against, folder, config))
             seconds = {side.name: [] for side in sides}
             for r in range(rounds):
-                for side in (sides if r % 2 == 0 else sides[::-1]):
+                for side in sides if r % 2 == 0 else sides[::-1]:
                     seconds[side.name].append(side.ask("call")["seconds"])
             ratios = [old / new for new, old in zip(seconds["today"], seconds[against])]
             flat = []
@@ -176,23 +200,36 @@ def rollout_length(agent: str) -> int:
 
 def table(result: dict) -> str:
     against = result["against"]
-    head = (f"{result['agent']} on {result['env']}, {result['num_envs']} envs x {result['devices']} device(s), "
-            f"{result['updates_per_call']} updates per call, seed {result['seed']}; today's working tree against "
-            f"{against} ({result['against_commit'][:10]}), {result['rounds']} rounds, alternating")
-    lines = [head, "", "| round | today (s) | " + against + " (s) | speed ratio (today / " + against + ") |",
-             "|---:|---:|---:|---:|"]
-    for i, (new, old, ratio) in enumerate(zip(result["seconds"]["today"], result["seconds"][against], result["ratios"])):
+    head = (
+        f"{result['agent']} on {result['env']}, {result['num_envs']} envs x {result['devices']} device(s), "
+        f"{result['updates_per_call']} updates per call, seed {result['seed']}; today's working tree against "
+        f"{against} ({result['against_commit'][:10]}), {result['rounds']} rounds, alternating"
+    )
+    lines = [
+        head,
+        "",
+        "| round | today (s) | " + against + " (s) | speed ratio (today / " + against + ") |",
+        "|---:|---:|---:|---:|",
+    ]
+    for i, (new, old, ratio) in enumerate(
+        zip(result["seconds"]["today"], result["seconds"][against], result["ratios"])
+    ):
         lines.append(f"| {i + 1} | {new:.3f} | {old:.3f} | {ratio:.3f} |")
-    quartiles = statistics.quantiles(result["ratios"], n=4) if len(result["ratios"]) > 1 else [result["median_ratio"]] * 3
+    quartiles = (
+        statistics.quantiles(result["ratios"], n=4) if len(result["ratios"]) > 1 else [result["median_ratio"]] * 3
+    )
     diff = result["params_max_abs_diff"]
     lines += [
         "",
         f"- median speed ratio: **{result['median_ratio']:.3f}** (quartiles {quartiles[0]:.3f}-{quartiles[2]:.3f})",
         f"- env steps/s (median call): today {result['sps']['today']:,.0f}, {against} {result['sps'][against]:,.0f}",
         f"- compile: today {result['compile_s']['today']:.1f} s, {against} {result['compile_s'][against]:.1f} s",
-        "- final parameters after the same calls from the same seed: " +
-        ("different shapes (the revisions' networks differ)" if diff is None else
-         f"max |difference| {diff:.3g}, {'equal' if result['params_close'] else 'NOT equal'} to float tolerance"),
+        "- final parameters after the same calls from the same seed: "
+        + (
+            "different shapes (the revisions' networks differ)"
+            if diff is None
+            else f"max |difference| {diff:.3g}, {'equal' if result['params_close'] else 'NOT equal'} to float tolerance"
+        ),
     ]
     return "\n".join(lines)
 
@@ -208,8 +245,12 @@ def main(argv=None):
     parser.add_argument("--env", default="catch", choices=["catch", "cartpole"])
     parser.add_argument("--num-envs", type=int, default=64, help="environments per device")
     parser.add_argument("--devices", type=int, default=1, help="CPU devices each side uses")
-    parser.add_argument("--updates-per-call", type=int, default=None,
-                        help="updates scanned in one host call (default: enough for 2**17 env steps)")
+    parser.add_argument(
+        "--updates-per-call",
+        type=int,
+        default=None,
+        help="updates scanned in one host call (default: enough for 2**17 env steps)",
+    )
     parser.add_argument("--rounds", type=int, default=20, help="timed calls of each side")
     parser.add_argument("--seed", type=int, default=0)
     _report.add_output_flags(parser, "compare_commits")
@@ -220,8 +261,14 @@ def main(argv=None):
     if args.updates_per_call is not None and args.updates_per_call < 1:
         parser.error(f"--updates-per-call must be >= 1, got {args.updates_per_call}.")
     steps_per_update = AGENT_SETTINGS[args.agent][0] * args.num_envs * args.devices
-    config = {"agent": args.agent, "env": args.env, "num_envs": args.num_envs, "devices": args.devices, "seed": args.seed,
-              "updates_per_call": args.updates_per_call or max(1, 2**17 // steps_per_update)}
+    config = {
+        "agent": args.agent,
+        "env": args.env,
+        "num_envs": args.num_envs,
+        "devices": args.devices,
+        "seed": args.seed,
+        "updates_per_call": args.updates_per_call or max(1, 2**17 // steps_per_update),
+    }
 
     from podracer import parallel
 

@@ -48,8 +48,11 @@ def alternate(calls: dict, states: dict, rounds: int) -> dict:
             states[name] = jax.block_until_ready(calls[name](states[name]))
             seconds[name].append(time.perf_counter() - start)
     ratios = [p / d for p, d in zip(seconds["pmap"], seconds["device_map"])]
-    return {"pmap_s": statistics.median(seconds["pmap"]), "device_map_s": statistics.median(seconds["device_map"]),
-            "ratio": statistics.median(ratios)}
+    return {
+        "pmap_s": statistics.median(seconds["pmap"]),
+        "device_map_s": statistics.median(seconds["device_map"]),
+        "ratio": statistics.median(ratios),
+    }
 
 
 def anakin_row(agent_name: str, num_envs: int, num_devices: int, rounds: int, target_steps: int) -> dict:
@@ -67,17 +70,26 @@ def anakin_row(agent_name: str, num_envs: int, num_devices: int, rounds: int, ta
     update = anakin.make_update(env, agent, optimizer, rollout_length=rollout_length)
     multi = anakin.make_multi_update(update, updates_per_call)
     state = anakin.init(env, agent, optimizer, jax.random.key(0), num_envs, devices)
-    forms = {"pmap": jax.pmap(multi, axis_name=parallel.DEVICE_AXIS, devices=devices),
-             "device_map": parallel.device_map(multi, devices)}
+    forms = {
+        "pmap": jax.pmap(multi, axis_name=parallel.DEVICE_AXIS, devices=devices),
+        "device_map": parallel.device_map(multi, devices),
+    }
     compiled, compile_s = {}, {}
     for name, fn in forms.items():
         compiled[name], compile_s[name] = _compile(fn, state)
     calls = {name: (lambda c: lambda s: c(s)[0])(c) for name, c in compiled.items()}
     timing = alternate(calls, {name: state for name in calls}, rounds)
     steps = updates_per_call * steps_per_update
-    return {"what": f"anakin {agent_name} catch", "devices": num_devices, "envs_per_device": num_envs,
-            "pmap_compile_s": compile_s["pmap"], "device_map_compile_s": compile_s["device_map"],
-            "pmap_sps": steps / timing["pmap_s"], "device_map_sps": steps / timing["device_map_s"], **timing}
+    return {
+        "what": f"anakin {agent_name} catch",
+        "devices": num_devices,
+        "envs_per_device": num_envs,
+        "pmap_compile_s": compile_s["pmap"],
+        "device_map_compile_s": compile_s["device_map"],
+        "pmap_sps": steps / timing["pmap_s"],
+        "device_map_sps": steps / timing["device_map_s"],
+        **timing,
+    }
 
 
 def sebulba_row(num_envs: int, num_devices: int, rounds: int) -> dict:
@@ -99,35 +111,54 @@ def sebulba_row(num_envs: int, num_devices: int, rounds: int) -> dict:
     state = init_learner_state(agent, optimizer, jax.random.key(0), np.zeros((1, *obs_shape), np.float32))
     rng = np.random.default_rng(0)
     b = num_envs // num_devices
-    extras = jax.device_get(agent.act(state.params, np.zeros((b, *obs_shape), np.float32), jax.random.key(1), (), np.ones(b, bool))[1])
+    extras = jax.device_get(
+        agent.act(state.params, np.zeros((b, *obs_shape), np.float32), jax.random.key(1), (), np.ones(b, bool))[1]
+    )
     trajectory = Trajectory(
-        TimeStep(rng.normal(size=(num_devices, t + 1, b, *obs_shape)).astype(np.float32),
-                 rng.normal(size=(num_devices, t + 1, b)).astype(np.float32),
-                 np.ones((num_devices, t + 1, b), np.float32), rng.random((num_devices, t + 1, b)) < 0.05),
+        TimeStep(
+            rng.normal(size=(num_devices, t + 1, b, *obs_shape)).astype(np.float32),
+            rng.normal(size=(num_devices, t + 1, b)).astype(np.float32),
+            np.ones((num_devices, t + 1, b), np.float32),
+            rng.random((num_devices, t + 1, b)) < 0.05,
+        ),
         rng.integers(0, spec.num_actions, (num_devices, t + 1, b)).astype(np.int32),
-        jax.tree.map(lambda x: np.broadcast_to(x, (num_devices, t + 1, *x.shape)).copy(), extras))
+        jax.tree.map(lambda x: np.broadcast_to(x, (num_devices, t + 1, *x.shape)).copy(), extras),
+    )
     trajectory = parallel.shard(trajectory, devices)
     replicated = parallel.replicate(state, devices)
     step = make_learner_step(agent, optimizer, axis_names=(parallel.DEVICE_AXIS,))
-    forms = {"pmap": jax.pmap(step, axis_name=parallel.DEVICE_AXIS, devices=devices),
-             "device_map": parallel.device_map(step, devices)}
+    forms = {
+        "pmap": jax.pmap(step, axis_name=parallel.DEVICE_AXIS, devices=devices),
+        "device_map": parallel.device_map(step, devices),
+    }
     compiled, compile_s = {}, {}
     for name, fn in forms.items():
         compiled[name], compile_s[name] = _compile(fn, replicated, trajectory)
     calls = {name: (lambda c: lambda s: c(s, trajectory)[0])(c) for name, c in compiled.items()}
     timing = alternate(calls, {name: replicated for name in calls}, rounds)
-    return {"what": "sebulba learner step ppo cartpole", "devices": num_devices, "envs_per_device": b,
-            "pmap_compile_s": compile_s["pmap"], "device_map_compile_s": compile_s["device_map"],
-            "pmap_sps": t * num_envs / timing["pmap_s"], "device_map_sps": t * num_envs / timing["device_map_s"], **timing}
+    return {
+        "what": "sebulba learner step ppo cartpole",
+        "devices": num_devices,
+        "envs_per_device": b,
+        "pmap_compile_s": compile_s["pmap"],
+        "device_map_compile_s": compile_s["device_map"],
+        "pmap_sps": t * num_envs / timing["pmap_s"],
+        "device_map_sps": t * num_envs / timing["device_map_s"],
+        **timing,
+    }
 
 
 def table(rows) -> str:
-    lines = ["| program | devices | envs/device | compile pmap (s) | compile device_map (s) | pmap env steps/s | "
-             "device_map env steps/s | speed ratio device_map / pmap |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| program | devices | envs/device | compile pmap (s) | compile device_map (s) | pmap env steps/s | "
+        "device_map env steps/s | speed ratio device_map / pmap |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
-        lines.append(f"| {r['what']} | {r['devices']} | {r['envs_per_device']} | {r['pmap_compile_s']:.1f} | "
-                     f"{r['device_map_compile_s']:.1f} | {r['pmap_sps']:,.0f} | {r['device_map_sps']:,.0f} | {r['ratio']:.3f} |")
+        lines.append(
+            f"| {r['what']} | {r['devices']} | {r['envs_per_device']} | {r['pmap_compile_s']:.1f} | "
+            f"{r['device_map_compile_s']:.1f} | {r['pmap_sps']:,.0f} | {r['device_map_sps']:,.0f} | {r['ratio']:.3f} |"
+        )
     return "\n".join(lines)
 
 
@@ -160,7 +191,11 @@ def main(argv=None):
             print(table(rows[-1:]).splitlines()[-1], flush=True)
     text = f"device_map (jit of shard_map) vs pmap on {machine}, jax {jax.__version__}\n\n{table(rows)}\n"
     print("\n" + text)
-    _report.save(_report.output_path(args.save, args.out, "device_map_vs_pmap"), text, {"machine": machine, "jax": jax.__version__, "rows": rows})
+    _report.save(
+        _report.output_path(args.save, args.out, "device_map_vs_pmap"),
+        text,
+        {"machine": machine, "jax": jax.__version__, "rows": rows},
+    )
 
 
 if __name__ == "__main__":

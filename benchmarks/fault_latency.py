@@ -27,12 +27,48 @@ from pathlib import Path
 import _report
 
 ROOT = Path(__file__).resolve().parents[1]
-ANAKIN = [str(ROOT / "examples" / "anakin_catch.py"), "--cpu-devices", "1", "--num-envs-per-device", "8",
-          "--rollout-length", "4", "--num-updates", "1000000", "--updates-per-call", "20"]
-SEBULBA = ["-m", "podracer.sebulba", "--env", "jax:catch", "--agent", "a2c", "--cpu-devices", "2",
-           "--num-envs-per-actor", "8", "--rollout-length", "4", "--total-env-steps", "1000000000", "--log-every", "5"]
-LONG_CALLS = [str(ROOT / "examples" / "anakin_catch.py"), "--cpu-devices", "2", "--num-envs-per-device", "16",
-              "--num-updates", "400000", "--updates-per-call", "10000"]
+ANAKIN = [
+    str(ROOT / "examples" / "anakin_catch.py"),
+    "--cpu-devices",
+    "1",
+    "--num-envs-per-device",
+    "8",
+    "--rollout-length",
+    "4",
+    "--num-updates",
+    "1000000",
+    "--updates-per-call",
+    "20",
+]
+SEBULBA = [
+    "-m",
+    "podracer.sebulba",
+    "--env",
+    "jax:catch",
+    "--agent",
+    "a2c",
+    "--cpu-devices",
+    "2",
+    "--num-envs-per-actor",
+    "8",
+    "--rollout-length",
+    "4",
+    "--total-env-steps",
+    "1000000000",
+    "--log-every",
+    "5",
+]
+LONG_CALLS = [
+    str(ROOT / "examples" / "anakin_catch.py"),
+    "--cpu-devices",
+    "2",
+    "--num-envs-per-device",
+    "16",
+    "--num-updates",
+    "400000",
+    "--updates-per-call",
+    "10000",
+]
 
 CASES = {
     "ctrl-c-anakin-long-call": "Ctrl-C in the middle of a long Anakin host call (the call is abandoned after 3 s)",
@@ -57,8 +93,9 @@ def _free_port() -> int:
 
 
 def _start(args, tmp: Path):
-    return subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=_env(), cwd=tmp)
+    return subprocess.Popen(
+        [sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=tmp
+    )
 
 
 def _wait_for_progress(proc, marker: str = "env steps", timeout: float = 300) -> None:
@@ -90,8 +127,16 @@ def measure(case: str, tmp: Path) -> tuple[float, int]:
         proc.send_signal(signal.SIGINT)
         return _until_exit(proc, time.monotonic())
     if case in ("sigterm-anakin", "sigterm-sebulba"):
-        proc = _start([*(ANAKIN if case == "sigterm-anakin" else SEBULBA), "--checkpoint-dir", str(tmp / "ckpt"),
-                       "--resume", "auto"], tmp)
+        proc = _start(
+            [
+                *(ANAKIN if case == "sigterm-anakin" else SEBULBA),
+                "--checkpoint-dir",
+                str(tmp / "ckpt"),
+                "--resume",
+                "auto",
+            ],
+            tmp,
+        )
         _wait_for_progress(proc)
         proc.send_signal(signal.SIGTERM)
         return _until_exit(proc, time.monotonic())
@@ -135,14 +180,28 @@ def main(argv=None):
             seconds.append(s)
             statuses.append(status)
             print(f"{case}: {s:.1f} s, exit status {status}", flush=True)
-        rows.append({"case": case, "what": CASES[case], "seconds": seconds, "median_s": statistics.median(seconds),
-                     "statuses": statuses, "load_1min": loads})
-    lines = [f"Fault latency on {machine}: seconds from the signal or kill to the exit ({args.repeats} repeats; "
-             "`python benchmarks/fault_latency.py`)", "",
-             "| case | median (s) | min (s) | max (s) | exit statuses | load (1 min) |", "|---|---:|---:|---:|---|---|"]
+        rows.append(
+            {
+                "case": case,
+                "what": CASES[case],
+                "seconds": seconds,
+                "median_s": statistics.median(seconds),
+                "statuses": statuses,
+                "load_1min": loads,
+            }
+        )
+    lines = [
+        f"Fault latency on {machine}: seconds from the signal or kill to the exit ({args.repeats} repeats; "
+        "`python benchmarks/fault_latency.py`)",
+        "",
+        "| case | median (s) | min (s) | max (s) | exit statuses | load (1 min) |",
+        "|---|---:|---:|---:|---|---|",
+    ]
     for row in rows:
-        lines.append(f"| {row['what']} | {row['median_s']:.1f} | {min(row['seconds']):.1f} | {max(row['seconds']):.1f} | "
-                     f"{', '.join(map(str, row['statuses']))} | {', '.join(f'{x:.1f}' for x in row['load_1min'])} |")
+        lines.append(
+            f"| {row['what']} | {row['median_s']:.1f} | {min(row['seconds']):.1f} | {max(row['seconds']):.1f} | "
+            f"{', '.join(map(str, row['statuses']))} | {', '.join(f'{x:.1f}' for x in row['load_1min'])} |"
+        )
     text = "\n".join(lines) + "\n"
     print("\n" + text, flush=True)
     _report.save(_report.output_path(args.save, args.out, "fault_latency"), text, {"machine": machine, "rows": rows})

@@ -48,7 +48,8 @@ def dot_generals(jaxpr) -> list:
 
 
 def dot_flops(eqn) -> int:
-    """Multiply-adds x 2 of one ``dot_general``: every lhs entry meets every free (non-contracted, non-batch) rhs entry."""
+    """Multiply-adds x 2 of one ``dot_general``: every lhs entry meets every free (non-contracted, non-batch) rhs
+    entry."""
     lhs, rhs = (v.aval.shape for v in eqn.invars)
     (_, rhs_contract), (_, rhs_batch) = eqn.params["dimension_numbers"]
     free = [d for i, d in enumerate(rhs) if i not in rhs_contract and i not in rhs_batch]
@@ -73,10 +74,16 @@ def make_bare(eqns, key):
     pairs = [tuple(variables.index(v) for v in eqn.invars) for eqn in eqns]
 
     def bare(operands):
-        return [jax.lax.dot_general(operands[i], operands[j], eqn.params["dimension_numbers"],
-                                    precision=eqn.params["precision"],
-                                    preferred_element_type=eqn.params["preferred_element_type"])
-                for eqn, (i, j) in zip(eqns, pairs)]
+        return [
+            jax.lax.dot_general(
+                operands[i],
+                operands[j],
+                eqn.params["dimension_numbers"],
+                precision=eqn.params["precision"],
+                preferred_element_type=eqn.params["preferred_element_type"],
+            )
+            for eqn, (i, j) in zip(eqns, pairs)
+        ]
 
     return bare, list(arrays.values())
 
@@ -112,7 +119,8 @@ def measure(env_name: str, agent_name: str, num_envs: int, rounds: int) -> dict:
     agent = agents.make(agent_name, env.spec(), **hyper)
     optimizer = learner.make_optimizer(3e-4)
     state = jax.jit(lambda k: anakin.init_state(env, agent, optimizer, k, num_envs, rollout_length=rollout_length))(
-        jax.random.key(0))
+        jax.random.key(0)
+    )
     params, opt_state = state.learner.params, state.learner.opt_state
 
     rollout_fn = anakin.make_rollout(env, agent, rollout_length)
@@ -214,15 +222,23 @@ def tables(rows, square: float) -> str:
     ]
     for r in rows:
         ms = r["ms"]
-        limit.append(f"| {r['agent']} | {r['env']} | {r['envs']} | {r['minibatch']} | {r['sgd_steps']} | "
-                     f"{r['matmuls_per_step']} | {r['matmul_mflop_per_step']:.1f} | {r['bare_gflops']:.1f} | "
-                     f"{r['sgd_gflops']:.1f} | {r['sgd_over_bare']:.2f} |")
-        profile.append(f"| {r['agent']} | {r['env']} | {r['envs']} | {_ms(ms['rollout'])} | {_ms(ms['prepare'])} | "
-                       f"{_ms(ms['shuffle'])} | {_ms(ms['sgd'])} | {_ms(ms['learner'])} | {_ms(ms['update'])} | "
-                       f"{r['update_compile_s']:.1f} | {r['env_steps_per_s']:,.0f} |")
-    return ("Achieved matmul rate of the SGD steps against XLA's bare matmuls of the same shapes "
-            f"(a 1024 x 1024 x 1024 matmul runs at {square:.1f} GFLOP/s here):\n\n" + "\n".join(limit) +
-            "\n\nWhere one update's time goes (ms, medians over rounds; one device):\n\n" + "\n".join(profile))
+        limit.append(
+            f"| {r['agent']} | {r['env']} | {r['envs']} | {r['minibatch']} | {r['sgd_steps']} | "
+            f"{r['matmuls_per_step']} | {r['matmul_mflop_per_step']:.1f} | {r['bare_gflops']:.1f} | "
+            f"{r['sgd_gflops']:.1f} | {r['sgd_over_bare']:.2f} |"
+        )
+        profile.append(
+            f"| {r['agent']} | {r['env']} | {r['envs']} | {_ms(ms['rollout'])} | {_ms(ms['prepare'])} | "
+            f"{_ms(ms['shuffle'])} | {_ms(ms['sgd'])} | {_ms(ms['learner'])} | {_ms(ms['update'])} | "
+            f"{r['update_compile_s']:.1f} | {r['env_steps_per_s']:,.0f} |"
+        )
+    return (
+        "Achieved matmul rate of the SGD steps against XLA's bare matmuls of the same shapes "
+        f"(a 1024 x 1024 x 1024 matmul runs at {square:.1f} GFLOP/s here):\n\n"
+        + "\n".join(limit)
+        + "\n\nWhere one update's time goes (ms, medians over rounds; one device):\n\n"
+        + "\n".join(profile)
+    )
 
 
 def main(argv=None):
@@ -250,13 +266,19 @@ def main(argv=None):
             for num_envs in args.num_envs:
                 row = measure(env_name, agent_name, num_envs, args.rounds)
                 rows.append(row)
-                print(f"{agent_name:4s} {env_name:9s} envs {num_envs:5d}: SGD {row['sgd_gflops']:6.1f} GFLOP/s, "
-                      f"bare {row['bare_gflops']:6.1f} GFLOP/s, ratio {row['sgd_over_bare']:.2f}; "
-                      f"update {row['ms']['update']:.1f} ms", flush=True)
+                print(
+                    f"{agent_name:4s} {env_name:9s} envs {num_envs:5d}: SGD {row['sgd_gflops']:6.1f} GFLOP/s, "
+                    f"bare {row['bare_gflops']:6.1f} GFLOP/s, ratio {row['sgd_over_bare']:.2f}; "
+                    f"update {row['ms']['update']:.1f} ms",
+                    flush=True,
+                )
     text = f"The learner step against its limit on {machine}, jax {jax.__version__}\n\n{tables(rows, square)}\n"
     print("\n" + text)
-    _report.save(_report.output_path(args.save, args.out, "learner_limit"), text,
-                 {"machine": machine, "jax": jax.__version__, "square_matmul_gflops": square, "rows": rows})
+    _report.save(
+        _report.output_path(args.save, args.out, "learner_limit"),
+        text,
+        {"machine": machine, "jax": jax.__version__, "square_matmul_gflops": square, "rows": rows},
+    )
 
 
 if __name__ == "__main__":

@@ -28,8 +28,14 @@ def _item():
     import jax.numpy as jnp
 
     f32 = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.float32)  # noqa: E731
-    return {"observation": f32(4), "action": jax.ShapeDtypeStruct((), jnp.int32), "reward": f32(), "discount": f32(),
-            "next_observation": f32(4), "valid": f32()}
+    return {
+        "observation": f32(4),
+        "action": jax.ShapeDtypeStruct((), jnp.int32),
+        "reward": f32(),
+        "discount": f32(),
+        "next_observation": f32(4),
+        "valid": f32(),
+    }
 
 
 def _time_interleaved(calls: dict, repeats: int) -> tuple[dict, dict, list[dict]]:
@@ -70,8 +76,9 @@ def replay_rows(capacities, batch_size: int, add_size: int, ops: int, repeats: i
         batch = jax.tree.map(lambda s: jnp.ones((add_size, *s.shape), s.dtype), item)
 
         # The memory goes in and comes out (donated), so the writes cannot be optimised away.
-        add_many = jax.jit(lambda s: jax.lax.scan(lambda s, _: (replay.add(s, batch), None), s, None, length=ops)[0],
-                           donate_argnums=0)
+        add_many = jax.jit(
+            lambda s: jax.lax.scan(lambda s, _: (replay.add(s, batch), None), s, None, length=ops)[0], donate_argnums=0
+        )
         held = [jax.tree.map(jnp.copy, state)]
 
         def adds():
@@ -99,18 +106,39 @@ def replay_rows(capacities, batch_size: int, add_size: int, ops: int, repeats: i
 
         key = jax.random.key(0)
         uniform, prioritized = sampler(False), sampler(True)
-        calls = {"add": adds, "sample uniform": lambda: uniform(state, key),
-                 "sample prioritized": lambda: prioritized(state, key), "update priorities": lambda: updates(state, key)}
-        sizes = {"add": add_size, "sample uniform": batch_size, "sample prioritized": batch_size, "update priorities": batch_size}
+        calls = {
+            "add": adds,
+            "sample uniform": lambda: uniform(state, key),
+            "sample prioritized": lambda: prioritized(state, key),
+            "update priorities": lambda: updates(state, key),
+        }
+        sizes = {
+            "add": add_size,
+            "sample uniform": batch_size,
+            "sample prioritized": batch_size,
+            "update priorities": batch_size,
+        }
         steady, compile_s, rounds = _time_interleaved(calls, repeats)
         for name, seconds in steady.items():
-            rows.append({"capacity": capacity, "op": name, "items": sizes[name], "us_per_call": 1e6 * seconds / ops,
-                         "items_per_s": sizes[name] * ops / seconds, "compile_s": compile_s[name]})
+            rows.append(
+                {
+                    "capacity": capacity,
+                    "op": name,
+                    "items": sizes[name],
+                    "us_per_call": 1e6 * seconds / ops,
+                    "items_per_s": sizes[name] * ops / seconds,
+                    "compile_s": compile_s[name],
+                }
+            )
         # The ratio of the two sampling calls of each round (taken back to back), median over rounds.
         ratio = statistics.median(r["sample prioritized"] / r["sample uniform"] for r in rounds)
         rows.append({"capacity": capacity, "op": "prioritized / uniform", "ratio": ratio})
-        print(f"capacity {capacity:>9,}: " + ", ".join(
-            f"{r['op']} {r['us_per_call']:.1f} us" for r in rows[-5:-1]) + f"; prioritized/uniform {ratio:.2f}x", flush=True)
+        print(
+            f"capacity {capacity:>9,}: "
+            + ", ".join(f"{r['op']} {r['us_per_call']:.1f} us" for r in rows[-5:-1])
+            + f"; prioritized/uniform {ratio:.2f}x",
+            flush=True,
+        )
     return rows
 
 
@@ -124,11 +152,26 @@ def dqn_row(updates: int):
     env = envs.make("cartpole")
     agent = agents.make("dqn", env.spec(), **defaults)
     devices = jax.devices()
-    result = anakin.run(env, agent, make_optimizer(1e-3, 10.0), key=jax.random.key(0), num_envs_per_device=16,
-                        rollout_length=8, num_updates=updates, updates_per_call=updates // 5, devices=devices)
-    return {"devices": len(devices), "num_envs_per_device": 16, "rollout_length": 8, **defaults,
-            "env_steps_per_s": result.env_steps_per_second, "compile_s": result.compile_seconds,
-            "final_training_return": result.history[-1]["episode_return"]}
+    result = anakin.run(
+        env,
+        agent,
+        make_optimizer(1e-3, 10.0),
+        key=jax.random.key(0),
+        num_envs_per_device=16,
+        rollout_length=8,
+        num_updates=updates,
+        updates_per_call=updates // 5,
+        devices=devices,
+    )
+    return {
+        "devices": len(devices),
+        "num_envs_per_device": 16,
+        "rollout_length": 8,
+        **defaults,
+        "env_steps_per_s": result.env_steps_per_second,
+        "compile_s": result.compile_seconds,
+        "final_training_return": result.history[-1]["episode_return"],
+    }
 
 
 def main(argv=None):
@@ -152,21 +195,37 @@ def main(argv=None):
     rows = replay_rows(args.capacities, args.batch_size, args.add_size, args.ops, args.repeats)
     dqn = dqn_row(args.dqn_updates) if args.dqn_updates else None
 
-    lines = [f"Replay throughput on {machine}, jax {jax.__version__}; {args.ops} operations per compiled call, "
-             f"median of {args.repeats} interleaved rounds\n",
-             "| capacity | operation | items per call | us per call | items/s |", "|---:|---|---:|---:|---:|"]
+    lines = [
+        f"Replay throughput on {machine}, jax {jax.__version__}; {args.ops} operations per compiled call, "
+        f"median of {args.repeats} interleaved rounds\n",
+        "| capacity | operation | items per call | us per call | items/s |",
+        "|---:|---|---:|---:|---:|",
+    ]
     for row in rows:
         if "ratio" in row:
-            lines.append(f"| {row['capacity']:,} | **prioritized / uniform sampling time** | | **{row['ratio']:.2f}x** | |")
+            lines.append(
+                f"| {row['capacity']:,} | **prioritized / uniform sampling time** | | **{row['ratio']:.2f}x** | |"
+            )
         else:
-            lines.append(f"| {row['capacity']:,} | {row['op']} | {row['items']} | {row['us_per_call']:.1f} | {row['items_per_s']:,.0f} |")
+            lines.append(
+                f"| {row['capacity']:,} | {row['op']} | {row['items']} | {row['us_per_call']:.1f} | "
+                f"{row['items_per_s']:,.0f} |"
+            )
     if dqn:
-        lines += ["", f"DQN (prioritized replay, ratio {dqn['replay_ratio']}, batch {dqn['batch_size']}) on JAX CartPole in Anakin, "
-                  f"{dqn['devices']} device(s) x {dqn['num_envs_per_device']} envs, rollout {dqn['rollout_length']}: "
-                  f"**{dqn['env_steps_per_s']:,.0f} env steps/s** steady state, compile {dqn['compile_s']:.1f} s."]
+        lines += [
+            "",
+            f"DQN (prioritized replay, ratio {dqn['replay_ratio']}, batch {dqn['batch_size']}) on JAX CartPole in "
+            f"Anakin, "
+            f"{dqn['devices']} device(s) x {dqn['num_envs_per_device']} envs, rollout {dqn['rollout_length']}: "
+            f"**{dqn['env_steps_per_s']:,.0f} env steps/s** steady state, compile {dqn['compile_s']:.1f} s.",
+        ]
     text = "\n".join(lines) + "\n"
     print("\n" + text)
-    _report.save(_report.output_path(args.save, args.out, "replay_throughput"), text, {"machine": machine, "jax": jax.__version__, "rows": rows, "dqn": dqn})
+    _report.save(
+        _report.output_path(args.save, args.out, "replay_throughput"),
+        text,
+        {"machine": machine, "jax": jax.__version__, "rows": rows, "dqn": dqn},
+    )
 
 
 if __name__ == "__main__":

@@ -39,26 +39,52 @@ class Row(NamedTuple):
     published: float | None  # the published final return at published_env_steps; None: none exists
     published_source: str  # repository and file, or paper and table; and what the figure is
     published_env_steps: int | None  # the budget the published figure was measured at, per seed
-    updates: int | None = None  # learner updates here, where the preset's budget does not fit a 2-core CPU (None: the preset's)
+    # learner updates here, where the preset's budget does not fit a 2-core CPU (None: the preset's)
+    updates: int | None = None
 
 
 GYMNAX_README = "RobertTLange/gymnax README.md, table of environments, PPO checkpoint return"
 ZOO = "DLR-RM/rl-baselines3-zoo benchmark.md, deterministic evaluation of the trained agent:"
-MINATAR = ("no numeric figure found (MinAtar's paper and pgx's examples/minatar-ppo show curves); here 655k env "
-           "steps per seed, the preset's 2.6M with --full")
+MINATAR = (
+    "no numeric figure found (MinAtar's paper and pgx's examples/minatar-ppo show curves); here 655k env "
+    "steps per seed, the preset's 2.6M with --full"
+)
 ROWS = (
-    Row("cartpole", "cartpole", 500.0, f"{GYMNAX_README} (gymnax-blines agents/CartPole-v1/ppo.yaml: 150k env steps)",
-        150_000),
-    Row("acrobot", "acrobot", -80.0, f"{GYMNAX_README} (gymnax-blines agents/Acrobot-v1/ppo.yaml: 500k env steps)",
-        500_000),
-    Row("mountaincar", "mountaincar", -118.0,
-        f"{GYMNAX_README} (gymnax-blines agents/MountainCar-v0/ppo.yaml: 500k env steps)", 500_000),
+    Row(
+        "cartpole",
+        "cartpole",
+        500.0,
+        f"{GYMNAX_README} (gymnax-blines agents/CartPole-v1/ppo.yaml: 150k env steps)",
+        150_000,
+    ),
+    Row(
+        "acrobot",
+        "acrobot",
+        -80.0,
+        f"{GYMNAX_README} (gymnax-blines agents/Acrobot-v1/ppo.yaml: 500k env steps)",
+        500_000,
+    ),
+    Row(
+        "mountaincar",
+        "mountaincar",
+        -118.0,
+        f"{GYMNAX_README} (gymnax-blines agents/MountainCar-v0/ppo.yaml: 500k env steps)",
+        500_000,
+    ),
     Row("mountaincar-dqn", "mountaincar-dqn", -100.8, f"{ZOO} dqn MountainCar-v0 (120k env steps, one run)", 120_000),
     Row("pendulum", "pendulum", -172.2, f"{ZOO} ppo Pendulum-v1 (100k env steps, one run)", 100_000),
     Row("pendulum-sac", "pendulum-sac", -157.0, f"{ZOO} sac Pendulum-v1 (20k env steps, one run)", 20_000),
-    *(Row(key, f"{key}-minatar", None, MINATAR, None, updates=40)
-      for key in ("breakout", "space-invaders", "asterix", "freeway")),
-    Row("doorkey", "doorkey", None, "no numeric figure found (XLand-MiniGrid's paper reports multi-task benchmarks)", None),
+    *(
+        Row(key, f"{key}-minatar", None, MINATAR, None, updates=40)
+        for key in ("breakout", "space-invaders", "asterix", "freeway")
+    ),
+    Row(
+        "doorkey",
+        "doorkey",
+        None,
+        "no numeric figure found (XLand-MiniGrid's paper reports multi-task benchmarks)",
+        None,
+    ),
     Row("game2048", "game2048", None, "no figure found at any budget", None),
     Row("minesweeper", "minesweeper", None, "no figure found at any budget", None),
     Row("inverted-pendulum", "inverted-pendulum", None, "no figure found at this budget", None),
@@ -78,7 +104,9 @@ def row_config(row: Row, seeds: int, scale: float, full: bool):
     from podracer.config import AnakinConfig
 
     base = config.parse(AnakinConfig, ["--preset", row.preset], prog="reproduce.py")
-    per_update = base.rollout_length * base.envs_per_device(parallel.num_global_devices()) * parallel.num_global_devices()
+    per_update = (
+        base.rollout_length * base.envs_per_device(parallel.num_global_devices()) * parallel.num_global_devices()
+    )
     updates = row.updates or base.num_updates
     if full:  # the preset's own budget, and at least the published one
         updates = max(base.num_updates, math.ceil((row.published_env_steps or 0) / per_update))
@@ -116,15 +144,30 @@ def run_row(row: Row, seeds: int, scale: float, full: bool) -> dict:
     random = random_play(cfg.env)
     env_steps = cfg.num_updates * per_update
     return {
-        "task": cfg.env, "agent": cfg.agent_name, "preset": row.preset, "key": row.key, "env_steps": env_steps,
-        "seeds": seeds, "final": what, "per_seed": [float(x) for x in finals], "iqm": iqm, "ci_low": low,
-        "ci_high": high, "random": random, "published": row.published, "published_source": row.published_source,
+        "task": cfg.env,
+        "agent": cfg.agent_name,
+        "preset": row.preset,
+        "key": row.key,
+        "env_steps": env_steps,
+        "seeds": seeds,
+        "final": what,
+        "per_seed": [float(x) for x in finals],
+        "iqm": iqm,
+        "ci_low": low,
+        "ci_high": high,
+        "random": random,
+        "published": row.published,
+        "published_source": row.published_source,
         "published_env_steps": row.published_env_steps,
         "reached": None if row.published is None else bool(high >= row.published),
-        "beats_random": bool(low > random), "wall_s": wall, "compile_s": result.compile_seconds,
+        "beats_random": bool(low > random),
+        "wall_s": wall,
+        "compile_s": result.compile_seconds,
         "env_steps_per_s": result.env_steps_per_second,
-        "curve": {"env_steps": [h["env_steps"] for h in result.history],  # per seed
-                  "return_per_seed": [h["episode_return_per_seed"] for h in result.history]},
+        "curve": {
+            "env_steps": [h["env_steps"] for h in result.history],  # per seed
+            "return_per_seed": [h["episode_return_per_seed"] for h in result.history],
+        },
     }
 
 
@@ -133,15 +176,19 @@ def _number(x) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| task | agent | preset | env steps per seed | seeds | final return IQM [95% CI] | random | "
-             "published (budget) | reached | wall s | env steps/s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| task | agent | preset | env steps per seed | seeds | final return IQM [95% CI] | random | "
+        "published (budget) | reached | wall s | env steps/s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         budget = f" ({r['published_env_steps']:,})" if r["published_env_steps"] else ""
         reached = "-" if r["reached"] is None else "yes" if r["reached"] else "no"
-        lines.append(f"| {r['task']} | {r['agent']} | {r['preset']} | {r['env_steps']:,} | {r['seeds']} | "
-                     f"{_number(r['iqm'])} [{_number(r['ci_low'])}, {_number(r['ci_high'])}] | {_number(r['random'])} | "
-                     f"{_number(r['published'])}{budget} | {reached} | {r['wall_s']:.0f} | {r['env_steps_per_s']:,.0f} |")
+        lines.append(
+            f"| {r['task']} | {r['agent']} | {r['preset']} | {r['env_steps']:,} | {r['seeds']} | "
+            f"{_number(r['iqm'])} [{_number(r['ci_low'])}, {_number(r['ci_high'])}] | {_number(r['random'])} | "
+            f"{_number(r['published'])}{budget} | {reached} | {r['wall_s']:.0f} | {r['env_steps_per_s']:,.0f} |"
+        )
     sources = [f"- {r['key']}: {r['published_source']}" for r in rows]
     return "\n".join(lines) + "\n\nPublished figures:\n\n" + "\n".join(sources)
 
@@ -174,9 +221,14 @@ def main(argv=None) -> int:
     parser.add_argument("--rows", default=",".join(keys), help=f"comma-separated rows: {', '.join(keys)}")
     parser.add_argument("--seeds", type=int, default=5, help="seeds per row, vmapped in one program")
     parser.add_argument("--budget-scale", type=float, default=1.0, help="scale every row's updates")
-    parser.add_argument("--full", action="store_true", help="train the preset's own budget, and at least the published one")
-    parser.add_argument("--merge", action="store_true",
-                        help="with --save or --out: replace only the rows trained now in the saved table, keep the others")
+    parser.add_argument(
+        "--full", action="store_true", help="train the preset's own budget, and at least the published one"
+    )
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="with --save or --out: replace only the rows trained now in the saved table, keep the others",
+    )
     _report.add_output_flags(parser, "reproduce")
     args = parser.parse_args(argv)
     chosen = [k.strip() for k in args.rows.split(",") if k.strip()]
@@ -200,8 +252,11 @@ def main(argv=None) -> int:
     for key in chosen:
         row = run_row(next(r for r in ROWS if r.key == key), args.seeds, args.budget_scale, args.full)
         rows.append(row)
-        print(f"{key}: IQM {row['iqm']:.1f} [{row['ci_low']:.1f}, {row['ci_high']:.1f}], random {row['random']:.1f}, "
-              f"published {_number(row['published'])}; {row['wall_s']:.0f} s", flush=True)
+        print(
+            f"{key}: IQM {row['iqm']:.1f} [{row['ci_low']:.1f}, {row['ci_high']:.1f}], random {row['random']:.1f}, "
+            f"published {_number(row['published'])}; {row['wall_s']:.0f} s",
+            flush=True,
+        )
     out = _report.output_path(args.save, args.out, "reproduce")
     data = [{**r, "machine": machine, "jax": jax.__version__} for r in rows]
     if args.merge and out is not None and out.with_suffix(".json").exists():
@@ -210,8 +265,10 @@ def main(argv=None) -> int:
         order = {key: i for i, key in enumerate(keys)}
         data = sorted(kept + list(fresh.values()), key=lambda r: order.get(r["key"], len(order)))
     machines = ", ".join(dict.fromkeys(f"{r['machine']}, jax {r['jax']}" for r in data))
-    text = (f"Reproduction table on {machines}; seeds vmapped in one program per row; the final "
-            f"return is each row's `final` field ({', '.join(sorted({r['final'] for r in data}))}).\n\n{table(data)}\n")
+    text = (
+        f"Reproduction table on {machines}; seeds vmapped in one program per row; the final "
+        f"return is each row's `final` field ({', '.join(sorted({r['final'] for r in data}))}).\n\n{table(data)}\n"
+    )
     print("\n" + text)
     _report.save(out, text, data)  # a list of rows
     if out is not None:

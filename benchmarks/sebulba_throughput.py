@@ -52,8 +52,10 @@ def envpool_ceiling(cfg, groups: int, steps: int) -> float:
 
     num_actors = len(cfg.actor_devices or (0,)) * cfg.actor_threads
     size = cfg.num_envs_per_actor // groups
-    actors = [[EnvpoolEnv(cfg.env, size, seed=1000 * i + g, num_threads=cfg.envpool_threads) for g in range(groups)]
-              for i in range(num_actors)]
+    actors = [
+        [EnvpoolEnv(cfg.env, size, seed=1000 * i + g, num_threads=cfg.envpool_threads) for g in range(groups)]
+        for i in range(num_actors)
+    ]
     n = actors[0][0].spec().num_actions
 
     def drive(envs, seed):
@@ -121,19 +123,38 @@ def stage_seconds(cfg, groups: int, repeats: int) -> dict[str, float]:
     act_step = _median_seconds(act_once, repeats * 5)
 
     unroll = should_unroll(len(spec.observation.shape), layout.learner_devices[0].platform)
-    p_step = parallel.device_map(make_learner_step(agent, optimizer, axis_names=(parallel.DEVICE_AXIS,), unroll=unroll), layout.learner_devices)
-    ts = TimeStep(np.zeros((t + 1, b, *spec.observation.shape), spec.observation.dtype), np.zeros((t + 1, b), np.float32),
-                  np.ones((t + 1, b), np.float32), np.zeros((t + 1, b), bool))
-    extras = jax.device_get(act(params, jax.device_put(np.zeros((b, *obs.shape[1:]), obs.dtype), device), key,
-                                agent.initial_state(b), np.ones(b, bool))[1])
+    p_step = parallel.device_map(
+        make_learner_step(agent, optimizer, axis_names=(parallel.DEVICE_AXIS,), unroll=unroll), layout.learner_devices
+    )
+    ts = TimeStep(
+        np.zeros((t + 1, b, *spec.observation.shape), spec.observation.dtype),
+        np.zeros((t + 1, b), np.float32),
+        np.ones((t + 1, b), np.float32),
+        np.zeros((t + 1, b), bool),
+    )
+    extras = jax.device_get(
+        act(
+            params,
+            jax.device_put(np.zeros((b, *obs.shape[1:]), obs.dtype), device),
+            key,
+            agent.initial_state(b),
+            np.ones(b, bool),
+        )[1]
+    )
     extras, start = split_start_state(extras)
-    trajectory = Trajectory(ts, np.zeros((t + 1, b), np.int32),
-                            jax.tree.map(lambda x: np.broadcast_to(x, (t + 1, *x.shape)), extras), start)
+    trajectory = Trajectory(
+        ts, np.zeros((t + 1, b), np.int32), jax.tree.map(lambda x: np.broadcast_to(x, (t + 1, *x.shape)), extras), start
+    )
     sharded = parallel.shard(_split_for_learners(trajectory, len(layout.learner_devices)), layout.learner_devices)
     replicated = parallel.replicate(state, layout.learner_devices)
     learn = _median_seconds(lambda: jax.block_until_ready(p_step(replicated, sharded)), repeats)
-    return {"env": env_step / g, "act": act_step / g, "learn": learn / (t * b), "platform": layout.learner_devices[0].platform,
-            "agent": name}
+    return {
+        "env": env_step / g,
+        "act": act_step / g,
+        "learn": learn / (t * b),
+        "platform": layout.learner_devices[0].platform,
+        "agent": name,
+    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,8 +170,9 @@ class BenchmarkConfig:
 
 
 def main(argv=None):
-    args = config_cli.parse(BenchmarkConfig, argv, prog="benchmarks/sebulba_throughput.py",
-                            description=__doc__.split("\n\n")[0])
+    args = config_cli.parse(
+        BenchmarkConfig, argv, prog="benchmarks/sebulba_throughput.py", description=__doc__.split("\n\n")[0]
+    )
     cfg = args.run
     parallel.set_cpu_device_count(cfg.cpu_devices or parallel.available_cores())
     import jax
@@ -160,12 +182,17 @@ def main(argv=None):
     actor_devices = len(cfg.actor_devices or (0,))
     per_actor = cfg.envs_per_actor(actor_devices * cfg.actor_threads)
     steps_per_update = cfg.rollout_length * per_actor
-    cfg = dataclasses.replace(cfg, num_envs=None, num_envs_per_actor=per_actor,
-                              total_env_steps=args.updates * steps_per_update, log_every=1)
+    cfg = dataclasses.replace(
+        cfg, num_envs=None, num_envs_per_actor=per_actor, total_env_steps=args.updates * steps_per_update, log_every=1
+    )
     groups = cfg.groups(jax.local_devices()[(cfg.actor_devices or (0,))[0]].platform, per_actor)
     machine = _report.machine()
-    print(f"# Sebulba throughput on {machine}, jax {jax.__version__}: {cfg.env}, {cfg.num_envs_per_actor} envs ({groups} group(s)) "
-          f"x {cfg.actor_threads} actor thread(s), rollout {cfg.rollout_length}", flush=True)
+    print(
+        f"# Sebulba throughput on {machine}, jax {jax.__version__}: {cfg.env}, {cfg.num_envs_per_actor} envs "
+        f"({groups} group(s)) "
+        f"x {cfg.actor_threads} actor thread(s), rollout {cfg.rollout_length}",
+        flush=True,
+    )
 
     ceiling = envpool_ceiling(cfg, groups, args.ceiling_steps)
     print(f"envpool ceiling (random actions): {ceiling:,.0f} env steps/s", flush=True)
@@ -178,8 +205,12 @@ def main(argv=None):
         bound = 1.0 / (1.0 / ceiling + per_step["act"] + per_step["learn"])
     else:
         bound = min(ceiling, actor_devices / per_step["act"], 1.0 / per_step["learn"])
-    print("stage alone, ms per 1000 env steps: " + ", ".join(f"{k} {v * 1e6:.1f}" for k, v in per_step.items())
-          + f"; bound ({'sum: shared cores' if shared else 'slowest stage'}) {bound:,.1f} env steps/s", flush=True)
+    print(
+        "stage alone, ms per 1000 env steps: "
+        + ", ".join(f"{k} {v * 1e6:.1f}" for k, v in per_step.items())
+        + f"; bound ({'sum: shared cores' if shared else 'slowest stage'}) {bound:,.1f} env steps/s",
+        flush=True,
+    )
 
     result = experiment.train_sebulba(cfg)
     # Windows are one update each. Skip the first quarter (compilation, then the trajectories queued
@@ -188,25 +219,45 @@ def main(argv=None):
     skip = max(1 + cfg.queue_size + cfg.actor_threads * actor_devices, len(result.history) // 4)
     last = result.history[skip:] or result.history[-1:]
     end_to_end = len(last) / sum(1.0 / h["sps"] for h in last)
-    breakdown = {k: sum(h[k] for h in last) for k in ("learn_s", "learner_wait_s", "actor_env_s", "actor_act_s", "actor_ship_s", "actor_put_wait_s")}
+    breakdown = {
+        k: sum(h[k] for h in last)
+        for k in ("learn_s", "learner_wait_s", "actor_env_s", "actor_act_s", "actor_ship_s", "actor_put_wait_s")
+    }
     row = {
-        "env": cfg.env, "agent": stages["agent"], "num_envs": cfg.num_envs_per_actor, "env_groups": groups, "actor_threads": cfg.actor_threads,
-        "rollout_length": cfg.rollout_length, "envpool_ceiling_sps": ceiling, "bound_sps": bound,
-        "end_to_end_sps": end_to_end, "efficiency": end_to_end / bound, "of_ceiling": end_to_end / ceiling,
-        "stage_seconds_per_step": per_step, "breakdown_s": breakdown, "policy_lag": statistics.mean(h["policy_lag"] for h in last),
+        "env": cfg.env,
+        "agent": stages["agent"],
+        "num_envs": cfg.num_envs_per_actor,
+        "env_groups": groups,
+        "actor_threads": cfg.actor_threads,
+        "rollout_length": cfg.rollout_length,
+        "envpool_ceiling_sps": ceiling,
+        "bound_sps": bound,
+        "end_to_end_sps": end_to_end,
+        "efficiency": end_to_end / bound,
+        "of_ceiling": end_to_end / ceiling,
+        "stage_seconds_per_step": per_step,
+        "breakdown_s": breakdown,
+        "policy_lag": statistics.mean(h["policy_lag"] for h in last),
     }
     text = (
         f"Sebulba throughput on {machine}, jax {jax.__version__}\n\n"
-        "| env | agent | envs x threads | groups | rollout | envpool ceiling | env ms/1k steps | act ms/1k | learn ms/1k | bound | end to end | of bound | of ceiling |\n"
+        "| env | agent | envs x threads | groups | rollout | envpool ceiling | env ms/1k steps | act ms/1k | learn "
+        "ms/1k | bound | end to end | of bound | of ceiling |\n"
         "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
-        f"| {cfg.env} | {row['agent']} | {cfg.num_envs_per_actor} x {cfg.actor_threads} | {groups} | {cfg.rollout_length} | {ceiling:,.0f} | "
+        f"| {cfg.env} | {row['agent']} | {cfg.num_envs_per_actor} x {cfg.actor_threads} | {groups} | "
+        f"{cfg.rollout_length} | {ceiling:,.0f} | "
         f"{per_step['env'] * 1e6:.1f} | {per_step['act'] * 1e6:.1f} | {per_step['learn'] * 1e6:.1f} | {bound:,.1f} | "
         f"{end_to_end:,.1f} | {100 * end_to_end / bound:.0f} % | {100 * end_to_end / ceiling:.1f} % |\n\n"
-        "Time over the measured windows (s): " + ", ".join(f"{k} {v:.2f}" for k, v in breakdown.items())
+        "Time over the measured windows (s): "
+        + ", ".join(f"{k} {v:.2f}" for k, v in breakdown.items())
         + f"; mean policy lag {row['policy_lag']:.2f} updates.\n"
     )
     print("\n" + text)
-    _report.save(_report.output_path(args.save, args.out, f"sebulba_{cfg.env.lower()}"), text, {"machine": machine, "jax": jax.__version__, "row": row})
+    _report.save(
+        _report.output_path(args.save, args.out, f"sebulba_{cfg.env.lower()}"),
+        text,
+        {"machine": machine, "jax": jax.__version__, "row": row},
+    )
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
     python examples/anakin_dqn_cartpole.py
     python examples/anakin_dqn_cartpole.py --seed 5 --log-dir runs/dqn
-    python examples/anakin_dqn_cartpole.py --num-seeds 4 --target-return None   # seeds 0-3 in one program, each to the end
+    # seeds 0-3 in one program, each to the end
+    python examples/anakin_dqn_cartpole.py --num-seeds 4 --target-return None
 
 The replay memory, the sum tree and the rate limiter live on each device inside the
 compiled update; every device keeps its own shard and gradients average over all of
@@ -23,10 +24,22 @@ from podracer import cli, config, envs, evaluate, parallel
 from podracer.agents import DQNConfig
 
 DEFAULTS = config.AnakinConfig(
-    env="cartpole", num_envs_per_device=16, rollout_length=8, num_updates=8000, updates_per_call=250,
-    eval_every=250, eval_episodes=32, target_return=490.0,
-    agent=DQNConfig().replace(learning_rate=1e-3, max_grad_norm=10.0, replay_ratio=4.0, batch_size=128, min_replay_size=1000,
-                    replay_capacity=50_000),
+    env="cartpole",
+    num_envs_per_device=16,
+    rollout_length=8,
+    num_updates=8000,
+    updates_per_call=250,
+    eval_every=250,
+    eval_episodes=32,
+    target_return=490.0,
+    agent=DQNConfig().replace(
+        learning_rate=1e-3,
+        max_grad_norm=10.0,
+        replay_ratio=4.0,
+        batch_size=128,
+        min_replay_size=1000,
+        replay_capacity=50_000,
+    ),
 )
 
 
@@ -37,8 +50,12 @@ def report(cfg, result) -> int:
     if not parallel.is_main_process():
         return 0
     final = result.history[-1]
-    print(f"training return (all actors of the ladder) {final['episode_return']:.1f}; replay ratio {final['replay_ratio']:.2f}; "
-          f"steady state {result.env_steps_per_second:,.0f} env steps/s; compile {result.compile_seconds:.1f} s", flush=True)
+    print(
+        f"training return (all actors of the ladder) {final['episode_return']:.1f}; replay ratio "
+        f"{final['replay_ratio']:.2f}; "
+        f"steady state {result.env_steps_per_second:,.0f} env steps/s; compile {result.compile_seconds:.1f} s",
+        flush=True,
+    )
     if cfg.num_seeds > 1:  # the last evaluation, seed by seed
         per_seed = final.get("eval_return_per_seed", [])
         for i, value in enumerate(per_seed):
@@ -53,8 +70,14 @@ def report(cfg, result) -> int:
 
 
 def main(argv=None) -> int:
-    return cli.anakin(argv, prog="examples/anakin_dqn_cartpole.py", name="anakin_dqn_cartpole.py", default=DEFAULTS,
-                      description=__doc__.split("\n\n")[0], report=report)
+    return cli.anakin(
+        argv,
+        prog="examples/anakin_dqn_cartpole.py",
+        name="anakin_dqn_cartpole.py",
+        default=DEFAULTS,
+        description=__doc__.split("\n\n")[0],
+        report=report,
+    )
 
 
 if __name__ == "__main__":

@@ -23,18 +23,50 @@ SETTINGS = {
     # name: (agent, hyper-parameters, learning rate, grad clip, envs per device, updates)
     "a2c-lstm": ("a2c", {"core": "lstm", "core_size": 32, "hidden_sizes": (32,)}, 3e-3, 0.5, 32, 200),
     "a2c": ("a2c", {"hidden_sizes": (64, 64)}, 3e-3, 0.5, 32, 200),
-    "r2d2": ("r2d2", {"core_size": 32, "hidden_sizes": (32,), "batch_size": 32, "min_replay_size": 64,
-                      "replay_capacity": 2000, "discount": 0.99, "replay_ratio": 4.0, "burn_in": 4}, 1e-3, 10.0, 16, 400),
-    "dqn": ("dqn", {"hidden_sizes": (64, 64), "batch_size": 128, "min_replay_size": 1000, "replay_capacity": 20_000,
-                    "discount": 0.99, "replay_ratio": 4.0}, 1e-3, 10.0, 16, 400),
+    "r2d2": (
+        "r2d2",
+        {
+            "core_size": 32,
+            "hidden_sizes": (32,),
+            "batch_size": 32,
+            "min_replay_size": 64,
+            "replay_capacity": 2000,
+            "discount": 0.99,
+            "replay_ratio": 4.0,
+            "burn_in": 4,
+        },
+        1e-3,
+        10.0,
+        16,
+        400,
+    ),
+    "dqn": (
+        "dqn",
+        {
+            "hidden_sizes": (64, 64),
+            "batch_size": 128,
+            "min_replay_size": 1000,
+            "replay_capacity": 20_000,
+            "discount": 0.99,
+            "replay_ratio": 4.0,
+        },
+        1e-3,
+        10.0,
+        16,
+        400,
+    ),
 }
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--agents", nargs="+", default=list(SETTINGS), choices=list(SETTINGS), help="agents to compare (default: all)")
+    parser.add_argument(
+        "--agents", nargs="+", default=list(SETTINGS), choices=list(SETTINGS), help="agents to compare (default: all)"
+    )
     parser.add_argument("--delay", type=int, default=4, help="blank steps between cue and query (default: 4)")
-    parser.add_argument("--updates-scale", type=float, default=1.0, help="multiplies every agent's update count (default: 1)")
+    parser.add_argument(
+        "--updates-scale", type=float, default=1.0, help="multiplies every agent's update count (default: 1)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--cpu-devices", type=int, default=None, help="CPU devices to expose (default: one per core)")
     args = parser.parse_args(argv)
@@ -54,23 +86,42 @@ def main(argv=None) -> int:
         agent = agents.make(agent_name, env.spec(), **hyper)
         updates = max(20, int(round(updates * args.updates_scale / 20)) * 20)
         start = time.perf_counter()
-        result = anakin.run(env, agent, learner.make_optimizer(lr, clip), key=jax.random.key(args.seed),
-                            num_envs_per_device=num_envs, rollout_length=16, num_updates=updates, updates_per_call=20)
+        result = anakin.run(
+            env,
+            agent,
+            learner.make_optimizer(lr, clip),
+            key=jax.random.key(args.seed),
+            num_envs_per_device=num_envs,
+            rollout_length=16,
+            num_updates=updates,
+            updates_per_call=20,
+        )
         seconds = time.perf_counter() - start
         params = parallel.unreplicate(result.state.learner.params)
         greedy, _ = evaluate.play_jax(env, agent, params, episodes=256, greedy=True, seed=args.seed + 1)
         steps = result.history[-1]["env_steps"]
         best = max(h["episode_return"] for h in result.history)
         rows.append((name, steps, result.history[-1]["episode_return"], best, float(np.mean(greedy)), seconds))
-        print(f"{name:9s} {steps:>9,.0f} env steps in {seconds:5.1f} s: training return {rows[-1][2]:+.3f} "
-              f"(best {best:+.3f}), greedy return {rows[-1][4]:+.3f}", flush=True)
-    print(f"\ncue recall, 4 cues, delay {args.delay} (chance: -0.5, perfect: +1); {jax.device_count()} "
-          f"{jax.default_backend()} device(s)\n")
-    print("| agent | memory | env steps | final training return | best training return | greedy return (256 episodes) | wall (s) |")
+        print(
+            f"{name:9s} {steps:>9,.0f} env steps in {seconds:5.1f} s: training return {rows[-1][2]:+.3f} "
+            f"(best {best:+.3f}), greedy return {rows[-1][4]:+.3f}",
+            flush=True,
+        )
+    print(
+        f"\ncue recall, 4 cues, delay {args.delay} (chance: -0.5, perfect: +1); {jax.device_count()} "
+        f"{jax.default_backend()} device(s)\n"
+    )
+    print(
+        "| agent | memory | env steps | final training return | best training return | greedy return (256 episodes) "
+        "| wall (s) |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|")
     for name, steps, train_return, best, greedy_return, seconds in rows:
         memory = "LSTM" if name in ("a2c-lstm", "r2d2") else "none"
-        print(f"| {name} | {memory} | {steps:,.0f} | {train_return:+.3f} | {best:+.3f} | {greedy_return:+.3f} | {seconds:.1f} |")
+        print(
+            f"| {name} | {memory} | {steps:,.0f} | {train_return:+.3f} | {best:+.3f} | {greedy_return:+.3f} | "
+            f"{seconds:.1f} |"
+        )
     return 0
 
 

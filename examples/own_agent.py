@@ -22,8 +22,16 @@ import jax
 import jax.numpy as jnp
 
 from podracer import agents, cli
-from podracer.agents.base import (Agent, check_hyperparameters, make_network, make_policy_fns, masked_mean,
-                                  policy_terms, transitions, unroll_trajectory)
+from podracer.agents.base import (
+    Agent,
+    check_hyperparameters,
+    make_network,
+    make_policy_fns,
+    masked_mean,
+    policy_terms,
+    transitions,
+    unroll_trajectory,
+)
 from podracer.networks import TorsoName
 
 
@@ -56,7 +64,8 @@ def make_reinforce(spec, config: ReinforceConfig = ReinforceConfig()) -> Agent:
         tr = transitions(trajectory, config.discount)  # rewards, discounts, episode boundaries
         baseline = jax.lax.stop_gradient(values[1:])
         returns = jax.vmap(rlax.discounted_returns, in_axes=1, out_axes=1)(
-            tr.r_t, tr.discount_t * tr.continues_t, baseline)
+            tr.r_t, tr.discount_t * tr.continues_t, baseline
+        )
         advantage = returns - values[:-1]
         mask = jax.tree.map(lambda x: x[:-1], trajectory.timestep.action_mask)  # legal actions (None: all)
         log_prob, entropy = policy_terms(jax.tree.map(lambda x: x[:-1], policy), trajectory.action[:-1], mask)

@@ -33,15 +33,24 @@ class Corridor:
 
     def reset(self, key):
         del key
-        state = {"position": jnp.zeros((), jnp.int32), "has_key": jnp.zeros((), bool), "steps": jnp.zeros((), jnp.int32)}
+        state = {
+            "position": jnp.zeros((), jnp.int32),
+            "has_key": jnp.zeros((), bool),
+            "steps": jnp.zeros((), jnp.int32),
+        }
         return state, first_timestep(self._observe(state), self._legal(state))
 
     def step(self, state, action):
         position = jnp.clip(state["position"] + action - 1, 0, LENGTH - 1)
         state = {"position": position, "has_key": state["has_key"] | (position == KEY), "steps": state["steps"] + 1}
         done = position == LENGTH - 1
-        return state, step_timestep(self._observe(state), done.astype(jnp.float32), terminated=done,
-                                    truncated=state["steps"] >= MAX_STEPS, action_mask=self._legal(state))
+        return state, step_timestep(
+            self._observe(state),
+            done.astype(jnp.float32),
+            terminated=done,
+            truncated=state["steps"] >= MAX_STEPS,
+            action_mask=self._legal(state),
+        )
 
     def spec(self) -> EnvSpec:
         return EnvSpec(observation=jax.ShapeDtypeStruct((LENGTH + 1,), jnp.float32), num_actions=3, action_mask=True)

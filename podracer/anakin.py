@@ -42,11 +42,13 @@ class RolloutState(NamedTuple):
 
     env_state: State  # [B, ...] state of the wrapped environments
     timestep: TimeStep  # [B, ...] the time step the environments are at
-    action: chex.Array  # int32 [B] (float32 [B, size] if continuous): the action chosen at ``timestep``, executed first next rollout
+    # int32 [B] (float32 [B, size] if continuous): the action chosen at ``timestep``, executed first next rollout
+    action: chex.Array
     extras: chex.ArrayTree  # [B, ...] actor outputs at ``timestep``
     key: chex.PRNGKey  # the actor's key
     core: chex.ArrayTree = ()  # [B, ...] recurrent agents: the core state after ``timestep`` (``()`` otherwise)
-    discounted_return: chex.ArrayTree = ()  # float32 [B]: the episode's discounted return up to ``timestep`` (agents with return_discount; ``()`` otherwise)
+    # float32 [B]: the episode's discounted return up to ``timestep`` (agents with return_discount; ``()`` otherwise)
+    discounted_return: chex.ArrayTree = ()
 
 
 class AnakinState(NamedTuple):
@@ -71,12 +73,14 @@ class Sweep(NamedTuple):
     def expand(self, key: chex.PRNGKey) -> tuple[chex.PRNGKey, dict[str, chex.Array]]:
         """Keys ``[P x S]`` (every seed's key, once per setting) and each swept value ``[P x S]`` along them."""
         keys = key[None] if jnp.ndim(key) == 0 else key
-        values = {name: jnp.asarray(np.repeat([point[name] for point in self.points], len(keys)))
-                  for name in self.points[0]}
+        values = {
+            name: jnp.asarray(np.repeat([point[name] for point in self.points], len(keys))) for name in self.points[0]
+        }
         return jnp.concatenate([keys] * len(self.points)), values
 
     def update(self, env: Environment, rollout_length: int, values: dict[str, chex.Array], **kwargs):
         """The per-device update of every entry: :func:`make_update` of each entry's setting, vmapped."""
+
         def one(state, entry_values):
             return make_update(env, *self.build(entry_values), rollout_length=rollout_length, **kwargs)(state)
 
@@ -103,8 +107,9 @@ def make_rollout(env: Environment, agent: Agent, rollout_length: int):
             key, act_key = jax.random.split(state.key)
             env_state, timestep = step_envs(state.env_state, state.action)
             # A time step after a ``last`` one starts an episode: recurrent agents reset there.
-            action, extras, core = agent.act(params, timestep.observation, act_key, state.core,
-                                              state.timestep.last, **act_mask(timestep.action_mask))
+            action, extras, core = agent.act(
+                params, timestep.observation, act_key, state.core, state.timestep.last, **act_mask(timestep.action_mask)
+            )
             emitted = (state.timestep, state.action, split_start_state(state.extras)[0], state.discounted_return)
             returns = state.discounted_return
             if gamma is not None:  # a new episode's first time step (after a last one) starts from 0
@@ -120,7 +125,9 @@ def make_rollout(env: Environment, agent: Agent, rollout_length: int):
         start = split_start_state(state.extras)[1]  # entry 0's start state, stored once
         state, (emitted, episode) = jax.lax.scan(body, state, None, length=rollout_length)
         final = (state.timestep, state.action, split_start_state(state.extras)[0], state.discounted_return)
-        timestep, action, extras, discounted = jax.tree.map(lambda xs, x: jnp.concatenate([xs, x[None]]), emitted, final)
+        timestep, action, extras, discounted = jax.tree.map(
+            lambda xs, x: jnp.concatenate([xs, x[None]]), emitted, final
+        )
         episodes, returns, lengths = (jnp.sum(x) for x in episode)
         metrics = {"episodes": episodes, "episode_return": returns, "episode_length": lengths}
         return state, Trajectory(timestep, action, extras, start, None if gamma is None else discounted), metrics
@@ -194,11 +201,23 @@ def init_state(
     env_state, timestep = jax.vmap(env.reset)(jax.random.split(reset_key, num_envs))
     check_action_mask(env.spec(), timestep, batch_axes=1)
     if learner is None:
-        learner = init_learner_state(agent, optimizer, learner_key, timestep.observation, rollout_length=rollout_length,
-                                     action_mask=timestep.action_mask)
+        learner = init_learner_state(
+            agent,
+            optimizer,
+            learner_key,
+            timestep.observation,
+            rollout_length=rollout_length,
+            action_mask=timestep.action_mask,
+        )
     first = jnp.ones((num_envs,), bool)
-    action, extras, core = agent.act(learner.params, timestep.observation, act_key, agent.initial_state(num_envs), first,
-                                     **act_mask(timestep.action_mask))
+    action, extras, core = agent.act(
+        learner.params,
+        timestep.observation,
+        act_key,
+        agent.initial_state(num_envs),
+        first,
+        **act_mask(timestep.action_mask),
+    )
     returns = () if agent.return_discount is None else jnp.zeros((num_envs,), jnp.float32)
     return AnakinState(learner, RolloutState(env_state, timestep, action, extras, actor_key, core, returns))
 
@@ -225,13 +244,17 @@ def init(
     """
     if sweep is not None:
         return _init_sweep(env, sweep, key, num_envs_per_device, devices, rollout_length)
-    init_fn = functools.partial(init_state, env, agent, optimizer, num_envs=num_envs_per_device,
-                                rollout_length=rollout_length)
+    init_fn = functools.partial(
+        init_state, env, agent, optimizer, num_envs=num_envs_per_device, rollout_length=rollout_length
+    )
     # The learner is the same on every device: made once, then copied; seed by seed, because a vmap
     # over seeds of the networks' orthogonal initializers (batched QR decompositions) hangs XLA:CPU at
     # times (always inside a device map over 2 or 4 devices, now and then on one device).
-    make_learner = jax.jit(functools.partial(init_learner, env, agent, optimizer, num_envs=num_envs_per_device,
-                                             rollout_length=rollout_length))
+    make_learner = jax.jit(
+        functools.partial(
+            init_learner, env, agent, optimizer, num_envs=num_envs_per_device, rollout_length=rollout_length
+        )
+    )
     if jnp.ndim(key) == 1:
         learner = jax.tree.map(lambda *xs: jnp.stack(xs), *[make_learner(k) for k in key])
     else:
@@ -241,7 +264,9 @@ def init(
         index = jax.lax.axis_index(parallel.DEVICE_AXIS)
         return _over_seeds(lambda k, learner: init_fn(k, actor_index=index, learner=learner), k)(k, learner)
 
-    return parallel.device_map(per_device, devices)(parallel.replicate(key, devices), parallel.replicate(learner, devices))
+    return parallel.device_map(per_device, devices)(
+        parallel.replicate(key, devices), parallel.replicate(learner, devices)
+    )
 
 
 def _init_sweep(env: Environment, sweep: Sweep, key, num_envs_per_device: int, devices, rollout_length: int):
@@ -251,9 +276,12 @@ def _init_sweep(env: Environment, sweep: Sweep, key, num_envs_per_device: int, d
     learners = []
     for point in sweep.points:
         agent, optimizer = sweep.build(point)
-        make_learner = jax.jit(functools.partial(init_learner, env, agent, optimizer, num_envs=num_envs_per_device,
-                                                 rollout_length=rollout_length))
-        learners += [make_learner(k) for k in keys[:len(keys) // len(sweep.points)]]
+        make_learner = jax.jit(
+            functools.partial(
+                init_learner, env, agent, optimizer, num_envs=num_envs_per_device, rollout_length=rollout_length
+            )
+        )
+        learners += [make_learner(k) for k in keys[: len(keys) // len(sweep.points)]]
     learner = jax.tree.map(lambda *xs: jnp.stack(xs), *learners)
 
     def per_device(keys, learner):
@@ -261,12 +289,22 @@ def _init_sweep(env: Environment, sweep: Sweep, key, num_envs_per_device: int, d
 
         def one(k, learner, entry_values):
             agent, optimizer = sweep.build(entry_values)
-            return init_state(env, agent, optimizer, k, num_envs_per_device, actor_index=index,
-                              rollout_length=rollout_length, learner=learner)
+            return init_state(
+                env,
+                agent,
+                optimizer,
+                k,
+                num_envs_per_device,
+                actor_index=index,
+                rollout_length=rollout_length,
+                learner=learner,
+            )
 
         return jax.vmap(one)(keys, learner, values)
 
-    return parallel.device_map(per_device, devices)(parallel.replicate(keys, devices), parallel.replicate(learner, devices))
+    return parallel.device_map(per_device, devices)(
+        parallel.replicate(keys, devices), parallel.replicate(learner, devices)
+    )
 
 
 def unsweepable(env: Environment, sweep: Sweep, state: AnakinState, rollout_length: int) -> list[str]:
@@ -275,6 +313,7 @@ def unsweepable(env: Environment, sweep: Sweep, state: AnakinState, rollout_leng
     entry = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[2:], x.dtype), state)
     bad = []
     for name in sweep.points[0]:
+
         def trace(state, value, name=name):
             values = {**sweep.points[0], name: value}
             return make_update(env, *sweep.build(values), rollout_length=rollout_length, axis_names=())(state)
@@ -309,8 +348,9 @@ def random_action(spec, key: chex.PRNGKey, num_envs: int, action_mask=None) -> c
     if spec.nvec is not None:
         keys = jax.random.split(key, len(spec.nvec))
         masks = action_mask if action_mask is not None else [jnp.ones((num_envs, n), bool) for n in spec.nvec]
-        return jnp.stack([jax.random.categorical(k, jnp.where(m, 0.0, -jnp.inf)) for k, m in zip(keys, masks)],
-                         axis=-1).astype(jnp.int32)
+        return jnp.stack(
+            [jax.random.categorical(k, jnp.where(m, 0.0, -jnp.inf)) for k, m in zip(keys, masks)], axis=-1
+        ).astype(jnp.int32)
     mask = action_mask if action_mask is not None else jnp.ones((num_envs, spec.num_actions), bool)
     return jax.random.categorical(key, jnp.where(mask, 0.0, -jnp.inf)).astype(jnp.int32)
 
@@ -359,8 +399,16 @@ def make_evaluate(env: Environment, agent: Agent, num_episodes: int, *, max_step
         reset_key, act_key = jax.random.split(key)
         env_state, timestep = jax.vmap(env.reset)(jax.random.split(reset_key, num_episodes))
         zeros = jnp.zeros((num_episodes,), jnp.float32)
-        carry = (env_state, timestep, agent.initial_state(num_episodes), jnp.ones((num_episodes,), bool),
-                 zeros, jnp.zeros((num_episodes,), bool), act_key, 0)
+        carry = (
+            env_state,
+            timestep,
+            agent.initial_state(num_episodes),
+            jnp.ones((num_episodes,), bool),
+            zeros,
+            jnp.zeros((num_episodes,), bool),
+            act_key,
+            0,
+        )
 
         def running(carry):
             *_, done, _, t = carry
@@ -369,7 +417,9 @@ def make_evaluate(env: Environment, agent: Agent, num_episodes: int, *, max_step
         def body(carry):
             env_state, timestep, core, first, returns, done, key, t = carry
             key, step_key = jax.random.split(key)
-            _, extras, core = agent.act(params, timestep.observation, step_key, core, first, **act_mask(timestep.action_mask))
+            _, extras, core = agent.act(
+                params, timestep.observation, step_key, core, first, **act_mask(timestep.action_mask)
+            )
             first = timestep.last  # the next observation starts an episode where this one ended it
             env_state, timestep = jax.vmap(env.step)(env_state, greedy_action(extras))
             returns = returns + jnp.where(done, 0.0, timestep.reward)
@@ -382,7 +432,8 @@ def make_evaluate(env: Environment, agent: Agent, num_episodes: int, *, max_step
 
 
 def seed_keys(seed: int, num_seeds: int) -> jax.Array:
-    """Keys ``[num_seeds]`` of seeds ``seed ... seed + num_seeds - 1``: seed ``i`` trains as a run with ``jax.random.key(i)``."""
+    """Keys ``[num_seeds]`` of seeds ``seed ... seed + num_seeds - 1``: seed ``i`` trains as a run with
+    ``jax.random.key(i)``."""
     if num_seeds < 1:
         raise ValueError(f"num_seeds must be >= 1, got {num_seeds}.")
     return jax.vmap(jax.random.key)(jnp.arange(seed, seed + num_seeds))
@@ -442,11 +493,21 @@ def _seeded_update(env, agent, optimizer, key, rollout_length: int, sweep: Sweep
 
 def _compile(update, updates_per_call: int, devices, state):
     """``updates_per_call`` updates mapped over ``devices``, compiled ahead of the first call for ``state``; several
-    processes then wait for each other (:func:`podracer.multihost.all_arrive`) to enter the first collective together."""
+    processes then wait for each other (:func:`podracer.multihost.all_arrive`) to enter the first collective
+    together."""
     multi = make_multi_update(update, updates_per_call)
     compiled = parallel.device_map(multi, devices).lower(state).compile()
     multihost.all_arrive("the compiled update")
     return compiled
+
+
+def _calls(num_updates: int, updates_per_call: int, start_update: int) -> range:
+    """The host calls still to run: those after ``start_update`` updates, of ``num_updates`` in all."""
+    num_calls = parallel.check_divisible(
+        num_updates, updates_per_call, "num_updates", "updates per call (--updates-per-call)"
+    )
+    first = parallel.check_divisible(start_update, updates_per_call, "the updates already done", "updates per call")
+    return range(first, num_calls)
 
 
 class RunResult(NamedTuple):
@@ -504,8 +565,6 @@ def run(
     ``optimizer`` are then unused): the per-seed entries of the summaries run setting by setting
     (:meth:`Sweep.expand`), and ``evaluate`` receives every entry's parameters.
     """
-    num_calls = parallel.check_divisible(num_updates, updates_per_call, "num_updates", "updates per call (--updates-per-call)")
-    first_call = parallel.check_divisible(start_update, updates_per_call, "the updates already done", "updates per call")
     seeded = jnp.ndim(key) == 1 or sweep is not None
     num_seeds = len(sweep.expand(key)[0]) if sweep is not None else len(key) if seeded else 1  # entries, with a sweep
     steps_per_update = rollout_length * num_envs_per_device * parallel.num_global_devices(devices)
@@ -513,23 +572,25 @@ def run(
     progress("compiling")
     compile_start = time.perf_counter()
     if state is None:
-        state = init(env, agent, optimizer, key, num_envs_per_device, devices, rollout_length=rollout_length, sweep=sweep)
-    p_multi = _compile(_seeded_update(env, agent, optimizer, key, rollout_length, sweep), updates_per_call, devices, state)
+        state = init(
+            env, agent, optimizer, key, num_envs_per_device, devices, rollout_length=rollout_length, sweep=sweep
+        )
+    update = _seeded_update(env, agent, optimizer, key, rollout_length, sweep)
+    p_multi = _compile(update, updates_per_call, devices, state)
     compile_seconds = time.perf_counter() - compile_start
     progress(f"compiled in {compile_seconds:.1f} s")
     summarize_call = summarize_seeds if seeded else summarize
-
     history, call_seconds = [], []
-    for call in range(first_call, num_calls):
+    for call in _calls(num_updates, updates_per_call, start_update):
         if stop is not None and parallel.any_process(stop.is_set()):
             break
         start = time.perf_counter()
         state, metrics = p_multi(state)
-        summary = summarize_call(jax.device_get(parallel.unreplicate(metrics)))
         call_seconds.append(time.perf_counter() - start)
         done = (call + 1) * updates_per_call
-        summary = {"env_steps": float(done * steps_per_update),
-                   "sps": num_seeds * updates_per_call * steps_per_update / call_seconds[-1], **summary}
+        sps = num_seeds * updates_per_call * steps_per_update / call_seconds[-1]
+        summary = {"env_steps": float(done * steps_per_update), "sps": sps}
+        summary.update(summarize_call(jax.device_get(parallel.unreplicate(metrics))))
         if evaluate is not None and eval_every and done % eval_every == 0:
             summary.update(summarize_evaluation(evaluate(parallel.unreplicate(state.learner.params)), target_return))
         history.append(summary)

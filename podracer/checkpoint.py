@@ -56,7 +56,9 @@ def _checkpointer():
     import orbax.checkpoint as ocp
 
     me = parallel.process_index()
-    return ocp.StandardCheckpointer(multiprocessing_options=ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me}))
+    return ocp.StandardCheckpointer(
+        multiprocessing_options=ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me})
+    )
 
 
 def steps(directory: str) -> list[int]:
@@ -87,8 +89,12 @@ SPACE_MARGIN_BYTES = 1 << 20
 
 def tree_bytes(tree) -> int:
     """Bytes of the arrays of ``tree`` (host or device arrays, or shapes): what a checkpoint of it writes, about."""
-    return int(sum(np.prod(x.shape, dtype=np.int64) * (_key_bytes(x) if _is_key(x) else np.dtype(x.dtype).itemsize)
-                   for x in jax.tree.leaves(tree)))
+    return int(
+        sum(
+            np.prod(x.shape, dtype=np.int64) * (_key_bytes(x) if _is_key(x) else np.dtype(x.dtype).itemsize)
+            for x in jax.tree.leaves(tree)
+        )
+    )
 
 
 def _key_bytes(key) -> int:
@@ -108,17 +114,21 @@ def check_start_room(directory: str, per_save: int, keep: int = 3) -> None:
     check_room(directory, per_save, "a checkpoint of this run")
     free = shutil.disk_usage(directory).free
     if free < (keep + 1) * per_save + SPACE_MARGIN_BYTES:
-        _warn(f"--checkpoint-dir {directory!r}: a checkpoint of this run takes about {disk.size(per_save)}; the "
-              f"device has {disk.size(free)} free, less than the {keep} kept and one more being written: it may fill.")
+        _warn(
+            f"--checkpoint-dir {directory!r}: a checkpoint of this run takes about {disk.size(per_save)}; the "
+            f"device has {disk.size(free)} free, less than the {keep} kept and one more being written: it may fill."
+        )
 
 
 def _no_room(directory: str, needed: int, what: str) -> DiskFull:
     free = shutil.disk_usage(directory).free
     newest = steps(directory)
     kept = f"; step_{newest[-1]}, the newest complete checkpoint, is intact" if newest else ""
-    return DiskFull(f"--checkpoint-dir {directory!r}: no room for {what}: it needs about {disk.size(needed)} (and "
-                    f"podracer keeps {disk.size(SPACE_MARGIN_BYTES)} spare) and the device has {disk.size(free)} free"
-                    f"{kept}; free some space or choose another --checkpoint-dir.")
+    return DiskFull(
+        f"--checkpoint-dir {directory!r}: no room for {what}: it needs about {disk.size(needed)} (and "
+        f"podracer keeps {disk.size(SPACE_MARGIN_BYTES)} spare) and the device has {disk.size(free)} free"
+        f"{kept}; free some space or choose another --checkpoint-dir."
+    )
 
 
 def check_room(directory: str, needed: int, what: str) -> None:
@@ -279,7 +289,9 @@ def _newest_intact(directory: str, load, what: str):
                 _warn(f"{what} {path} cannot be restored ({_reason(error)}); using the previous checkpoint.")
     agreed = parallel.agree_on_min(-1 if chosen is None else chosen)
     if agreed < 0:
-        raise ValueError(f"No intact checkpoint in {directory!r} (tried {', '.join(f'step_{s}' for s in reversed(found))}).")
+        raise ValueError(
+            f"No intact checkpoint in {directory!r} (tried {', '.join(f'step_{s}' for s in reversed(found))})."
+        )
     if agreed != chosen:  # another process could not read this one: all take the newest every process reads
         result = load(agreed)
     return result, agreed
@@ -302,13 +314,20 @@ def restore_run_state(directory: str, step: int, template):
     devices, as :func:`save_run_state` took it): numpy arrays ``[local devices, ...]``, keys as keys."""
     path = _run_state_path(directory, step)
     if not os.path.isdir(path):
-        raise FileNotFoundError(f"{path!r} is missing: checkpoint step_{step} holds no run state for this process "
-                                "(it was not written by an Anakin run of this layout).")
+        raise FileNotFoundError(
+            f"{path!r} is missing: checkpoint step_{step} holds no run state for this process "
+            "(it was not written by an Anakin run of this layout)."
+        )
     local = parallel.local_entries(template)
     abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), local)
     tree = _checkpointer().restore(path, abstract)
-    return jax.tree.map(lambda t, x: jax.random.wrap_key_data(np.asarray(x), impl=jax.random.key_impl(t)) if _is_key(t)
-                        else np.asarray(x), template, tree)
+    return jax.tree.map(
+        lambda t, x: (
+            jax.random.wrap_key_data(np.asarray(x), impl=jax.random.key_impl(t)) if _is_key(t) else np.asarray(x)
+        ),
+        template,
+        tree,
+    )
 
 
 def prepare(directory: str, *, resume: str | bool, identity: dict[str, Any]) -> int | None:
@@ -328,8 +347,10 @@ def prepare(directory: str, *, resume: str | bool, identity: dict[str, Any]) -> 
         return None
     if resume == "no":
         if found:
-            raise ValueError(f"--checkpoint-dir {directory!r} already holds checkpoints; pass --resume (or "
-                             "--resume auto) to continue that run or choose another --checkpoint-dir.")
+            raise ValueError(
+                f"--checkpoint-dir {directory!r} already holds checkpoints; pass --resume (or "
+                "--resume auto) to continue that run or choose another --checkpoint-dir."
+            )
         return None
     if not found:
         raise ValueError(f"--resume: no checkpoint in {directory!r} to resume from.")
@@ -358,7 +379,8 @@ def mark_finished(directory: str) -> None:
 
 
 def read_metadata(directory: str, step: int | None = None) -> dict[str, Any]:
-    """The metadata of the newest checkpoint (or of ``step``); a ``ValueError`` naming the file when it cannot be read."""
+    """The metadata of the newest checkpoint (or of ``step``); a ``ValueError`` naming the file when it cannot be
+    read."""
     step = latest(directory) if step is None else step
     path = os.path.join(directory, f"step_{step}.json")
     try:

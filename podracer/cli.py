@@ -25,16 +25,27 @@ COMMANDS = {
     "preview": "play each new checkpoint of a training run as it is saved",
 }
 
-USAGE = "usage: podracer {anakin,sebulba,evaluate,preview} [FLAGS ...]\n\n" + "\n".join(
-    f"  {name:9s} {text}" for name, text in COMMANDS.items()) + (
-    "\n\n`podracer COMMAND --help` lists a command's flags.")
+USAGE = (
+    "usage: podracer {anakin,sebulba,evaluate,preview} [FLAGS ...]\n\n"
+    + "\n".join(f"  {name:9s} {text}" for name, text in COMMANDS.items())
+    + ("\n\n`podracer COMMAND --help` lists a command's flags.")
+)
 
 ANAKIN_DESCRIPTION = "Train in Anakin mode on every device of this machine (or of every host of a pod slice)"
 SEBULBA_DESCRIPTION = "Train in Sebulba mode: envpool actors and a learner mapped over devices"
 
 
-def train(default, argv: Sequence[str] | None, *, prog: str, name: str, description: str,
-          run: Callable, report: Callable[[object, object], int], stopped: str = "") -> int:
+def train(
+    default,
+    argv: Sequence[str] | None,
+    *,
+    prog: str,
+    name: str,
+    description: str,
+    run: Callable,
+    report: Callable[[object, object], int],
+    stopped: str = "",
+) -> int:
     """The one start-up and exit path of a training command.
 
     ``default`` is the config (or config class) whose defaults the command line starts from; ``prog`` names the
@@ -51,10 +62,16 @@ def train(default, argv: Sequence[str] | None, *, prog: str, name: str, descript
     try:
         if cfg.compile_cache:
             compile_cache.use_compile_cache(cfg.compile_cache_dir)
-        multihost.initialize(cfg.coordinator, cfg.num_processes, cfg.process_id, auto_detect=cfg.distributed,
-                            timeout=cfg.distributed_timeout)
+        multihost.initialize(
+            cfg.coordinator,
+            cfg.num_processes,
+            cfg.process_id,
+            auto_detect=cfg.distributed,
+            timeout=cfg.distributed_timeout,
+        )
         result = run(cfg, stop)
-    except ValueError as error:  # a layout that does not fit the devices found, an unknown task, a checkpoint directory that does not fit
+    # a layout that does not fit the devices found, an unknown task, a checkpoint directory that does not fit
+    except ValueError as error:
         if parallel.process_count() > 1 and multihost.lost_peer(error):  # a collective's error, raised as ValueError
             multihost.abandon_run(name, error)
         print(f"{name}: error: {error}", file=sys.stderr)
@@ -114,16 +131,27 @@ def _report_anakin(cfg, result) -> int:
             returns = last["episode_return_per_seed"]
             for i, value in enumerate(returns):
                 print(f"seed {cfg.seed + i}: final mean episode return {value:.3f}")
-            print(f"over {len(returns)} seeds: mean {final:.3f}, min {min(returns):.3f}, "
-                  f"interquartile mean {anakin.interquartile_mean(returns):.3f}")
-        print(f"final mean episode return {final:.3f}; steady state {result.env_steps_per_second:,.0f} env steps/s; "
-              f"compile {result.compile_seconds:.1f} s", flush=True)
+            print(
+                f"over {len(returns)} seeds: mean {final:.3f}, min {min(returns):.3f}, "
+                f"interquartile mean {anakin.interquartile_mean(returns):.3f}"
+            )
+        print(
+            f"final mean episode return {final:.3f}; steady state {result.env_steps_per_second:,.0f} env steps/s; "
+            f"compile {result.compile_seconds:.1f} s",
+            flush=True,
+        )
     return 0 if math.isfinite(final) else 1
 
 
-def anakin(argv: Sequence[str] | None = None, *, prog: str = "podracer anakin", name: str = "podracer anakin",
-           default=config.AnakinConfig, description: str = ANAKIN_DESCRIPTION,
-           report: Callable[[object, object], int] = _report_anakin) -> int:
+def anakin(
+    argv: Sequence[str] | None = None,
+    *,
+    prog: str = "podracer anakin",
+    name: str = "podracer anakin",
+    default=config.AnakinConfig,
+    description: str = ANAKIN_DESCRIPTION,
+    report: Callable[[object, object], int] = _report_anakin,
+) -> int:
     """``podracer anakin``: train with ``default``'s settings changed by the command line; the exit status."""
     return train(default, argv, prog=prog, name=name, description=description, run=_train_anakin, report=report)
 
@@ -141,10 +169,20 @@ def _report_sebulba(cfg, result) -> int:
     return 0
 
 
-def sebulba(argv: Sequence[str] | None = None, *, prog: str = "podracer sebulba", name: str = "podracer sebulba") -> int:
+def sebulba(
+    argv: Sequence[str] | None = None, *, prog: str = "podracer sebulba", name: str = "podracer sebulba"
+) -> int:
     """``podracer sebulba``: train in Sebulba mode; the exit status."""
-    return train(config.SebulbaConfig, argv, prog=prog, name=name, description=SEBULBA_DESCRIPTION,
-                 run=_train_sebulba, report=_report_sebulba, stopped="; every thread stopped")
+    return train(
+        config.SebulbaConfig,
+        argv,
+        prog=prog,
+        name=name,
+        description=SEBULBA_DESCRIPTION,
+        run=_train_sebulba,
+        report=_report_sebulba,
+        stopped="; every thread stopped",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -166,8 +204,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from podracer import preview
 
         return preview.main(rest, prog="podracer preview", name="podracer preview")
-    print(f"podracer: error: unknown command {command!r}; choose one of {', '.join(COMMANDS)} "
-          "(podracer --help).", file=sys.stderr)
+    print(
+        f"podracer: error: unknown command {command!r}; choose one of {', '.join(COMMANDS)} (podracer --help).",
+        file=sys.stderr,
+    )
     return 2
 
 

@@ -63,5 +63,10 @@ def adopt_orphans(directory: str) -> int:
     return adopted
 
 
-__all__ = ["COMPILE_CACHE_MAX_BYTES", "adopt_orphans", "check_compile_cache_dir", "compile_cache_dir",
-           "use_compile_cache"]
+__all__ = [
+    "COMPILE_CACHE_MAX_BYTES",
+    "adopt_orphans",
+    "check_compile_cache_dir",
+    "compile_cache_dir",
+    "use_compile_cache",
+]

@@ -32,28 +32,42 @@ from podracer.agents.base import check_finite, flag
 T = TypeVar("T")
 
 
-
 def agent_choice(classes: dict[str, type]):
     """The type of a mode's ``agent`` field: a tyro subcommand per agent, named as in the registry."""
-    return Union[tuple(Annotated[cls, tyro.conf.subcommand(name, default=cls())]  # noqa: UP007
-                       for name, cls in classes.items())]
+    return Union[
+        tuple(
+            Annotated[cls, tyro.conf.subcommand(name, default=cls())]  # noqa: UP007
+            for name, cls in classes.items()
+        )
+    ]
 
 
 # The built-in agents; :func:`parse` adds those registered (agents.register, --import, entry points).
 AgentConfig = agent_choice(agents.config_classes(built_in=True))
-AnakinEnvName = Annotated[str, tyro.conf.arg(
-    metavar="NAME", help=f"JAX environment: {', '.join(envs.names())}, one registered with podracer.envs.register, or "
-                         f"SUITE:NAME ({', '.join(f'{s}:...' for s in sorted(envs.SUITES))}); --env list shows them")]
+AnakinEnvName = Annotated[
+    str,
+    tyro.conf.arg(
+        metavar="NAME",
+        help=f"JAX environment: {', '.join(envs.names())}, one registered with podracer.envs.register, or "
+        f"SUITE:NAME ({', '.join(f'{s}:...' for s in sorted(envs.SUITES))}); --env list shows them",
+    ),
+]
 
-Imports = Annotated[tuple[str, ...], tyro.conf.arg(
-    name="import", metavar="MODULE",
-    help="import this module (package.module, or a path/to/file.py) before anything else, so that the environments "
-         "and agents it registers (podracer.envs.register, podracer.agents.register) can be named; repeat for several"),
-    tyro.conf.UseAppendAction]
+Imports = Annotated[
+    tuple[str, ...],
+    tyro.conf.arg(
+        name="import",
+        metavar="MODULE",
+        help="import this module (package.module, or a path/to/file.py) before anything else, so that the environments "
+        "and agents it registers (podracer.envs.register, podracer.agents.register) can be named; repeat for several",
+    ),
+    tyro.conf.UseAppendAction,
+]
 
 
 def import_module(target: str):
-    """Imports ``--import``'s ``target``: a module name (``my_package.tasks``) or a Python file (``examples/own_env.py``,
+    """Imports ``--import``'s ``target``: a module name (``my_package.tasks``) or a Python file
+    (``examples/own_env.py``,
     imported as a module named after the file). A module that cannot be found, or that raises ``ValueError`` (a
     registration refused), is a one-line ``ValueError``."""
     import importlib
@@ -106,14 +120,18 @@ def _with_registered_agents(cls: type) -> type:
     if set(classes) == set(agents.BUILT_IN):
         return cls
     mode = dataclasses.make_dataclass(
-        cls.__name__, [("agent", agent_choice(classes), dataclasses.field(default=fields["agent"].default))],
-        bases=(cls,), frozen=True)
+        cls.__name__,
+        [("agent", agent_choice(classes), dataclasses.field(default=fields["agent"].default))],
+        bases=(cls,),
+        frozen=True,
+    )
     mode.__doc__, mode.__module__, mode.__qualname__ = cls.__doc__, cls.__module__, cls.__qualname__
     return mode
 
 
 def check_env(name: str) -> None:
-    """``--env`` names a JAX environment that can be made (built-in, registered, or SUITE:NAME from an installed suite)."""
+    """``--env`` names a JAX environment that can be made (built-in, registered, or SUITE:NAME from an installed
+    suite)."""
     try:
         envs.check(name)
     except ValueError as error:
@@ -133,26 +151,47 @@ class RunConfig:
 
     seed: int = 0  # random seed
     log_dir: str | None = None  # write DIR/metrics.jsonl and TensorBoard events there
-    checkpoint_dir: str | None = None  # save the learner there (orbax; python -m podracer.evaluate plays it) at the end, on Ctrl-C and every --checkpoint-every updates; the newest 3 are kept
-    checkpoint_every: int | None = None  # updates between checkpoints; None: only at the end and on a stop (Ctrl-C, SIGTERM, SIGUSR1)
-    checkpoint_every_seconds: float | None = None  # also take a checkpoint once this many seconds have passed since the last one (wall time, checked after each host call or learner update); None: never by time
-    resume: Literal["no", "yes", "auto"] = "no"  # continue from the newest checkpoint in --checkpoint-dir: yes (bare --resume): it must be there; auto: when it is, else start fresh (one command line for every attempt of a requeued job); no
+    # save the learner there (orbax; python -m podracer.evaluate plays it) at the end, on Ctrl-C and every
+    # --checkpoint-every updates; the newest 3 are kept
+    checkpoint_dir: str | None = None
+    # updates between checkpoints; None: only at the end and on a stop (Ctrl-C, SIGTERM, SIGUSR1)
+    checkpoint_every: int | None = None
+    # also take a checkpoint once this many seconds have passed since the last one (wall time, checked after each host
+    # call or learner update); None: never by time
+    checkpoint_every_seconds: float | None = None
+    # continue from the newest checkpoint in --checkpoint-dir: yes (bare --resume): it must be there; auto: when it is,
+    # else start fresh (one command line for every attempt of a requeued job); no
+    resume: Literal["no", "yes", "auto"] = "no"
     cpu_devices: int | None = None  # CPU devices to expose when JAX runs on the CPU; None: one per core
     coordinator: str | None = None  # multi-process: HOST:PORT of process 0
     num_processes: int | None = None  # multi-process: number of processes
     process_id: int | None = None  # multi-process: index of this process, 0 ... num_processes - 1
     distributed: bool = False  # multi-process: let JAX detect the cluster (TPU pod slice, Slurm)
     distributed_timeout: int = 45  # multi-process: seconds to reach the coordinator and every process before giving up
-    eval_every: int | None = None  # updates between evaluations of the greedy policy on separate environments with fixed seeds (Anakin: a multiple of --updates-per-call); None: none
-    eval_episodes: int = 32  # episodes per evaluation, one per environment, all at once (Anakin: compiled on the device)
-    target_return: float | None = None  # stop (and save) once an evaluation's mean return reaches this; needs --eval-every
-    normalize_observations: bool = False  # act and learn on observations standardised by running statistics (mean and variance of every device's and process's batches, kept with the parameters: checkpointed, used by evaluate), clipped to [-5, 5]; floating-point observations only
-    normalize_rewards: bool = False  # learn from rewards divided by a running estimate of the discounted return's standard deviation (the agent's --discount), clipped to [-10, 10]
-    wandb_project: str | None = None  # also log to this Weights & Biases project (pip install 'podracer[wandb]'; WANDB_MODE=offline needs no network)
-    compile_cache: bool = True  # keep compiled programs on disk (JAX's persistent compilation cache): a run with the same settings skips compilation
+    # updates between evaluations of the greedy policy on separate environments with fixed seeds (Anakin: a multiple of
+    # --updates-per-call); None: none
+    eval_every: int | None = None
+    # episodes per evaluation, one per environment, all at once (Anakin: compiled on the device)
+    eval_episodes: int = 32
+    # stop (and save) once an evaluation's mean return reaches this; needs --eval-every
+    target_return: float | None = None
+    # act and learn on observations standardised by running statistics (mean and variance of every device's and
+    # process's batches, kept with the parameters: checkpointed, used by evaluate), clipped to [-5, 5]; floating-point
+    # observations only
+    normalize_observations: bool = False
+    # learn from rewards divided by a running estimate of the discounted return's standard deviation (the agent's
+    # --discount), clipped to [-10, 10]
+    normalize_rewards: bool = False
+    # also log to this Weights & Biases project (pip install 'podracer[wandb]'; WANDB_MODE=offline needs no network)
+    wandb_project: str | None = None
+    # keep compiled programs on disk (JAX's persistent compilation cache): a run with the same settings skips
+    # compilation
+    compile_cache: bool = True
     compile_cache_dir: str | None = None  # where; None: $XDG_CACHE_HOME/podracer/jax (~/.cache/podracer/jax)
     imports: Imports = ()
-    preset: str | None = None  # settings kept for a task (podracer/presets/*.toml), applied before the command line's own flags (which win); --preset list describes them
+    # settings kept for a task (podracer/presets/*.toml), applied before the command line's own flags (which win);
+    # --preset list describes them
+    preset: str | None = None
 
     def __post_init__(self):
         if isinstance(self.resume, bool):  # Python callers: resume=True / False
@@ -170,8 +209,9 @@ class RunConfig:
             raise ValueError("--target-return needs --eval-every.")
         if self.wandb_project and importlib.util.find_spec("wandb") is None:
             raise ValueError("--wandb-project needs wandb: pip install 'podracer[wandb]'.")
-        if (self.checkpoint_every is not None or self.checkpoint_every_seconds is not None or self.resume != "no"
-                ) and not self.checkpoint_dir:
+        if (
+            self.checkpoint_every is not None or self.checkpoint_every_seconds is not None or self.resume != "no"
+        ) and not self.checkpoint_dir:
             raise ValueError("--checkpoint-every, --checkpoint-every-seconds and --resume need --checkpoint-dir.")
 
 
@@ -195,13 +235,18 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
 
     env: AnakinEnvName = "catch"
     agent: AgentConfig = A2CConfig()  # the agent and its hyper-parameters
-    num_seeds: int = 1  # seeds trained together in one compiled program, vmapped on every device: --seed S --num-seeds N trains seeds S ... S + N - 1, each as a run of its own
+    # seeds trained together in one compiled program, vmapped on every device: --seed S --num-seeds N trains seeds S ...
+    # S + N - 1, each as a run of its own
+    num_seeds: int = 1
     num_envs_per_device: int = 64  # environments stepped on each device
-    num_envs: int | None = None  # environments in total, over all devices of all processes; overrides --num-envs-per-device
+    # environments in total, over all devices of all processes; overrides --num-envs-per-device
+    num_envs: int | None = None
     rollout_length: int = 16  # environment steps per rollout (per update)
     num_updates: int = 240  # learner updates in the run
     updates_per_call: int = 20  # updates scanned on the device per host call; one log line per call
-    sweep: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()  # NAME=V1,V2,... (repeat for a grid): train every setting x --num-seeds in one program; ends with a table of final returns (mean, IQM, 95% bootstrap intervals) and, with --log-dir, sweep.csv and sweep.png
+    # NAME=V1,V2,... (repeat for a grid): train every setting x --num-seeds in one program; ends with a table of final
+    # returns (mean, IQM, 95% bootstrap intervals) and, with --log-dir, sweep.csv and sweep.png
+    sweep: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
 
     def __post_init__(self):
         super().__post_init__()
@@ -209,27 +254,47 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
             presets.get(self.preset, "anakin")
         check_env(self.env)
         if self.eval_every is not None:
-            parallel.check_divisible(self.eval_every, self.updates_per_call, "--eval-every", "updates per call (--updates-per-call)")
-        _at_least(self, 1, "num_seeds", "num_envs_per_device", "num_envs", "rollout_length", "num_updates",
-                  "updates_per_call")
+            parallel.check_divisible(
+                self.eval_every, self.updates_per_call, "--eval-every", "updates per call (--updates-per-call)"
+            )
+        _at_least(
+            self, 1, "num_seeds", "num_envs_per_device", "num_envs", "rollout_length", "num_updates", "updates_per_call"
+        )
         _check_burn_in(self.agent, self.rollout_length)
-        parallel.check_divisible(self.num_updates, self.updates_per_call, "--num-updates", "updates per call (--updates-per-call)")
+        parallel.check_divisible(
+            self.num_updates, self.updates_per_call, "--num-updates", "updates per call (--updates-per-call)"
+        )
         if self.checkpoint_every is not None:
-            parallel.check_divisible(self.checkpoint_every, self.updates_per_call, "--checkpoint-every",
-                                     "updates per call (--updates-per-call)")
-        if self.num_seeds > 1 and (self.checkpoint_every is not None or self.checkpoint_every_seconds is not None
-                                   or self.resume != "no"):
-            raise ValueError("--checkpoint-every, --checkpoint-every-seconds and --resume take one seed: drop --num-seeds (final checkpoints of "
-                             "several seeds go to --checkpoint-dir/seed_S).")
+            parallel.check_divisible(
+                self.checkpoint_every,
+                self.updates_per_call,
+                "--checkpoint-every",
+                "updates per call (--updates-per-call)",
+            )
+        if self.num_seeds > 1 and (
+            self.checkpoint_every is not None or self.checkpoint_every_seconds is not None or self.resume != "no"
+        ):
+            raise ValueError(
+                "--checkpoint-every, --checkpoint-every-seconds and --resume take one seed: drop --num-seeds (final "
+                "checkpoints of "
+                "several seeds go to --checkpoint-dir/seed_S)."
+            )
         if self.sweep:
             sweep.parse(self.agent, self.sweep)
             if self.checkpoint_every is not None or self.checkpoint_every_seconds is not None or self.resume != "no":
-                raise ValueError("--checkpoint-every, --checkpoint-every-seconds and --resume take one run: drop --sweep (a sweep's final checkpoints "
-                                 "go to --checkpoint-dir/SETTING/seed_S).")
+                raise ValueError(
+                    "--checkpoint-every, --checkpoint-every-seconds and --resume take one run: drop --sweep (a "
+                    "sweep's final checkpoints "
+                    "go to --checkpoint-dir/SETTING/seed_S)."
+                )
             if self.target_return is not None:
-                raise ValueError("--target-return stops one run: drop it or --sweep (a sweep trains every setting to the end).")
+                raise ValueError(
+                    "--target-return stops one run: drop it or --sweep (a sweep trains every setting to the end)."
+                )
             if self.log_dir and importlib.util.find_spec("matplotlib") is None:
-                raise ValueError("--sweep with --log-dir plots sweep.png and needs matplotlib: pip install 'podracer[plot]'.")
+                raise ValueError(
+                    "--sweep with --log-dir plots sweep.png and needs matplotlib: pip install 'podracer[plot]'."
+                )
 
     @property
     def sweep_points(self) -> tuple[dict[str, float], ...]:
@@ -247,21 +312,35 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
 class SebulbaConfig(RunConfig, _ChoosesAnAgent):
     """A training run in Sebulba mode: actor threads step host environments, a learner trains on their trajectories."""
 
-    env: str = "Pong"  # envpool task id or short name (Pong, Breakout, CartPole, HalfCheetah-v4); gymnasium:ID, any registered gymnasium environment (gymnasium:CartPole-v1, gymnasium:my_package:MyTask-v0); or a JAX environment stepped on the host: jax:NAME (jax:memory, jax:catch, jax:cartpole) or SUITE:NAME (gymnax:CartPole-v1, brax:ant); --env list shows the JAX ones
-    agent: AgentConfig = IMPALAConfig()  # the agent and its hyper-parameters; on the command line without --agent: impala for Atari games, ppo for every other environment
+    # envpool task id or short name (Pong, Breakout, CartPole, HalfCheetah-v4); gymnasium:ID, any registered gymnasium
+    # environment (gymnasium:CartPole-v1, gymnasium:my_package:MyTask-v0); or a JAX environment stepped on the host:
+    # jax:NAME (jax:memory, jax:catch, jax:cartpole) or SUITE:NAME (gymnax:CartPole-v1, brax:ant); --env list shows the
+    # JAX ones
+    env: str = "Pong"
+    # the agent and its hyper-parameters; on the command line without --agent: impala for Atari games, ppo for every
+    # other environment
+    agent: AgentConfig = IMPALAConfig()
     total_env_steps: int = 10_000_000  # environment steps to train for (all actors together)
     actor_devices: tuple[int, ...] | None = None  # indices of the local devices that act; None: device 0
-    learner_devices: tuple[int, ...] | None = None  # indices of the local devices that learn; None: all but the actor devices, or device 0 alone
+    # indices of the local devices that learn; None: all but the actor devices, or device 0 alone
+    learner_devices: tuple[int, ...] | None = None
     actor_threads: int = 1  # actor threads per actor device, each with its own envpool batch
     num_envs_per_actor: int = 32  # environments per actor thread (must divide over the learner devices)
-    num_envs: int | None = None  # environments in total, over all actor threads of all processes; overrides --num-envs-per-actor
-    env_groups: int | None = None  # groups an actor thread's environments are split into: one group steps while another's actions are computed; None: 2 on accelerators, 1 when actors run on the CPU
+    # environments in total, over all actor threads of all processes; overrides --num-envs-per-actor
+    num_envs: int | None = None
+    # groups an actor thread's environments are split into: one group steps while another's actions are computed; None:
+    # 2 on accelerators, 1 when actors run on the CPU
+    env_groups: int | None = None
     envpool_threads: int = 0  # envpool worker threads per batch; 0: envpool's default
-    gymnasium_vectorization: Literal["sync", "async"] = "sync"  # gymnasium:ID batches: sync steps them in the actor thread; async gives each environment a process of its own (for environments slower to step than a process round trip)
+    # gymnasium:ID batches: sync steps them in the actor thread; async gives each environment a process of its own (for
+    # environments slower to step than a process round trip)
+    gymnasium_vectorization: Literal["sync", "async"] = "sync"
     rollout_length: int = 20  # environment steps per trajectory
     queue_size: int = 2  # trajectories the queue holds before actors wait
     log_every: int = 10  # learner updates between log lines
-    actor_timeout: float = 900.0  # seconds an actor thread may go without shipping a trajectory (waiting for room in the queue aside) before the run stops, naming it
+    # seconds an actor thread may go without shipping a trajectory (waiting for room in the queue aside) before the run
+    # stops, naming it
+    actor_timeout: float = 900.0
 
     @classmethod
     def command_line_agent(cls, env: str) -> str | None:
@@ -282,8 +361,18 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
         super().__post_init__()
         if self.preset is not None:
             presets.get(self.preset, "sebulba")
-        _at_least(self, 1, "total_env_steps", "actor_threads", "num_envs_per_actor", "num_envs", "rollout_length",
-                  "queue_size", "log_every", "env_groups")
+        _at_least(
+            self,
+            1,
+            "total_env_steps",
+            "actor_threads",
+            "num_envs_per_actor",
+            "num_envs",
+            "rollout_length",
+            "queue_size",
+            "log_every",
+            "env_groups",
+        )
         _at_least(self, 0, "envpool_threads")
         if not self.actor_timeout > 0:
             raise ValueError(f"--actor-timeout must be > 0, got {self.actor_timeout}.")
@@ -294,7 +383,8 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
             parallel.check_divisible(self.num_envs_per_actor, self.env_groups, "--num-envs-per-actor", "--env-groups")
 
     def envs_per_actor(self, num_actors: int) -> int:
-        """Environments per actor thread, given the actor threads of all processes; checks that a total splits evenly."""
+        """Environments per actor thread, given the actor threads of all processes; checks that a total splits
+        evenly."""
         if self.num_envs is None:
             return self.num_envs_per_actor
         return parallel.check_divisible(self.num_envs, num_actors, "--num-envs", "actor threads of this run")
@@ -315,7 +405,8 @@ class EvaluateConfig:
     checkpoint: str  # a --checkpoint-dir of a run
     episodes: int = 5  # episodes to play, one per environment, all at once
     gif: str | None = None  # write the first episode to this GIF (image or board observations)
-    greedy: bool = False  # take the most likely (or, for value-based agents, the highest-valued) action instead of the behaviour policy's
+    # take the most likely (or, for value-based agents, the highest-valued) action instead of the behaviour policy's
+    greedy: bool = False
     seed: int = 0  # random seed
     imports: Imports = ()
 
@@ -334,9 +425,9 @@ def _spell_agent_flag(argv: list[str]) -> list[str]:
             if token == "--agent":
                 if i + 1 >= len(argv):
                     raise UsageError("--agent needs a value: " + ", ".join(agents.names()) + ".")
-                name, rest = argv[i + 1], argv[:i] + argv[i + 2:]
+                name, rest = argv[i + 1], argv[:i] + argv[i + 2 :]
             else:
-                name, rest = token.split("=", 1)[1], argv[:i] + argv[i + 1:]
+                name, rest = token.split("=", 1)[1], argv[:i] + argv[i + 1 :]
             if name not in agents.names():
                 raise UsageError(f"--agent: invalid choice: {name!r} (choose from {', '.join(agents.names())}).")
             return [name, *rest]
@@ -347,8 +438,12 @@ def _default_agent(cls, default, argv: list[str]) -> list[str]:
     """A command line that names no agent gets the one its config class chooses for its ``--env``
     (``command_line_agent``), as the subcommand; ``--help`` and a caller's own default config are left alone."""
     choose = getattr(cls, "command_line_agent", None)
-    if (choose is None or not isinstance(default, type) or any(a in ("-h", "--help") for a in argv)
-            or any(a in agents.names() for a in argv)):
+    if (
+        choose is None
+        or not isinstance(default, type)
+        or any(a in ("-h", "--help") for a in argv)
+        or any(a in agents.names() for a in argv)
+    ):
         return argv
     given = _flag_values(argv, "--env")
     env = given[-1] if given else next((f.default for f in dataclasses.fields(cls) if f.name == "env"), None)
@@ -373,8 +468,11 @@ def _apply_preset(argv: list[str], mode: str) -> list[str]:
 
 def _flag_values(argv: Sequence[str], flag: str) -> list[str]:
     """Every value ``argv`` gives ``flag`` (``--flag VALUE`` or ``--flag=VALUE``), in order."""
-    return [argv[i + 1] if token == flag else token.split("=", 1)[1] for i, token in enumerate(argv)
-            if (token == flag and i + 1 < len(argv)) or token.startswith(flag + "=")]
+    return [
+        argv[i + 1] if token == flag else token.split("=", 1)[1]
+        for i, token in enumerate(argv)
+        if (token == flag and i + 1 < len(argv)) or token.startswith(flag + "=")
+    ]
 
 
 RESUME_CHOICES = ("no", "yes", "auto")
@@ -386,7 +484,9 @@ def _spell_resume_flag(argv: list[str]) -> list[str]:
     for i, token in enumerate(argv):
         if token == "--no-resume":
             out += ["--resume", "no"]
-        elif token == "--resume" and (i + 1 >= len(argv) or argv[i + 1].startswith("-") or argv[i + 1] in agents.names()):
+        elif token == "--resume" and (
+            i + 1 >= len(argv) or argv[i + 1].startswith("-") or argv[i + 1] in agents.names()
+        ):
             out += ["--resume", "yes"]
         else:
             out.append(token)
@@ -408,8 +508,9 @@ def _plain_help(show) -> None:
     except SystemExit as done:
         text = page.getvalue()
         text = re.sub(r"\{None\}\|(\{[^{}\n]*\}|[^\s{}]+)", lambda m: m.group(1).ljust(len(m.group(0))), text)
-        text = re.sub(r"\(source subcommand: ([\w-]+)\)", lambda m: f"flags of --agent {m.group(1)}:".ljust(len(m.group(0))),
-                      text)
+        text = re.sub(
+            r"\(source subcommand: ([\w-]+)\)", lambda m: f"flags of --agent {m.group(1)}:".ljust(len(m.group(0))), text
+        )
         sys.stdout.write(text)
         sys.stdout.flush()
         raise done from None
@@ -426,10 +527,14 @@ def _one_line(event) -> None:
         message = event.message if "--" in event.message or not where else f"{where}: {event.message}"
         raise UsageError(message)
     if isinstance(event, _errors.InvalidChoice):
-        raise UsageError(f"{where or 'argument'}: invalid choice: {event.value!r} (choose from {', '.join(event.choices)}).")
+        raise UsageError(
+            f"{where or 'argument'}: invalid choice: {event.value!r} (choose from {', '.join(event.choices)})."
+        )
     if isinstance(event, _errors.MissingArgs):
-        missing = ["/".join(getattr(getattr(a.arg, "lowered", None), "name_or_flags", None) or ("?",))
-                   for a in event.missing_arguments]
+        missing = [
+            "/".join(getattr(getattr(a.arg, "lowered", None), "name_or_flags", None) or ("?",))
+            for a in event.missing_arguments
+        ]
         raise UsageError(f"the following arguments are required: {', '.join(missing)}")
     if isinstance(event, _errors.UnrecognizedArgs):
         raise UsageError(f"unrecognized arguments: {' '.join(event.tokens)} (each agent's flags: --agent NAME --help)")
@@ -444,8 +549,9 @@ def _error_hook():
     return getattr(_errors, "on_parse_error", None)
 
 
-def parse(default: T | type[T], argv: Sequence[str] | None = None, *, prog: str | None = None,
-          description: str | None = None) -> T:
+def parse(
+    default: T | type[T], argv: Sequence[str] | None = None, *, prog: str | None = None, description: str | None = None
+) -> T:
     """The config that ``argv`` (default ``sys.argv[1:]``) describes, starting from ``default`` (a config, or a
     config class whose defaults apply). Bad input prints ``PROG: error: MESSAGE`` and exits with status 2."""
     prog = prog or sys.argv[0]
@@ -458,11 +564,15 @@ def parse(default: T | type[T], argv: Sequence[str] | None = None, *, prog: str 
     cls = _with_registered_agents(default if isinstance(default, type) else type(default))
     kwargs = {}
     if not isinstance(default, type):
-        kwargs["default"] = default if type(default) is cls else cls(
-            **{f.name: getattr(default, f.name) for f in dataclasses.fields(default)})
+        kwargs["default"] = (
+            default
+            if type(default) is cls
+            else cls(**{f.name: getattr(default, f.name) for f in dataclasses.fields(default)})
+        )
     if any(f.name == "agent" for f in dataclasses.fields(cls)):
         description = ((description or "").rstrip(".") + ". " if description else "") + (
-            "Choose the agent with --agent NAME (or NAME alone); --agent NAME --help lists its flags.")
+            "Choose the agent with --agent NAME (or NAME alone); --agent NAME --help lists its flags."
+        )
     markers = (tyro.conf.OmitSubcommandPrefixes, tyro.conf.OmitArgPrefixes, tyro.conf.CascadeSubcommandArgs)
     if "env" in {f.name for f in dataclasses.fields(cls)} and "list" in _flag_values(argv, "--env"):
         print(envs.listing())

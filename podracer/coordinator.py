@@ -37,8 +37,12 @@ def main(argv: list[str] | None = None) -> int:
     parent = os.getppid()
     make = service_factory()
     try:
-        service = make("[::]:" + address.rsplit(":", 1)[1], int(num_processes), heartbeat_timeout=int(heartbeat),
-                       shutdown_timeout=int(shutdown))
+        service = make(
+            "[::]:" + address.rsplit(":", 1)[1],
+            int(num_processes),
+            heartbeat_timeout=int(heartbeat),
+            shutdown_timeout=int(shutdown),
+        )
     except Exception as error:  # noqa: BLE001 - the port is taken, or the address cannot be bound
         print(f"error: {str(error).splitlines()[0][:200]}", flush=True)
         return 2

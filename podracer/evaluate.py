@@ -19,8 +19,9 @@ from podracer.play import PALETTE_SIZE, palette, picture, play_host, play_jax  #
 def _agent_for(metadata, spec):
     from podracer import experiment
 
-    return experiment.make_agent(experiment.agent_config_from(metadata), spec, metadata.get("normalize"),
-                                 experiment.run_facts_from(metadata))
+    return experiment.make_agent(
+        experiment.agent_config_from(metadata), spec, metadata.get("normalize"), experiment.run_facts_from(metadata)
+    )
 
 
 def load(directory: str, spec):
@@ -35,9 +36,16 @@ def load(directory: str, spec):
     agent = _agent_for(metadata, spec)
     example = example_observation(spec)
     # Abstract: a replay agent's template would otherwise allocate its whole replay memory.
-    template = jax.eval_shape(lambda: init_learner_state(agent, agent.optimizer, jax.random.key(0), example,
-                                                         rollout_length=metadata.get("rollout_length", 1),
-                                                         action_mask=example_action_mask(spec)))
+    template = jax.eval_shape(
+        lambda: init_learner_state(
+            agent,
+            agent.optimizer,
+            jax.random.key(0),
+            example,
+            rollout_length=metadata.get("rollout_length", 1),
+            action_mask=example_action_mask(spec),
+        )
+    )
     state, metadata = checkpoint.restore(directory, template)
     return agent, state.params, metadata
 
@@ -63,8 +71,14 @@ def snapshot_opponent(checkpoint_dir: str, *, greedy: bool = True):
         raise ValueError(f"snapshot_opponent: {checkpoint_dir!r} holds a recurrent agent; an opponent is feed-forward.")
 
     def opponent(observation, legal_action_mask, key):
-        action, extras, _ = agent.act(params, observation[None].astype(jnp.float32), key, agent.initial_state(1),
-                                      jnp.ones((1,), bool), **act_mask(legal_action_mask[None]))
+        action, extras, _ = agent.act(
+            params,
+            observation[None].astype(jnp.float32),
+            key,
+            agent.initial_state(1),
+            jnp.ones((1,), bool),
+            **act_mask(legal_action_mask[None]),
+        )
         return (greedy_action(extras) if greedy else action)[0].astype(jnp.int32)
 
     step = checkpoint.steps(checkpoint_dir)[-1]
@@ -76,7 +90,9 @@ def _check_recordable(metadata, spec) -> None:
     structured = isinstance(spec.observation, dict)
     if structured or len(spec.observation.shape) < 2:
         shape = {k: v.shape for k, v in spec.observation.items()} if structured else spec.observation.shape
-        raise ValueError(f"--gif needs image or board observations; {metadata['env']} has observations of shape {shape}.")
+        raise ValueError(
+            f"--gif needs image or board observations; {metadata['env']} has observations of shape {shape}."
+        )
 
 
 def _play_host(metadata, directory, episodes, seed, greedy, max_steps, record):
@@ -103,7 +119,15 @@ def _play_jax(metadata, directory, episodes, seed, greedy, max_steps, record):
     return play_jax(env, agent, params, episodes, seed=seed, greedy=greedy, max_steps=max_steps, record=record)
 
 
-def play(directory: str, episodes: int, *, seed: int = 0, greedy: bool = False, max_steps: int = 100_000, record: bool = False):
+def play(
+    directory: str,
+    episodes: int,
+    *,
+    seed: int = 0,
+    greedy: bool = False,
+    max_steps: int = 100_000,
+    record: bool = False,
+):
     """Returns of ``episodes`` episodes of a Sebulba (envpool) or Anakin (JAX) checkpoint, and the first
     episode's frames when ``record`` (image or board observations)."""
     from podracer import checkpoint
@@ -123,7 +147,9 @@ def check_output_file(path: str, flag: str) -> None:
     """``path`` can be written (its directory is made if needed): a one-line ``ValueError`` naming ``flag``
     otherwise, before anything is played."""
     if os.path.isdir(path):
-        raise ValueError(f"{flag} {path!r} is a directory; give a file name (for example {os.path.join(path, 'play.gif')!r}).")
+        raise ValueError(
+            f"{flag} {path!r} is a directory; give a file name (for example {os.path.join(path, 'play.gif')!r})."
+        )
     from podracer import disk
 
     parent = os.path.dirname(os.path.abspath(path))
@@ -137,12 +163,16 @@ def write_gif(frames, path: str, fps: int = 15) -> None:
 
     height, width = np.asarray(frames[0]).shape[:2]
     scale = max(1, 168 // max(height, width))
-    images = [Image.fromarray(np.asarray(f, np.uint8)).resize((width * scale, height * scale), Image.NEAREST) for f in frames]
+    images = [
+        Image.fromarray(np.asarray(f, np.uint8)).resize((width * scale, height * scale), Image.NEAREST) for f in frames
+    ]
     images[0].save(path, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
 
 
-DESCRIPTION = ("Play a trained agent from a checkpoint directory: one episode per environment, all at once, each "
-               "episode's return printed, the first episode optionally written to a GIF.")
+DESCRIPTION = (
+    "Play a trained agent from a checkpoint directory: one episode per environment, all at once, each "
+    "episode's return printed, the first episode optionally written to a GIF."
+)
 
 
 def main(argv=None, *, prog: str = "python -m podracer.evaluate", name: str = "podracer.evaluate") -> int:
@@ -155,7 +185,9 @@ def main(argv=None, *, prog: str = "python -m podracer.evaluate", name: str = "p
     try:
         if args.gif:
             check_output_file(args.gif, "--gif")
-        returns, frames = play(args.checkpoint, args.episodes, seed=args.seed, greedy=args.greedy, record=bool(args.gif))
+        returns, frames = play(
+            args.checkpoint, args.episodes, seed=args.seed, greedy=args.greedy, record=bool(args.gif)
+        )
     except (ValueError, FileNotFoundError) as error:
         print(f"{name}: error: {error}", file=sys.stderr)
         return 2

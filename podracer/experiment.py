@@ -38,23 +38,32 @@ def make_agent(agent_config, spec, normalize: str | None = None, run: RunFacts |
     agent = agents.make(agent_config, spec, run=run)
     if not normalize:
         return agent
-    return normalize_lib.wrap(agent, observations="observations" in normalize, rewards="rewards" in normalize,
-                              discount=getattr(agent_config, "discount", 0.99))
+    return normalize_lib.wrap(
+        agent,
+        observations="observations" in normalize,
+        rewards="rewards" in normalize,
+        discount=getattr(agent_config, "discount", 0.99),
+    )
 
 
 def normalization(config) -> str | None:
     """What ``--normalize-observations`` and ``--normalize-rewards`` ask for, as checkpoints record it (the
     ``normalize`` entry of their metadata): None, "observations", "rewards" or "observations+rewards"."""
-    parts = [name for name, on in (("observations", config.normalize_observations),
-                                   ("rewards", config.normalize_rewards)) if on]
+    parts = [
+        name
+        for name, on in (("observations", config.normalize_observations), ("rewards", config.normalize_rewards))
+        if on
+    ]
     return "+".join(parts) or None
 
 
 def check_normalizable(config, spec) -> None:
     """``--normalize-observations`` needs a floating-point observation to normalise."""
     if config.normalize_observations and not normalize_lib.has_floating_leaf(example_observation(spec)):
-        raise ValueError(f"--normalize-observations: {config.env}'s observations have no floating-point entry to "
-                         "normalise (images and boards of integers are scaled by their torso); drop the flag.")
+        raise ValueError(
+            f"--normalize-observations: {config.env}'s observations have no floating-point entry to "
+            "normalise (images and boards of integers are scaled by their torso); drop the flag."
+        )
 
 
 def agent_metadata(agent_config, run: RunFacts | None = None) -> dict:
@@ -83,8 +92,9 @@ def run_facts_from(metadata: dict) -> RunFacts | None:
     if "run" in metadata:
         return RunFacts(**metadata["run"])
     steps = metadata.get("agent_hyperparameters", {}).get("run_env_steps")
-    return None if steps is None else RunFacts(num_updates=1, envs_per_learner=1, rollout_length=1,
-                                               total_env_steps=steps)
+    return (
+        None if steps is None else RunFacts(num_updates=1, envs_per_learner=1, rollout_length=1, total_env_steps=steps)
+    )
 
 
 # ----------------------------------------------------------------------------------------- Anakin
@@ -94,15 +104,19 @@ def check_memory(needed: int, available: int | None, what: str) -> None:
     """A one-line ``ValueError`` before anything is allocated or compiled when ``needed`` bytes (podracer's
     estimate: the arrays a run keeps, and its rollouts) exceed ``available``; ``what`` names the flags that set it."""
     if available is not None and needed > available:
-        raise ValueError(f"this run needs about {disk.size(needed)} of memory for its state and rollouts "
-                         f"({what}) and this process has {disk.size(available)} available; lower them.")
+        raise ValueError(
+            f"this run needs about {disk.size(needed)} of memory for its state and rollouts "
+            f"({what}) and this process has {disk.size(available)} available; lower them."
+        )
 
 
 def _anakin_memory(config: AnakinConfig, env, agent, optimizer, per_device: int) -> int:
     """Bytes of this process's Anakin run: every local device's state (seeds and settings included) and two
     rollouts' worth of time steps (the trajectory and what its loss keeps), estimated from shapes alone."""
-    state = jax.eval_shape(lambda key: anakin.init_state(env, agent, optimizer, key, per_device,
-                                                         rollout_length=config.rollout_length), jax.random.key(0))
+    state = jax.eval_shape(
+        lambda key: anakin.init_state(env, agent, optimizer, key, per_device, rollout_length=config.rollout_length),
+        jax.random.key(0),
+    )
     entries = config.num_seeds * max(len(config.sweep_points), 1)
     rollout = 2 * config.rollout_length * checkpoint.tree_bytes(state.rollout)
     return len(parallel.local_devices()) * entries * (checkpoint.tree_bytes(state) + rollout)
@@ -114,22 +128,41 @@ def _sebulba_memory(config: SebulbaConfig, spec, layout: parallel.Layout, num_ac
     observation buffers, estimated from shapes alone."""
     agent = make_agent(config.agent, spec, normalization(config))
     optimizer = agent.optimizer
-    state = jax.eval_shape(lambda key: init_learner_state(
-        agent, optimizer, key, example_observation(spec), rollout_length=config.rollout_length,
-        action_mask=example_action_mask(spec)), jax.random.key(0))
+    state = jax.eval_shape(
+        lambda key: init_learner_state(
+            agent,
+            optimizer,
+            key,
+            example_observation(spec),
+            rollout_length=config.rollout_length,
+            action_mask=example_action_mask(spec),
+        ),
+        jax.random.key(0),
+    )
     per_env_step = checkpoint.tree_bytes(example_observation(spec)) + 64  # and its reward, action, logits, ...
     trajectories = (config.queue_size + num_actors + 1) * (config.rollout_length + 1) * per_actor * per_env_step
-    return len(parallel.local_devices(layout.learner_devices)) * checkpoint.tree_bytes(state) + trajectories \
+    return (
+        len(parallel.local_devices(layout.learner_devices)) * checkpoint.tree_bytes(state)
+        + trajectories
         + 2 * num_actors * per_actor * per_env_step
+    )
 
 
 def _check_anakin_batch(agent: Agent, per_device: int, rollout_length: int) -> None:
     if agent.num_minibatches > 1 and agent.minibatch_axis == 0:  # minibatches of transitions
-        parallel.check_divisible(per_device * rollout_length, agent.num_minibatches,
-                                 "the per-device batch (envs per device x rollout length)", "minibatches (--num-minibatches)")
+        parallel.check_divisible(
+            per_device * rollout_length,
+            agent.num_minibatches,
+            "the per-device batch (envs per device x rollout length)",
+            "minibatches (--num-minibatches)",
+        )
     elif agent.num_minibatches > 1:  # minibatches of whole sequences (a recurrent PPO)
-        parallel.check_divisible(per_device, agent.num_minibatches, "the per-device batch of sequences (envs per device)",
-                                 "minibatches (--num-minibatches)")
+        parallel.check_divisible(
+            per_device,
+            agent.num_minibatches,
+            "the per-device batch of sequences (envs per device)",
+            "minibatches (--num-minibatches)",
+        )
 
 
 def _opponent_field(env) -> dict:
@@ -143,18 +176,22 @@ def _against(opponent: str | None) -> str:
     return f" against {opponent}" if opponent else ""
 
 
-def _anakin_banner(config: AnakinConfig, num_global: int, per_device: int, resume_step: int | None,
-                   opponent: str | None = None) -> str:
+def _anakin_banner(
+    config: AnakinConfig, num_global: int, per_device: int, resume_step: int | None, opponent: str | None = None
+) -> str:
     seeds = f", seeds {config.seed} ... {config.seed + config.num_seeds - 1} together" if config.num_seeds > 1 else ""
     if config.sweep:
         points = len(config.sweep_points)
         seeds = f", {points} settings x {config.num_seeds} seed(s) = {points * config.num_seeds} runs together" + (
-            f" (seeds {config.seed} ... {config.seed + config.num_seeds - 1})" if config.num_seeds > 1 else "")
+            f" (seeds {config.seed} ... {config.seed + config.num_seeds - 1})" if config.num_seeds > 1 else ""
+        )
     resume = f"; resuming after {resume_step} updates" if resume_step is not None else ""
-    return (f"podracer anakin: {config.agent_name} on {config.env}{_against(opponent)}, {num_global} device(s) in "
-            f"{parallel.process_count()} "
-            f"process(es) [{jax.default_backend()}], {per_device} envs per device, rollout {config.rollout_length}, "
-            f"{config.num_updates} updates{seeds}{resume}")
+    return (
+        f"podracer anakin: {config.agent_name} on {config.env}{_against(opponent)}, {num_global} device(s) in "
+        f"{parallel.process_count()} "
+        f"process(es) [{jax.default_backend()}], {per_device} envs per device, rollout {config.rollout_length}, "
+        f"{config.num_updates} updates{seeds}{resume}"
+    )
 
 
 def _newest_checkpoint(config):
@@ -167,8 +204,12 @@ def anakin_run_facts(config: AnakinConfig, num_global_devices: int) -> RunFacts:
     """The facts an agent is told of an Anakin run over ``num_global_devices`` devices: each device learns from its
     own environments."""
     per_device = config.envs_per_device(num_global_devices)
-    return RunFacts(num_updates=config.num_updates, envs_per_learner=per_device, rollout_length=config.rollout_length,
-                    total_env_steps=config.num_updates * config.rollout_length * per_device * num_global_devices)
+    return RunFacts(
+        num_updates=config.num_updates,
+        envs_per_learner=per_device,
+        rollout_length=config.rollout_length,
+        total_env_steps=config.num_updates * config.rollout_length * per_device * num_global_devices,
+    )
 
 
 def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> anakin.RunResult:
@@ -187,14 +228,23 @@ def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> a
     agent = make_agent(config.agent, env.spec(), normalization(config), run)
     optimizer = agent.optimizer
     _check_anakin_batch(agent, per_device, config.rollout_length)
-    check_memory(_anakin_memory(config, env, agent, optimizer, per_device), parallel.available_memory(),
-                 f"{per_device:,} envs per device (--num-envs-per-device, --num-envs), --rollout-length "
-                 f"{config.rollout_length}" + (f", --replay-capacity {config.agent.replay_capacity:,}"
-                                               if hasattr(config.agent, "replay_capacity") else "")
-                 + (f", {config.num_seeds} seeds" if config.num_seeds > 1 else ""))
+    check_memory(
+        _anakin_memory(config, env, agent, optimizer, per_device),
+        parallel.available_memory(),
+        f"{per_device:,} envs per device (--num-envs-per-device, --num-envs), --rollout-length "
+        f"{config.rollout_length}"
+        + (f", --replay-capacity {config.agent.replay_capacity:,}" if hasattr(config.agent, "replay_capacity") else "")
+        + (f", {config.num_seeds} seeds" if config.num_seeds > 1 else ""),
+    )
     steps_per_update = config.rollout_length * per_device * num_global
-    metadata = {"mode": "anakin", "env": config.env, "rollout_length": config.rollout_length, "seed": config.seed,
-                "normalize": normalization(config), **agent_metadata(config.agent, run)}
+    metadata = {
+        "mode": "anakin",
+        "env": config.env,
+        "rollout_length": config.rollout_length,
+        "seed": config.seed,
+        "normalize": normalization(config),
+        **agent_metadata(config.agent, run),
+    }
     resume_step, main = None, parallel.is_main_process()
     if config.checkpoint_dir:  # checked before anything is compiled
         identity = {k: metadata[k] for k in ("mode", "env", "agent", "rollout_length", "normalize")}
@@ -202,8 +252,9 @@ def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> a
         if main:
             checkpoint.mark_running(config.checkpoint_dir)
     try:
-        return _train_anakin(config, env, agent, optimizer, per_device, steps_per_update, metadata, resume_step, stop,
-                             run)
+        return _train_anakin(
+            config, env, agent, optimizer, per_device, steps_per_update, metadata, resume_step, stop, run
+        )
     finally:
         if config.checkpoint_dir and main:
             checkpoint.mark_finished(config.checkpoint_dir)
@@ -222,46 +273,86 @@ def make_sweep(config: AnakinConfig, spec, run: RunFacts | None = None) -> anaki
     return anakin.Sweep(config.sweep_points, build)
 
 
-def _train_anakin(config: AnakinConfig, env, agent, optimizer, per_device: int, steps_per_update: int, metadata: dict,
-                  resume_step: int | None, stop, run: RunFacts | None = None) -> anakin.RunResult:
+def _train_anakin(
+    config: AnakinConfig,
+    env,
+    agent,
+    optimizer,
+    per_device: int,
+    steps_per_update: int,
+    metadata: dict,
+    resume_step: int | None,
+    stop,
+    run: RunFacts | None = None,
+) -> anakin.RunResult:
     main, num_global = parallel.is_main_process(), parallel.num_global_devices()
     key = anakin.seed_keys(config.seed, config.num_seeds) if config.num_seeds > 1 else jax.random.key(config.seed)
     sweep = make_sweep(config, env.spec(), run)
     state = anakin.init(env, agent, optimizer, key, per_device, rollout_length=config.rollout_length, sweep=sweep)
     if sweep is not None and (bad := anakin.unsweepable(env, sweep, state, config.rollout_length)):
-        raise ValueError(f"--sweep {', '.join(bad)}: sets shapes or loop counts of the compiled update, so its settings "
-                         "cannot share one program; sweep it over separate runs.")
+        raise ValueError(
+            f"--sweep {', '.join(bad)}: sets shapes or loop counts of the compiled update, so its settings "
+            "cannot share one program; sweep it over separate runs."
+        )
     if resume_step is not None:
         local, resume_step = checkpoint.restore_newest_run_state(config.checkpoint_dir, state)
         state = parallel.shard(local)
         if config.log_dir and main:  # the resumed run writes the lines after its checkpoint again
-            logging_lib.keep_records_until(os.path.join(config.log_dir, "metrics.jsonl"), resume_step * steps_per_update)
+            logging_lib.keep_records_until(
+                os.path.join(config.log_dir, "metrics.jsonl"), resume_step * steps_per_update
+            )
     if config.checkpoint_dir:  # before compiling: is there room for a checkpoint (run state, and the learner once)?
-        per_save = checkpoint.local_bytes(state) + checkpoint.local_bytes(state.learner) // len(parallel.local_devices())
+        per_save = checkpoint.local_bytes(state) + checkpoint.local_bytes(state.learner) // len(
+            parallel.local_devices()
+        )
         checkpoint.check_start_room(config.checkpoint_dir, per_save)
     saver = _AnakinSaver(config, metadata, steps_per_update, resume_step or 0)
-    logger = make_logger(config.log_dir, is_main=main, total_env_steps=config.num_updates * steps_per_update,
-                         console_keys=(("episode_return_min",) if config.num_seeds > 1 or sweep else ())
-                         + (("eval_return", "eval_return_min") if config.eval_every else ()),
-                         wandb_project=config.wandb_project, wandb_config=dataclasses.asdict(config),
-                         process=parallel.process_index())
+    logger = make_logger(
+        config.log_dir,
+        is_main=main,
+        total_env_steps=config.num_updates * steps_per_update,
+        console_keys=(("episode_return_min",) if config.num_seeds > 1 or sweep else ())
+        + (("eval_return", "eval_return_min") if config.eval_every else ()),
+        wandb_project=config.wandb_project,
+        wandb_config=dataclasses.asdict(config),
+        process=parallel.process_index(),
+    )
     logger.add_fields(_opponent_field(env))
     if main:
-        print(_anakin_banner(config, num_global, per_device, resume_step, getattr(env, "opponent_name", None)), flush=True)
+        print(
+            _anakin_banner(config, num_global, per_device, resume_step, getattr(env, "opponent_name", None)), flush=True
+        )
     watch = Progress(config.num_updates * steps_per_update, (resume_step or 0) * steps_per_update, main)
     with logger, lifetime.Heartbeat(watch.status, enabled=main) as heartbeat:
         watch.heartbeat = heartbeat
-        result = anakin.run(env, agent, optimizer, key=key, num_envs_per_device=per_device,
-                            rollout_length=config.rollout_length, num_updates=config.num_updates,
-                            updates_per_call=config.updates_per_call, log=watch.logging_to(logger), state=state,
-                            start_update=resume_step or 0, after_call=saver.after_call, stop=stop,
-                            progress=watch.event, evaluate=_anakin_evaluation(config, env, agent, sweep),
-                            eval_every=config.eval_every, target_return=config.target_return, sweep=sweep)
+        result = anakin.run(
+            env,
+            agent,
+            optimizer,
+            key=key,
+            num_envs_per_device=per_device,
+            rollout_length=config.rollout_length,
+            num_updates=config.num_updates,
+            updates_per_call=config.updates_per_call,
+            log=watch.logging_to(logger),
+            state=state,
+            start_update=resume_step or 0,
+            after_call=saver.after_call,
+            stop=stop,
+            progress=watch.event,
+            evaluate=_anakin_evaluation(config, env, agent, sweep),
+            eval_every=config.eval_every,
+            target_return=config.target_return,
+            sweep=sweep,
+        )
     if main and result.history and result.history[-1].get("target_reached"):
         last = result.history[-1]
-        print(f"podracer: evaluation return {last['eval_return']:.3f} >= --target-return {config.target_return:g} after "
-              f"{last['env_steps']:,.0f} env steps: stopping" + (" (saving a checkpoint)" if config.checkpoint_dir else ""),
-              flush=True)
+        print(
+            f"podracer: evaluation return {last['eval_return']:.3f} >= --target-return {config.target_return:g} after "
+            f"{last['env_steps']:,.0f} env steps: stopping"
+            + (" (saving a checkpoint)" if config.checkpoint_dir else ""),
+            flush=True,
+        )
     saver.finish(result)
     if main and sweep is not None and result.history:
         print(sweep_lib.report(result.history, sweep.points, config.log_dir), flush=True)
@@ -301,8 +392,12 @@ class _AnakinSaver:
         self.config, self.metadata, self.steps_per_update = config, metadata, steps_per_update
         self.cadence = Cadence(config.checkpoint_every, config.checkpoint_every_seconds, saved)
         one_run = config.num_seeds == 1 and not config.sweep  # several seeds save once, at the end
-        self.stop_snapshot = StopSnapshot(self.snapshot, lambda copy, updates: self.save(None, updates, copy),
-                                          lambda: self.saved, enabled=bool(config.checkpoint_dir) and one_run)
+        self.stop_snapshot = StopSnapshot(
+            self.snapshot,
+            lambda copy, updates: self.save(None, updates, copy),
+            lambda: self.saved,
+            enabled=bool(config.checkpoint_dir) and one_run,
+        )
 
     @property
     def saved(self) -> int:
@@ -323,7 +418,9 @@ class _AnakinSaver:
         local, learner = snapshot or self.snapshot(state)
         checkpoint.save_run_state(self.config.checkpoint_dir, updates, None, local=local)
         if learner is not None:
-            checkpoint.save(self.config.checkpoint_dir, learner, {**self.metadata, "env_steps": updates * self.steps_per_update})
+            checkpoint.save(
+                self.config.checkpoint_dir, learner, {**self.metadata, "env_steps": updates * self.steps_per_update}
+            )
         self.cadence.saved_at(updates)
 
     def after_call(self, state: anakin.AnakinState, updates: int) -> None:
@@ -345,9 +442,11 @@ class _AnakinSaver:
         if parallel.is_main_process():  # one final checkpoint per seed: DIR/seed_S (a sweep: DIR/SETTING/seed_S)
             learner = parallel.unreplicate(result.state.learner)
             for i, (where, metadata) in enumerate(self.entries()):
-                checkpoint.save(os.path.join(config.checkpoint_dir, where),
-                                jax.tree.map(lambda x: x[i], learner),  # noqa: B023 - used at once
-                                {**metadata, "env_steps": done * self.steps_per_update})
+                checkpoint.save(
+                    os.path.join(config.checkpoint_dir, where),
+                    jax.tree.map(lambda x: x[i], learner),  # noqa: B023 - used at once
+                    {**metadata, "env_steps": done * self.steps_per_update},
+                )
 
     def entries(self) -> list[tuple[str, dict]]:
         """Where each entry of the seed axis is saved, and its metadata: seed by seed, setting by setting."""
@@ -369,8 +468,9 @@ def host_env_factory(config: SebulbaConfig) -> Callable[[int, int], HostEnv]:
     stepped on the host (``jax:NAME``, ``SUITE:NAME``); see :func:`podracer.envs.make_host`."""
 
     def make_env(seed: int, num_envs: int) -> HostEnv:
-        return envs.make_host(config.env, num_envs, seed, num_threads=config.envpool_threads,
-                              vectorization=config.gymnasium_vectorization)
+        return envs.make_host(
+            config.env, num_envs, seed, num_threads=config.envpool_threads, vectorization=config.gymnasium_vectorization
+        )
 
     return make_env
 
@@ -392,8 +492,11 @@ def _sebulba_checkpoints(config: SebulbaConfig, metadata: dict, state, steps_per
 
     def save(state, updates: int, replicated: bool = True) -> None:
         if parallel.is_main_process():
-            checkpoint.save(config.checkpoint_dir, parallel.unreplicate(state) if replicated else state,
-                            {**metadata, "env_steps": updates * steps_per_update})
+            checkpoint.save(
+                config.checkpoint_dir,
+                parallel.unreplicate(state) if replicated else state,
+                {**metadata, "env_steps": updates * steps_per_update},
+            )
 
     return state, updates, save
 
@@ -425,13 +528,18 @@ def train_sebulba(
         spec = probe.spec()
     finally:
         probe.close()
-    check_memory(_sebulba_memory(config, spec, layout, num_actors, per_actor), parallel.available_memory(),
-                 f"{per_actor:,} envs per actor thread (--num-envs-per-actor, --num-envs) x {num_actors} thread(s), "
-                 f"--rollout-length {config.rollout_length}, --queue-size {config.queue_size}"
-                 + (f", --replay-capacity {config.agent.replay_capacity:,}" if hasattr(config.agent, "replay_capacity") else ""))
+    check_memory(
+        _sebulba_memory(config, spec, layout, num_actors, per_actor),
+        parallel.available_memory(),
+        f"{per_actor:,} envs per actor thread (--num-envs-per-actor, --num-envs) x {num_actors} thread(s), "
+        f"--rollout-length {config.rollout_length}, --queue-size {config.queue_size}"
+        + (f", --replay-capacity {config.agent.replay_capacity:,}" if hasattr(config.agent, "replay_capacity") else ""),
+    )
     # Actor i's group g gets seeds as if its batch were one envpool batch (envpool seeds env j with seed + j).
-    groups = [[make_env(config.seed + 1000 * (first_actor + i) + g * group_size, group_size) for g in range(num_groups)]
-              for i in range(num_actors)]
+    groups = [
+        [make_env(config.seed + 1000 * (first_actor + i) + g * group_size, group_size) for g in range(num_groups)]
+        for i in range(num_actors)
+    ]
     try:
         return _run_sebulba(config, layout, groups, first_actor, stop, log, make_env)
     finally:
@@ -449,53 +557,99 @@ def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_a
     # Every process feeds one trajectory per actor per update round; the update averages over all of them.
     steps_per_update = config.rollout_length * per_actor * parallel.process_count()
     schedule = sebulba_learner.Schedule(
-        num_updates=math.ceil(config.total_env_steps / steps_per_update), steps_per_update=steps_per_update,
-        log_every=config.log_every, checkpoint_every=config.checkpoint_every,
+        num_updates=math.ceil(config.total_env_steps / steps_per_update),
+        steps_per_update=steps_per_update,
+        log_every=config.log_every,
+        checkpoint_every=config.checkpoint_every,
         checkpoint_every_seconds=config.checkpoint_every_seconds,
-        frame_skip=4 if getattr(first_env, "atari", False) else 1, eval_every=config.eval_every)
-    run = RunFacts(num_updates=schedule.num_updates, rollout_length=config.rollout_length,
-                   envs_per_learner=per_actor // len(parallel.local_devices(layout.learner_devices)),
-                   total_env_steps=config.total_env_steps)
+        frame_skip=4 if getattr(first_env, "atari", False) else 1,
+        eval_every=config.eval_every,
+    )
+    run = RunFacts(
+        num_updates=schedule.num_updates,
+        rollout_length=config.rollout_length,
+        envs_per_learner=per_actor // len(parallel.local_devices(layout.learner_devices)),
+        total_env_steps=config.total_env_steps,
+    )
     agent = make_agent(config.agent, spec, normalization(config), run)
     learner_key, actor_key = jax.random.split(jax.random.key(config.seed))
-    state = init_learner_state(agent, agent.optimizer, learner_key, example_observation(spec),
-                               rollout_length=config.rollout_length, action_mask=example_action_mask(spec))
-    metadata = {"mode": "sebulba", "env": getattr(first_env, "task_id", config.env), "seed": config.seed,
-                "rollout_length": config.rollout_length, "normalize": normalization(config),
-                **agent_metadata(config.agent, run)}
+    state = init_learner_state(
+        agent,
+        agent.optimizer,
+        learner_key,
+        example_observation(spec),
+        rollout_length=config.rollout_length,
+        action_mask=example_action_mask(spec),
+    )
+    metadata = {
+        "mode": "sebulba",
+        "env": getattr(first_env, "task_id", config.env),
+        "seed": config.seed,
+        "rollout_length": config.rollout_length,
+        "normalize": normalization(config),
+        **agent_metadata(config.agent, run),
+    }
     state, updates, save = _sebulba_checkpoints(config, metadata, state, steps_per_update)
     unroll = should_unroll(observation_rank(spec), layout.learner_devices[0].platform)
     if parallel.is_main_process():
-        print(_sebulba_banner(config, metadata["env"], first_env, layout, per_actor, len(groups[0]), updates, unroll),
-              flush=True)
+        print(
+            _sebulba_banner(config, metadata["env"], first_env, layout, per_actor, len(groups[0]), updates, unroll),
+            flush=True,
+        )
     actors = assemble.Actors(groups, config.actor_threads, first_actor, actor_key, config.actor_timeout)
     try:
-        return assemble.train(agent, parallel.replicate(state, layout.learner_devices), updates, schedule, layout,
-                              actors, rollout_length=config.rollout_length, queue_size=config.queue_size, stop=stop,
-                              unroll=unroll, save=save, log=log, evaluate=_sebulba_evaluation(config, make_env, agent))
+        return assemble.train(
+            agent,
+            parallel.replicate(state, layout.learner_devices),
+            updates,
+            schedule,
+            layout,
+            actors,
+            rollout_length=config.rollout_length,
+            queue_size=config.queue_size,
+            stop=stop,
+            unroll=unroll,
+            save=save,
+            log=log,
+            evaluate=_sebulba_evaluation(config, make_env, agent),
+        )
     finally:
         if config.checkpoint_dir and parallel.is_main_process():
             checkpoint.mark_finished(config.checkpoint_dir)
 
 
-def _sebulba_banner(config: SebulbaConfig, env_name: str, first_env, layout: parallel.Layout, per_actor: int,
-                    num_groups: int, updates: int, unroll: bool) -> str:
+def _sebulba_banner(
+    config: SebulbaConfig,
+    env_name: str,
+    first_env,
+    layout: parallel.Layout,
+    per_actor: int,
+    num_groups: int,
+    updates: int,
+    unroll: bool,
+) -> str:
     """What a Sebulba run says before it starts: the agent, the task, the device layout; a shared device; the
     CPU's pace for images."""
     opponent = _against(getattr(first_env, "opponent_name", None))
-    lines = [f"podracer sebulba: {config.agent_name} on {env_name}{opponent}; actor devices "
-             f"{[d.id for d in layout.actor_devices]} x {config.actor_threads} thread(s) x {per_actor} envs "
-             f"({num_groups} group(s)); learner devices {[d.id for d in layout.learner_devices]} in "
-             f"{parallel.process_count()} process(es)" + (f"; resuming after {updates} updates" if updates else "")]
+    lines = [
+        f"podracer sebulba: {config.agent_name} on {env_name}{opponent}; actor devices "
+        f"{[d.id for d in layout.actor_devices]} x {config.actor_threads} thread(s) x {per_actor} envs "
+        f"({num_groups} group(s)); learner devices {[d.id for d in layout.learner_devices]} in "
+        f"{parallel.process_count()} process(es)" + (f"; resuming after {updates} updates" if updates else "")
+    ]
     shared = sorted({d.id for d in layout.actor_devices} & {d.id for d in layout.learner_devices})
     if shared and len(parallel.local_devices()) > 1:  # on one device sharing is the only layout
-        lines.append(f"podracer sebulba: device(s) {shared} both act and learn (--actor-devices and --learner-devices "
-                     "overlap): inference and learning take turns there")
+        lines.append(
+            f"podracer sebulba: device(s) {shared} both act and learn (--actor-devices and --learner-devices "
+            "overlap): inference and learning take turns there"
+        )
     if unroll:  # image observations with a convolutional torso, learned on the CPU
-        lines.append("podracer sebulba: image observations on the CPU: every actor and learner step runs the "
-                     "convolutional torso on the CPU cores, about 40 env steps/s for Pong on 2 cores (IMPALA, "
-                     "measured), so the first progress line takes minutes; an accelerator runs it at 13-14k env "
-                     "steps/s (one H100)")
+        lines.append(
+            "podracer sebulba: image observations on the CPU: every actor and learner step runs the "
+            "convolutional torso on the CPU cores, about 40 env steps/s for Pong on 2 cores (IMPALA, "
+            "measured), so the first progress line takes minutes; an accelerator runs it at 13-14k env "
+            "steps/s (one H100)"
+        )
     return "\n".join(lines)
 
 
@@ -504,6 +658,7 @@ def _sebulba_evaluation(config: SebulbaConfig, make_env, agent):
     ``--eval-episodes`` fresh host environments, seeded the same at every evaluation."""
     if not config.eval_every:
         return None
+
     def evaluate(state) -> dict[str, float]:
         env = make_env(config.seed + EVAL_SEED_OFFSET, config.eval_episodes)
         try:
@@ -513,8 +668,12 @@ def _sebulba_evaluation(config: SebulbaConfig, make_env, agent):
             env.close()
         summary = anakin.summarize_evaluation(returns, config.target_return)
         if parallel.is_main_process() and summary.get("target_reached"):
-            print(f"podracer: evaluation return {summary['eval_return']:.3f} >= --target-return {config.target_return:g}: "
-                  "stopping" + (" (saving a checkpoint)" if config.checkpoint_dir else ""), flush=True)
+            print(
+                f"podracer: evaluation return {summary['eval_return']:.3f} >= --target-return "
+                f"{config.target_return:g}: "
+                "stopping" + (" (saving a checkpoint)" if config.checkpoint_dir else ""),
+                flush=True,
+            )
         return summary
 
     return evaluate
@@ -522,10 +681,15 @@ def _sebulba_evaluation(config: SebulbaConfig, make_env, agent):
 
 def run_sebulba(config: SebulbaConfig, stop: threading.Event | None = None) -> sebulba_learner.SebulbaResult:
     """The command line's Sebulba run: console progress and, with ``log_dir``, JSONL and TensorBoard."""
-    logger = make_logger(config.log_dir, is_main=parallel.is_main_process(), total_env_steps=config.total_env_steps,
-                         console_keys=("fps", "learner_wait_s", "actor_put_wait_s", "policy_lag")
-                         + (("eval_return", "eval_return_min") if config.eval_every else ()),
-                         wandb_project=config.wandb_project, wandb_config=dataclasses.asdict(config),
-                         process=parallel.process_index())
+    logger = make_logger(
+        config.log_dir,
+        is_main=parallel.is_main_process(),
+        total_env_steps=config.total_env_steps,
+        console_keys=("fps", "learner_wait_s", "actor_put_wait_s", "policy_lag")
+        + (("eval_return", "eval_return_min") if config.eval_every else ()),
+        wandb_project=config.wandb_project,
+        wandb_config=dataclasses.asdict(config),
+        process=parallel.process_index(),
+    )
     with logger:
         return train_sebulba(config, log=logger, stop=stop)

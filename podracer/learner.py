@@ -29,8 +29,15 @@ class ReplayExtra(NamedTuple):
     sgd_steps: chex.Array  # int32 []: gradient steps taken (target updates count them)
 
 
-def init_learner_state(agent: Agent, optimizer: optax.GradientTransformation, key: chex.PRNGKey, observation, *,
-                       rollout_length: int = 1, action_mask=None) -> LearnerState:
+def init_learner_state(
+    agent: Agent,
+    optimizer: optax.GradientTransformation,
+    key: chex.PRNGKey,
+    observation,
+    *,
+    rollout_length: int = 1,
+    action_mask=None,
+) -> LearnerState:
     """Fresh parameters (from ``key``) for ``observation``-shaped inputs, optimizer state, step 0.
 
     A replay-based agent also gets its target network and an empty replay shard, whose
@@ -56,8 +63,14 @@ def _example_items(agent: Agent, params, observation, rollout_length: int, actio
     """A replay agent's items of a ``[rollout_length + 1, B]`` trajectory repeating ``observation`` ``[B]``."""
     batch = jax.tree.leaves(observation)[0].shape[0]
     timestep = TimeStep(observation, jnp.zeros(batch), jnp.ones(batch), jnp.zeros(batch, bool), action_mask)
-    action, extras, _ = agent.act(params, observation, jax.random.key(0), agent.initial_state(batch),
-                                  jnp.ones((batch,), bool), **act_mask(action_mask))
+    action, extras, _ = agent.act(
+        params,
+        observation,
+        jax.random.key(0),
+        agent.initial_state(batch),
+        jnp.ones((batch,), bool),
+        **act_mask(action_mask),
+    )
     repeat = lambda x: jnp.stack([x] * (rollout_length + 1))  # noqa: E731
     extras, start = split_start_state(extras)
     trajectory = Trajectory(jax.tree.map(repeat, timestep), repeat(action), jax.tree.map(repeat, extras), start)
@@ -225,23 +238,36 @@ def make_replay_learner_step(
         # seeds) that turns the branch into a select: there the replay checks must not fire where it does not.
         params, opt_state, extra = carry
         sample_key, loss_key = jax.random.split(key)
-        sample = replay_lib.sample(extra.replay, sample_key, spec.batch_size, prioritized=spec.prioritized,
-                                   beta=spec.importance_exponent, checked=allowed)
+        sample = replay_lib.sample(
+            extra.replay,
+            sample_key,
+            spec.batch_size,
+            prioritized=spec.prioritized,
+            beta=spec.importance_exponent,
+            checked=allowed,
+        )
         (_, (metrics, priorities)), grads = grad_fn(params, extra.target_params, sample.items, sample.weights, loss_key)
         params, opt_state, grad_norm = _apply_gradients(optimizer, grads, params, opt_state, axis_names)
         memory = extra.replay
         if spec.prioritized:
-            memory = replay_lib.update_priorities(memory, sample.indices, priorities, alpha=spec.priority_exponent,
-                                                  checked=allowed)
+            memory = replay_lib.update_priorities(
+                memory, sample.indices, priorities, alpha=spec.priority_exponent, checked=allowed
+            )
         sgd_steps = extra.sgd_steps + 1
-        extra = ReplayExtra(target_update(params, extra.target_params, sgd_steps), memory,
-                            extra.limiter.sample(spec.batch_size), sgd_steps)
+        extra = ReplayExtra(
+            target_update(params, extra.target_params, sgd_steps),
+            memory,
+            extra.limiter.sample(spec.batch_size),
+            sgd_steps,
+        )
         return (params, opt_state, extra), {**metrics, "grad_norm": grad_norm}
 
     def maybe_step(carry, key, zeros):
         _, _, extra = carry
         allowed = extra.limiter.can_sample(spec.replay_ratio, spec.min_size)
-        carry, metrics = jax.lax.cond(allowed, lambda c, k: sgd_step(c, k, allowed), lambda c, k: (c, zeros), carry, key)
+        carry, metrics = jax.lax.cond(
+            allowed, lambda c, k: sgd_step(c, k, allowed), lambda c, k: (c, zeros), carry, key
+        )
         return carry, (metrics, allowed.astype(jnp.float32))
 
     def learner_step(state: LearnerState, trajectory: Trajectory) -> tuple[LearnerState, Metrics]:
@@ -250,7 +276,9 @@ def make_replay_learner_step(
         items, mask = spec.make_items(trajectory)
         num_items = jax.tree.leaves(items)[0].shape[0]
         extra = state.extra
-        extra = extra._replace(replay=replay_lib.add(extra.replay, items, mask), limiter=extra.limiter.insert(num_items))
+        extra = extra._replace(
+            replay=replay_lib.add(extra.replay, items, mask), limiter=extra.limiter.insert(num_items)
+        )
         max_steps = math.ceil(spec.replay_ratio * num_items / spec.batch_size) + 1
         carry, keys = (state.params, state.opt_state, extra), jax.random.split(step_key, max_steps)
         # A skipped step's metrics, shaped once per trace (not once per unrolled step).
@@ -261,8 +289,11 @@ def make_replay_learner_step(
         steps = jnp.sum(taken)
         metrics = jax.tree.map(lambda m: jnp.sum(m * taken) / jnp.maximum(steps, 1.0), metrics)
         metrics = pmean_flat(metrics, axis_names)
-        metrics.update(sgd_steps=steps, replay_size=extra.replay.size.astype(jnp.float32),
-                       replay_ratio=extra.limiter.ratio(spec.min_size))
+        metrics.update(
+            sgd_steps=steps,
+            replay_size=extra.replay.size.astype(jnp.float32),
+            replay_ratio=extra.limiter.ratio(spec.min_size),
+        )
         return LearnerState(params, opt_state, key, state.step + 1, extra), metrics
 
     return learner_step
@@ -278,5 +309,15 @@ def should_unroll(observation_rank: int, platform: str) -> bool:
     return platform == "cpu" and observation_rank == 3
 
 
-__all__ = ["LearnerStep", "ReplayExtra", "init_learner_state", "make_replay_learner_step", "make_learner_step",
-           "make_optimizer", "permutation", "pmean_flat", "psum_flat", "should_unroll"]
+__all__ = [
+    "LearnerStep",
+    "ReplayExtra",
+    "init_learner_state",
+    "make_replay_learner_step",
+    "make_learner_step",
+    "make_optimizer",
+    "permutation",
+    "pmean_flat",
+    "psum_flat",
+    "should_unroll",
+]

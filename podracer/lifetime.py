@@ -95,19 +95,30 @@ def _abandon(program: str) -> None:
             return
         _last["finishing"] = True
         save = _last["save"]
-    print(f"{program}: the step in flight takes longer than {GRACE_SECONDS:g} s: abandoned"
-          + ("; saving the last completed update" if save else ""), file=sys.stderr, flush=True)
+    print(
+        f"{program}: the step in flight takes longer than {GRACE_SECONDS:g} s: abandoned"
+        + ("; saving the last completed update" if save else ""),
+        file=sys.stderr,
+        flush=True,
+    )
     if save is not None:
         try:
             save()
         except Exception as error:  # noqa: BLE001 - one line, and the newest complete checkpoint named
             _last["save"] = None
             newest = _last["newest"]() if _last["newest"] is not None else None
-            print(f"{program}: stopped by {stop_reason()}; the save of the last completed update failed ({error}); "
-                  f"the newest complete checkpoint is {newest or 'kept'}.", file=sys.stderr, flush=True)
+            print(
+                f"{program}: stopped by {stop_reason()}; the save of the last completed update failed ({error}); "
+                f"the newest complete checkpoint is {newest or 'kept'}.",
+                file=sys.stderr,
+                flush=True,
+            )
             os._exit(exit_status())
-    print(f"{program}: stopped by {stop_reason()}" + ("; saved the last completed update." if save else "."),
-          file=sys.stderr, flush=True)
+    print(
+        f"{program}: stopped by {stop_reason()}" + ("; saved the last completed update." if save else "."),
+        file=sys.stderr,
+        flush=True,
+    )
     os._exit(exit_status())
 
 
@@ -118,8 +129,11 @@ def _overdue(program: str, bound: float) -> None:
     except Exception:  # noqa: BLE001 - the line must still be said
         kept = None
     where = f"the newest complete checkpoint is {kept}" if kept else "the newest complete checkpoint is kept"
-    print(f"{program}: stopping takes longer than {bound:g} s: the save did not finish; exiting now; {where}.",
-          file=sys.stderr, flush=True)
+    print(
+        f"{program}: stopping takes longer than {bound:g} s: the save did not finish; exiting now; {where}.",
+        file=sys.stderr,
+        flush=True,
+    )
     os._exit(exit_status())
 
 
@@ -135,8 +149,9 @@ def exit_soon(status: int, seconds: float | None = None) -> None:
     timer.start()
 
 
-def stop_on_signals(program: str, grace: float | None = None, bound: float | None = None
-                    ) -> tuple[threading.Event, threading.Event]:
+def stop_on_signals(
+    program: str, grace: float | None = None, bound: float | None = None
+) -> tuple[threading.Event, threading.Event]:
     """Routes Ctrl-C, SIGTERM and SIGUSR1 (:data:`STOP_SIGNALS`) to ``stop`` instead of raising
     ``KeyboardInterrupt`` or ending the process somewhere in the run; returns ``(stop, interrupted)``. Call it in
     an entry point before JAX starts.
@@ -169,8 +184,11 @@ def stop_on_signals(program: str, grace: float | None = None, bound: float | Non
         interrupted.set()
         stop.set()
         again = " (Ctrl-C again to quit at once)" if signum == signal.SIGINT else ""
-        print(f"{program}: {stop_reason()}: stopping: saving the last completed update{again} ...",
-              file=sys.stderr, flush=True)
+        print(
+            f"{program}: {stop_reason()}: stopping: saving the last completed update{again} ...",
+            file=sys.stderr,
+            flush=True,
+        )
         for seconds, then, args in ((grace, _abandon, (program,)), (bound, _overdue, (program, bound))):
             timer = threading.Timer(seconds, then, args=args)
             timer.daemon = True

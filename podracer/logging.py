@@ -66,9 +66,11 @@ def check_room(log_dir: str) -> None:
 
     free = shutil.disk_usage(log_dir).free
     if free < LOG_ROOM_BYTES:
-        raise DiskFull(f"--log-dir {log_dir!r}: no room for the next metrics line: the device has {size(free)} "
-                       f"free, less than the {size(LOG_ROOM_BYTES)} podracer keeps; free some space and "
-                       "continue with --resume (no line is lost or repeated).")
+        raise DiskFull(
+            f"--log-dir {log_dir!r}: no room for the next metrics line: the device has {size(free)} "
+            f"free, less than the {size(LOG_ROOM_BYTES)} podracer keeps; free some space and "
+            "continue with --resume (no line is lost or repeated)."
+        )
 
 
 def keep_records_until(path: str, env_steps: float) -> int:
@@ -106,8 +108,10 @@ class JsonlSink:
         self.file = None  # opened at the first line: a resumed run first drops what it will write again
 
     def write(self, metrics: Mapping[str, float]) -> None:
-        record = {k: [_finite_or_none(x) for x in v] if isinstance(v, (list, tuple)) else _finite_or_none(v)
-                  for k, v in metrics.items()}
+        record = {
+            k: [_finite_or_none(x) for x in v] if isinstance(v, (list, tuple)) else _finite_or_none(v)
+            for k, v in metrics.items()
+        }
         record.update(self.identity)
         check_room(os.path.dirname(os.path.abspath(self.path)))
         if self.file is None:
@@ -134,7 +138,9 @@ class TensorBoardSink:
     def write(self, metrics: Mapping[str, float]) -> None:
         step = int(metrics.get("env_steps", 0))
         for name, value in metrics.items():
-            values = {f"{name}/{i}": v for i, v in enumerate(value)} if isinstance(value, (list, tuple)) else {name: value}
+            values = (
+                {f"{name}/{i}": v for i, v in enumerate(value)} if isinstance(value, (list, tuple)) else {name: value}
+            )
             for tag, v in values.items():
                 if name != "env_steps" and math.isfinite(float(v)):
                     self.writer.add_scalar(tag, float(v), step)
@@ -159,7 +165,9 @@ class WandbSink:
     def write(self, metrics: Mapping[str, float]) -> None:
         record = {}
         for name, value in metrics.items():
-            values = {f"{name}/{i}": v for i, v in enumerate(value)} if isinstance(value, (list, tuple)) else {name: value}
+            values = (
+                {f"{name}/{i}": v for i, v in enumerate(value)} if isinstance(value, (list, tuple)) else {name: value}
+            )
             record.update({k: float(v) for k, v in values.items() if name != "env_steps" and math.isfinite(float(v))})
         self.run.log(record, step=int(metrics.get("env_steps", 0)))
 

@@ -67,8 +67,11 @@ def initialize(
     """
     if timeout < 1:
         raise ValueError(f"--distributed-timeout must be >= 1, got {timeout}.")
-    knobs = dict(initialization_timeout=timeout, heartbeat_timeout_seconds=HEARTBEAT_SECONDS,
-                 shutdown_timeout_seconds=SHUTDOWN_SECONDS)
+    knobs = dict(
+        initialization_timeout=timeout,
+        heartbeat_timeout_seconds=HEARTBEAT_SECONDS,
+        shutdown_timeout_seconds=SHUTDOWN_SECONDS,
+    )
     explicit = (coordinator_address, num_processes, process_id)
     if all(v is None for v in explicit):
         if auto_detect:
@@ -91,8 +94,9 @@ def initialize(
     if process_id == 0 and num_processes > 1:
         knobs.update(_start_coordinator(coordinator_address, num_processes, timeout))
     with _deadline(timeout, coordinator_address, num_processes):
-        jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=num_processes,
-                                   process_id=process_id, **knobs)
+        jax.distributed.initialize(
+            coordinator_address=coordinator_address, num_processes=num_processes, process_id=process_id, **knobs
+        )
     _RUN.timeout = timeout
     _watch_peers()
 
@@ -118,10 +122,22 @@ def _start_coordinator(address: str, num_processes: int, timeout: int) -> dict:
 
     if coordinator.service_factory() is None:
         return {}
-    child = subprocess.Popen([sys.executable, "-m", "podracer.coordinator", address, str(num_processes),
-                              str(HEARTBEAT_SECONDS), str(SHUTDOWN_SECONDS)],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                             start_new_session=True)  # holds none of this process's streams: a pipe ends with it
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "podracer.coordinator",
+            address,
+            str(num_processes),
+            str(HEARTBEAT_SECONDS),
+            str(SHUTDOWN_SECONDS),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )  # holds none of this process's streams: a pipe ends with it
     answer = []
     reader = threading.Thread(target=lambda: answer.append(child.stdout.readline().strip()), daemon=True)
     reader.start()
@@ -129,8 +145,9 @@ def _start_coordinator(address: str, num_processes: int, timeout: int) -> dict:
     if answer != ["ready"]:
         child.kill()
         said = answer[0].removeprefix("error: ") if answer and answer[0] else f"no answer within {timeout} s"
-        raise ValueError(f"--coordinator {address}: cannot start the coordinator there ({said}); is the port free on "
-                         "this host?")
+        raise ValueError(
+            f"--coordinator {address}: cannot start the coordinator there ({said}); is the port free on this host?"
+        )
     with socket.socket() as s:  # JAX's own service of process 0: bound where nobody connects
         s.bind(("127.0.0.1", 0))
         unused = s.getsockname()[1]
@@ -176,7 +193,9 @@ def _gone_processes() -> list[int] | None:
     now = time.monotonic()
     if _RUN.peers and now - _RUN.answered > PEER_SILENCE_SECONDS:
         return None
-    return sorted(p for p, (value, since) in _RUN.peers.items() if value is not None and now - since > PEER_SILENCE_SECONDS)
+    return sorted(
+        p for p, (value, since) in _RUN.peers.items() if value is not None and now - since > PEER_SILENCE_SECONDS
+    )
 
 
 def _alive_after(moment: float, wait: float) -> list[int]:
@@ -199,7 +218,14 @@ def _lost(gone: list[int] | None) -> str:
 
 
 # Words in the errors of a collective or of the coordinator that another process left.
-_LOST_PEER_SIGNS = ("Gloo", "UNAVAILABLE", "DEADLINE_EXCEEDED", "Connection reset", "Connection closed", "Socket closed")
+_LOST_PEER_SIGNS = (
+    "Gloo",
+    "UNAVAILABLE",
+    "DEADLINE_EXCEEDED",
+    "Connection reset",
+    "Connection closed",
+    "Socket closed",
+)
 
 
 def lost_peer(error: BaseException) -> bool:
@@ -222,12 +248,19 @@ def abandon_run(program: str, error: BaseException) -> None:
         alive = _alive_after(failed, PEER_SILENCE_SECONDS + 2) if _RUN.peers else []
         if _RUN.peers and len(alive) == len(_RUN.peers):
             late = ", ".join(map(str, alive))
-            print(f"{program}: error: a collective with process {late} failed while it is alive (it may still be "
-                  f"starting or compiling on a busy machine; --distributed-timeout sets how long processes wait for "
-                  f"each other); ending this process ({detail})", file=sys.stderr, flush=True)
+            print(
+                f"{program}: error: a collective with process {late} failed while it is alive (it may still be "
+                f"starting or compiling on a busy machine; --distributed-timeout sets how long processes wait for "
+                f"each other); ending this process ({detail})",
+                file=sys.stderr,
+                flush=True,
+            )
         else:
-            print(f"{program}: error: {_lost(_gone_processes())}; ending this process ({detail})", file=sys.stderr,
-                  flush=True)
+            print(
+                f"{program}: error: {_lost(_gone_processes())}; ending this process ({detail})",
+                file=sys.stderr,
+                flush=True,
+            )
     else:
         import traceback
 
@@ -273,8 +306,13 @@ def _watch_peers(period: float = WATCH_PERIOD_SECONDS) -> None:
                 for p, value in values.items():
                     if value != seen[p][0]:
                         seen[p] = (value, asked)
-                silent = [p for p in others if seen[p][0] is not None and now - seen[p][1] > PEER_SILENCE_SECONDS
-                          and _try_get(client, f"podracer/done/{p}") is None]  # one that ended normally is not lost
+                silent = [
+                    p
+                    for p in others
+                    if seen[p][0] is not None
+                    and now - seen[p][1] > PEER_SILENCE_SECONDS
+                    and _try_get(client, f"podracer/done/{p}") is None
+                ]  # one that ended normally is not lost
             except Exception:  # noqa: BLE001 - the coordinator does not answer
                 return end(None)
             if silent:
@@ -319,12 +357,14 @@ def all_arrive(what: str, timeout: int | None = None) -> None:
         gone = set(_gone_processes() or [])
         alive = [p for p in late if p not in gone]
         if not alive:
-            raise LateProcesses(f"{_lost(_gone_processes())}; ending this process ({str(error).splitlines()[0][:200]})"
-                                ) from None
+            raise LateProcesses(
+                f"{_lost(_gone_processes())}; ending this process ({str(error).splitlines()[0][:200]})"
+            ) from None
         raise LateProcesses(
             f"process {', '.join(map(str, alive))} did not reach {what} within {timeout} s (--distributed-timeout) "
             f"and is still alive: it may still be starting or compiling on a busy machine; raise "
-            f"--distributed-timeout on every process, or check that every process runs the same command.") from None
+            f"--distributed-timeout on every process, or check that every process runs the same command."
+        ) from None
 
 
 def arrive_before_first_call(fn, what: str):
@@ -355,9 +395,11 @@ def _try_get(client, key: str) -> str | None:
 
 def _unreachable(address: str, timeout: int, num_processes: int | None) -> str:
     processes = f"all {num_processes} processes" if num_processes else "every process"
-    return (f"could not join the run at the coordinator {address} within {timeout} s (--distributed-timeout): check "
-            f"that process 0 runs with the same --coordinator, that {address} is reachable from this host (address, "
-            f"port, firewall) and that {processes} have started.")
+    return (
+        f"could not join the run at the coordinator {address} within {timeout} s (--distributed-timeout): check "
+        f"that process 0 runs with the same --coordinator, that {address} is reachable from this host (address, "
+        f"port, firewall) and that {processes} have started."
+    )
 
 
 @contextlib.contextmanager
@@ -375,11 +417,25 @@ def _deadline(timeout: int, address: str, num_processes: int | None = None):
     try:
         yield
     except Exception as error:  # noqa: BLE001 - JAX raises several kinds here
-        raise ValueError(f"{_unreachable(address, timeout, num_processes)} ({str(error).splitlines()[0][:200]})") from None
+        raise ValueError(
+            f"{_unreachable(address, timeout, num_processes)} ({str(error).splitlines()[0][:200]})"
+        ) from None
     finally:
         done.set()
 
 
-__all__ = ["HEARTBEAT_SECONDS", "LateProcesses", "PEER_SILENCE_SECONDS", "SHUTDOWN_SECONDS", "WATCH_PERIOD_SECONDS",
-           "abandon_run", "all_arrive", "arrive_before_first_call", "check_coordinator", "check_process_id",
-           "initialize", "jax_private", "lost_peer"]
+__all__ = [
+    "HEARTBEAT_SECONDS",
+    "LateProcesses",
+    "PEER_SILENCE_SECONDS",
+    "SHUTDOWN_SECONDS",
+    "WATCH_PERIOD_SECONDS",
+    "abandon_run",
+    "all_arrive",
+    "arrive_before_first_call",
+    "check_coordinator",
+    "check_process_id",
+    "initialize",
+    "jax_private",
+    "lost_peer",
+]

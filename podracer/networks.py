@@ -118,7 +118,9 @@ def _patches(x, same: bool = False):
     if same:
         x = jnp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
     _, height, width, _ = x.shape
-    return jnp.concatenate([x[:, i:i + height - 2, j:j + width - 2, :] for i in range(3) for j in range(3)], axis=-1)
+    return jnp.concatenate(
+        [x[:, i : i + height - 2, j : j + width - 2, :] for i in range(3) for j in range(3)], axis=-1
+    )
 
 
 class CellLogits(nn.Module):
@@ -138,8 +140,10 @@ class CellLogits(nn.Module):
     def __call__(self, x):
         n, height, width, _ = x.shape
         if height * width != self.num_actions:
-            raise ValueError(f"Cell actions need one action per cell of the board: {self.num_actions} actions for "
-                             f"{height} x {width} cells.")
+            raise ValueError(
+                f"Cell actions need one action per cell of the board: {self.num_actions} actions for "
+                f"{height} x {width} cells."
+            )
         for _ in range(self.layers):
             patches = _patches(x, same=True)
             x = nn.relu(nn.Dense(self.channels, kernel_init=orthogonal(np.sqrt(2.0)))(patches))
@@ -258,7 +262,9 @@ class ActorCritic(nn.Module):
         else:
             self.policy_torso = MLP(self.hidden_sizes, self.activation)
             self.value_torso = MLP(self.hidden_sizes, self.activation)
-        self.policy_head = CellLogits(self.num_actions) if self._cells else PolicyHead(self.num_actions, self.action_size)
+        self.policy_head = (
+            CellLogits(self.num_actions) if self._cells else PolicyHead(self.num_actions, self.action_size)
+        )
         self.value_head = nn.Dense(1, kernel_init=orthogonal(1.0))
 
     def _flatten(self, observation):
@@ -317,7 +323,7 @@ class QNetwork(nn.Module):
             q = CellLogits(self.num_actions, output_scale=1.0)(to_nhwc(observation, self.image))
             return q.reshape(*batch_shape, self.num_actions)
         if kind == "mlp":
-            x = jnp.reshape(observation, (-1, math.prod(observation.shape[len(batch_shape):]))).astype(jnp.float32)
+            x = jnp.reshape(observation, (-1, math.prod(observation.shape[len(batch_shape) :]))).astype(jnp.float32)
             x = MLP(self.hidden_sizes, self.activation)(x)
         else:
             x = image_torso(kind)(to_nhwc(observation, self.image))

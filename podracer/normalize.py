@@ -48,7 +48,8 @@ class RunningStatistics(NamedTuple):
 class Statistics(NamedTuple):
     """What a normalising agent keeps beside its parameters."""
 
-    observation: chex.ArrayTree  # a RunningStatistics per floating-point observation leaf (None for the others), or None
+    # a RunningStatistics per floating-point observation leaf (None for the others), or None
+    observation: chex.ArrayTree
     discounted_return: RunningStatistics | None  # of the discounted return (scalar), or None without reward scaling
 
 
@@ -89,11 +90,12 @@ def _combine(a, b):
     n = n_a + n_b
     share = jnp.where(n > 0, n_b / jnp.maximum(n, 1.0), 0.0)
     delta = mean_b - mean_a
-    return n, mean_a + delta * share, m2_a + m2_b + delta ** 2 * n_a * share
+    return n, mean_a + delta * share, m2_a + m2_b + delta**2 * n_a * share
 
 
-def update(statistics: Statistics, observation, discounted_return, axis_names: Sequence[str] = (),
-           batch_dims: int = 2) -> Statistics:
+def update(
+    statistics: Statistics, observation, discounted_return, axis_names: Sequence[str] = (), batch_dims: int = 2
+) -> Statistics:
     """``statistics`` merged with a batch: ``observation`` (leading ``batch_dims`` axes of samples) and
     ``discounted_return`` (samples of the return; ignored without return statistics).
 
@@ -116,9 +118,12 @@ def update(statistics: Statistics, observation, discounted_return, axis_names: S
         rows = jax.lax.all_gather(rows, axis).reshape(-1, rows.shape[-1])
     merged = []
     for i, (stats, _) in enumerate(kept):
-        at = sum(sizes[:3 * i])
-        n, mean, m2 = (rows[:, at:at + 1], rows[:, at + 1:at + 1 + stats.mean.size],
-                       rows[:, at + 1 + stats.mean.size:at + 1 + 2 * stats.mean.size])
+        at = sum(sizes[: 3 * i])
+        n, mean, m2 = (
+            rows[:, at : at + 1],
+            rows[:, at + 1 : at + 1 + stats.mean.size],
+            rows[:, at + 1 + stats.mean.size : at + 1 + 2 * stats.mean.size],
+        )
         # Every device's batch as one: deviations taken from the combined mean, so no offset cancels.
         batch_n = jnp.sum(n)
         batch_mean = jnp.sum(n * mean, axis=0) / jnp.maximum(batch_n, 1.0)
@@ -162,7 +167,8 @@ def init(observation, *, observations: bool = True, rewards: bool = False, batch
     observation_stats = None
     if observations:
         observation_stats = jax.tree.map(
-            lambda x: init_statistics(jnp.shape(x)[batch_dims:]) if _floating(x) else None, observation)
+            lambda x: init_statistics(jnp.shape(x)[batch_dims:]) if _floating(x) else None, observation
+        )
     return Statistics(observation_stats, init_statistics(()) if rewards else None)
 
 
@@ -171,8 +177,15 @@ def has_floating_leaf(observation) -> bool:
     return any(_floating(x) for x in jax.tree.leaves(observation))
 
 
-def wrap(agent: Agent, *, observations: bool = True, rewards: bool = False, discount: float = 0.99,
-         observation_clip: float = 5.0, reward_clip: float = 10.0) -> Agent:
+def wrap(
+    agent: Agent,
+    *,
+    observations: bool = True,
+    rewards: bool = False,
+    discount: float = 0.99,
+    observation_clip: float = 5.0,
+    reward_clip: float = 10.0,
+) -> Agent:
     """``agent`` acting and learning on normalised observations (``observations``) and scaled rewards
     (``rewards``); its parameters become :class:`NormalizedParams`. ``discount`` is the return's whose spread
     scales the rewards (the agent's own discount). The feeders accumulate that return
@@ -181,17 +194,22 @@ def wrap(agent: Agent, *, observations: bool = True, rewards: bool = False, disc
         return agent
 
     def init_params(key, observation):
-        return NormalizedParams(agent.init(key, observation), init(observation, observations=observations, rewards=rewards))
+        return NormalizedParams(
+            agent.init(key, observation), init(observation, observations=observations, rewards=rewards)
+        )
 
     def act(params, observation, key, state, first, **kwargs):
         statistics = jax.lax.stop_gradient(params.statistics)
-        return agent.act(params.agent, normalize_observation(statistics, observation, observation_clip), key, state,
-                         first, **kwargs)
+        return agent.act(
+            params.agent, normalize_observation(statistics, observation, observation_clip), key, state, first, **kwargs
+        )
 
     def normalized(statistics: Statistics, trajectory: Trajectory) -> Trajectory:
         timestep = trajectory.timestep
-        timestep = timestep._replace(observation=normalize_observation(statistics, timestep.observation, observation_clip),
-                                     reward=scale_reward(statistics, timestep.reward, reward_clip))
+        timestep = timestep._replace(
+            observation=normalize_observation(statistics, timestep.observation, observation_clip),
+            reward=scale_reward(statistics, timestep.reward, reward_clip),
+        )
         return trajectory._replace(timestep=timestep)
 
     def observe(params: NormalizedParams, trajectory: Trajectory, axis_names: Sequence[str] = ()):
@@ -199,8 +217,10 @@ def wrap(agent: Agent, *, observations: bool = True, rewards: bool = False, disc
         recent = jax.tree.map(lambda x: x[:-1], trajectory.timestep.observation)
         returns = None if trajectory.discounted_return is None else trajectory.discounted_return[:-1]
         if rewards and returns is None:
-            raise ValueError("--normalize-rewards: the trajectory carries no discounted_return; the feeder must "
-                             "accumulate it (Agent.return_discount).")
+            raise ValueError(
+                "--normalize-rewards: the trajectory carries no discounted_return; the feeder must "
+                "accumulate it (Agent.return_discount)."
+            )
         statistics = update(params.statistics, recent, returns, axis_names)
         inner, trajectory = params.agent, normalized(statistics, trajectory)
         if agent.observe is not None:  # the wrapped agent's own bookkeeping (DQN's schedule clock)
@@ -213,11 +233,30 @@ def wrap(agent: Agent, *, observations: bool = True, rewards: bool = False, disc
     replay = agent.replay
     if replay is not None:
         spec_loss = replay.loss
-        replay = replay._replace(loss=lambda params, target, items, weights, key: spec_loss(
-            params.agent, target.agent, items, weights, key))
-    return agent._replace(init=init_params, act=act, loss=loss, prepare=prepare, replay=replay, observe=observe,
-                          return_discount=discount if rewards else None)
+        replay = replay._replace(
+            loss=lambda params, target, items, weights, key: spec_loss(params.agent, target.agent, items, weights, key)
+        )
+    return agent._replace(
+        init=init_params,
+        act=act,
+        loss=loss,
+        prepare=prepare,
+        replay=replay,
+        observe=observe,
+        return_discount=discount if rewards else None,
+    )
 
 
-__all__ = ["EPSILON", "NormalizedParams", "RunningStatistics", "Statistics", "has_floating_leaf", "init",
-           "init_statistics", "normalize_observation", "scale_reward", "update", "wrap"]
+__all__ = [
+    "EPSILON",
+    "NormalizedParams",
+    "RunningStatistics",
+    "Statistics",
+    "has_floating_leaf",
+    "init",
+    "init_statistics",
+    "normalize_observation",
+    "scale_reward",
+    "update",
+    "wrap",
+]

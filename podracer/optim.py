@@ -33,7 +33,8 @@ class OptimizerConfig:
 
     learning_rate: float = 3e-4  # Adam learning rate
     max_grad_norm: float | None = 0.5  # global gradient-norm clip; None: none
-    lr_schedule: LRScheduleName = "constant"  # the learning rate over the run's optimizer steps: constant, or a linear or cosine decay to 0
+    # the learning rate over the run's optimizer steps: constant, or a linear or cosine decay to 0
+    lr_schedule: LRScheduleName = "constant"
     lr_warmup_steps: int = 0  # optimizer steps of linear warm-up to --learning-rate before the schedule
 
     def __post_init__(self):
@@ -46,8 +47,9 @@ class OptimizerConfig:
         if isinstance(self.lr_warmup_steps, int) and self.lr_warmup_steps < 0:
             raise ValueError(f"--lr-warmup-steps must be >= 0, got {self.lr_warmup_steps}.")
         if self.lr_schedule not in LR_SCHEDULES:
-            raise ValueError(f"--lr-schedule: unknown schedule {self.lr_schedule!r}; choose one of "
-                             f"{', '.join(LR_SCHEDULES)}.")
+            raise ValueError(
+                f"--lr-schedule: unknown schedule {self.lr_schedule!r}; choose one of {', '.join(LR_SCHEDULES)}."
+            )
 
 
 def optimizer_field(learning_rate: float, max_grad_norm: float | None):
@@ -90,8 +92,9 @@ def learning_rate_schedule(learning_rate, schedule: str = "constant", warmup_ste
     return rate
 
 
-def adam(settings: OptimizerConfig, total_steps: int | Callable[[], int | None] | None = None, *,
-         eps: float = ADAM_EPS) -> optax.GradientTransformation:
+def adam(
+    settings: OptimizerConfig, total_steps: int | Callable[[], int | None] | None = None, *, eps: float = ADAM_EPS
+) -> optax.GradientTransformation:
     """Adam after clipping to ``settings.max_grad_norm`` (None: no clip), its rate following
     :func:`learning_rate_schedule` over ``total_steps`` optimizer steps (always a schedule, so the state has one
     layout whatever the choice). ``learning_rate`` (and the clip norm) are injected hyper-parameters: the state's
@@ -115,8 +118,14 @@ def adam(settings: OptimizerConfig, total_steps: int | Callable[[], int | None] 
     return optax.inject_hyperparams(chain)(**hyper)
 
 
-def make_optimizer(learning_rate: float, max_grad_norm: float | None = 0.5, *, schedule: str = "constant",
-                   warmup_steps: int = 0, total_steps: int | None = None) -> optax.GradientTransformation:
+def make_optimizer(
+    learning_rate: float,
+    max_grad_norm: float | None = 0.5,
+    *,
+    schedule: str = "constant",
+    warmup_steps: int = 0,
+    total_steps: int | None = None,
+) -> optax.GradientTransformation:
     """:func:`adam` from its settings as arguments (a notebook's spelling): ``make_optimizer(3e-3, 0.5)``."""
     settings = OptimizerConfig(learning_rate, max_grad_norm, schedule, warmup_steps)
     return adam(settings, total_steps)
@@ -128,8 +137,9 @@ def on_policy_steps(run: RunFacts | None, num_epochs: int, num_minibatches: int)
     return None if run is None else max(1, run.num_updates * num_epochs * num_minibatches)
 
 
-def replay_steps(run: RunFacts | None, replay_ratio: float, min_size: int, batch_size: int, *,
-                 sequences: bool = False) -> int | None:
+def replay_steps(
+    run: RunFacts | None, replay_ratio: float, min_size: int, batch_size: int, *, sequences: bool = False
+) -> int | None:
     """Optimizer steps of a run of a replay agent: ``replay_ratio`` x the items each replay shard receives after its
     first ``min_size``, over ``batch_size``, as the rate limiter allows. A shard receives the transitions of its
     learner device's trajectories (``rollout_length x envs_per_learner`` per update), or with ``sequences`` one
@@ -164,6 +174,19 @@ def hyperparameters(opt_state) -> dict:
     return found
 
 
-__all__ = ["ADAM_EPS", "FIELDS", "LR_SCHEDULES", "LRScheduleName", "OptimizerConfig", "RunFacts", "adam",
-           "hyperparameters", "learning_rate_schedule", "make_optimizer", "on_policy_steps", "optimizer_field", "replay_steps",
-           "settings_of"]
+__all__ = [
+    "ADAM_EPS",
+    "FIELDS",
+    "LR_SCHEDULES",
+    "LRScheduleName",
+    "OptimizerConfig",
+    "RunFacts",
+    "adam",
+    "hyperparameters",
+    "learning_rate_schedule",
+    "make_optimizer",
+    "on_policy_steps",
+    "optimizer_field",
+    "replay_steps",
+    "settings_of",
+]

@@ -40,7 +40,9 @@ def set_cpu_device_count(count: int) -> None:
     started = jax_private("xla_bridge", "backends_are_initialized")
     if started is not None and started():
         raise RuntimeError("set_cpu_device_count must be called before JAX initialises its backends.")
-    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform_device_count")]
+    flags = [
+        f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform_device_count")
+    ]
     os.environ["XLA_FLAGS"] = " ".join([*flags, f"--xla_force_host_platform_device_count={count}"])
 
 
@@ -160,7 +162,8 @@ def _check_devices(devices: Sequence[jax.Device] | None) -> list[jax.Device]:
 
 
 def mesh(devices: Sequence[jax.Device] | None = None) -> Mesh:
-    """A one-axis :class:`~jax.sharding.Mesh` named :data:`DEVICE_AXIS` over ``devices`` (default: all, of all processes)."""
+    """A one-axis :class:`~jax.sharding.Mesh` named :data:`DEVICE_AXIS` over ``devices`` (default: all, of all
+    processes)."""
     return Mesh(np.asarray(_check_devices(devices)), (DEVICE_AXIS,))
 
 
@@ -225,8 +228,7 @@ def shard(tree, devices: Sequence[jax.Device] | None = None):
     def put(x):
         if x.shape[:1] != (n,):
             raise ValueError(
-                f"Cannot shard an array of shape {x.shape} over {n} devices: "
-                f"its leading axis must be {n}."
+                f"Cannot shard an array of shape {x.shape} over {n} devices: its leading axis must be {n}."
             )
         return _global(x, sharding)
 
@@ -301,10 +303,7 @@ def check_divisible(total: int, parts: int, what: str, among: str) -> int:
     if parts < 1:
         raise ValueError(f"Cannot split {what} among {parts} {among}.")
     if total % parts:
-        raise ValueError(
-            f"{what} = {total} is not divisible by the {parts} {among}; "
-            f"choose a multiple of {parts}."
-        )
+        raise ValueError(f"{what} = {total} is not divisible by the {parts} {among}; choose a multiple of {parts}.")
     return total // parts
 
 
@@ -330,7 +329,10 @@ def resolve_layout(actor_ids: Sequence[int] | None, learner_ids: Sequence[int] |
             raise ValueError(f"{name} needs at least one device index.")
         bad = [i for i in ids if not 0 <= i < n]
         if bad:
-            raise ValueError(f"{name} {list(ids)}: device index {bad[0]} is out of range; this process has {n} device(s) (0 ... {n - 1}).")
+            raise ValueError(
+                f"{name} {list(ids)}: device index {bad[0]} is out of range; this process has {n} device(s) (0 ... "
+                f"{n - 1})."
+            )
         if len(set(ids)) != len(ids):
             raise ValueError(f"{name} {list(ids)} lists a device twice.")
     check_divisible(num_envs, len(learner_ids), "--num-envs-per-actor", "learner devices")

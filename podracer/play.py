@@ -35,8 +35,17 @@ def _episodes(agent, policy, params, timestep, step, key, episodes: int, max_ste
     return returns, frames
 
 
-def play_host(env, agent, params, episodes: int, *, seed: int = 0, greedy: bool = True, max_steps: int = 100_000,
-              record: bool = False):
+def play_host(
+    env,
+    agent,
+    params,
+    episodes: int,
+    *,
+    seed: int = 0,
+    greedy: bool = True,
+    max_steps: int = 100_000,
+    record: bool = False,
+):
     """Returns of one episode per environment of the host batch ``env`` (``env.num_envs == episodes``) played by
     ``agent`` with ``params`` (one copy), from ``env.reset()``; the first one's frames when ``record``."""
     import jax
@@ -45,12 +54,31 @@ def play_host(env, agent, params, episodes: int, *, seed: int = 0, greedy: bool 
         timestep = env.step(np.asarray(action))
         return timestep, env.stats.episode_return
 
-    return _episodes(agent, _policy(agent, greedy), params, env.reset(), step, jax.random.key(seed), episodes,
-                     max_steps, record, env.spec())
+    return _episodes(
+        agent,
+        _policy(agent, greedy),
+        params,
+        env.reset(),
+        step,
+        jax.random.key(seed),
+        episodes,
+        max_steps,
+        record,
+        env.spec(),
+    )
 
 
-def play_jax(env, agent, params, episodes: int, *, seed: int = 0, greedy: bool = False, max_steps: int = 100_000,
-             record: bool = False):
+def play_jax(
+    env,
+    agent,
+    params,
+    episodes: int,
+    *,
+    seed: int = 0,
+    greedy: bool = False,
+    max_steps: int = 100_000,
+    record: bool = False,
+):
     """Returns of ``episodes`` episodes (one per environment, all at once) of ``agent`` with ``params``
     (one copy, not replicated) on the JAX environment ``env``; the first one's frames when ``record``."""
     import jax
@@ -67,7 +95,9 @@ def play_jax(env, agent, params, episodes: int, *, seed: int = 0, greedy: bool =
         state, timestep = jitted_step(state, action)
         return timestep, state.stats.episode_return
 
-    return _episodes(agent, _policy(agent, greedy), params, timestep, step, key, episodes, max_steps, record, env.spec())
+    return _episodes(
+        agent, _policy(agent, greedy), params, timestep, step, key, episodes, max_steps, record, env.spec()
+    )
 
 
 def _policy(agent, greedy: bool):
@@ -90,8 +120,10 @@ def palette(n: int = PALETTE_SIZE) -> np.ndarray:
     """``n`` distinct, bright RGB colours (uint8 ``[n, 3]``), the same every time: hues a golden angle apart."""
     import colorsys
 
-    return np.array([[round(255 * c) for c in colorsys.hsv_to_rgb((0.07 + i * 0.618034) % 1.0, 0.7, 0.95)]
-                     for i in range(n)], np.uint8)
+    return np.array(
+        [[round(255 * c) for c in colorsys.hsv_to_rgb((0.07 + i * 0.618034) % 1.0, 0.7, 0.95)] for i in range(n)],
+        np.uint8,
+    )
 
 
 def _scaled(x: np.ndarray, low: float, high: float) -> np.ndarray:
@@ -120,13 +152,17 @@ def picture(observation, spec) -> np.ndarray:
         return _scaled(observation[..., 0], layout.low, layout.high)
     if channels == 3:
         return _scaled(observation, layout.low, layout.high)
-    levels = np.round((observation.astype(np.float64) - layout.low) / (layout.high - layout.low) * 255).astype(np.uint64)
+    levels = np.round((observation.astype(np.float64) - layout.low) / (layout.high - layout.low) * 255).astype(
+        np.uint64
+    )
     empty = (levels == 0).all(axis=-1)
     if np.isin(levels, (0, 255)).all():  # planes that are on or off: the colour of the last plane on
         index = channels - 1 - np.argmax(levels[..., ::-1] > 0, axis=-1)
     else:  # values: a colour per combination, the same in every frame (splitmix64's finaliser of the values)
         with np.errstate(over="ignore"):
-            code = (levels * (np.uint64(0x9E3779B97F4A7C15) ** np.arange(1, channels + 1, dtype=np.uint64))).sum(axis=-1)
+            code = (levels * (np.uint64(0x9E3779B97F4A7C15) ** np.arange(1, channels + 1, dtype=np.uint64))).sum(
+                axis=-1
+            )
             code ^= code >> np.uint64(31)
             code *= np.uint64(0xBF58476D1CE4E5B9)
             code ^= code >> np.uint64(29)

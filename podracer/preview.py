@@ -76,19 +76,25 @@ def _play(evaluate, config: PreviewConfig, drawable: bool):
     """``(returns, frames or None)`` of one greedy episode of the newest checkpoint."""
     if drawable:
         try:
-            return evaluate.play(config.checkpoint_dir, 1, seed=config.seed, greedy=True, max_steps=config.max_steps,
-                                 record=True)
+            return evaluate.play(
+                config.checkpoint_dir, 1, seed=config.seed, greedy=True, max_steps=config.max_steps, record=True
+            )
         except ValueError as error:
             if "--gif needs" not in str(error):
                 raise
-            print(f"podracer.preview: {error.args[0].replace('--gif needs', 'a GIF needs')} Printing returns only.",
-                  file=sys.stderr, flush=True)
+            print(
+                f"podracer.preview: {error.args[0].replace('--gif needs', 'a GIF needs')} Printing returns only.",
+                file=sys.stderr,
+                flush=True,
+            )
     returns, _ = evaluate.play(config.checkpoint_dir, 1, seed=config.seed, greedy=True, max_steps=config.max_steps)
     return returns, None
 
 
-DESCRIPTION = ("Watch a run while it trains: play one greedy episode with each new checkpoint in --checkpoint-dir, "
-               "print its return and rewrite the GIF, until the run has ended.")
+DESCRIPTION = (
+    "Watch a run while it trains: play one greedy episode with each new checkpoint in --checkpoint-dir, "
+    "print its return and rewrite the GIF, until the run has ended."
+)
 
 
 def main(argv=None, *, prog: str = "python -m podracer.preview", name: str = "podracer.preview") -> int:

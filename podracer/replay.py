@@ -38,8 +38,10 @@ import numpy as np
 
 class ReplayState(NamedTuple):
     items: chex.ArrayTree  # every leaf [capacity, ...]
-    priorities: chex.Array  # float32 [K ** depth]: priority ** alpha of every slot (0 for empty slots and past capacity)
-    running_sums: tuple[chex.Array, ...]  # float32 sum tree levels 1 ... depth ([K], [K ** 2], ..., [K ** depth]) as running sums within groups of K siblings
+    # float32 [K ** depth]: priority ** alpha of every slot (0 for empty slots and past capacity)
+    priorities: chex.Array
+    # float32 sum tree levels 1 ... depth ([K], [K ** 2], ..., [K ** depth]) as running sums within groups of K siblings
+    running_sums: tuple[chex.Array, ...]
     max_priority: chex.Array  # float32 []: largest priority ** alpha so far; new items get it
     insert: chex.Array  # int32 []: slot the next item goes to
     size: chex.Array  # int32 []: filled slots
@@ -95,8 +97,9 @@ def _checked(failed, conditions, values, messages) -> None:
     # on every step; the batching rule instead branches once on "any entry failed".
     @jax.custom_batching.custom_vmap
     def check(failed, conditions, values):
-        jax.lax.cond(failed, lambda: jax.debug.callback(functools.partial(_report, messages), conditions, values),
-                     lambda: None)
+        jax.lax.cond(
+            failed, lambda: jax.debug.callback(functools.partial(_report, messages), conditions, values), lambda: None
+        )
         return jnp.zeros((), jnp.int32)
 
     @check.def_vmap
@@ -113,7 +116,8 @@ def _checked(failed, conditions, values, messages) -> None:
 
 
 def init(item: chex.ArrayTree, capacity: int) -> ReplayState:
-    """An empty memory of ``capacity`` slots shaped like ``item`` (one item, no leading axis; arrays or ShapeDtypeStructs)."""
+    """An empty memory of ``capacity`` slots shaped like ``item`` (one item, no leading axis; arrays or
+    ShapeDtypeStructs)."""
     if capacity < 1:
         raise ValueError(f"Replay capacity must be >= 1, got {capacity}.")
     depth = 1
@@ -122,7 +126,9 @@ def init(item: chex.ArrayTree, capacity: int) -> ReplayState:
     items = jax.tree.map(lambda x: jnp.zeros((capacity, *x.shape), x.dtype), item)
     running_sums = tuple(jnp.zeros(BRANCHING**level, jnp.float32) for level in range(1, depth + 1))
     zero = jnp.zeros((), jnp.int32)
-    return ReplayState(items, jnp.zeros(BRANCHING**depth, jnp.float32), running_sums, jnp.ones((), jnp.float32), zero, zero)
+    return ReplayState(
+        items, jnp.zeros(BRANCHING**depth, jnp.float32), running_sums, jnp.ones((), jnp.float32), zero, zero
+    )
 
 
 def _running_sums(rows: chex.Array) -> chex.Array:
@@ -134,7 +140,9 @@ def _running_sums(rows: chex.Array) -> chex.Array:
     return jnp.stack(sums, axis=-1)
 
 
-def _set_priorities(state: ReplayState, slots: chex.Array, values: chex.Array) -> tuple[chex.Array, tuple[chex.Array, ...]]:
+def _set_priorities(
+    state: ReplayState, slots: chex.Array, values: chex.Array
+) -> tuple[chex.Array, tuple[chex.Array, ...]]:
     """Writes slot values and recomputes the running sums above them, level by level (``O(len(slots) log capacity)``).
 
     Each touched group is recomputed whole from the level below after that level is
@@ -173,7 +181,14 @@ def add(state: ReplayState, items: chex.ArrayTree, mask: chex.Array | None = Non
     if mask is not None:
         priority = jnp.where(mask, priority, 0.0)
     priorities, running_sums = _set_priorities(state, slots, priority)
-    return ReplayState(stored, priorities, running_sums, state.max_priority, (state.insert + n) % capacity, jnp.minimum(state.size + n, capacity))
+    return ReplayState(
+        stored,
+        priorities,
+        running_sums,
+        state.max_priority,
+        (state.insert + n) % capacity,
+        jnp.minimum(state.size + n, capacity),
+    )
 
 
 def _choose_children(sums: chex.Array, u: chex.Array) -> tuple[chex.Array, chex.Array]:
@@ -191,8 +206,15 @@ def _choose_children(sums: chex.Array, u: chex.Array) -> tuple[chex.Array, chex.
     return child, u - jnp.where(child > 0, below, 0.0)
 
 
-def sample(state: ReplayState, key: chex.PRNGKey, batch_size: int, *, prioritized: bool = True, beta: float = 0.4,
-           checked: bool | chex.Array = True) -> Sample:
+def sample(
+    state: ReplayState,
+    key: chex.PRNGKey,
+    batch_size: int,
+    *,
+    prioritized: bool = True,
+    beta: float = 0.4,
+    checked: bool | chex.Array = True,
+) -> Sample:
     """``batch_size`` items: in proportion to ``priority ** alpha`` when ``prioritized``, else uniformly.
 
     The batch may not be larger than the filled size (nor, prioritized, may all priorities be 0).
@@ -201,8 +223,16 @@ def sample(state: ReplayState, key: chex.PRNGKey, batch_size: int, *, prioritize
     the branch's predicate.
     """
     total = state.running_sums[0][-1]
-    _raise_if((state.size < batch_size, "Cannot sample a batch of {} from a replay holding {} items.", batch_size, state.size),
-              (prioritized & (total <= 0), "Cannot sample by priority: every priority in the replay is 0."), when=checked)
+    _raise_if(
+        (
+            state.size < batch_size,
+            "Cannot sample a batch of {} from a replay holding {} items.",
+            batch_size,
+            state.size,
+        ),
+        (prioritized & (total <= 0), "Cannot sample by priority: every priority in the replay is 0."),
+        when=checked,
+    )
     if not prioritized:
         indices = jax.random.randint(key, (batch_size,), 0, jnp.maximum(state.size, 1), dtype=jnp.int32)
         probabilities = jnp.full((batch_size,), 1.0, jnp.float32) / jnp.maximum(state.size, 1)
@@ -224,18 +254,36 @@ def sample(state: ReplayState, key: chex.PRNGKey, batch_size: int, *, prioritize
     return Sample(indices, items, weights, probabilities)
 
 
-def update_priorities(state: ReplayState, indices: chex.Array, priorities: chex.Array, *, alpha: float = 0.6,
-                      checked: bool | chex.Array = True) -> ReplayState:
-    """Sets the priorities of ``indices`` (raw, >= 0; stored as ``priority ** alpha``); ``checked`` as in :func:`sample`."""
+def update_priorities(
+    state: ReplayState,
+    indices: chex.Array,
+    priorities: chex.Array,
+    *,
+    alpha: float = 0.6,
+    checked: bool | chex.Array = True,
+) -> ReplayState:
+    """Sets the priorities of ``indices`` (raw, >= 0; stored as ``priority ** alpha``); ``checked`` as in
+    :func:`sample`."""
     priorities = jnp.asarray(priorities, jnp.float32)
-    _raise_if((jnp.any(jnp.isnan(priorities)), "Replay priorities must not be NaN; got {} NaN value(s).", jnp.sum(jnp.isnan(priorities))),
-              (jnp.any(priorities < 0), "Replay priorities must be >= 0; got {}.", jnp.min(priorities)), when=checked)
+    _raise_if(
+        (
+            jnp.any(jnp.isnan(priorities)),
+            "Replay priorities must not be NaN; got {} NaN value(s).",
+            jnp.sum(jnp.isnan(priorities)),
+        ),
+        (jnp.any(priorities < 0), "Replay priorities must be >= 0; got {}.", jnp.min(priorities)),
+        when=checked,
+    )
     values = priorities**alpha
     priorities, running_sums = _set_priorities(state, indices.astype(jnp.int32), values)
-    return state._replace(priorities=priorities, running_sums=running_sums, max_priority=jnp.maximum(state.max_priority, jnp.max(values)))
+    return state._replace(
+        priorities=priorities, running_sums=running_sums, max_priority=jnp.maximum(state.max_priority, jnp.max(values))
+    )
 
 
-def sequence_priorities(abs_td: chex.Array, mask: chex.Array | None = None, *, eta: float = 0.9, axis: int = -1) -> chex.Array:
+def sequence_priorities(
+    abs_td: chex.Array, mask: chex.Array | None = None, *, eta: float = 0.9, axis: int = -1
+) -> chex.Array:
     """R2D2's priority of a sequence: ``eta x max |td| + (1 - eta) x mean |td|`` over ``axis``."""
     if mask is None:
         mask = jnp.ones_like(abs_td)

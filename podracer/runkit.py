@@ -49,8 +49,9 @@ class StopSnapshot:
     no computation) is kept, and ``save(snapshot, updates)`` registered to write it from the signal's thread, unless
     ``saved()`` (the updates of the newest checkpoint) has reached it by then."""
 
-    def __init__(self, snapshot: Callable, save: Callable[[object, int], None], saved: Callable[[], int], *,
-                 enabled: bool = True):
+    def __init__(
+        self, snapshot: Callable, save: Callable[[object, int], None], saved: Callable[[], int], *, enabled: bool = True
+    ):
         self.snapshot, self.save, self.saved, self.enabled = snapshot, save, saved, enabled
         self.last = time.monotonic()
 
@@ -69,8 +70,15 @@ class Progress:
     (Sebulba's learner and actor threads), then the ETA; and, once, a warning when the ETA passes a day
     (``what``: the flag that sets the run's length)."""
 
-    def __init__(self, total_steps: float, steps: float, main: bool, *, what: str = "",
-                 describe: Callable[[], list[str]] | None = None):
+    def __init__(
+        self,
+        total_steps: float,
+        steps: float,
+        main: bool,
+        *,
+        what: str = "",
+        describe: Callable[[], list[str]] | None = None,
+    ):
         self.total, self.steps, self.main, self.what, self.describe = total_steps, steps, main, what, describe
         self.phase, self.start, self.first_steps = "starting", time.monotonic(), steps
         self.heartbeat: lifetime.Heartbeat | None = None
@@ -92,8 +100,11 @@ class Progress:
         eta = self.eta()
         if self.main and not self.warned and eta is not None and eta > SLOW_RUN_SECONDS:
             self.warned = True
-            print(f"podracer: at this pace the run needs about {eta / SLOW_RUN_SECONDS:.1f} days more"
-                  + (f" ({self.what} {self.total:,.0f})." if self.what else "."), flush=True)
+            print(
+                f"podracer: at this pace the run needs about {eta / SLOW_RUN_SECONDS:.1f} days more"
+                + (f" ({self.what} {self.total:,.0f})." if self.what else "."),
+                flush=True,
+            )
 
     def logging_to(self, log: Callable[[dict], None] | None):
         """``log`` preceded by :meth:`advanced` for every summary (its ``env_steps``)."""

@@ -15,8 +15,11 @@ def summarize_evaluation(returns, target_return: float | None = None) -> dict[st
     """Summary entries of evaluation returns (``[episodes]``, or ``[seeds, episodes]``): ``eval_return`` (the
     mean), its minimum and maximum, per seed, and ``target_reached`` when a ``target_return`` is given."""
     returns = np.asarray(returns, np.float64)
-    out = {"eval_return": float(returns.mean()), "eval_return_min": float(returns.min()),
-           "eval_return_max": float(returns.max())}
+    out = {
+        "eval_return": float(returns.mean()),
+        "eval_return_min": float(returns.min()),
+        "eval_return_max": float(returns.max()),
+    }
     if returns.ndim == 2:
         out["eval_return_per_seed"] = returns.mean(axis=1).tolist()
     if target_return is not None:
@@ -48,7 +51,7 @@ def interquartile_mean(values) -> float:
     """The mean of the middle half of ``values`` (a quarter of the sorted values dropped at each end)."""
     values = np.sort(np.asarray(values, np.float64))
     cut = len(values) // 4
-    return float(np.mean(values[cut:len(values) - cut]))
+    return float(np.mean(values[cut : len(values) - cut]))
 
 
 def summarize_seeds(metrics: Metrics) -> dict:
@@ -71,8 +74,9 @@ def summarize_seeds(metrics: Metrics) -> dict:
     return out
 
 
-def bootstrap_interval(values, statistic, *, samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED,
-                       level: float = 0.95) -> tuple[float, float]:
+def bootstrap_interval(
+    values, statistic, *, samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED, level: float = 0.95
+) -> tuple[float, float]:
     """The percentile bootstrap interval of ``statistic`` over ``values`` (resampled with replacement)."""
     values = np.asarray(values, np.float64)
     rng = np.random.default_rng(seed)
@@ -82,5 +86,12 @@ def bootstrap_interval(values, statistic, *, samples: int = BOOTSTRAP_SAMPLES, s
     return float(np.percentile(stats, tail)), float(np.percentile(stats, 100 - tail))
 
 
-__all__ = ["BOOTSTRAP_SAMPLES", "BOOTSTRAP_SEED", "bootstrap_interval", "interquartile_mean", "summarize",
-           "summarize_evaluation", "summarize_seeds"]
+__all__ = [
+    "BOOTSTRAP_SAMPLES",
+    "BOOTSTRAP_SEED",
+    "bootstrap_interval",
+    "interquartile_mean",
+    "summarize",
+    "summarize_evaluation",
+    "summarize_seeds",
+]

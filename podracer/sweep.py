@@ -25,9 +25,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from podracer.agents.base import flag, with_hyperparameters
-from podracer.stats import (BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED, bootstrap_interval,  # noqa: F401 (re-exported)
-                            interquartile_mean)
-
+from podracer.stats import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED  # noqa: F401 (re-exported)
+from podracer.stats import bootstrap_interval, interquartile_mean
 
 
 def _hints(agent_config) -> dict[str, type]:
@@ -80,8 +79,9 @@ def parse(agent_config, specs: Sequence[str]) -> tuple[dict[str, float], ...]:
         if not name or not values.strip():
             raise ValueError(f"--sweep takes NAME=V1,V2,... (for example learning_rate=1e-3,3e-3), got {spec!r}.")
         if name not in names:
-            raise ValueError(f"--sweep: {name!r} is not a numeric hyper-parameter of this agent; choose from "
-                             f"{', '.join(names)}.")
+            raise ValueError(
+                f"--sweep: {name!r} is not a numeric hyper-parameter of this agent; choose from {', '.join(names)}."
+            )
         if name in axes:
             raise ValueError(f"--sweep {name}: given twice; put all its values in one NAME=V1,V2,...")
         kind = _field_type(agent_config, name)
@@ -108,8 +108,11 @@ def final_returns(history: Sequence[dict], num_points: int) -> tuple[np.ndarray,
     """Final returns ``[points, seeds]`` from a sweep run's summaries, and what they are: the last
     evaluation's greedy returns when the run evaluated at its end, else the last call's training returns."""
     last = history[-1]
-    key, what = (("eval_return_per_seed", "greedy evaluation return at the end") if "eval_return_per_seed" in last
-                 else ("episode_return_per_seed", "training episode return of the last host call"))
+    key, what = (
+        ("eval_return_per_seed", "greedy evaluation return at the end")
+        if "eval_return_per_seed" in last
+        else ("episode_return_per_seed", "training episode return of the last host call")
+    )
     values = np.asarray(last[key], np.float64)
     return values.reshape(num_points, -1), what
 
@@ -135,15 +138,27 @@ def format_table(rows: Sequence[dict], what: str) -> str:
     """The table as text, best setting (by interquartile mean) marked."""
     names = [k for k in rows[0] if k not in ("seeds", "mean", "mean_low", "mean_high", "iqm", "iqm_low", "iqm_high")]
     header = ["setting", "seeds", "mean", "95% CI", "IQM", "95% CI"]
-    body = [[label({n: row[n] for n in names}), str(row["seeds"]), f"{row['mean']:.3f}",
-             f"[{row['mean_low']:.3f}, {row['mean_high']:.3f}]", f"{row['iqm']:.3f}",
-             f"[{row['iqm_low']:.3f}, {row['iqm_high']:.3f}]"] for row in rows]
+    body = [
+        [
+            label({n: row[n] for n in names}),
+            str(row["seeds"]),
+            f"{row['mean']:.3f}",
+            f"[{row['mean_low']:.3f}, {row['mean_high']:.3f}]",
+            f"{row['iqm']:.3f}",
+            f"[{row['iqm_low']:.3f}, {row['iqm_high']:.3f}]",
+        ]
+        for row in rows
+    ]
     best = int(np.nanargmax([row["iqm"] for row in rows])) if any(np.isfinite(row["iqm"]) for row in rows) else -1
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
-    lines = [f"sweep: final returns over seeds ({what}); intervals: 95% percentile bootstrap over seeds",
-             "  ".join(h.ljust(w) for h, w in zip(header, widths))]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(line, widths)) + ("  <- best IQM" if i == best else "")
-              for i, line in enumerate(body)]
+    lines = [
+        f"sweep: final returns over seeds ({what}); intervals: 95% percentile bootstrap over seeds",
+        "  ".join(h.ljust(w) for h, w in zip(header, widths)),
+    ]
+    lines += [
+        "  ".join(c.ljust(w) for c, w in zip(line, widths)) + ("  <- best IQM" if i == best else "")
+        for i, line in enumerate(body)
+    ]
     return "\n".join(lines)
 
 
@@ -158,7 +173,9 @@ def plot(history: Sequence[dict], points: Sequence[Mapping[str, float]], path: s
     except ImportError:
         raise ValueError("the sweep's plot needs matplotlib: pip install 'podracer[plot]'.") from None
     steps = np.array([h["env_steps"] for h in history])
-    curves = np.array([h["episode_return_per_seed"] for h in history], np.float64).reshape(len(history), len(points), -1)
+    curves = np.array([h["episode_return_per_seed"] for h in history], np.float64).reshape(
+        len(history), len(points), -1
+    )
     figure, axes = plt.subplots(figsize=(7, 4.5))
     for p, point in enumerate(points):
         with np.errstate(all="ignore"):
@@ -166,8 +183,11 @@ def plot(history: Sequence[dict], points: Sequence[Mapping[str, float]], path: s
             low, high = np.nanmin(curves[:, p], axis=1), np.nanmax(curves[:, p], axis=1)
         (line,) = axes.plot(steps, mean, label=label(point))
         axes.fill_between(steps, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
-        evaluated = [(h["env_steps"], np.mean(np.reshape(h["eval_return_per_seed"], (len(points), -1))[p]))
-                     for h in history if "eval_return_per_seed" in h]
+        evaluated = [
+            (h["env_steps"], np.mean(np.reshape(h["eval_return_per_seed"], (len(points), -1))[p]))
+            for h in history
+            if "eval_return_per_seed" in h
+        ]
         if evaluated:
             axes.plot(*zip(*evaluated), "o", color=line.get_color(), markersize=4)
     axes.set_xlabel("env steps (per seed)")

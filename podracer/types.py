@@ -46,7 +46,9 @@ class Trajectory(NamedTuple):
     """
 
     timestep: TimeStep  # [T + 1, B, ...]
-    action: chex.Array  # int32 [T + 1, B] (int32 [T + 1, B, len(nvec)] multi-discrete, float32 [T + 1, B, size] continuous): a_t, taken at o_t
+    # int32 [T + 1, B] (int32 [T + 1, B, len(nvec)] multi-discrete, float32 [T + 1, B, size] continuous): a_t, taken at
+    # o_t
+    action: chex.Array
     extras: chex.ArrayTree  # [T + 1, B, ...]: actor outputs at o_t (e.g. behaviour logits)
     actor_state: chex.ArrayTree = ()  # [B, ...]: the actor state entry 0 started from; () for feed-forward agents
     # float32 [T + 1, B]: the discounted return of the episode so far, r_t + gamma r_(t-1) + ... (0. at an episode's
@@ -119,7 +121,8 @@ class EnvSpec(NamedTuple):
     box: Box | None = None  # continuous actions: their bounds (num_actions is then 0)
     nvec: tuple[int, ...] | None = None  # multi-discrete actions: int32 [len(nvec)], entry i in 0 ... nvec[i] - 1
     action_mask: bool = False  # time steps carry TimeStep.action_mask (discrete and multi-discrete actions only)
-    cell_actions: bool = False  # discrete actions that name a cell of the channels-last board, row-major (H * W of them)
+    # discrete actions that name a cell of the channels-last board, row-major (H * W of them)
+    cell_actions: bool = False
 
     @property
     def continuous(self) -> bool:
@@ -151,16 +154,24 @@ def image_layout(spec: EnvSpec) -> ImageLayout | None:
         return None
     shape, image = tuple(spec.observation.shape), spec.image
     if image is not None:
-        if len(shape) != 3 or image.channel_axis not in (-1, -3) or not (np.isfinite(image.high - image.low) and image.high > image.low):
-            raise ValueError(f"EnvSpec.image {image} does not fit observations of shape {shape}: images have rank 3, "
-                             "channel_axis -1 or -3, and finite bounds high > low.")
+        if (
+            len(shape) != 3
+            or image.channel_axis not in (-1, -3)
+            or not (np.isfinite(image.high - image.low) and image.high > image.low)
+        ):
+            raise ValueError(
+                f"EnvSpec.image {image} does not fit observations of shape {shape}: images have rank 3, "
+                "channel_axis -1 or -3, and finite bounds high > low."
+            )
         return image
     if len(shape) != 3:
         return None
     if spec.observation.dtype == np.uint8:
         return ImageLayout(channel_axis=-3, low=0.0, high=255.0)
-    raise ValueError(f"Observations of shape {shape} ({np.dtype(spec.observation.dtype).name}) have rank 3, but the "
-                     "environment spec does not say how: give EnvSpec(image=ImageLayout(channel_axis, low, high)).")
+    raise ValueError(
+        f"Observations of shape {shape} ({np.dtype(spec.observation.dtype).name}) have rank 3, but the "
+        "environment spec does not say how: give EnvSpec(image=ImageLayout(channel_axis, low, high))."
+    )
 
 
 def action_shape(spec: EnvSpec) -> tuple[int, ...]:

@@ -31,17 +31,27 @@ TIERS = ("fast", "slow", "all")
 
 
 def pytest_addoption(parser):
-    parser.addoption("--tier", choices=TIERS, default="fast",
-                     help="fast (default): every test not marked slow, the README's 8-minute command; slow: only the "
-                          "tests marked slow (learning bars over seeds, multi-process runs, benchmark commands); all: both. "
-                          "A test named by its node id always runs.")
+    parser.addoption(
+        "--tier",
+        choices=TIERS,
+        default="fast",
+        help="fast (default): every test not marked slow, the README's 8-minute command; slow: only the "
+        "tests marked slow (learning bars over seeds, multi-process runs, benchmark commands); all: both. "
+        "A test named by its node id always runs.",
+    )
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "suite(package, extra=package): the test needs an optional suite's package; "
-                                       "skipped, in one line naming the package and its extra, where it is not installed")
-    config.addinivalue_line("markers", "slow: a long test (about 10 s or more of a quiet 2-core machine): run by "
-                                       "`pytest --tier slow` (CI runs both tiers)")
+    config.addinivalue_line(
+        "markers",
+        "suite(package, extra=package): the test needs an optional suite's package; "
+        "skipped, in one line naming the package and its extra, where it is not installed",
+    )
+    config.addinivalue_line(
+        "markers",
+        "slow: a long test (about 10 s or more of a quiet 2-core machine): run by "
+        "`pytest --tier slow` (CI runs both tiers)",
+    )
 
 
 def pytest_collection_modifyitems(config, items):

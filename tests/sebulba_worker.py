@@ -17,8 +17,21 @@ from podracer.agents import IMPALAConfig  # noqa: E402
 from podracer.config import SebulbaConfig  # noqa: E402
 from podracer.experiment import train_sebulba as train  # noqa: E402
 
-config = SebulbaConfig(env="fake", agent=IMPALAConfig(hidden_sizes=(8,)), total_env_steps=2 * 8 * 4 * 5,
-                       num_envs_per_actor=8, rollout_length=4, actor_devices=(0,), learner_devices=(1,), log_every=5)
+config = SebulbaConfig(
+    env="fake",
+    agent=IMPALAConfig(hidden_sizes=(8,)),
+    total_env_steps=2 * 8 * 4 * 5,
+    num_envs_per_actor=8,
+    rollout_length=4,
+    actor_devices=(0,),
+    learner_devices=(1,),
+    log_every=5,
+)
 result = train(config, make_env=lambda seed, n: FakeHostEnv(n, length=3 + process_id))
-checksum = sum(float(np.abs(np.asarray(leaf)).sum()) for leaf in jax.tree.leaves(parallel.unreplicate(result.state.params)))
-print(f"RESULT updates={result.updates} env_steps={result.history[-1]['env_steps']:.0f} checksum={checksum:.6f}", flush=True)
+checksum = sum(
+    float(np.abs(np.asarray(leaf)).sum()) for leaf in jax.tree.leaves(parallel.unreplicate(result.state.params))
+)
+print(
+    f"RESULT updates={result.updates} env_steps={result.history[-1]['env_steps']:.0f} checksum={checksum:.6f}",
+    flush=True,
+)

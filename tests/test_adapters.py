@@ -56,8 +56,11 @@ def test_craftax_symbolic_and_pixels():
     assert first.observation.shape == (2, 1345) and not first.last.any()
     index, discount = first_ends(timesteps)
     assert index.tolist() == [0, 2] and discount.tolist() == [0.0, 1.0]
-    with pytest.raises(ValueError, match=r"^--env craftax:Craftax-Clasic-Symbolic: unknown craftax environment\. Did "
-                                         r"you mean craftax:Craftax-Classic-Symbolic-v1"):
+    with pytest.raises(
+        ValueError,
+        match=r"^--env craftax:Craftax-Clasic-Symbolic: unknown craftax environment\. Did "
+        r"you mean craftax:Craftax-Classic-Symbolic-v1",
+    ):
         envs.make("craftax:Craftax-Clasic-Symbolic")
 
 
@@ -106,8 +109,11 @@ def test_playground_spec_and_episode_ends():
     index, discount = first_ends(timesteps)
     assert index[0] == 3 and discount[0] == 1.0  # the time limit truncates
     assert index[1] < 3 and discount[1] == 0.0  # done terminates
-    with pytest.raises(ValueError, match=r"^--env playground:CartpoleBalanse: unknown playground environment\. Did "
-                                         r"you mean playground:CartpoleBalance"):
+    with pytest.raises(
+        ValueError,
+        match=r"^--env playground:CartpoleBalanse: unknown playground environment\. Did "
+        r"you mean playground:CartpoleBalance",
+    ):
         envs.make("playground:CartpoleBalanse")
 
 
@@ -160,6 +166,9 @@ def test_jumanji_vectors_discrete_and_multi_discrete_actions_and_episode_ends():
     first, timesteps = play(mines, jax.random.key(0), jnp.zeros((2, 4), jnp.int32))
     index, discount = first_ends(timesteps)
     assert (index <= 1).all() and (discount == 0.0).all()
-    with pytest.raises(ValueError, match=r"^--env jumanji:Snake: unknown jumanji environment\. Did you mean "
-                                         r"jumanji:Snake-v1"):
+    with pytest.raises(
+        ValueError,
+        match=r"^--env jumanji:Snake: unknown jumanji environment\. Did you mean "
+        r"jumanji:Snake-v1",
+    ):
         envs.make("jumanji:Snake")

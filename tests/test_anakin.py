@@ -22,8 +22,15 @@ def _setup(agent_name="a2c", env_name="catch", **hyper):
 def test_parameters_stay_identical_on_every_device_while_environments_differ(devices):
     env, agent, optimizer = _setup()
     result = anakin.run(
-        env, agent, optimizer, key=jax.random.key(1), num_envs_per_device=4,
-        rollout_length=8, num_updates=6, updates_per_call=3, devices=devices,
+        env,
+        agent,
+        optimizer,
+        key=jax.random.key(1),
+        num_envs_per_device=4,
+        rollout_length=8,
+        num_updates=6,
+        updates_per_call=3,
+        devices=devices,
     )
     params = result.state.learner.params
     for leaf in jax.tree.leaves(params):
@@ -55,7 +62,11 @@ def test_trajectories_overlap_by_one_step_and_actions_come_from_the_carried_stat
 def test_second_call_of_the_compiled_update_does_not_recompile(form, devices):
     env, agent, optimizer = _setup("ppo", num_minibatches=2, num_epochs=2)
     compiles = []
-    listener = lambda event, duration, **kw: compiles.append(event) if event == "/jax/core/compile/backend_compile_duration" else None  # noqa: E731
+
+    def listener(event, duration, **kw):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(event)
+
     jax.monitoring.register_event_duration_secs_listener(listener)
     try:
         traces = []
@@ -95,8 +106,15 @@ def test_agents_learn_catch(agent_name, hyper, num_envs, rollout, updates, devic
     optimum is 1), and the seeds' mean reaches 0.8."""
     env, agent, optimizer = _setup(agent_name, **hyper)
     result = anakin.run(
-        env, agent, optimizer, key=anakin.seed_keys(0, 4), num_envs_per_device=num_envs,
-        rollout_length=rollout, num_updates=updates, updates_per_call=4, devices=devices[:2],
+        env,
+        agent,
+        optimizer,
+        key=anakin.seed_keys(0, 4),
+        num_envs_per_device=num_envs,
+        rollout_length=rollout,
+        num_updates=updates,
+        updates_per_call=4,
+        devices=devices[:2],
     )
     first, final = result.history[0]["episode_return_per_seed"], result.history[-1]["episode_return_per_seed"]
     assert max(first) < 0.0, first
@@ -156,31 +174,46 @@ def test_interquartile_mean_drops_a_quarter_at_each_end():
 
 def test_summarize_weights_episode_statistics_by_episode_counts():
     summary = anakin.summarize(
-        {"episodes": jnp.array([0.0, 1.0, 3.0]), "episode_return": jnp.array([jnp.nan, 1.0, -1.0]), "loss": jnp.array([1.0, 2.0, 3.0])}
+        {
+            "episodes": jnp.array([0.0, 1.0, 3.0]),
+            "episode_return": jnp.array([jnp.nan, 1.0, -1.0]),
+            "loss": jnp.array([1.0, 2.0, 3.0]),
+        }
     )
     assert summary == {"episodes": 4.0, "episode_return": -0.5, "loss": 2.0}
 
 
 def test_clear_errors_for_bad_input():
-    with pytest.raises(ValueError, match=r"Unknown agent 'dqnn'; available: a2c, dqn, impala, ppo, r2d2, sac \(an agent of your own: agents.register, "
-                       r"--import MODULE, or a podracer.agents entry point\)\. Did you mean 'dqn'\?"):
+    with pytest.raises(
+        ValueError,
+        match=r"Unknown agent 'dqnn'; available: a2c, dqn, impala, ppo, r2d2, sac \(an agent of your own: "
+        r"agents.register, "
+        r"--import MODULE, or a podracer.agents entry point\)\. Did you mean 'dqn'\?",
+    ):
         agents.config_class("dqnn")
-    with pytest.raises(ValueError, match=r"Unknown JAX environment 'pong'; available: cartpole, catch, memory, synthetic, "
-                                         r"or SUITE:NAME \(brax, craftax, gymnax, jumanji, navix, pgx, playground, xminigrid; --env list\); "
-                                         r"your own: envs.register, --import MODULE or a podracer.envs entry point\."):
+    with pytest.raises(
+        ValueError,
+        match=r"Unknown JAX environment 'pong'; available: cartpole, catch, memory, synthetic, "
+        r"or SUITE:NAME \(brax, craftax, gymnax, jumanji, navix, pgx, playground, xminigrid; --env list\); "
+        r"your own: envs.register, --import MODULE or a podracer.envs entry point\.",
+    ):
         envs.make("pong")
     with pytest.raises(ValueError, match=r"--process-id 2 is out of range for 2 processes \(expected 0 \.\.\. 1\)\."):
         AnakinConfig(num_processes=2, process_id=2, coordinator="127.0.0.1:1234")
     with pytest.raises(ValueError, match=r"--process-id 5 is out of range for 2 processes"):
         multihost.initialize("127.0.0.1:1234", 2, 5)
-    with pytest.raises(ValueError, match=r"--num-envs = 10 is not divisible by the 8 devices of this run; choose a multiple of 8\."):
+    with pytest.raises(
+        ValueError, match=r"--num-envs = 10 is not divisible by the 8 devices of this run; choose a multiple of 8\."
+    ):
         AnakinConfig(num_envs=10).envs_per_device(8)
     assert AnakinConfig(num_envs=16).envs_per_device(8) == 2
     with pytest.raises(ValueError, match=r"--num-updates = 50 is not divisible by the 20 updates per call"):
         AnakinConfig(num_updates=50, updates_per_call=20)
     with pytest.raises(ValueError, match=r"Agent 'a2c' has no hyper-parameter\(s\) \['num_epochs'\]"):
         agents.make("a2c", envs.make("catch").spec(), num_epochs=3)
-    with pytest.raises(ValueError, match=r"A multi-process run needs all of coordinator_address, num_processes and process_id"):
+    with pytest.raises(
+        ValueError, match=r"A multi-process run needs all of coordinator_address, num_processes and process_id"
+    ):
         multihost.initialize("127.0.0.1:1234", 2, None)
     with pytest.raises(ValueError, match=r"--coordinator must be HOST:PORT, got 'localhost'\."):
         multihost.initialize("localhost", 2, 0)
@@ -199,8 +232,15 @@ class _StopAfter(threading.Event):
 
 
 def test_an_interrupted_and_resumed_run_ends_exactly_as_an_uninterrupted_one(tmp_path):
-    common = dict(agent=A2CConfig(), env="catch", num_envs_per_device=8, rollout_length=8, num_updates=200,
-                  updates_per_call=20, checkpoint_every=40)
+    common = dict(
+        agent=A2CConfig(),
+        env="catch",
+        num_envs_per_device=8,
+        rollout_length=8,
+        num_updates=200,
+        updates_per_call=20,
+        checkpoint_every=40,
+    )
     whole = AnakinConfig(checkpoint_dir=str(tmp_path / "whole"), log_dir=str(tmp_path / "whole"), **common)
     experiment.train_anakin(whole)
     parts = AnakinConfig(checkpoint_dir=str(tmp_path / "parts"), log_dir=str(tmp_path / "parts"), **common)
@@ -211,8 +251,13 @@ def test_an_interrupted_and_resumed_run_ends_exactly_as_an_uninterrupted_one(tmp
     assert [h["env_steps"] for h in second.history] == [n * 8 * 8 * 8 for n in range(120, 201, 20)]
 
     env = envs.make("catch")
-    template = anakin.init_state(env, experiment.make_agent(whole.agent, env.spec()), experiment.make_agent(whole.agent, env.spec()).optimizer,
-                                 jax.random.key(0), 8).learner
+    template = anakin.init_state(
+        env,
+        experiment.make_agent(whole.agent, env.spec()),
+        experiment.make_agent(whole.agent, env.spec()).optimizer,
+        jax.random.key(0),
+        8,
+    ).learner
     a, meta_a = checkpoint.restore(whole.checkpoint_dir, template)
     b, meta_b = checkpoint.restore(parts.checkpoint_dir, template)
     assert meta_a["updates"] == meta_b["updates"] == 200 and meta_a["env_steps"] == meta_b["env_steps"]
@@ -238,17 +283,25 @@ def test_checkpoint_directory_is_checked_before_training(tmp_path):
     with pytest.raises(ValueError, match=r"--resume: no checkpoint in '.*empty' to resume from\."):
         experiment.train_anakin(AnakinConfig(checkpoint_dir=str(tmp_path / "empty"), resume=True, num_updates=20))
     done = tmp_path / "done"
-    experiment.train_anakin(AnakinConfig(checkpoint_dir=str(done), num_updates=20, num_envs_per_device=4, rollout_length=4))
+    experiment.train_anakin(
+        AnakinConfig(checkpoint_dir=str(done), num_updates=20, num_envs_per_device=4, rollout_length=4)
+    )
     with pytest.raises(ValueError, match=r"already holds checkpoints; pass --resume \(or --resume auto\) to continue"):
         experiment.train_anakin(AnakinConfig(checkpoint_dir=str(done), num_updates=20))
     with pytest.raises(ValueError, match=r"--resume: '.*done' holds a checkpoint of agent 'a2c', not agent 'ppo'\."):
-        experiment.train_anakin(AnakinConfig(checkpoint_dir=str(done), agent=PPOConfig(), resume=True, num_updates=20, rollout_length=4))
+        experiment.train_anakin(
+            AnakinConfig(checkpoint_dir=str(done), agent=PPOConfig(), resume=True, num_updates=20, rollout_length=4)
+        )
     with pytest.raises(ValueError, match=r"--checkpoint-every = 30 is not divisible by the 20 updates per call"):
         AnakinConfig(checkpoint_dir=str(done), checkpoint_every=30)
-    with pytest.raises(ValueError, match=r"--checkpoint-every, --checkpoint-every-seconds and --resume need --checkpoint-dir\."):
+    with pytest.raises(
+        ValueError, match=r"--checkpoint-every, --checkpoint-every-seconds and --resume need --checkpoint-dir\."
+    ):
         AnakinConfig(resume=True)
     with pytest.raises(ValueError, match=r"--resume: '.*done' holds a checkpoint of agent 'a2c', not agent 'ppo'\."):
-        experiment.train_anakin(AnakinConfig(checkpoint_dir=str(done), agent=PPOConfig(), resume="auto", num_updates=20, rollout_length=4))
+        experiment.train_anakin(
+            AnakinConfig(checkpoint_dir=str(done), agent=PPOConfig(), resume="auto", num_updates=20, rollout_length=4)
+        )
 
 
 def test_resume_auto_starts_fresh_then_resumes_and_checkpoints_by_wall_time(tmp_path):
@@ -256,20 +309,25 @@ def test_resume_auto_starts_fresh_then_resumes_and_checkpoints_by_wall_time(tmp_
     small = dict(num_envs_per_device=4, rollout_length=4, updates_per_call=20)
     per_update = 4 * 4 * jax.device_count()
     directory = str(tmp_path / "run")
-    first = experiment.train_anakin(AnakinConfig(checkpoint_dir=directory, resume="auto", num_updates=40,
-                                                 checkpoint_every_seconds=1e9, **small))  # a fresh start
+    first = experiment.train_anakin(
+        AnakinConfig(checkpoint_dir=directory, resume="auto", num_updates=40, checkpoint_every_seconds=1e9, **small)
+    )  # a fresh start
     assert [h["env_steps"] for h in first.history] == [20 * per_update, 40 * per_update]
     assert checkpoint.steps(directory) == [40]  # no save by time: only the final one
-    again = experiment.train_anakin(AnakinConfig(checkpoint_dir=directory, resume="auto", num_updates=100,
-                                                 checkpoint_every_seconds=1e-9, **small))  # resumes after 40 updates
+    again = experiment.train_anakin(
+        AnakinConfig(checkpoint_dir=directory, resume="auto", num_updates=100, checkpoint_every_seconds=1e-9, **small)
+    )  # resumes after 40 updates
     assert [h["env_steps"] for h in again.history] == [n * per_update for n in (60, 80, 100)]
     assert checkpoint.steps(directory) == [60, 80, 100]  # due by time after every call
 
 
-@pytest.mark.parametrize("agent_name, env_name, hyper", [
-    ("r2d2", "memory", dict(batch_size=8, min_replay_size=8, replay_capacity=64, core_size=16, hidden_sizes=(16,))),
-    ("dqn", "catch", dict(batch_size=64, min_replay_size=64, replay_capacity=512, hidden_sizes=(16,))),
-])
+@pytest.mark.parametrize(
+    "agent_name, env_name, hyper",
+    [
+        ("r2d2", "memory", dict(batch_size=8, min_replay_size=8, replay_capacity=64, core_size=16, hidden_sizes=(16,))),
+        ("dqn", "catch", dict(batch_size=64, min_replay_size=64, replay_capacity=512, hidden_sizes=(16,))),
+    ],
+)
 def test_replay_and_recurrent_agents_train_seeds_together_as_alone(agent_name, env_name, hyper):
     """Before the replay holds a batch, a vmap over seeds still runs the (not taken) gradient step: its
     replay checks must not fire there, and each seed must learn exactly as alone."""
@@ -304,7 +362,10 @@ def test_resume_falls_back_past_a_damaged_newest_checkpoint(tmp_path, capfd):
     experiment.train_anakin(AnakinConfig(checkpoint_dir=str(saved), num_updates=60, **small))
     assert checkpoint.steps(str(saved)) == [20, 40, 60]
     env = envs.make("catch")
-    agent, optimizer = experiment.make_agent(A2CConfig(), env.spec()), experiment.make_agent(A2CConfig(), env.spec()).optimizer
+    agent, optimizer = (
+        experiment.make_agent(A2CConfig(), env.spec()),
+        experiment.make_agent(A2CConfig(), env.spec()).optimizer,
+    )
     template = anakin.init(env, agent, optimizer, jax.random.key(0), 4)
     for damage in ("truncated data file", "missing _METADATA", "broken json"):
         directory = tmp_path / damage.replace(" ", "_")
@@ -328,14 +389,23 @@ def test_resume_falls_back_past_a_damaged_newest_checkpoint(tmp_path, capfd):
 def test_evaluation_uses_fixed_seeds_and_a_target_return_stops_the_run_with_a_checkpoint(tmp_path, capfd):
     env = envs.make("catch")
     agent = experiment.make_agent(A2CConfig(), env.spec())
-    params = anakin.init_state(env, agent, experiment.make_agent(A2CConfig(), env.spec()).optimizer, jax.random.key(0), 4).learner.params
+    params = anakin.init_state(
+        env, agent, experiment.make_agent(A2CConfig(), env.spec()).optimizer, jax.random.key(0), 4
+    ).learner.params
     evaluate = jax.jit(anakin.make_evaluate(env, agent, 16))
     first, again = evaluate(params, jax.random.key(5)), evaluate(params, jax.random.key(5))
     assert first.shape == (16,) and np.all(np.abs(first) == 1.0)  # every Catch episode ends with +1 or -1
     np.testing.assert_array_equal(first, again)
 
-    config = AnakinConfig(num_envs=128, num_updates=400, updates_per_call=20, eval_every=20, eval_episodes=32,
-                          target_return=0.95, checkpoint_dir=str(tmp_path))
+    config = AnakinConfig(
+        num_envs=128,
+        num_updates=400,
+        updates_per_call=20,
+        eval_every=20,
+        eval_episodes=32,
+        target_return=0.95,
+        checkpoint_dir=str(tmp_path),
+    )
     result = experiment.train_anakin(config)
     last = result.history[-1]
     updates = round(last["env_steps"] / (16 * 128))
@@ -345,7 +415,9 @@ def test_evaluation_uses_fixed_seeds_and_a_target_return_stops_the_run_with_a_ch
     assert f"evaluation return {last['eval_return']:.3f} >= --target-return 0.95" in capfd.readouterr().out
 
 
-def test_a_full_disk_ends_the_run_with_one_error_keeps_the_last_checkpoint_and_resume_repeats_no_line(tmp_path, monkeypatch):
+def test_a_full_disk_ends_the_run_with_one_error_keeps_the_last_checkpoint_and_resume_repeats_no_line(
+    tmp_path, monkeypatch
+):
     """A device that fills (its size fixed through ``shutil.disk_usage``, which every room check reads): the save
     that does not fit is refused before orbax writes anything, the newest complete checkpoint is kept, and the
     resumed run drops and writes again the metrics lines after it."""
@@ -356,8 +428,14 @@ def test_a_full_disk_ends_the_run_with_one_error_keeps_the_last_checkpoint_and_r
     from podracer import disk
 
     directory, logs = tmp_path / "ckpt", tmp_path / "logs"
-    small = dict(num_envs_per_device=4, rollout_length=4, updates_per_call=20, checkpoint_every=20,
-                 checkpoint_dir=str(directory), log_dir=str(logs))
+    small = dict(
+        num_envs_per_device=4,
+        rollout_length=4,
+        updates_per_call=20,
+        checkpoint_every=20,
+        checkpoint_dir=str(directory),
+        log_dir=str(logs),
+    )
     per_update = 4 * 4 * jax.device_count()
     experiment.train_anakin(AnakinConfig(num_updates=20, **small))  # one checkpoint: its size on disk
     size = sum(f.stat().st_size for f in directory.rglob("*") if f.is_file())
@@ -367,9 +445,18 @@ def test_a_full_disk_ends_the_run_with_one_error_keeps_the_last_checkpoint_and_r
     # a device where two checkpoints fit and the estimate of a third does not.
     config = AnakinConfig(num_updates=20, **small)
     env = envs.make("catch")
-    run_state = checkpoint.tree_bytes(parallel.local_entries(anakin.init(
-        env, experiment.make_agent(config.agent, env.spec()), experiment.make_agent(config.agent, env.spec()).optimizer, jax.random.key(0), 4,
-        rollout_length=4)))
+    run_state = checkpoint.tree_bytes(
+        parallel.local_entries(
+            anakin.init(
+                env,
+                experiment.make_agent(config.agent, env.spec()),
+                experiment.make_agent(config.agent, env.spec()).optimizer,
+                jax.random.key(0),
+                4,
+                rollout_length=4,
+            )
+        )
+    )
     capacity = [checkpoint.SPACE_MARGIN_BYTES + run_state + int(1.5 * size)]
     usage = namedtuple("usage", "total used free")
 
@@ -379,9 +466,12 @@ def test_a_full_disk_ends_the_run_with_one_error_keeps_the_last_checkpoint_and_r
 
     monkeypatch.setattr(shutil, "disk_usage", disk_usage)
     monkeypatch.setattr("podracer.logging.LOG_ROOM_BYTES", 0)
-    with pytest.raises(disk.DiskFull, match=r"^--checkpoint-dir '.*ckpt': no room for the run state of checkpoint "
-                       r"step_60: it needs about .* MB \(and podracer keeps 1.0 MB spare\) and the device has .* MB free; "
-                       r"step_40, the newest complete checkpoint, is intact; free some space"):
+    with pytest.raises(
+        disk.DiskFull,
+        match=r"^--checkpoint-dir '.*ckpt': no room for the run state of checkpoint "
+        r"step_60: it needs about .* MB \(and podracer keeps 1.0 MB spare\) and the device has .* MB free; "
+        r"step_40, the newest complete checkpoint, is intact; free some space",
+    ):
         experiment.train_anakin(AnakinConfig(num_updates=100, **small))
     assert checkpoint.steps(str(directory)) == [20, 40]
     assert not [n for n in os.listdir(directory) if n.startswith("step_60")]  # nothing half-written

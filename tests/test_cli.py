@@ -32,8 +32,9 @@ def test_the_console_script_lists_its_four_commands():
 def test_usage_and_unknown_commands(capsys):
     assert cli.main([]) == 2 and capsys.readouterr().out.startswith("usage: podracer")
     assert cli.main(["anakn"]) == 2
-    assert capsys.readouterr().err.strip() == ("podracer: error: unknown command 'anakn'; choose one of anakin, sebulba, "
-                                               "evaluate, preview (podracer --help).")
+    assert capsys.readouterr().err.strip() == (
+        "podracer: error: unknown command 'anakn'; choose one of anakin, sebulba, evaluate, preview (podracer --help)."
+    )
 
 
 def test_examples_and_python_m_parse_the_same_config_as_the_subcommands(monkeypatch):
@@ -62,7 +63,7 @@ def test_examples_and_python_m_parse_the_same_config_as_the_subcommands(monkeypa
 
     parsed.clear()  # the DQN example starts from its own defaults, on the same path
     assert _example("anakin_dqn_cartpole").main(["--seed", "3"]) == 0
-    (dqn, _), = parsed
+    ((dqn, _),) = parsed
     assert dqn.seed == 3 and dqn.agent.replay_ratio == 4.0 and dqn.target_return == 490.0
 
 
@@ -75,19 +76,33 @@ def test_an_unwritable_gif_or_compile_cache_is_refused_before_anything_runs(tmp_
     afile = tmp_path / "afile"
     afile.write_text("")
     assert cli.main(["evaluate", "--checkpoint", str(tmp_path / "missing"), "--gif", str(afile / "play.gif")]) == 2
-    assert capsys.readouterr().err == (f"podracer evaluate: error: --gif '{afile / 'play.gif'}': directory '{afile}' is a "
-                                       "file, not a directory.\n")
+    assert capsys.readouterr().err == (
+        f"podracer evaluate: error: --gif '{afile / 'play.gif'}': directory '{afile}' is a file, not a directory.\n"
+    )
     assert cli.main(["evaluate", "--checkpoint", str(tmp_path / "missing"), "--gif", str(tmp_path)]) == 2
-    assert capsys.readouterr().err.startswith(f"podracer evaluate: error: --gif '{tmp_path}' is a directory; give a file name")
+    assert capsys.readouterr().err.startswith(
+        f"podracer evaluate: error: --gif '{tmp_path}' is a directory; give a file name"
+    )
     # The training commands in processes of their own: they set the CPU device count before JAX starts.
-    anakin = subprocess.run([sys.executable, str(ROOT / "examples" / "anakin_catch.py"), "--compile-cache-dir", str(afile)],
-                            capture_output=True, text=True, timeout=120)
+    anakin = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "anakin_catch.py"), "--compile-cache-dir", str(afile)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert anakin.returncode == 2 and anakin.stderr == (
-        f"anakin_catch.py: error: --compile-cache-dir '{afile}' is a file, not a directory (or pass --no-compile-cache).\n")
-    sebulba = subprocess.run([sys.executable, "-m", "podracer.sebulba", "--compile-cache-dir", str(afile / "cache")],
-                             capture_output=True, text=True, timeout=120)
+        f"anakin_catch.py: error: --compile-cache-dir '{afile}' is a file, not a directory (or pass "
+        f"--no-compile-cache).\n"
+    )
+    sebulba = subprocess.run(
+        [sys.executable, "-m", "podracer.sebulba", "--compile-cache-dir", str(afile / "cache")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert sebulba.returncode == 2 and sebulba.stderr.startswith(
-        f"podracer.sebulba: error: --compile-cache-dir '{afile / 'cache'}' cannot be created: "), sebulba.stderr
+        f"podracer.sebulba: error: --compile-cache-dir '{afile / 'cache'}' cannot be created: "
+    ), sebulba.stderr
 
 
 @pytest.mark.parametrize("command", ["evaluate", "preview"])

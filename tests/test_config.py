@@ -35,7 +35,11 @@ BAD_INPUTS = [
     (S, "--agent r2d2 --burn-in 20", "--burn-in (20) must be shorter than --rollout-length (20)."),
     (A, "--agent r2d2 --burn-in -1", "--burn-in must be >= 0, got -1."),
     (A, "--lr-warmup-steps -1", "--lr-warmup-steps must be >= 0, got -1."),
-    (S, "--agent ppo --lr-schedule cosin", "--lr-schedule: invalid choice: 'cosin' (choose from constant, linear, cosine)."),
+    (
+        S,
+        "--agent ppo --lr-schedule cosin",
+        "--lr-schedule: invalid choice: 'cosin' (choose from constant, linear, cosine).",
+    ),
     (A, "--rollout-length 0", "--rollout-length must be >= 1, got 0."),
     (S, "--rollout-length 0", "--rollout-length must be >= 1, got 0."),
     (A, "--num-updates 0", "--num-updates must be >= 1, got 0."),
@@ -62,32 +66,76 @@ BAD_INPUTS = [
     (S, "--agent impala --replay-ratio 2", "unrecognized arguments: --replay-ratio 2"),
     (A, "--resume", "--checkpoint-every, --checkpoint-every-seconds and --resume need --checkpoint-dir."),
     (S, "--resume auto", "--checkpoint-every, --checkpoint-every-seconds and --resume need --checkpoint-dir."),
-    (S, "--checkpoint-every-seconds 60", "--checkpoint-every, --checkpoint-every-seconds and --resume need --checkpoint-dir."),
+    (
+        S,
+        "--checkpoint-every-seconds 60",
+        "--checkpoint-every, --checkpoint-every-seconds and --resume need --checkpoint-dir.",
+    ),
     (A, "--checkpoint-dir x --resume maybe", "--resume: invalid choice: 'maybe' (choose from no, yes, auto)."),
     (A, "--checkpoint-dir x --checkpoint-every-seconds 0", "--checkpoint-every-seconds must be > 0, got 0.0."),
-    (S, "--checkpoint-dir x --checkpoint-every-seconds nan", "--checkpoint-every-seconds must be a finite number, got nan."),
+    (
+        S,
+        "--checkpoint-dir x --checkpoint-every-seconds nan",
+        "--checkpoint-every-seconds must be a finite number, got nan.",
+    ),
     (A, "--learning-rate inf", "--learning-rate must be a finite number, got inf."),
     (S, "--agent ppo --max-grad-norm inf", "--max-grad-norm must be a finite number, got inf."),
     (A, "--eval-every 20 --target-return nan", "--target-return must be a finite number, got nan."),
     (S, "--actor-timeout inf", "--actor-timeout must be a finite number, got inf."),
     (A, "--sweep learning_rate=1e-3,inf", "--learning-rate must be a finite number, got inf."),
     (P, "--checkpoint-dir x --poll-seconds inf", "--poll-seconds must be a finite number, got inf."),
-    (A, "--checkpoint-dir x --checkpoint-every 30", "--checkpoint-every = 30 is not divisible by the 20 updates per call"),
-    (A, "--num-seeds 2 --checkpoint-dir x --resume", "--checkpoint-every, --checkpoint-every-seconds and --resume take one seed: drop --num-seeds"),
-    (A, "--num-processes 2 --process-id 2 --coordinator 127.0.0.1:1", "--process-id 2 is out of range for 2 processes (expected 0 ... 1)."),
+    (
+        A,
+        "--checkpoint-dir x --checkpoint-every 30",
+        "--checkpoint-every = 30 is not divisible by the 20 updates per call",
+    ),
+    (
+        A,
+        "--num-seeds 2 --checkpoint-dir x --resume",
+        "--checkpoint-every, --checkpoint-every-seconds and --resume take one seed: drop --num-seeds",
+    ),
+    (
+        A,
+        "--num-processes 2 --process-id 2 --coordinator 127.0.0.1:1",
+        "--process-id 2 is out of range for 2 processes (expected 0 ... 1).",
+    ),
     (S, "--num-processes 0", "--num-processes must be >= 1, got 0."),
-    (A, "--num-processes 2 --process-id 0 --coordinator 127.0.0.1:99999", "--coordinator '127.0.0.1:99999': port 99999 is out of range (1 ... 65535)."),
+    (
+        A,
+        "--num-processes 2 --process-id 0 --coordinator 127.0.0.1:99999",
+        "--coordinator '127.0.0.1:99999': port 99999 is out of range (1 ... 65535).",
+    ),
     (S, "--coordinator localhost", "--coordinator must be HOST:PORT, got 'localhost'."),
-    (A, "--env pong", "--env: Unknown JAX environment 'pong'; available: cartpole, catch, memory, synthetic, or SUITE:NAME (brax, craftax, gymnax, jumanji, navix, pgx, playground, xminigrid; --env list); your own: envs.register, --import MODULE or a podracer.envs entry point."),
-    (A, "--env gym:CartPole-v1", "--env: Unknown environment suite 'gym' in 'gym:CartPole-v1'; suites: brax, craftax, gymnax, jumanji, navix, pgx, playground, xminigrid."),
-    (S, "--env jax:gym:CartPole-v1", "--env: Unknown environment suite 'gym' in 'gym:CartPole-v1'; suites: brax, craftax, gymnax, jumanji, navix, pgx, playground, xminigrid."),
+    (
+        A,
+        "--env pong",
+        "--env: Unknown JAX environment 'pong'; available: cartpole, catch, memory, synthetic, or SUITE:NAME (brax, "
+        "craftax, gymnax, jumanji, navix, pgx, playground, xminigrid; --env list); your own: envs.register, "
+        "--import MODULE or a podracer.envs entry point.",
+    ),
+    (
+        A,
+        "--env gym:CartPole-v1",
+        "--env: Unknown environment suite 'gym' in 'gym:CartPole-v1'; suites: brax, craftax, gymnax, jumanji, "
+        "navix, pgx, playground, xminigrid.",
+    ),
+    (
+        S,
+        "--env jax:gym:CartPole-v1",
+        "--env: Unknown environment suite 'gym' in 'gym:CartPole-v1'; suites: brax, craftax, gymnax, jumanji, "
+        "navix, pgx, playground, xminigrid.",
+    ),
     (S, "--agent td3", "--agent: invalid choice: 'td3' (choose from a2c, dqn, impala, ppo, r2d2, sac)."),
     (A, "--seed x", "--seed: invalid literal for int() with base 10: 'x'"),
     (S, "--agent ppo --clip-epsilon 0", "--clip-epsilon must be > 0, got 0.0."),
     (A, "--agent ppo --gae-lambda 1.5", "--gae-lambda must be in [0, 1], got 1.5."),
     (A, "--td-lambda -0.5", "--td-lambda must be in [0, 1], got -0.5."),
     (S, "--agent dqn --epsilon 2", "--epsilon must be in [0, 1], got 2.0."),
-    (A, "--agent dqn --batch-size 64 --min-replay-size 32", "Need --batch-size <= --min-replay-size <= --replay-capacity, got 64, 32, 100000."),
+    (
+        A,
+        "--agent dqn --batch-size 64 --min-replay-size 32",
+        "Need --batch-size <= --min-replay-size <= --replay-capacity, got 64, 32, 100000.",
+    ),
     (S, "--agent dqn --target-tau 0", "--target-tau must be in (0, 1], got 0.0."),
     (A, "--agent r2d2 --eta 1.5", "--eta must be in [0, 1], got 1.5."),
     (S, "--agent impala --clip-rho-threshold 0", "--clip-rho-threshold must be > 0, got 0.0."),
@@ -101,16 +149,33 @@ BAD_INPUTS = [
     (E, "--episodes 2", "the following arguments are required: --checkpoint"),
     (P, "--checkpoint-dir x --poll-seconds 0", "--poll-seconds must be > 0, got 0.0."),
     (P, "--gif x.gif", "the following arguments are required: --checkpoint-dir"),
-    (A, "--sweep learning_rate", "--sweep takes NAME=V1,V2,... (for example learning_rate=1e-3,3e-3), got 'learning_rate'."),
-    (A, "--sweep lr=1e-3,3e-3", "--sweep: 'lr' is not a numeric hyper-parameter of this agent; choose from learning_rate, max_grad_norm, lr_warmup_steps, discount,"),
+    (
+        A,
+        "--sweep learning_rate",
+        "--sweep takes NAME=V1,V2,... (for example learning_rate=1e-3,3e-3), got 'learning_rate'.",
+    ),
+    (
+        A,
+        "--sweep lr=1e-3,3e-3",
+        "--sweep: 'lr' is not a numeric hyper-parameter of this agent; choose from learning_rate, max_grad_norm, "
+        "lr_warmup_steps, discount,",
+    ),
     (A, "--sweep torso=1,2", "--sweep: 'torso' is not a numeric hyper-parameter of this agent"),
     (A, "--sweep learning_rate=1e-3,fast", "--sweep learning_rate: 'fast' is not a number."),
     (A, "--sweep learning_rate=-1e-3,1e-3", "--learning-rate must be > 0, got -0.001."),
     (A, "--sweep learning_rate=1e-3 --sweep learning_rate=3e-3", "--sweep learning_rate: given twice"),
     (A, "--sweep learning_rate=1e-3,1e-3", "--sweep learning_rate: a value is repeated in '1e-3,1e-3'."),
     (A, "--agent dqn --sweep n_step=1.5,3", "--sweep n_step: '1.5' is not a whole number (--n-step takes integers)."),
-    (A, "--sweep discount=0.9,0.99 --eval-every 20 --target-return 1", "--target-return stops one run: drop it or --sweep"),
-    (A, "--sweep discount=0.9,0.99 --checkpoint-dir x --resume", "--checkpoint-every, --checkpoint-every-seconds and --resume take one run: drop --sweep"),
+    (
+        A,
+        "--sweep discount=0.9,0.99 --eval-every 20 --target-return 1",
+        "--target-return stops one run: drop it or --sweep",
+    ),
+    (
+        A,
+        "--sweep discount=0.9,0.99 --checkpoint-dir x --resume",
+        "--checkpoint-every, --checkpoint-every-seconds and --resume take one run: drop --sweep",
+    ),
     (S, "--sweep discount=0.9,0.99", "unrecognized arguments: --sweep"),
 ]
 
@@ -146,7 +211,9 @@ def test_every_agent_field_is_a_flag_of_both_modes_with_the_agents_own_defaults(
                     assert hyperparameters(config.parse(mode, argv).agent)[field_name] is False
                     continue
                 # Each field is a flag: setting it to its default round-trips.
-                text = (["None"] if value is None else [str(v) for v in value] if isinstance(value, tuple) else [str(value)])
+                text = (
+                    ["None"] if value is None else [str(v) for v in value] if isinstance(value, tuple) else [str(value)]
+                )
                 argv = [name, "--" + field_name.replace("_", "-"), *text]
                 assert hyperparameters(config.parse(mode, argv).agent)[field_name] == value, (mode, name, field_name)
     # R2D2's own discount and network, IMPALA's own gradient clip, in both modes.
@@ -194,15 +261,26 @@ def test_a_sweep_plot_without_matplotlib_is_a_one_line_error_before_training(mon
     with pytest.raises(SystemExit) as exit_info:
         config.parse(A, ["--sweep", "learning_rate=1e-3,3e-3", "--log-dir", "x"], prog="prog")
     assert exit_info.value.code == 2
-    assert ("prog: error: --sweep with --log-dir plots sweep.png and needs matplotlib: pip install 'podracer[plot]'."
-            in capsys.readouterr().err)
+    assert (
+        "prog: error: --sweep with --log-dir plots sweep.png and needs matplotlib: pip install 'podracer[plot]'."
+        in capsys.readouterr().err
+    )
     assert config.parse(A, ["--sweep", "learning_rate=1e-3,3e-3"]).sweep  # without --log-dir: the table only
 
 
-@pytest.mark.parametrize("argv, resume", [
-    ([], "no"), (["--resume"], "yes"), (["--resume", "--seed", "1"], "yes"), (["--resume", "auto"], "auto"),
-    (["--resume=auto"], "auto"), (["--resume", "no"], "no"), (["--no-resume"], "no"), (["--resume", "ppo"], "yes"),
-])
+@pytest.mark.parametrize(
+    "argv, resume",
+    [
+        ([], "no"),
+        (["--resume"], "yes"),
+        (["--resume", "--seed", "1"], "yes"),
+        (["--resume", "auto"], "auto"),
+        (["--resume=auto"], "auto"),
+        (["--resume", "no"], "no"),
+        (["--no-resume"], "no"),
+        (["--resume", "ppo"], "yes"),
+    ],
+)
 def test_resume_takes_no_yes_auto_and_alone_means_yes(argv, resume):
     cfg = config.parse(AnakinConfig, ["--checkpoint-dir", "x", *argv], prog="prog")
     assert cfg.resume == resume
@@ -215,7 +293,10 @@ def test_a_sebulba_command_line_without_agent_picks_impala_for_atari_and_ppo_oth
     assert picked("--env", "CartPole-v1") == picked("--env", "HalfCheetah-v5") == picked("--env", "jax:catch") == "ppo"
     assert picked("--env", "gymnasium:CartPole-v1") == "ppo"
     assert picked("--env", "CartPole-v1", "--agent", "impala") == picked("--env", "CartPole-v1", "impala") == "impala"
-    assert config.parse(S, ["--env", "CartPole-v1", "--learning-rate", "1e-3"], prog="prog").agent.optimizer.learning_rate == 1e-3
+    assert (
+        config.parse(S, ["--env", "CartPole-v1", "--learning-rate", "1e-3"], prog="prog").agent.optimizer.learning_rate
+        == 1e-3
+    )
     # A caller's own default config keeps its agent; Anakin's default is unchanged.
     assert config.parse(S(env="CartPole-v1"), [], prog="prog").agent_name == "impala"
     assert config.parse(A, ["--env", "cartpole"], prog="prog").agent_name == "a2c"

@@ -28,7 +28,9 @@ def test_gaussian_log_probabilities_and_entropy_match_a_reference_distribution()
     # The categorical branch is unchanged: log-softmax at the actions.
     logits = rng.normal(size=(4, 6)).astype(np.float32)
     log_prob, entropy = policy_terms(jnp.asarray(logits), jnp.arange(4))
-    np.testing.assert_allclose(log_prob, distrax.Categorical(logits=logits).log_prob(np.arange(4)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        log_prob, distrax.Categorical(logits=logits).log_prob(np.arange(4)), rtol=1e-5, atol=1e-6
+    )
     np.testing.assert_allclose(entropy, distrax.Categorical(logits=logits).entropy(), rtol=1e-5, atol=1e-6)
 
 
@@ -88,17 +90,29 @@ def test_sac_acts_inside_the_unit_box_and_its_greedy_action_is_the_squashed_mean
 
 def test_agents_refuse_actions_they_cannot_take():
     discrete = envs.make("cartpole").spec()
-    with pytest.raises(ValueError, match=r"^--agent dqn takes discrete actions and this environment's are continuous; "
-                                         r"use a2c, ppo or sac\.$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^--agent dqn takes discrete actions and this environment's are continuous; "
+        r"use a2c, ppo or sac\.$",
+    ):
         agents.make("dqn", VECTOR_BOX)
-    with pytest.raises(ValueError, match=r"^--agent impala takes discrete or multi-discrete actions and this "
-                                         r"environment's are continuous; use a2c, ppo or sac\.$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^--agent impala takes discrete or multi-discrete actions and this "
+        r"environment's are continuous; use a2c, ppo or sac\.$",
+    ):
         agents.make("impala", VECTOR_BOX)
-    with pytest.raises(ValueError, match=r"^--agent r2d2 takes discrete actions and this environment's are "
-                                         r"multi-discrete; use a2c, impala or ppo\.$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^--agent r2d2 takes discrete actions and this environment's are "
+        r"multi-discrete; use a2c, impala or ppo\.$",
+    ):
         agents.make("r2d2", discrete._replace(num_actions=0, nvec=(2, 3)))
-    with pytest.raises(ValueError, match=r"^--agent sac takes continuous actions and this environment's are discrete; "
-                                         r"use a2c, dqn, impala, ppo or r2d2\.$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^--agent sac takes continuous actions and this environment's are discrete; "
+        r"use a2c, dqn, impala, ppo or r2d2\.$",
+    ):
         agents.make("sac", discrete)
 
 
@@ -111,8 +125,11 @@ def test_image_layouts_choose_the_torso_and_nothing_is_guessed():
     assert kinds == ["impala", "board", "impala"]
     assert networks.choose_torso("auto", 1) == "mlp"
     unsaid = EnvSpec(jax.ShapeDtypeStruct((10, 10, 4), jnp.float32), 3)
-    with pytest.raises(ValueError, match=r"^Observations of shape \(10, 10, 4\) \(float32\) have rank 3, but the "
-                                         r"environment spec does not say how: give EnvSpec\(image=ImageLayout"):
+    with pytest.raises(
+        ValueError,
+        match=r"^Observations of shape \(10, 10, 4\) \(float32\) have rank 3, but the "
+        r"environment spec does not say how: give EnvSpec\(image=ImageLayout",
+    ):
         agents.make("ppo", unsaid)
     wrong = EnvSpec(jax.ShapeDtypeStruct((10, 4), jnp.float32), 3, image=ImageLayout(-1, 0.0, 1.0))
     with pytest.raises(ValueError, match=r"does not fit observations of shape \(10, 4\)"):
@@ -184,9 +201,18 @@ def test_sebulba_trains_continuous_agents_on_host_environments(agent):
     from podracer.config import SebulbaConfig
 
     agent_config = PPOConfig() if agent == "ppo" else SACConfig(hidden_sizes=(16,), min_replay_size=128, batch_size=32)
-    result = experiment.train_sebulba(SebulbaConfig(
-        env="gymnasium:Pendulum-v1", agent=agent_config, total_env_steps=2_048, num_envs_per_actor=8, rollout_length=16,
-        actor_devices=(0,), learner_devices=(1,), log_every=8))
+    result = experiment.train_sebulba(
+        SebulbaConfig(
+            env="gymnasium:Pendulum-v1",
+            agent=agent_config,
+            total_env_steps=2_048,
+            num_envs_per_actor=8,
+            rollout_length=16,
+            actor_devices=(0,),
+            learner_devices=(1,),
+            log_every=8,
+        )
+    )
     last = result.history[-1]
     assert last["env_steps"] >= 2_048 and np.isfinite(last["episode_return"]) and -2_000 < last["episode_return"] < 0
     if agent == "sac":
@@ -211,7 +237,9 @@ class Pairs:
         return EnvSpec(jax.ShapeDtypeStruct((7,), jnp.float32), nvec=(3, 4))
 
     def _observe(self, key, t):
-        target = jnp.stack([jax.random.randint(key, (), 0, 3), jax.random.randint(jax.random.fold_in(key, 1), (), 0, 4)])
+        target = jnp.stack(
+            [jax.random.randint(key, (), 0, 3), jax.random.randint(jax.random.fold_in(key, 1), (), 0, 4)]
+        )
         observation = jnp.concatenate([jax.nn.one_hot(target[0], 3), jax.nn.one_hot(target[1], 4)])
         return (jax.random.fold_in(key, 2), target, t), observation
 
@@ -236,8 +264,9 @@ def test_multi_discrete_log_probabilities_entropy_and_greedy_choice_are_the_join
     np.testing.assert_allclose(log_prob, np.log(joint[np.arange(5), actions[:, 0], actions[:, 1]]), rtol=1e-5)
     np.testing.assert_allclose(entropy, -np.sum(joint * np.log(joint), axis=(1, 2)), rtol=1e-5)
     extras = {"logits": logits}
-    np.testing.assert_array_equal(greedy_action(extras), np.stack(np.unravel_index(
-        np.asarray(joint).reshape(5, -1).argmax(-1), (3, 4)), axis=-1))
+    np.testing.assert_array_equal(
+        greedy_action(extras), np.stack(np.unravel_index(np.asarray(joint).reshape(5, -1).argmax(-1), (3, 4)), axis=-1)
+    )
     # Sampling: int32 [B, 2], each part inside its range, with the joint's frequencies.
     batch = tuple(jnp.broadcast_to(x[0], (4096, x.shape[-1])) for x in logits)
     action, extras = jax.jit(sample_policy)(batch, jax.random.key(1))
@@ -267,10 +296,18 @@ def test_sebulba_trains_multi_discrete_agents(agent, monkeypatch):
 
     monkeypatch.setitem(envs._JAX_ENVS, "pairs", None)  # removed again after the test
     envs.register("pairs", Pairs)
-    result = experiment.train_sebulba(SebulbaConfig(
-        env="jax:pairs", agent=IMPALAConfig().replace(hidden_sizes=(32,), learning_rate=3e-3, entropy_coef=0.001),
-        total_env_steps=16_384, num_envs_per_actor=16, rollout_length=8, actor_devices=(0,), learner_devices=(1,),
-        log_every=16))
+    result = experiment.train_sebulba(
+        SebulbaConfig(
+            env="jax:pairs",
+            agent=IMPALAConfig().replace(hidden_sizes=(32,), learning_rate=3e-3, entropy_coef=0.001),
+            total_env_steps=16_384,
+            num_envs_per_actor=16,
+            rollout_length=8,
+            actor_devices=(0,),
+            learner_devices=(1,),
+            log_every=16,
+        )
+    )
     history = result.history
     # Random play earns about 1.2 an episode (s.d. of a record's mean about 0.1). IMPALA's sampled returns rose to
     # 1.5 to 1.8 here over these 128 batches (its greedy policy learns faster than its sampled one; in Anakin its

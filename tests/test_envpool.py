@@ -14,9 +14,13 @@ def test_short_names_and_unknown_ids():
     assert resolve_task_id("CartPole") == "CartPole-v1"
     assert resolve_task_id("CartPole-v0") == "CartPole-v0"
     version = importlib.metadata.version("envpool").replace(".", r"\.")
-    with pytest.raises(ValueError, match=rf"Unknown envpool task 'Pongg' in envpool {version}\. Close matches: .*Pong-v5"):
+    with pytest.raises(
+        ValueError, match=rf"Unknown envpool task 'Pongg' in envpool {version}\. Close matches: .*Pong-v5"
+    ):
         resolve_task_id("Pongg")
-    with pytest.raises(ValueError, match=r"Unknown envpool task 'Brekout-v5' in envpool .*\. Close matches: .*Breakout-v5"):
+    with pytest.raises(
+        ValueError, match=r"Unknown envpool task 'Brekout-v5' in envpool .*\. Close matches: .*Breakout-v5"
+    ):
         resolve_task_id("Brekout-v5")
 
 
@@ -120,8 +124,11 @@ def test_envpools_native_suites_by_id(task, suite, shape, board):
         assert ts.observation.shape == (2, *spec.observation.shape) and np.isfinite(ts.observation).all()
         if board:
             assert ts.observation.max() <= spec.image.high and ts.observation.max() >= 1
-        action = (rng.uniform(-1, 1, (2, len(spec.box.low))).astype(np.float32) if spec.continuous
-                  else rng.integers(0, spec.num_actions, 2).astype(np.int32))
+        action = (
+            rng.uniform(-1, 1, (2, len(spec.box.low))).astype(np.float32)
+            if spec.continuous
+            else rng.integers(0, spec.num_actions, 2).astype(np.int32)
+        )
         ts = env.step(action)
         assert ts.reward.dtype == np.float32 and np.isfinite(ts.reward).all()
     env.close()

@@ -79,9 +79,12 @@ def test_auto_reset_and_episode_statistics_follow_the_dm_env_convention():
 
 
 def test_make_rejects_unknown_environment_names():
-    with pytest.raises(ValueError, match=r"Unknown JAX environment 'cartpol'; available: cartpole, catch, memory, synthetic, or SUITE:NAME "
-                                         r"\(brax, craftax, gymnax, jumanji, navix, pgx, playground, xminigrid; --env list\); your own: envs.register, "
-                                         r"--import MODULE or a podracer.envs entry point\. Did you mean 'cartpole'\?"):
+    with pytest.raises(
+        ValueError,
+        match=r"Unknown JAX environment 'cartpol'; available: cartpole, catch, memory, synthetic, or SUITE:NAME "
+        r"\(brax, craftax, gymnax, jumanji, navix, pgx, playground, xminigrid; --env list\); your own: envs.register, "
+        r"--import MODULE or a podracer.envs entry point\. Did you mean 'cartpole'\?",
+    ):
         envs.make("cartpol")
     assert isinstance(envs.make("CartPole-v1"), envs.CartPole)
 

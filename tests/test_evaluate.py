@@ -15,9 +15,17 @@ from podracer.experiment import train_sebulba as train  # noqa: E402
 @pytest.fixture(scope="module")
 def cartpole_checkpoint(tmp_path_factory):
     directory = str(tmp_path_factory.mktemp("ckpt"))
-    config = SebulbaConfig(env="CartPole", agent=PPOConfig().replace(learning_rate=1e-3), total_env_steps=30_000,
-                           num_envs_per_actor=32, rollout_length=32, actor_devices=(0,), learner_devices=(1,), log_every=10,
-                           checkpoint_dir=directory)
+    config = SebulbaConfig(
+        env="CartPole",
+        agent=PPOConfig().replace(learning_rate=1e-3),
+        total_env_steps=30_000,
+        num_envs_per_actor=32,
+        rollout_length=32,
+        actor_devices=(0,),
+        learner_devices=(1,),
+        log_every=10,
+        checkpoint_dir=directory,
+    )
     result = train(config)
     return directory, result.history[-1]["episode_return"]
 
@@ -28,13 +36,24 @@ def test_evaluate_plays_the_saved_agent(cartpole_checkpoint):
     assert returns.shape == (6,) and np.isfinite(returns).all() and frames == []
     # The saved policy, not a random one (about 22 on CartPole), is what plays.
     assert returns.mean() > 40 and trained_return > 40
-    out = subprocess.run([sys.executable, "-m", "podracer.evaluate", "--checkpoint", directory, "--episodes", "2"],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "podracer.evaluate", "--checkpoint", directory, "--episodes", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     assert "episode 0: return" in out.stdout and "mean return" in out.stdout
-    out = subprocess.run([sys.executable, "-m", "podracer.evaluate", "--checkpoint", directory, "--gif", "x.gif"],
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 2 and "--gif needs image or board observations; CartPole-v1 has observations of shape (4,)" in out.stderr
+    out = subprocess.run(
+        [sys.executable, "-m", "podracer.evaluate", "--checkpoint", directory, "--gif", "x.gif"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert (
+        out.returncode == 2
+        and "--gif needs image or board observations; CartPole-v1 has observations of shape (4,)" in out.stderr
+    )
 
 
 def test_write_gif_writes_every_frame(tmp_path):
@@ -56,11 +75,39 @@ def test_evaluate_plays_an_anakin_checkpoint_and_writes_a_gif(tmp_path):
     root = Path(__file__).resolve().parents[1]
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     directory, gif = tmp_path / "catch", tmp_path / "catch.gif"
-    out = subprocess.run([sys.executable, str(root / "examples" / "anakin_catch.py"), "--cpu-devices", "2",
-                          "--checkpoint-dir", str(directory)], capture_output=True, text=True, timeout=300, env=env)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(root / "examples" / "anakin_catch.py"),
+            "--cpu-devices",
+            "2",
+            "--checkpoint-dir",
+            str(directory),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert out.returncode == 0, out.stderr
-    out = subprocess.run([sys.executable, "-m", "podracer.evaluate", "--checkpoint", str(directory), "--episodes", "20",
-                          "--greedy", "--gif", str(gif)], capture_output=True, text=True, timeout=300, env=env)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "podracer.evaluate",
+            "--checkpoint",
+            str(directory),
+            "--episodes",
+            "20",
+            "--greedy",
+            "--gif",
+            str(gif),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert out.returncode == 0, out.stderr
     mean = float(out.stdout.split("mean return")[1].split()[0])
     assert mean >= 0.9  # the solved policy catches the ball
@@ -76,8 +123,9 @@ def test_preview_plays_each_new_checkpoint_until_the_run_has_ended(tmp_path):
     from podracer.config import AnakinConfig
 
     directory = tmp_path / "run"
-    small = dict(num_envs_per_device=4, rollout_length=4, updates_per_call=20, checkpoint_every=20,
-                 checkpoint_dir=str(directory))
+    small = dict(
+        num_envs_per_device=4, rollout_length=4, updates_per_call=20, checkpoint_every=20, checkpoint_dir=str(directory)
+    )
     experiment.train_anakin(AnakinConfig(num_updates=20, **small))
     assert (directory / "finished.json").exists()
     lines = []

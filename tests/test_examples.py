@@ -39,8 +39,19 @@ def _records(log_dir: Path):
 def test_help_lists_the_flags():
     out = _run("--help")
     assert out.returncode == 0, out.stderr
-    for flag in ("--seed", "--num-envs-per-device", "--rollout-length", "--num-updates", "--log-dir",
-                 "--agent", "--env", "--coordinator", "--num-processes", "--process-id", "--distributed"):
+    for flag in (
+        "--seed",
+        "--num-envs-per-device",
+        "--rollout-length",
+        "--num-updates",
+        "--log-dir",
+        "--agent",
+        "--env",
+        "--coordinator",
+        "--num-processes",
+        "--process-id",
+        "--distributed",
+    ):
         assert flag in out.stdout
 
 
@@ -65,8 +76,14 @@ def test_four_seeds_in_one_program_solve_catch(tmp_path):
 
 def test_bad_command_lines_fail_with_clear_messages(tmp_path):
     out = _run("--agent", "sac")  # Catch's actions are discrete
-    assert out.returncode == 2 and ("anakin_catch.py: error: --agent sac takes continuous actions and this "
-                                    "environment's are discrete; use a2c, dqn, impala, ppo or r2d2.") in out.stderr
+    assert (
+        out.returncode == 2
+        and (
+            "anakin_catch.py: error: --agent sac takes continuous actions and this "
+            "environment's are discrete; use a2c, dqn, impala, ppo or r2d2."
+        )
+        in out.stderr
+    )
     out = _run("--num-processes", "2", "--process-id", "2", "--coordinator", "127.0.0.1:1")
     assert out.returncode == 2
     assert "--process-id 2 is out of range for 2 processes (expected 0 ... 1)." in out.stderr
@@ -74,8 +91,10 @@ def test_bad_command_lines_fail_with_clear_messages(tmp_path):
     assert out.returncode == 2
     assert "--num-envs = 10 is not divisible by the 4 devices of this run; choose a multiple of 4." in out.stderr
     # Sizes far beyond this machine's memory: refused from their shapes, before anything is allocated or compiled.
-    for flags, named in ((["--num-envs-per-device", "1000000000"], "1,000,000,000 envs per device (--num-envs-per-device"),
-                         (["--agent", "dqn", "--replay-capacity", "1000000000"], "--replay-capacity 1,000,000,000")):
+    for flags, named in (
+        (["--num-envs-per-device", "1000000000"], "1,000,000,000 envs per device (--num-envs-per-device"),
+        (["--agent", "dqn", "--replay-capacity", "1000000000"], "--replay-capacity 1,000,000,000"),
+    ):
         out = _run("--cpu-devices", "2", "--no-compile-cache", "--compile-cache-dir", str(tmp_path / "off"), *flags)
         lines = out.stderr.splitlines()
         assert out.returncode == 2 and len(lines) == 1, out.stderr
@@ -97,8 +116,12 @@ def _slurm_step(num_tasks: int) -> dict:
                 break
             except OSError:
                 continue
-    return {"SLURM_JOB_ID": str(job_id), "SLURM_STEP_NODELIST": "127.0.0.1", "SLURM_NTASKS": str(num_tasks),
-            "SLURM_STEP_NUM_NODES": "1"}
+    return {
+        "SLURM_JOB_ID": str(job_id),
+        "SLURM_STEP_NODELIST": "127.0.0.1",
+        "SLURM_NTASKS": str(num_tasks),
+        "SLURM_STEP_NUM_NODES": "1",
+    }
 
 
 @pytest.mark.slow
@@ -110,8 +133,20 @@ def test_two_processes_solve_catch_as_one_process_with_the_same_devices(tmp_path
     multi, slurm = tmp_path / "multi", _slurm_step(2)
     procs = [
         subprocess.Popen(
-            [sys.executable, str(EXAMPLE), "--cpu-devices", "2", "--distributed", "--log-dir", str(multi / str(i)), *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+            [
+                sys.executable,
+                str(EXAMPLE),
+                "--cpu-devices",
+                "2",
+                "--distributed",
+                "--log-dir",
+                str(multi / str(i)),
+                *args,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
             env={**_env(), **slurm, "SLURM_PROCID": str(i), "SLURM_LOCALID": str(i)},
         )
         for i in range(2)
@@ -141,10 +176,15 @@ def test_notebook_executes_and_learns(tmp_path, monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
     monkeypatch.delenv("MPLBACKEND", raising=False)  # importing envpool sets it to Agg, which hides inline plots
     notebook = nbformat.read(ROOT / "examples" / "anakin_notebook.ipynb", as_version=4)
-    client = nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    client = nbclient.NotebookClient(
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
     client.execute()
     outputs = "".join(
-        output.get("text", "") for cell in notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", [])
+        output.get("text", "")
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for output in cell.get("outputs", [])
     )
     assert "pmap over 2 device(s)" in outputs
     assert "pmap and shard_map give the same parameters: True" in outputs
@@ -153,7 +193,9 @@ def test_notebook_executes_and_learns(tmp_path, monkeypatch):
     plot_outputs = [cell.get("outputs") for cell in notebook.cells if "plt.show()" in cell.source]
     assert any(
         "image/png" in output.get("data", {})
-        for cell in notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", [])
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for output in cell.get("outputs", [])
     ), plot_outputs
 
 
@@ -164,9 +206,25 @@ def test_ctrl_c_abandons_a_long_call_and_saves_the_last_completed_update(tmp_pat
     from podracer import checkpoint
 
     proc = subprocess.Popen(
-        [sys.executable, str(EXAMPLE), "--cpu-devices", "2", "--num-envs-per-device", "16", "--num-updates", "400000",
-         "--updates-per-call", "10000", "--checkpoint-dir", str(tmp_path)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT,
+        [
+            sys.executable,
+            str(EXAMPLE),
+            "--cpu-devices",
+            "2",
+            "--num-envs-per-device",
+            "16",
+            "--num-updates",
+            "400000",
+            "--updates-per-call",
+            "10000",
+            "--checkpoint-dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        cwd=ROOT,
     )
     for line in proc.stdout:  # the first progress line (not a heartbeat line of a slow first call): it is done ...
         if "env steps" in line and "| sps" in line:
@@ -188,11 +246,25 @@ def test_sigterm_saves_the_last_completed_update(tmp_path):
     resumes: in process in test_anakin.py, and through the command line in test_sebulba.py."""
     from podracer import checkpoint
 
-    command = [sys.executable, str(EXAMPLE), "--cpu-devices", "2", "--num-envs-per-device", "16", "--num-updates",
-               "400000", "--checkpoint-dir", str(tmp_path), "--resume", "auto"]
+    command = [
+        sys.executable,
+        str(EXAMPLE),
+        "--cpu-devices",
+        "2",
+        "--num-envs-per-device",
+        "16",
+        "--num-updates",
+        "400000",
+        "--checkpoint-dir",
+        str(tmp_path),
+        "--resume",
+        "auto",
+    ]
 
     def preempted():
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
+        proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT
+        )
         lines = []
         for line in proc.stdout:  # the first progress line: some updates are done
             lines.append(line)
@@ -227,14 +299,30 @@ time.sleep(600)  # a stop that never finishes
 """
 
 
-@pytest.mark.parametrize("kind, signum, status, lines", [
-    ("stop", signal.SIGUSR1, 138, ["prog: SIGUSR1: stopping: saving the last completed update ...",
-                                   "prog: stopping takes longer than 1 s: exiting now; the newest complete checkpoint is kept."]),
-    ("exit", signal.SIGTERM, 143, ["prog: stopped by SIGTERM."]),
-])
+@pytest.mark.parametrize(
+    "kind, signum, status, lines",
+    [
+        (
+            "stop",
+            signal.SIGUSR1,
+            138,
+            [
+                "prog: SIGUSR1: stopping: saving the last completed update ...",
+                "prog: stopping takes longer than 1 s: exiting now; the newest complete checkpoint is kept.",
+            ],
+        ),
+        ("exit", signal.SIGTERM, 143, ["prog: stopped by SIGTERM."]),
+    ],
+)
 def test_a_stop_signal_ends_the_process_with_its_status_and_one_line(kind, signum, status, lines):
-    proc = subprocess.Popen([sys.executable, "-c", _SIGNALLED, kind, "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=_env(), cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SIGNALLED, kind, "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        cwd=ROOT,
+    )
     assert proc.stdout.readline() == "ready\n"
     proc.send_signal(signum)
     if kind == "stop":
@@ -246,8 +334,16 @@ def test_a_stop_signal_ends_the_process_with_its_status_and_one_line(kind, signu
 
 
 def test_a_second_run_loads_its_programs_from_the_compile_cache(tmp_path):
-    args = ["--cpu-devices", "2", "--num-updates", "20", "--num-envs-per-device", "8", "--compile-cache-dir",
-            str(tmp_path / "cache")]
+    args = [
+        "--cpu-devices",
+        "2",
+        "--num-updates",
+        "20",
+        "--num-envs-per-device",
+        "8",
+        "--compile-cache-dir",
+        str(tmp_path / "cache"),
+    ]
     # An entry without its access-time file (written by an unbounded cache, or cut short) would make every write of
     # JAX 0.10's bounded cache fail (jax-ml/jax issue 39880): it is adopted at start-up.
     (tmp_path / "cache").mkdir()
@@ -259,7 +355,9 @@ def test_a_second_run_loads_its_programs_from_the_compile_cache(tmp_path):
     # What happened, not how fast (a busy machine's timings say little): the first run compiled and wrote its
     # programs, the second loaded them (JAX logs each hit when it logs compiles).
     hit = "Persistent compilation cache hit for '"
-    assert any((tmp_path / "cache").iterdir()) and hit not in first.stderr and hit in second.stderr, second.stderr[-3000:]
+    assert any((tmp_path / "cache").iterdir()) and hit not in first.stderr and hit in second.stderr, second.stderr[
+        -3000:
+    ]
     # Bounded, so JAX locks the directory around every read and write: processes sharing it never read a half-written
     # program. The tests' own cache (conftest), which their example subprocesses share, is bounded the same way.
     assert (tmp_path / "cache" / ".lockfile").exists()
@@ -269,8 +367,25 @@ def test_a_second_run_loads_its_programs_from_the_compile_cache(tmp_path):
 def test_wandb_offline_run_holds_the_metrics(tmp_path):
     pytest.importorskip("wandb")
     env = {**_env(), "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
-    out = subprocess.run([sys.executable, str(EXAMPLE), "--cpu-devices", "2", "--num-updates", "40", "--log-dir", str(tmp_path),
-                          "--wandb-project", "podracer-test"], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLE),
+            "--cpu-devices",
+            "2",
+            "--num-updates",
+            "40",
+            "--log-dir",
+            str(tmp_path),
+            "--wandb-project",
+            "podracer-test",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr
     runs = list((tmp_path / "wandb").glob("offline-run-*"))
     assert len(runs) == 1, list((tmp_path / "wandb").iterdir())

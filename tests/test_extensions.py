@@ -40,7 +40,9 @@ class TinyConfig:
 
 
 def _make_tiny(spec, config=TinyConfig()):
-    return agents.make_a2c(spec, agents.A2CConfig().replace(learning_rate=config.learning_rate, hidden_sizes=config.hidden_sizes))
+    return agents.make_a2c(
+        spec, agents.A2CConfig().replace(learning_rate=config.learning_rate, hidden_sizes=config.hidden_sizes)
+    )
 
 
 def test_a_registered_agent_is_a_subcommand_of_both_modes_with_checked_flags(registries, capsys):
@@ -66,23 +68,47 @@ def test_a_registered_agent_is_a_subcommand_of_both_modes_with_checked_flags(reg
     assert agents.name_of(TinyConfig()) == "tiny"
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: agents.register("Tiny Agent", TinyConfig, _make_tiny),
-     "An agent's name is lower case letters, digits, '-' and '_', starting with a letter (it becomes --agent NAME), "
-     "got 'Tiny Agent'."),
-    (lambda: agents.register("ppo", TinyConfig, _make_tiny), "'ppo' is a built-in agent; register yours under another name."),
-    (lambda: agents.register("tiny", dict, _make_tiny),
-     "Agent 'tiny': its config must be a dataclass (its fields become flags), got <class 'dict'>."),
-    (lambda: agents.register("tiny", dataclasses.make_dataclass("Bare", [("discount", float, 0.9)]), _make_tiny),
-     "Agent 'tiny': Bare needs the field(s) learning_rate, max_grad_norm (the optimizer is made from them)."),
-    (lambda: agents.register("tiny", dataclasses.make_dataclass(
-        "NoDefault", [("learning_rate", float), ("max_grad_norm", float, 0.5)]), _make_tiny),
-     "Agent 'tiny': every field of NoDefault needs a default (the flags start from them); learning_rate has none."),
-    (lambda: agents.register("tiny", PPOConfig, _make_tiny),
-     "Agent 'tiny': PPOConfig is already the config of agent 'ppo' (a config class names one agent; subclass it)."),
-    (lambda: agents.register("tiny", TinyConfig, "make"),
-     "Agent 'tiny': make must be a function make(spec, config) -> Agent, got 'make'."),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (
+            lambda: agents.register("Tiny Agent", TinyConfig, _make_tiny),
+            "An agent's name is lower case letters, digits, '-' and '_', starting with a letter (it becomes --agent "
+            "NAME), "
+            "got 'Tiny Agent'.",
+        ),
+        (
+            lambda: agents.register("ppo", TinyConfig, _make_tiny),
+            "'ppo' is a built-in agent; register yours under another name.",
+        ),
+        (
+            lambda: agents.register("tiny", dict, _make_tiny),
+            "Agent 'tiny': its config must be a dataclass (its fields become flags), got <class 'dict'>.",
+        ),
+        (
+            lambda: agents.register("tiny", dataclasses.make_dataclass("Bare", [("discount", float, 0.9)]), _make_tiny),
+            "Agent 'tiny': Bare needs the field(s) learning_rate, max_grad_norm (the optimizer is made from them).",
+        ),
+        (
+            lambda: agents.register(
+                "tiny",
+                dataclasses.make_dataclass("NoDefault", [("learning_rate", float), ("max_grad_norm", float, 0.5)]),
+                _make_tiny,
+            ),
+            "Agent 'tiny': every field of NoDefault needs a default (the flags start from them); learning_rate has "
+            "none.",
+        ),
+        (
+            lambda: agents.register("tiny", PPOConfig, _make_tiny),
+            "Agent 'tiny': PPOConfig is already the config of agent 'ppo' (a config class names one agent; subclass "
+            "it).",
+        ),
+        (
+            lambda: agents.register("tiny", TinyConfig, "make"),
+            "Agent 'tiny': make must be a function make(spec, config) -> Agent, got 'make'.",
+        ),
+    ],
+)
 def test_agent_registration_refuses_what_cannot_reach_a_command_line(registries, call, message):
     with pytest.raises(ValueError) as error:
         call()
@@ -95,8 +121,10 @@ def test_import_names_a_module_or_a_file_and_fails_in_one_line(registries, tmp_p
     cfg = config.parse(AnakinConfig, ["--import", str(plugin), "--env", "my_task"])
     assert cfg.imports == (str(plugin),) and cfg.env == "my_task" and envs.make("my-task").spec().num_actions == 3
     for argv, message in [
-        (["--import", "no_such_module_anywhere"], "--import: cannot import 'no_such_module_anywhere': No module named "
-                                                  "'no_such_module_anywhere'."),
+        (
+            ["--import", "no_such_module_anywhere"],
+            "--import: cannot import 'no_such_module_anywhere': No module named 'no_such_module_anywhere'.",
+        ),
         (["--import", str(tmp_path / "absent.py")], f"--import: no such file '{tmp_path / 'absent.py'}'."),
         (["--import"], "--import needs a value: a module (package.module) or a path/to/file.py."),
     ]:
@@ -105,7 +133,7 @@ def test_import_names_a_module_or_a_file_and_fails_in_one_line(registries, tmp_p
         assert exit_.value.code == 2 and capsys.readouterr().err.strip() == f"train: error: {message}"
 
 
-_LEAKY = '''
+_LEAKY = """
 import jax.numpy as jnp
 
 TABLE = jnp.arange(3.0)  # made at import, as pgx and navix make their arrays
@@ -117,7 +145,7 @@ class Leaky:
 
     def value(self):
         return TABLE.sum() + self.offset
-'''
+"""
 
 
 def test_a_package_first_imported_inside_a_trace_leaks_no_tracers(registries, tmp_path, monkeypatch):
@@ -139,7 +167,7 @@ def test_a_package_first_imported_inside_a_trace_leaks_no_tracers(registries, tm
     assert float(jnp.sum(leaky_stand_in_pkg.TABLE)) == 3.0
 
 
-_STAND_IN_PKG = '''
+_STAND_IN_PKG = """
 import jax
 import jax.numpy as jnp
 
@@ -150,12 +178,12 @@ from podracer.envs import Catch
 
 def make(**kwargs):
     return Catch(rows=5, columns=3, **kwargs)
-'''
+"""
 
 _DIST_INFO = {
     "METADATA": "Metadata-Version: 2.1\nName: stand-in-tasks\nVersion: 0.1\n",
     "entry_points.txt": "[podracer.envs]\nstand_in_catch = stand_in_tasks:make\n\n"
-                        "[podracer.agents]\nreinforce = own_agent:make_reinforce\n",
+    "[podracer.agents]\nreinforce = own_agent:make_reinforce\n",
 }
 
 
@@ -178,14 +206,39 @@ def test_an_installed_package_registers_its_task_and_agent_through_entry_points(
     user's script and no --import."""
     env = _installed_stand_in(tmp_path)
     run = subprocess.run(
-        [sys.executable, str(EXAMPLES / "anakin_catch.py"), "--env", "stand-in-catch", "--agent", "reinforce",
-         "--cpu-devices", "2", "--num-envs-per-device", "8", "--num-updates", "20", "--checkpoint-dir",
-         str(tmp_path / "run"), "--no-compile-cache"],
-        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+        [
+            sys.executable,
+            str(EXAMPLES / "anakin_catch.py"),
+            "--env",
+            "stand-in-catch",
+            "--agent",
+            "reinforce",
+            "--cpu-devices",
+            "2",
+            "--num-envs-per-device",
+            "8",
+            "--num-updates",
+            "20",
+            "--checkpoint-dir",
+            str(tmp_path / "run"),
+            "--no-compile-cache",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, run.stderr
     assert "2 device(s) in 1 process(es)" in run.stdout and "final mean episode return" in run.stdout
-    play = subprocess.run([sys.executable, "-m", "podracer.evaluate", "--checkpoint", str(tmp_path / "run"),
-                           "--episodes", "3"], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    play = subprocess.run(
+        [sys.executable, "-m", "podracer.evaluate", "--checkpoint", str(tmp_path / "run"), "--episodes", "3"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+    )
     assert play.returncode == 0, play.stderr
     returns = [float(line.split("return ")[1]) for line in play.stdout.splitlines() if line.startswith("episode ")]
     assert len(returns) == 3 and all(r in (-1.0, 1.0) for r in returns)
@@ -196,11 +249,28 @@ def _finals(stdout: str, seeds: int) -> list[float]:
 
 
 def test_own_agent_example_learns_catch_on_most_seeds():
-    """``examples/own_agent.py`` (REINFORCE, registered in the script) solves Catch on >= 2 of 3 seeds (random: -0.6)."""
-    out = subprocess.run([sys.executable, str(EXAMPLES / "own_agent.py"), "--cpu-devices", "2", "--num-seeds", "3",
-                          "--num-envs-per-device", "32", "--num-updates", "160", "--no-compile-cache"],
-                         capture_output=True, text=True, timeout=300, env={k: v for k, v in os.environ.items()
-                                                                            if k != "XLA_FLAGS"}, cwd=ROOT)
+    """``examples/own_agent.py`` (REINFORCE, registered in the script) solves Catch on >= 2 of 3 seeds (random:
+    -0.6)."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLES / "own_agent.py"),
+            "--cpu-devices",
+            "2",
+            "--num-seeds",
+            "3",
+            "--num-envs-per-device",
+            "32",
+            "--num-updates",
+            "160",
+            "--no-compile-cache",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={k: v for k, v in os.environ.items() if k != "XLA_FLAGS"},
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr
     assert sum(f >= 0.8 for f in _finals(out.stdout, 3)) >= 2, out.stdout
 
@@ -210,27 +280,87 @@ def test_own_env_and_own_agent_train_in_sebulba_and_the_env_in_anakin(tmp_path):
     """``examples/own_env.py``'s corridor (a legal-action mask) learns in Anakin on >= 2 of 3 seeds, and with
     ``examples/own_agent.py``'s agent through ``python -m podracer.sebulba --import``; evaluate plays it."""
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    out = subprocess.run([sys.executable, str(EXAMPLES / "own_env.py"), "--cpu-devices", "2", "--num-seeds", "3",
-                          "--num-envs-per-device", "16", "--num-updates", "60", "--no-compile-cache"],
-                         capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLES / "own_env.py"),
+            "--cpu-devices",
+            "2",
+            "--num-seeds",
+            "3",
+            "--num-envs-per-device",
+            "16",
+            "--num-updates",
+            "60",
+            "--no-compile-cache",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr
     assert sum(f >= 0.9 for f in _finals(out.stdout, 3)) >= 2, out.stdout
     run = subprocess.run(
-        [sys.executable, "-m", "podracer.sebulba", "--import", "examples/own_env.py", "--import", "examples/own_agent.py",
-         "--agent", "reinforce", "--env", "jax:corridor", "--cpu-devices", "2", "--num-envs-per-actor", "8",
-         "--rollout-length", "8", "--total-env-steps", "2000", "--checkpoint-dir", str(tmp_path / "run"),
-         "--no-compile-cache"], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+        [
+            sys.executable,
+            "-m",
+            "podracer.sebulba",
+            "--import",
+            "examples/own_env.py",
+            "--import",
+            "examples/own_agent.py",
+            "--agent",
+            "reinforce",
+            "--env",
+            "jax:corridor",
+            "--cpu-devices",
+            "2",
+            "--num-envs-per-actor",
+            "8",
+            "--rollout-length",
+            "8",
+            "--total-env-steps",
+            "2000",
+            "--checkpoint-dir",
+            str(tmp_path / "run"),
+            "--no-compile-cache",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=ROOT,
+    )
     assert run.returncode == 0, run.stderr
     assert "done: " in run.stdout
-    play = subprocess.run([sys.executable, "-m", "podracer.evaluate", "--import", "examples/own_env.py", "--import",
-                           "examples/own_agent.py", "--checkpoint", str(tmp_path / "run"), "--episodes", "2"],
-                          capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    play = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "podracer.evaluate",
+            "--import",
+            "examples/own_env.py",
+            "--import",
+            "examples/own_agent.py",
+            "--checkpoint",
+            str(tmp_path / "run"),
+            "--episodes",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=ROOT,
+    )
     assert play.returncode == 0, play.stderr
     assert "mean return" in play.stdout
     assert np.isfinite(float(out.stdout.split("final mean episode return ")[-1].split(";")[0]))
 
 
-_TOY_SUITE = '''
+_TOY_SUITE = """
 from podracer.envs import Catch
 
 CALLS = []
@@ -247,7 +377,7 @@ def names():
 def make(task, **kwargs):
     CALLS.append(task)
     return Catch(rows=int(task.split("-")[1]), columns=3, **kwargs)
-'''
+"""
 
 
 def test_a_suite_adapter_of_your_own_names_its_tasks_suite_colon_task(registries, tmp_path, monkeypatch, capsys):
@@ -257,21 +387,35 @@ def test_a_suite_adapter_of_your_own_names_its_tasks_suite_colon_task(registries
     envs.register_suite("toy", "toy_suite_adapter")
     assert config.parse(AnakinConfig, ["--env", "toy:catch-4"]).env == "toy:catch-4"
     assert envs.make("toy:catch-6").spec().observation.shape == (6, 3)
-    assert envs.is_jax_on_host("toy:catch-4") and config.parse(SebulbaConfig, ["--env", "toy:catch-4"]).env == "toy:catch-4"
+    assert (
+        envs.is_jax_on_host("toy:catch-4")
+        and config.parse(SebulbaConfig, ["--env", "toy:catch-4"]).env == "toy:catch-4"
+    )
     with pytest.raises(SystemExit):
         config.parse(AnakinConfig, ["--env", "list"])
     assert "toy: toy:catch-4, toy:catch-6" in capsys.readouterr().out
     for call, message in [
-        (lambda: envs.register_suite("gymnax", "x"), "'gymnax' is a built-in suite prefix; register yours under another name."),
-        (lambda: envs.register_suite("Toy Suite", "x"), "A suite's name is lower case letters, digits, '-' and '_' (the "
-                                                        "SUITE of --env SUITE:TASK), got 'Toy Suite'."),
-        (lambda: envs.register_suite("toy2", "pkg:make"), "A suite adapter is a module path ('package.module'), got 'pkg:make'."),
+        (
+            lambda: envs.register_suite("gymnax", "x"),
+            "'gymnax' is a built-in suite prefix; register yours under another name.",
+        ),
+        (
+            lambda: envs.register_suite("Toy Suite", "x"),
+            "A suite's name is lower case letters, digits, '-' and '_' (the "
+            "SUITE of --env SUITE:TASK), got 'Toy Suite'.",
+        ),
+        (
+            lambda: envs.register_suite("toy2", "pkg:make"),
+            "A suite adapter is a module path ('package.module'), got 'pkg:make'.",
+        ),
     ]:
         with pytest.raises(ValueError) as error:
             call()
         assert str(error.value) == message
     envs.register_suite("gone", "no_such_adapter_module")  # nothing imported until a task is named
-    with pytest.raises(ValueError, match=r"^Cannot load the adapter of suite 'gone' \('no_such_adapter_module'\): No module"):
+    with pytest.raises(
+        ValueError, match=r"^Cannot load the adapter of suite 'gone' \('no_such_adapter_module'\): No module"
+    ):
         envs.make("gone:task")
 
 
@@ -283,14 +427,19 @@ def test_entry_points_of_an_installed_package_register_tasks_suites_and_agents(r
     dist = tmp_path / "toy_plugin-0.1.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-plugin\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[podracer.envs]\ntoy_catch = toy_suite_adapter:make_catch\n\n"
-                                           "[podracer.suites]\ntoyz = toy_suite_adapter\n\n"
-                                           "[podracer.agents]\ntoy-agent = toy_agent_module:make_toy\n")
-    (tmp_path / "toy_suite_adapter.py").write_text(_TOY_SUITE + "\n\ndef make_catch():\n    return Catch(rows=7, columns=3)\n")
+    (dist / "entry_points.txt").write_text(
+        "[podracer.envs]\ntoy_catch = toy_suite_adapter:make_catch\n\n"
+        "[podracer.suites]\ntoyz = toy_suite_adapter\n\n"
+        "[podracer.agents]\ntoy-agent = toy_agent_module:make_toy\n"
+    )
+    (tmp_path / "toy_suite_adapter.py").write_text(
+        _TOY_SUITE + "\n\ndef make_catch():\n    return Catch(rows=7, columns=3)\n"
+    )
     (tmp_path / "toy_agent_module.py").write_text(
         "import dataclasses\nfrom podracer.agents import A2CConfig, make_a2c\n\n\n"
         "@dataclasses.dataclass(frozen=True)\nclass ToyConfig(A2CConfig):\n    pass\n\n\n"
-        "def make_toy(spec, config=ToyConfig()):\n    return make_a2c(spec, A2CConfig(**dataclasses.asdict(config)))\n")
+        "def make_toy(spec, config=ToyConfig()):\n    return make_a2c(spec, A2CConfig(**dataclasses.asdict(config)))\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     importlib.invalidate_caches()
     monkeypatch.setattr(envs, "SUITES", dict(envs.SUITES))

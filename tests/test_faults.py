@@ -14,10 +14,37 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = {
-    "anakin": [str(ROOT / "examples" / "anakin_catch.py"), "--cpu-devices", "1", "--num-envs-per-device", "8",
-               "--rollout-length", "4", "--num-updates", "1000000", "--updates-per-call", "20"],
-    "sebulba": ["-m", "podracer.sebulba", "--env", "jax:catch", "--agent", "a2c", "--cpu-devices", "2",
-                "--num-envs-per-actor", "8", "--rollout-length", "4", "--total-env-steps", "1000000000", "--log-every", "1"],
+    "anakin": [
+        str(ROOT / "examples" / "anakin_catch.py"),
+        "--cpu-devices",
+        "1",
+        "--num-envs-per-device",
+        "8",
+        "--rollout-length",
+        "4",
+        "--num-updates",
+        "1000000",
+        "--updates-per-call",
+        "20",
+    ],
+    "sebulba": [
+        "-m",
+        "podracer.sebulba",
+        "--env",
+        "jax:catch",
+        "--agent",
+        "a2c",
+        "--cpu-devices",
+        "2",
+        "--num-envs-per-actor",
+        "8",
+        "--rollout-length",
+        "4",
+        "--total-env-steps",
+        "1000000000",
+        "--log-every",
+        "1",
+    ],
 }
 
 
@@ -34,9 +61,24 @@ def _free_port() -> int:
 
 
 def _start(mode, port, process_id, *extra):
-    return subprocess.Popen([sys.executable, *COMMANDS[mode], "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2",
-                             "--process-id", str(process_id), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            *COMMANDS[mode],
+            "--coordinator",
+            f"127.0.0.1:{port}",
+            "--num-processes",
+            "2",
+            "--process-id",
+            str(process_id),
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        cwd=ROOT,
+    )
 
 
 def _kill_one_when_they_train(pair, victim):
@@ -72,7 +114,8 @@ def test_a_lost_process_ends_the_other_with_one_line(mode, victim):
         for p in pair:
             if p.poll() is None:
                 p.kill()
-    # Within about 5 s on a quiet machine (docs/faults.md, benchmarks/fault_latency.py); a hang ends at the wait's timeout.
+    # Within about 5 s on a quiet machine (docs/faults.md, benchmarks/fault_latency.py); a hang ends at the wait's
+    # timeout.
     assert status == 1, (status, seconds, stderr[-2000:])
     errors = [line for line in stderr.splitlines() if "error:" in line]
     assert len(errors) == 1 and f"process {victim} of the run is gone" in errors[0], stderr[-2000:]
@@ -82,13 +125,31 @@ def test_a_lost_process_ends_the_other_with_one_line(mode, victim):
 def test_an_unreachable_coordinator_ends_the_process_naming_its_address():
     port = _free_port()
     start = time.monotonic()
-    out = subprocess.run([sys.executable, *COMMANDS["anakin"], "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2",
-                          "--process-id", "1", "--distributed-timeout", "2"],
-                         capture_output=True, text=True, timeout=120, env=_env(), cwd=ROOT)
+    out = subprocess.run(
+        [
+            sys.executable,
+            *COMMANDS["anakin"],
+            "--coordinator",
+            f"127.0.0.1:{port}",
+            "--num-processes",
+            "2",
+            "--process-id",
+            "1",
+            "--distributed-timeout",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(),
+        cwd=ROOT,
+    )
     seconds = time.monotonic() - start
     assert out.returncode == 2, (out.returncode, seconds, out.stderr[-2000:])
     errors = [line for line in out.stderr.splitlines() if "error:" in line]
-    assert len(errors) == 1 and f"coordinator 127.0.0.1:{port} within 2 s (--distributed-timeout)" in errors[0], out.stderr
+    assert len(errors) == 1 and f"coordinator 127.0.0.1:{port} within 2 s (--distributed-timeout)" in errors[0], (
+        out.stderr
+    )
 
 
 _ARRIVE = """
@@ -112,9 +173,17 @@ def test_a_process_later_than_the_distributed_timeout_is_named_late_not_gone():
     """Start-up is bounded by --distributed-timeout: the processes wait for each other after compiling (every
     2-process test passes through that wait in time); one later than the bound is named as late and alive."""
     port = _free_port()
-    pair = [subprocess.Popen([sys.executable, "-c", _ARRIVE, str(port), str(i), str(30 * i), "2"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
-            for i in (0, 1)]
+    pair = [
+        subprocess.Popen(
+            [sys.executable, "-c", _ARRIVE, str(port), str(i), str(30 * i), "2"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(),
+            cwd=ROOT,
+        )
+        for i in (0, 1)
+    ]
     try:
         out, err = pair[0].communicate(timeout=180)
     finally:
@@ -122,6 +191,8 @@ def test_a_process_later_than_the_distributed_timeout_is_named_late_not_gone():
             if p.poll() is None:
                 p.kill()
     assert pair[0].returncode == 3, err
-    assert out == ("late: process 1 did not reach the compiled update within 2 s (--distributed-timeout) and is still "
-                   "alive: it may still be starting or compiling on a busy machine; raise --distributed-timeout on "
-                   "every process, or check that every process runs the same command.\n"), (out, err)
+    assert out == (
+        "late: process 1 did not reach the compiled update within 2 s (--distributed-timeout) and is still "
+        "alive: it may still be starting or compiling on a busy machine; raise --distributed-timeout on "
+        "every process, or check that every process runs the same command.\n"
+    ), (out, err)

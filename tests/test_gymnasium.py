@@ -48,8 +48,10 @@ def test_gymnasium_cartpole_behaves_as_envpool_cartpole(vectorization):
         assert np.all(lengths[after] == 0) and 8 <= lengths[last].min() and lengths[last].max() <= 12
         env.close()
     # The time limit: alternating actions do not fall within 5 steps; the end is a truncation (discount 1).
-    for env in (envs.make_host("gymnasium:CartPole-v1", n, max_episode_steps=5),
-                envs.make_host("CartPole-v1", n, max_episode_steps=5)):
+    for env in (
+        envs.make_host("gymnasium:CartPole-v1", n, max_episode_steps=5),
+        envs.make_host("CartPole-v1", n, max_episode_steps=5),
+    ):
         timesteps, _ = _play(env, [np.full(n, i % 2, np.int32) for i in range(5)])
         assert timesteps[-1].last.all() and np.all(timesteps[-1].discount == 1.0)
         assert not np.any([t.last for t in timesteps[:-1]])
@@ -57,7 +59,8 @@ def test_gymnasium_cartpole_behaves_as_envpool_cartpole(vectorization):
 
 
 def test_an_environment_of_your_own_registered_by_entry_point(tmp_path, monkeypatch):
-    (tmp_path / "corridor_envs.py").write_text(textwrap.dedent('''
+    (tmp_path / "corridor_envs.py").write_text(
+        textwrap.dedent('''
         import gymnasium
         import numpy as np
 
@@ -77,7 +80,8 @@ def test_an_environment_of_your_own_registered_by_entry_point(tmp_path, monkeypa
                 return np.full(1, self.position, np.float32), float(done), done, False, {}
 
         gymnasium.register(id="Corridor-v0", entry_point=Corridor, max_episode_steps=10)
-    '''))
+    ''')
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     name = "gymnasium:corridor_envs:Corridor-v0"
     assert config.parse(SebulbaConfig, ["--env", name, "--agent", "ppo"]).env == name
@@ -114,15 +118,21 @@ def test_continuous_actions_are_rescaled_from_the_agents_range_to_the_bounds():
 def test_what_does_not_fit_is_one_clear_line():
     import gymnasium
 
-    with pytest.raises(ValueError, match=r"^--env gymnasium:X has actions of MultiBinary \(3,\); podracer takes "
-                                         r"discrete and multi-discrete actions and continuous vectors with finite "
-                                         r"bounds\.$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^--env gymnasium:X has actions of MultiBinary \(3,\); podracer takes "
+        r"discrete and multi-discrete actions and continuous vectors with finite "
+        r"bounds\.$",
+    ):
         envs.base.actions_of(gymnasium.spaces.MultiBinary(3), "gymnasium:X")
     assert envs.base.actions_of(gymnasium.spaces.MultiDiscrete([2, 3]), "gymnasium:X") == {"nvec": (2, 3)}
     with pytest.raises(ValueError, match=r"^--env gymnasium:NoSuchTask-v0: .*NoSuchTask"):
         envs.make_host("gymnasium:NoSuchTask-v0", 2)
-    with pytest.raises(ValueError, match=r"^--env gymnasium:missing_module:Foo-v0: no module named 'missing_module' to "
-                                         r"import the environment from \(install it, or check the name before the last ':'\)\.$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^--env gymnasium:missing_module:Foo-v0: no module named 'missing_module' to "
+        r"import the environment from \(install it, or check the name before the last ':'\)\.$",
+    ):
         envs.make_host("gymnasium:missing_module:Foo-v0", 2)
 
 
@@ -130,10 +140,21 @@ def test_sebulba_trains_on_gymnasium_and_evaluate_plays_the_checkpoint(tmp_path)
     from podracer.evaluate import play
 
     directory = str(tmp_path / "ckpt")
-    result = experiment.train_sebulba(SebulbaConfig(
-        env="gymnasium:CartPole-v1", agent=PPOConfig().replace(learning_rate=1e-3), total_env_steps=8_192, num_envs_per_actor=16,
-        rollout_length=16, actor_devices=(0,), learner_devices=(1,), log_every=8, checkpoint_dir=directory,
-        eval_every=8, eval_episodes=4))
+    result = experiment.train_sebulba(
+        SebulbaConfig(
+            env="gymnasium:CartPole-v1",
+            agent=PPOConfig().replace(learning_rate=1e-3),
+            total_env_steps=8_192,
+            num_envs_per_actor=16,
+            rollout_length=16,
+            actor_devices=(0,),
+            learner_devices=(1,),
+            log_every=8,
+            checkpoint_dir=directory,
+            eval_every=8,
+            eval_episodes=4,
+        )
+    )
     last = result.history[-1]
     assert np.isfinite(last["episode_return"]) and "eval_return" in last
     returns, _ = play(directory, 4, seed=1, greedy=True)

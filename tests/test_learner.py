@@ -69,7 +69,9 @@ def test_gradients_average_over_a_vmapped_batch_axis_and_the_device_axis(form, d
     step = learner.make_learner_step(agent, optimizer, axis_names=(parallel.BATCH_AXIS, parallel.DEVICE_AXIS))
     batched = jax.vmap(step, axis_name=parallel.BATCH_AXIS, in_axes=(None, 0))
     p_step = _map_over(form, batched, devices[:2])
-    quarters = jax.tree.map(lambda x: jnp.stack(jnp.split(x, 4, axis=1)).reshape(2, 2, *x.shape[:1], -1, *x.shape[2:]), trajectory)
+    quarters = jax.tree.map(
+        lambda x: jnp.stack(jnp.split(x, 4, axis=1)).reshape(2, 2, *x.shape[:1], -1, *x.shape[2:]), trajectory
+    )
     got, _ = p_step(parallel.replicate(state, devices[:2]), parallel.shard(quarters, devices[:2]))
     for leaf_expected, leaf_got in zip(jax.tree.leaves(expected.params), jax.tree.leaves(got.params)):
         np.testing.assert_allclose(leaf_got[1, 1], leaf_expected, rtol=2e-5, atol=2e-6)
@@ -109,5 +111,8 @@ def test_minibatches_that_do_not_divide_the_batch_fail_clearly():
     env = envs.Catch()
     agent = agents.make("ppo", env.spec(), num_minibatches=3)
     state, trajectory, optimizer = _trajectory(agent, env, num_envs=4)
-    with pytest.raises(ValueError, match=r"The learner batch has 32 entries along axis 0, which is not divisible by num_minibatches = 3\."):
+    with pytest.raises(
+        ValueError,
+        match=r"The learner batch has 32 entries along axis 0, which is not divisible by num_minibatches = 3\.",
+    ):
         jax.jit(learner.make_learner_step(agent, optimizer))(state, trajectory)

@@ -70,25 +70,43 @@ def registered():
     for name in ("legal-moves", "legal-moves-multi"):
         envs._JAX_ENVS.pop(name)
 
+
 SMALL = {
     "a2c": A2CConfig(hidden_sizes=(16,)),
     "ppo": PPOConfig(hidden_sizes=(16,), num_epochs=1, num_minibatches=2),
     "impala": IMPALAConfig(hidden_sizes=(16,)),
-    "dqn": DQNConfig(hidden_sizes=(16,), batch_size=16, min_replay_size=32, replay_capacity=256, epsilon=1.0,
-                     epsilon_alpha=0.0),  # every action a random one: the mask alone keeps them legal
-    "r2d2": R2D2Config(hidden_sizes=(16,), core_size=8, batch_size=4, min_replay_size=8, replay_capacity=64, burn_in=2,
-                       epsilon=1.0, epsilon_alpha=0.0),
+    "dqn": DQNConfig(
+        hidden_sizes=(16,), batch_size=16, min_replay_size=32, replay_capacity=256, epsilon=1.0, epsilon_alpha=0.0
+    ),  # every action a random one: the mask alone keeps them legal
+    "r2d2": R2D2Config(
+        hidden_sizes=(16,),
+        core_size=8,
+        batch_size=4,
+        min_replay_size=8,
+        replay_capacity=64,
+        burn_in=2,
+        epsilon=1.0,
+        epsilon_alpha=0.0,
+    ),
 }
 
 
 def _returns(history):
-    return [record["episode_return"] for record in history if record.get("episodes", 1) > 0 and "episode_return" in record]
+    return [
+        record["episode_return"] for record in history if record.get("episodes", 1) > 0 and "episode_return" in record
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_no_agent_takes_an_illegal_action_in_anakin(name, devices):
-    config = AnakinConfig(env="legal-moves", agent=SMALL[name], num_envs_per_device=4, rollout_length=LENGTH,
-                          num_updates=6, updates_per_call=3)
+    config = AnakinConfig(
+        env="legal-moves",
+        agent=SMALL[name],
+        num_envs_per_device=4,
+        rollout_length=LENGTH,
+        num_updates=6,
+        updates_per_call=3,
+    )
     result = train_anakin(config)
     returns = _returns(result.history)
     assert returns and all(r == LENGTH for r in returns), returns  # any illegal action would cost 2
@@ -96,8 +114,14 @@ def test_no_agent_takes_an_illegal_action_in_anakin(name, devices):
 
 
 def test_multi_discrete_masks_hold_for_every_entry(devices):
-    config = AnakinConfig(env="legal-moves-multi", agent=SMALL["ppo"], num_envs_per_device=4, rollout_length=LENGTH,
-                          num_updates=4, updates_per_call=2)
+    config = AnakinConfig(
+        env="legal-moves-multi",
+        agent=SMALL["ppo"],
+        num_envs_per_device=4,
+        rollout_length=LENGTH,
+        num_updates=4,
+        updates_per_call=2,
+    )
     returns = _returns(train_anakin(config).history)
     assert returns and all(r == LENGTH for r in returns), returns
 
@@ -105,8 +129,16 @@ def test_multi_discrete_masks_hold_for_every_entry(devices):
 def test_no_agent_takes_an_illegal_action_in_sebulba(devices):
     """The actor threads pass the mask to acting; the learner's replay keeps it (every agent's own use of it is
     Anakin's test above: the agents are the same objects in both modes)."""
-    config = SebulbaConfig(env="jax:legal-moves", agent=SMALL["dqn"], num_envs_per_actor=8, rollout_length=LENGTH,
-                           total_env_steps=8 * LENGTH * 6, log_every=2, actor_devices=(0,), learner_devices=(1, 2))
+    config = SebulbaConfig(
+        env="jax:legal-moves",
+        agent=SMALL["dqn"],
+        num_envs_per_actor=8,
+        rollout_length=LENGTH,
+        total_env_steps=8 * LENGTH * 6,
+        log_every=2,
+        actor_devices=(0,),
+        learner_devices=(1, 2),
+    )
     returns = _returns(train_sebulba(config).history)
     assert returns and all(r == LENGTH for r in returns), returns
 
@@ -135,8 +167,11 @@ def test_masked_log_probabilities_and_entropy_are_those_over_legal_actions():
     np.testing.assert_array_equal(np.asarray(grads)[~np.asarray(mask)], 0.0)
     assert np.all(np.isfinite(np.asarray(grads)))
     # Multi-discrete: entries independent, each with its own mask.
-    both = policy_terms((logits, logits[:, :3]), jnp.stack([actions, jnp.array([0, 2])], -1),
-                        (mask, jnp.array([[True, True, False], [False, False, True]])))
+    both = policy_terms(
+        (logits, logits[:, :3]),
+        jnp.stack([actions, jnp.array([0, 2])], -1),
+        (mask, jnp.array([[True, True, False], [False, False, True]])),
+    )
     second = jax.nn.log_softmax(jnp.array([2.0, -1.0]))
     np.testing.assert_allclose(both[0], [legal[1] + second[0], 0.0], atol=1e-6)
 
@@ -150,10 +185,13 @@ def test_sampling_never_picks_an_illegal_action():
     keys = jax.random.split(jax.random.key(0), 4000)
     sampled = jax.vmap(lambda k: sample_policy(logits, k, mask)[0])(keys)
     assert set(np.unique(np.asarray(sampled))) == {1, 3, 4}  # every legal action, no illegal one
-    explored = epsilon_greedy(jnp.broadcast_to(logits, (4000, 5)), jax.random.key(1), 1.0, 0.0,
-                              jnp.broadcast_to(mask, (4000, 5)))
+    explored = epsilon_greedy(
+        jnp.broadcast_to(logits, (4000, 5)), jax.random.key(1), 1.0, 0.0, jnp.broadcast_to(mask, (4000, 5))
+    )
     assert set(np.unique(np.asarray(explored))) == {1, 3, 4}
-    greedy = epsilon_greedy(jnp.broadcast_to(logits, (8, 5)), jax.random.key(1), 0.0, 0.0, jnp.broadcast_to(mask, (8, 5)))
+    greedy = epsilon_greedy(
+        jnp.broadcast_to(logits, (8, 5)), jax.random.key(1), 0.0, 0.0, jnp.broadcast_to(mask, (8, 5))
+    )
     np.testing.assert_array_equal(greedy, 4)  # the best legal action, not 2 (illegal, scored 9)
 
 
@@ -173,15 +211,22 @@ def test_q_targets_take_the_max_over_legal_actions():
     best = np.asarray(jnp.argmax(q, -1))
     mask = np.ones((64, 4), bool)
     mask[np.arange(64), best] = False  # the best action is illegal everywhere
-    batch = {"observation": observations, "action": jnp.zeros((64,), jnp.int32), "reward": jnp.zeros((64,)),
-             "discount": jnp.ones((64,)), "next_observation": observations, "valid": jnp.ones((64,), bool),
-             "next_action_mask": jnp.asarray(mask)}
+    batch = {
+        "observation": observations,
+        "action": jnp.zeros((64,), jnp.int32),
+        "reward": jnp.zeros((64,)),
+        "discount": jnp.ones((64,)),
+        "next_observation": observations,
+        "valid": jnp.ones((64,), bool),
+        "next_action_mask": jnp.asarray(mask),
+    }
     loss, _ = agent.replay.loss(params, params, batch, jnp.ones((64,)), jax.random.key(0))
     legal_max = jnp.max(jnp.where(mask, q, -jnp.inf), -1)
     expected = jnp.mean(rlax.huber_loss(legal_max - q[:, 0], 100.0))
     np.testing.assert_allclose(loss, expected, rtol=1e-5)
-    unmasked, _ = agent.replay.loss(params, params, {k: v for k, v in batch.items() if k != "next_action_mask"},
-                                    jnp.ones((64,)), jax.random.key(0))
+    unmasked, _ = agent.replay.loss(
+        params, params, {k: v for k, v in batch.items() if k != "next_action_mask"}, jnp.ones((64,)), jax.random.key(0)
+    )
     assert not np.isclose(unmasked, loss)  # the mask changed the target
 
 
@@ -210,6 +255,9 @@ def test_a_mask_the_spec_does_not_declare_is_refused_in_one_line():
     agent = agents.make(SMALL["a2c"], Undeclared().spec())
     import optax
 
-    with pytest.raises(ValueError, match=r"^The environment's time steps carry an action_mask but its spec does not "
-                                         r"declare one: set EnvSpec\(action_mask=True\)\.$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^The environment's time steps carry an action_mask but its spec does not "
+        r"declare one: set EnvSpec\(action_mask=True\)\.$",
+    ):
         anakin.init_state(Undeclared(), agent, optax.adam(1e-3), jax.random.key(0), 2)

@@ -42,8 +42,10 @@ def test_mlp_torsos_and_bad_torso_choices():
 def test_cell_actions_give_each_cell_a_logit_from_its_neighbourhood_with_shared_weights():
     image = ImageLayout(channel_axis=-1, low=0.0, high=1.0)
     board = jnp.zeros((7, 8, 3)).at[3, 3].set(jnp.array([1.0, 0.5, 0.25]))
-    for net in (ActorCritic(num_actions=56, obs_rank=3, image=image, obs_shape=(7, 8, 3), cell_actions=True),
-                QNetwork(num_actions=56, obs_rank=3, image=image, obs_shape=(7, 8, 3), cell_actions=True)):
+    for net in (
+        ActorCritic(num_actions=56, obs_rank=3, image=image, obs_shape=(7, 8, 3), cell_actions=True),
+        QNetwork(num_actions=56, obs_rank=3, image=image, obs_shape=(7, 8, 3), cell_actions=True),
+    ):
         variables = net.init(jax.random.key(1), board[None])
         out = net.apply(variables, jnp.stack([board, jnp.roll(board, (1, 2), axis=(0, 1))]))
         logits = (out[0] if isinstance(out, tuple) else out).reshape(2, 7, 8)
@@ -56,10 +58,14 @@ def test_cell_actions_give_each_cell_a_logit_from_its_neighbourhood_with_shared_
         empty = (empty[0] if isinstance(empty, tuple) else empty).reshape(7, 8)
         np.testing.assert_allclose(logits[0, 6, 0:8], empty[6], rtol=1e-6)
         assert not np.allclose(logits[0, 3, 3], empty[3, 3])
-    with pytest.raises(ValueError, match=r"^Cell actions need one action per cell of the board: 55 actions for "
-                                         r"7 x 8 cells\."):
-        ActorCritic(num_actions=55, obs_rank=3, image=image, obs_shape=(7, 8, 3),
-                    cell_actions=True).init(jax.random.key(0), board[None])
+    with pytest.raises(
+        ValueError,
+        match=r"^Cell actions need one action per cell of the board: 55 actions for "
+        r"7 x 8 cells\.",
+    ):
+        ActorCritic(num_actions=55, obs_rank=3, image=image, obs_shape=(7, 8, 3), cell_actions=True).init(
+            jax.random.key(0), board[None]
+        )
 
 
 def _sub_jaxprs(params):
@@ -85,13 +91,21 @@ def test_the_atari_learner_step_on_cpu_keeps_every_convolution_out_of_loops():
     """Guards the XLA:CPU trap (jax-ml/jax#12868): a convolution's gradient inside a scanned loop runs ~20x slower
     there. What the step is made of, not how fast it runs (that figure is a benchmark's: the learner step took 2.2x
     a forward-backward pass unrolled, 18x scanned)."""
-    assert learner.should_unroll(3, "cpu") and not learner.should_unroll(1, "cpu") and not learner.should_unroll(3, "gpu")
+    assert (
+        learner.should_unroll(3, "cpu") and not learner.should_unroll(1, "cpu") and not learner.should_unroll(3, "gpu")
+    )
     agent = agents.make("ppo", ATARI, num_epochs=2, num_minibatches=2)
     t, b = 2, 8
     rng = np.random.default_rng(0)
-    ts = TimeStep(rng.integers(0, 255, (t + 1, b, 4, 84, 84), dtype=np.uint8), np.zeros((t + 1, b), np.float32),
-                  np.ones((t + 1, b), np.float32), np.zeros((t + 1, b), bool))
-    trajectory = Trajectory(ts, rng.integers(0, 6, (t + 1, b)).astype(np.int32), {"logits": np.zeros((t + 1, b, 6), np.float32)})
+    ts = TimeStep(
+        rng.integers(0, 255, (t + 1, b, 4, 84, 84), dtype=np.uint8),
+        np.zeros((t + 1, b), np.float32),
+        np.ones((t + 1, b), np.float32),
+        np.zeros((t + 1, b), bool),
+    )
+    trajectory = Trajectory(
+        ts, rng.integers(0, 6, (t + 1, b)).astype(np.int32), {"logits": np.zeros((t + 1, b, 6), np.float32)}
+    )
     optimizer = learner.make_optimizer(1e-4)
     state = learner.init_learner_state(agent, optimizer, jax.random.key(0), ts.observation[0])
 
@@ -113,21 +127,25 @@ def test_orthogonal_init_equals_flax_and_vmapped_seeds_never_deadlock():
     keys = jax.random.split(jax.random.key(3), 3)
     for shape, scale in (((5, 3), 0.01), ((3, 7), 2.0), ((2, 3, 4), 1.0)):
         mine = jax.jit(jax.vmap(lambda k, s=shape, c=scale: orthogonal(c)(k, s)))(keys)
-        np.testing.assert_array_equal(mine, jax.vmap(lambda k, s=shape, c=scale: nn.initializers.orthogonal(c)(k, s))(keys))
+        np.testing.assert_array_equal(
+            mine, jax.vmap(lambda k, s=shape, c=scale: nn.initializers.orthogonal(c)(k, s))(keys)
+        )
     # In a process of its own with one CPU device (the tests' 8 devices give XLA:CPU a pool in which flax's
     # initializer happened not to deadlock), initialize 3 seeds of six orthogonal layers 300 times: with flax's
     # initializer this hung in every try here.
-    code = ("import jax, jax.numpy as jnp, flax.linen as nn\n"
-            "from podracer.networks import orthogonal\n"
-            "class Net(nn.Module):\n"
-            "    @nn.compact\n"
-            "    def __call__(self, x):\n"
-            "        return [nn.Dense(64, kernel_init=orthogonal(1.0))(x) for _ in range(6)]\n"
-            "init = jax.jit(jax.vmap(lambda k: Net().init(k, jnp.zeros((1, 64)))))\n"
-            "keys = jax.random.split(jax.random.key(3), 3)\n"
-            "for _ in range(300):\n"
-            "    jax.block_until_ready(init(keys))\n"
-            "print('done')\n")
+    code = (
+        "import jax, jax.numpy as jnp, flax.linen as nn\n"
+        "from podracer.networks import orthogonal\n"
+        "class Net(nn.Module):\n"
+        "    @nn.compact\n"
+        "    def __call__(self, x):\n"
+        "        return [nn.Dense(64, kernel_init=orthogonal(1.0))(x) for _ in range(6)]\n"
+        "init = jax.jit(jax.vmap(lambda k: Net().init(k, jnp.zeros((1, 64)))))\n"
+        "keys = jax.random.split(jax.random.key(3), 3)\n"
+        "for _ in range(300):\n"
+        "    jax.block_until_ready(init(keys))\n"
+        "print('done')\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0 and out.stdout.strip() == "done", out.stderr[-2000:]

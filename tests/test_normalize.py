@@ -16,8 +16,13 @@ from podracer.types import EnvSpec
 def _batches(seed=0):
     rng = np.random.default_rng(seed)
     # [T, B, 3] observations far from standard (large mean, mixed scales), and [T, B] returns
-    return [(rng.normal([100.0, -3.0, 0.0], [10.0, 0.01, 1.0], size=(5, 8, 3)).astype(np.float32),
-             rng.normal(50.0, 20.0, size=(5, 8)).astype(np.float32)) for _ in range(3)]
+    return [
+        (
+            rng.normal([100.0, -3.0, 0.0], [10.0, 0.01, 1.0], size=(5, 8, 3)).astype(np.float32),
+            rng.normal(50.0, 20.0, size=(5, 8)).astype(np.float32),
+        )
+        for _ in range(3)
+    ]
 
 
 def test_statistics_on_two_devices_equal_one_device_on_the_concatenated_batch():
@@ -57,7 +62,9 @@ def test_the_rollout_ships_each_environments_discounted_return_reset_at_episode_
     env = envs.make("catch")  # rewards only at the last step of 9-step episodes
     agent = experiment.make_agent(PPOConfig(discount=0.9), env.spec(), "rewards")
     assert agent.return_discount == 0.9
-    state = anakin.init_state(env, agent, experiment.make_agent(PPOConfig(), env.spec()).optimizer, jax.random.key(0), 4)
+    state = anakin.init_state(
+        env, agent, experiment.make_agent(PPOConfig(), env.spec()).optimizer, jax.random.key(0), 4
+    )
     rollout = jax.jit(anakin.make_rollout(env, agent, 25))
     _, trajectory, _ = rollout(state.learner.params, state.rollout)
     reward, last = np.asarray(trajectory.timestep.reward), np.asarray(trajectory.timestep.last)
@@ -71,9 +78,16 @@ def test_the_rollout_ships_each_environments_discounted_return_reset_at_episode_
 
 
 def test_normalized_runs_resume_exactly_and_evaluate_plays_with_the_saved_statistics(tmp_path):
-    common = dict(agent=PPOConfig(hidden_sizes=(8,), num_epochs=1, num_minibatches=1), env="cartpole",
-                  num_envs_per_device=2, rollout_length=8, num_updates=20, updates_per_call=10,
-                  normalize_observations=True, normalize_rewards=True)
+    common = dict(
+        agent=PPOConfig(hidden_sizes=(8,), num_epochs=1, num_minibatches=1),
+        env="cartpole",
+        num_envs_per_device=2,
+        rollout_length=8,
+        num_updates=20,
+        updates_per_call=10,
+        normalize_observations=True,
+        normalize_rewards=True,
+    )
     whole = AnakinConfig(checkpoint_dir=str(tmp_path / "whole"), **common)
     experiment.train_anakin(whole)
     parts = AnakinConfig(checkpoint_dir=str(tmp_path / "parts"), **{**common, "num_updates": 10})
@@ -82,7 +96,9 @@ def test_normalized_runs_resume_exactly_and_evaluate_plays_with_the_saved_statis
 
     env = envs.make(common["env"])
     agent = experiment.make_agent(whole.agent, env.spec(), "observations+rewards")
-    template = anakin.init_state(env, agent, experiment.make_agent(whole.agent, env.spec()).optimizer, jax.random.key(0), 2).learner
+    template = anakin.init_state(
+        env, agent, experiment.make_agent(whole.agent, env.spec()).optimizer, jax.random.key(0), 2
+    ).learner
     a, meta = checkpoint.restore(whole.checkpoint_dir, template)
     b, _ = checkpoint.restore(parts.checkpoint_dir, template)
     assert meta["normalize"] == "observations+rewards"
@@ -104,25 +120,41 @@ def test_normalized_runs_resume_exactly_and_evaluate_plays_with_the_saved_statis
     np.testing.assert_allclose(jax.tree.leaves(extras)[0], jax.tree.leaves(expected)[0], rtol=1e-6)
     assert not np.allclose(jax.tree.leaves(extras)[0], jax.tree.leaves(raw)[0])  # the statistics matter
 
-    with pytest.raises(ValueError, match=r"--resume: '.*whole' holds a checkpoint of normalize 'observations\+rewards'"):
-        experiment.train_anakin(dataclasses.replace(whole, normalize_observations=False, normalize_rewards=False,
-                                                    num_updates=50, resume="yes"))
+    with pytest.raises(
+        ValueError, match=r"--resume: '.*whole' holds a checkpoint of normalize 'observations\+rewards'"
+    ):
+        experiment.train_anakin(
+            dataclasses.replace(
+                whole, normalize_observations=False, normalize_rewards=False, num_updates=50, resume="yes"
+            )
+        )
 
 
 def test_normalize_observations_needs_a_floating_point_observation():
     spec = EnvSpec(jax.ShapeDtypeStruct((10, 10, 3), jnp.uint8), num_actions=3)
     config = AnakinConfig(normalize_observations=True)
-    with pytest.raises(ValueError, match=r"^--normalize-observations: catch's observations have no floating-point "
-                                         r"entry to normalise .*; drop the flag\.$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^--normalize-observations: catch's observations have no floating-point "
+        r"entry to normalise .*; drop the flag\.$",
+    ):
         experiment.check_normalizable(config, spec)
     experiment.check_normalizable(dataclasses.replace(config, normalize_observations=False), spec)
 
 
 @pytest.mark.slow
 def test_anakin_learns_cartpole_with_both_normalisations_on_most_seeds():
-    config = AnakinConfig(env="cartpole", agent=PPOConfig(), num_envs_per_device=8, rollout_length=16,
-                          num_updates=60, updates_per_call=20, num_seeds=3, normalize_observations=True,
-                          normalize_rewards=True)
+    config = AnakinConfig(
+        env="cartpole",
+        agent=PPOConfig(),
+        num_envs_per_device=8,
+        rollout_length=16,
+        num_updates=60,
+        updates_per_call=20,
+        num_seeds=3,
+        normalize_observations=True,
+        normalize_rewards=True,
+    )
     final = experiment.train_anakin(config).history[-1]["episode_return_per_seed"]
     assert sum(r >= 150 for r in final) >= 2, final  # random play: about 22
 
@@ -130,9 +162,16 @@ def test_anakin_learns_cartpole_with_both_normalisations_on_most_seeds():
 def test_sebulba_counts_every_learned_step_in_the_statistics_on_two_learner_devices():
     from podracer.config import SebulbaConfig
 
-    config = SebulbaConfig(env="jax:cartpole", agent=PPOConfig(), num_envs_per_actor=16, rollout_length=16,
-                           total_env_steps=40_000, learner_devices=(1, 2), normalize_observations=True,
-                           normalize_rewards=True)
+    config = SebulbaConfig(
+        env="jax:cartpole",
+        agent=PPOConfig(),
+        num_envs_per_actor=16,
+        rollout_length=16,
+        total_env_steps=40_000,
+        learner_devices=(1, 2),
+        normalize_observations=True,
+        normalize_rewards=True,
+    )
     result = experiment.run_sebulba(config)
     statistics = jax.tree.map(np.asarray, parallel.unreplicate(result.state.params.statistics))
     assert float(statistics.observation.count) == result.updates * 16 * 16

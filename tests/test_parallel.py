@@ -30,8 +30,12 @@ def test_device_map_sees_one_entry_per_device_and_reduces_over_all(devices):
 
     def per_device(x, key):
         index = jax.lax.axis_index(parallel.DEVICE_AXIS)
-        return {"total": jax.lax.psum(x.sum(), parallel.DEVICE_AXIS), "index": index, "shape": jnp.array(x.shape),
-                "key": jax.random.key_data(key)}
+        return {
+            "total": jax.lax.psum(x.sum(), parallel.DEVICE_AXIS),
+            "index": index,
+            "shape": jnp.array(x.shape),
+            "key": jax.random.key_data(key),
+        }
 
     x = parallel.shard(np.arange(4 * 3, dtype=np.float32).reshape(4, 3), four)
     out = parallel.device_map(per_device, four)(x, parallel.replicate(jax.random.key(7), four))
@@ -45,5 +49,7 @@ def test_device_map_sees_one_entry_per_device_and_reduces_over_all(devices):
 
 
 def test_shard_names_the_expected_leading_axis(devices):
-    with pytest.raises(ValueError, match=r"Cannot shard an array of shape \(3, 2\) over 2 devices: its leading axis must be 2\."):
+    with pytest.raises(
+        ValueError, match=r"Cannot shard an array of shape \(3, 2\) over 2 devices: its leading axis must be 2\."
+    ):
         parallel.shard(np.zeros((3, 2)), devices[:2])

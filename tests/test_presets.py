@@ -13,7 +13,9 @@ CLASSES = {"anakin": AnakinConfig, "sebulba": SebulbaConfig}
 
 
 def _flag_names(cls) -> set[str]:
-    names = hyperparameters(cls()) if cls in agents.config_classes().values() else {f.name for f in dataclasses.fields(cls)}
+    names = (
+        hyperparameters(cls()) if cls in agents.config_classes().values() else {f.name for f in dataclasses.fields(cls)}
+    )
     return {name.replace("_", "-") for name in names}
 
 
@@ -44,13 +46,22 @@ def test_a_flag_on_the_command_line_wins_over_the_preset():
     assert same_agent.agent.core == "lstm"
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--preset", "nope"], f"--preset: unknown preset 'nope'; choose one of {', '.join(presets.names('anakin'))} "
-                           "(--preset list describes them)."),
-    (["--preset", "pong"], "--preset pong is for podracer sebulba, not anakin; this command's presets: "),
-    (["--preset", "memory-lstm", "--agent", "a2c"], "--preset memory-lstm trains --agent ppo; drop --agent a2c or the preset."),
-    (["--preset"], "--preset needs a value: "),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["--preset", "nope"],
+            f"--preset: unknown preset 'nope'; choose one of {', '.join(presets.names('anakin'))} "
+            "(--preset list describes them).",
+        ),
+        (["--preset", "pong"], "--preset pong is for podracer sebulba, not anakin; this command's presets: "),
+        (
+            ["--preset", "memory-lstm", "--agent", "a2c"],
+            "--preset memory-lstm trains --agent ppo; drop --agent a2c or the preset.",
+        ),
+        (["--preset"], "--preset needs a value: "),
+    ],
+)
 def test_bad_presets_are_one_line_errors(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_:
         config.parse(AnakinConfig, argv, prog="podracer anakin")
@@ -71,5 +82,7 @@ def test_preset_list_and_what_a_run_without_a_preset_says(capsys):
     assert " --num-epochs 2 " in line and " --normalize-advantages " in line and " --no-clip-value-loss " in line
     assert line.endswith("; --preset memory-lstm has settings measured on it")
     with_preset = cli.settings_line(config.parse(AnakinConfig, ["--preset", "catch"]))
-    assert with_preset == ("preset catch: --env catch --agent a2c --num-envs 128 --rollout-length 16 --num-updates 240 "
-                           "(flags on the command line override it)")
+    assert with_preset == (
+        "preset catch: --env catch --agent a2c --num-envs 128 --rollout-length 16 --num-updates 240 "
+        "(flags on the command line override it)"
+    )

@@ -35,8 +35,9 @@ def test_unroll_equals_stepping_and_a_first_step_starts_from_the_initial_state()
     np.testing.assert_allclose(carry[1], final[1], rtol=1e-5, atol=1e-6)
 
     # From step 3 on, env 0 behaves as a fresh episode started there; env 1 does not.
-    (fresh, _), _ = net.apply(params, obs[3:], np.zeros((t_len - 3, batch), bool), lstm_initial_state(batch, 5),
-                              method="unroll")
+    (fresh, _), _ = net.apply(
+        params, obs[3:], np.zeros((t_len - 3, batch), bool), lstm_initial_state(batch, 5), method="unroll"
+    )
     np.testing.assert_allclose(logits[3:, 0], fresh[:, 0], rtol=1e-5, atol=1e-6)
     assert not np.allclose(logits[3:, 1], fresh[:, 1], atol=1e-4)
 
@@ -99,14 +100,16 @@ def test_anakin_rollout_stores_the_start_state_once_and_resets_it_after_last(dev
 
 
 def _greedy_per_seed(env, agent, params, episodes=64):
-    """Mean greedy return of each seed's parameters (``[device, seed, ...]``), compiled, with fixed environment seeds."""
+    """Mean greedy return of each seed's parameters (``[device, seed, ...]``), compiled, with fixed environment
+    seeds."""
     evaluate = jax.jit(jax.vmap(anakin.make_evaluate(env, agent, episodes), in_axes=(0, None)))
     return np.asarray(evaluate(jax.tree.map(lambda x: x[0], params), jax.random.key(1))).mean(axis=1)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, updates, extra", [("a2c", (200, 60), {}), ("ppo", (60, 40), {"num_minibatches": 2})],
-                         ids=["a2c", "ppo"])
+@pytest.mark.parametrize(
+    "name, updates, extra", [("a2c", (200, 60), {}), ("ppo", (60, 40), {"num_minibatches": 2})], ids=["a2c", "ppo"]
+)
 def test_recurrent_agent_solves_the_memory_task_that_feed_forward_cannot(name, updates, extra, devices, optimized_xla):
     """Cue recall over 4 blank steps: chance is -0.5 (4 cues), recall is +1. Three seeds each: at least 2 of 3 LSTM
     seeds recall (training > 0.6, greedy > 0.8); no feed-forward seed can (greedy < -0.2 for all). PPO's recurrent
@@ -115,10 +118,21 @@ def test_recurrent_agent_solves_the_memory_task_that_feed_forward_cannot(name, u
     results = {}
     for core, num_updates in zip(("lstm", "none"), updates):
         agent = agents.make(name, env.spec(), core=core, core_size=32, hidden_sizes=(32,), **extra)
-        result = anakin.run(env, agent, make_optimizer(3e-3), key=anakin.seed_keys(0, 3), num_envs_per_device=32,
-                            rollout_length=16, num_updates=num_updates, updates_per_call=20, devices=devices[:2])
-        results[core] = (np.array(result.history[-1]["episode_return_per_seed"]),
-                         _greedy_per_seed(env, agent, result.state.learner.params))
+        result = anakin.run(
+            env,
+            agent,
+            make_optimizer(3e-3),
+            key=anakin.seed_keys(0, 3),
+            num_envs_per_device=32,
+            rollout_length=16,
+            num_updates=num_updates,
+            updates_per_call=20,
+            devices=devices[:2],
+        )
+        results[core] = (
+            np.array(result.history[-1]["episode_return_per_seed"]),
+            _greedy_per_seed(env, agent, result.state.learner.params),
+        )
     training, greedy = results["lstm"]
     assert np.sum((training > 0.6) & (greedy > 0.8)) >= 2, results
     training, greedy = results["none"]
@@ -128,26 +142,53 @@ def test_recurrent_agent_solves_the_memory_task_that_feed_forward_cannot(name, u
 @pytest.mark.slow
 def test_r2d2_stores_aligned_sequences_and_learns_the_memory_task(devices, optimized_xla):
     env = envs.make("memory")
-    agent = agents.make("r2d2", env.spec(), core_size=32, hidden_sizes=(32,), batch_size=32, min_replay_size=64,
-                        replay_capacity=2000, discount=0.99, replay_ratio=4.0, burn_in=4)
-    state = jax.jit(lambda key: anakin.init_state(env, agent, make_optimizer(1e-3), key, 5, rollout_length=9))(jax.random.key(0))
+    agent = agents.make(
+        "r2d2",
+        env.spec(),
+        core_size=32,
+        hidden_sizes=(32,),
+        batch_size=32,
+        min_replay_size=64,
+        replay_capacity=2000,
+        discount=0.99,
+        replay_ratio=4.0,
+        burn_in=4,
+    )
+    state = jax.jit(lambda key: anakin.init_state(env, agent, make_optimizer(1e-3), key, 5, rollout_length=9))(
+        jax.random.key(0)
+    )
     _, trajectory, _ = jax.jit(anakin.make_rollout(env, agent, 9))(state.learner.params, state.rollout)
     items, mask = agent.replay.make_items(trajectory)
     assert items["observation"].shape == (5, 10, 6) and mask.shape == (5,) and bool(mask.all())
     np.testing.assert_array_equal(items["action"][2], trajectory.action[:, 2])
     np.testing.assert_array_equal(items["core_state"][1][2], trajectory.actor_state[1][2])
     assert state.learner.extra.replay.items["observation"].shape == (2000, 10, 6)
-    with pytest.raises(ValueError, match=r"R2D2 needs sequences longer than burn_in \+ 1 = 5 steps; the trajectories "
-                                         r"have 4 \(raise --rollout-length or lower --burn-in\)\."):
+    with pytest.raises(
+        ValueError,
+        match=r"R2D2 needs sequences longer than burn_in \+ 1 = 5 steps; the trajectories "
+        r"have 4 \(raise --rollout-length or lower --burn-in\)\.",
+    ):
         anakin.init_state(env, agent, make_optimizer(1e-3), jax.random.key(0), 5, rollout_length=3)
     with pytest.raises(ValueError, match=r"Agent 'r2d2' has no hyper-parameter\(s\) \['core'\]"):  # always recurrent
         agents.make("r2d2", env.spec(), core="none")
 
     # Three seeds in one program: at least 2 of 3 recall (training > 0.5, greedy > 0.7).
-    result = anakin.run(env, agent, make_optimizer(1e-3, 10.0), key=anakin.seed_keys(0, 3), num_envs_per_device=16,
-                        rollout_length=16, num_updates=240, updates_per_call=40, devices=devices[:2])
+    result = anakin.run(
+        env,
+        agent,
+        make_optimizer(1e-3, 10.0),
+        key=anakin.seed_keys(0, 3),
+        num_envs_per_device=16,
+        rollout_length=16,
+        num_updates=240,
+        updates_per_call=40,
+        devices=devices[:2],
+    )
     last = result.history[-1]
-    training, greedy = np.array(last["episode_return_per_seed"]), _greedy_per_seed(env, agent, result.state.learner.params)
+    training, greedy = (
+        np.array(last["episode_return_per_seed"]),
+        _greedy_per_seed(env, agent, result.state.learner.params),
+    )
     assert np.sum((training > 0.5) & (greedy > 0.7)) >= 2, (training, greedy)
     assert abs(last["replay_ratio"] - 4.0) < 0.2
 
@@ -175,7 +216,9 @@ def test_recurrent_ppo_learns_from_whole_sequences_that_replay_what_the_actor_sa
 
     env = envs.make("memory")
     agent = agents.make("ppo", env.spec(), core="lstm", core_size=8, hidden_sizes=(8,), num_minibatches=2)
-    state = jax.jit(lambda key: anakin.init_state(env, agent, make_optimizer(1e-3), key, 4, rollout_length=9))(jax.random.key(0))
+    state = jax.jit(lambda key: anakin.init_state(env, agent, make_optimizer(1e-3), key, 4, rollout_length=9))(
+        jax.random.key(0)
+    )
     rollout = jax.jit(anakin.make_rollout(env, agent, 9))
     carried, _, _ = rollout(state.learner.params, state.rollout)
     _, trajectory, _ = rollout(state.learner.params, carried)  # the second rollout starts mid-episode
@@ -186,7 +229,18 @@ def test_recurrent_ppo_learns_from_whole_sequences_that_replay_what_the_actor_sa
     half = jax.tree.map(lambda x: x[:, 2:], batch)  # one minibatch: sequences 2 and 3
     _, metrics = agent.loss(state.learner.params, half, jax.random.key(1))
     assert abs(float(metrics["approx_kl"])) < 1e-6 and float(metrics["clip_fraction"]) == 0.0, metrics
-    with pytest.raises(ValueError, match=r"^the per-device batch of sequences \(envs per device\) = 6 is not divisible "
-                                         r"by the 4 minibatches \(--num-minibatches\); choose a multiple of 4\.$"):
-        experiment.train_anakin(AnakinConfig(env="memory", agent=PPOConfig(core="lstm", num_minibatches=4),
-                                             num_envs_per_device=6, rollout_length=4, num_updates=1, updates_per_call=1))
+    with pytest.raises(
+        ValueError,
+        match=r"^the per-device batch of sequences \(envs per device\) = 6 is not divisible "
+        r"by the 4 minibatches \(--num-minibatches\); choose a multiple of 4\.$",
+    ):
+        experiment.train_anakin(
+            AnakinConfig(
+                env="memory",
+                agent=PPOConfig(core="lstm", num_minibatches=4),
+                num_envs_per_device=6,
+                rollout_length=4,
+                num_updates=1,
+                updates_per_call=1,
+            )
+        )

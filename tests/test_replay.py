@@ -34,7 +34,9 @@ def test_prioritized_sampling_frequencies_follow_priorities():
     state = replay.update_priorities(_filled(300, n), jnp.arange(n), jnp.asarray(priorities), alpha=alpha)
     _check_tree(state)
     draw = jax.jit(lambda key: replay.sample(state, key, 8, beta=0.5).indices)
-    counts = np.bincount(np.concatenate([np.asarray(draw(k)) for k in jax.random.split(jax.random.key(0), 8000)]), minlength=n)
+    counts = np.bincount(
+        np.concatenate([np.asarray(draw(k)) for k in jax.random.split(jax.random.key(0), 8000)]), minlength=n
+    )
     expected_p = priorities**alpha / np.sum(priorities**alpha)
     assert counts[4] == 0  # priority 0 is never drawn
     nonzero = expected_p > 0
@@ -51,7 +53,9 @@ def test_prioritized_sampling_never_draws_a_zero_priority_at_float_edges():
     float rounding of a group's edge; none may land on an item without mass."""
     capacity = 5000
     priorities = np.where(np.arange(capacity) % 2 == 1, 10.0 ** np.random.default_rng(0).uniform(-5, 6, capacity), 0.0)
-    state = replay.update_priorities(_filled(capacity, capacity), jnp.arange(capacity), jnp.asarray(priorities, jnp.float32), alpha=1.0)
+    state = replay.update_priorities(
+        _filled(capacity, capacity), jnp.arange(capacity), jnp.asarray(priorities, jnp.float32), alpha=1.0
+    )
     _check_tree(state)
     draw = jax.jit(lambda key: replay.sample(state, key, 256))
     for key in jax.random.split(jax.random.key(1), 40):
@@ -66,7 +70,8 @@ def test_a_draw_lands_in_a_child_with_mass_at_every_edge():
     masses = np.zeros((4, k), np.float32)
     masses[:, [2, 3, 7]] = [1.0, 2.0, 4.0]  # children 2, 3 and 7 have mass 1, 2, 4; the rest none
     sums = jnp.asarray(np.cumsum(masses, axis=-1))
-    u = jnp.array([0.0, 3.0, 6.5, 7.0], jnp.float32)  # the left edge, the edge 3 -> 7 (after empty 4-6), inside 7, the total
+    # the left edge, the edge 3 -> 7 (after empty 4-6), inside 7, the total
+    u = jnp.array([0.0, 3.0, 6.5, 7.0], jnp.float32)
     child, rest = replay._choose_children(sums, u)
     np.testing.assert_array_equal(child, [2, 7, 7, 7])
     np.testing.assert_allclose(rest, [0.0, 0.0, 3.5, 4.0])
@@ -104,14 +109,18 @@ def test_updates_new_items_get_the_largest_priority_and_wrap_around_when_full():
 
 def test_sequences_come_back_aligned_with_their_start_state():
     length, hidden = 6, 3
-    item = {"observation": jax.ShapeDtypeStruct((length, 2), jnp.float32),
-            "state": (jax.ShapeDtypeStruct((hidden,), jnp.float32), jax.ShapeDtypeStruct((hidden,), jnp.float32))}
+    item = {
+        "observation": jax.ShapeDtypeStruct((length, 2), jnp.float32),
+        "state": (jax.ShapeDtypeStruct((hidden,), jnp.float32), jax.ShapeDtypeStruct((hidden,), jnp.float32)),
+    }
     state = replay.init(item, 40)
     for start in range(0, 60, 12):  # 5 adds of 12 sequences: wraps around
         ids = jnp.arange(start, start + 12, dtype=jnp.float32)
         t = jnp.arange(length, dtype=jnp.float32)
         obs = jnp.stack([jnp.broadcast_to(ids[:, None], (12, length)), jnp.broadcast_to(t, (12, length))], -1)
-        state = replay.add(state, {"observation": obs, "state": (ids[:, None] * jnp.ones(hidden), -ids[:, None] * jnp.ones(hidden))})
+        state = replay.add(
+            state, {"observation": obs, "state": (ids[:, None] * jnp.ones(hidden), -ids[:, None] * jnp.ones(hidden))}
+        )
     sample = replay.sample(state, jax.random.key(1), 16)
     obs, (h, c) = sample.items["observation"], sample.items["state"]
     ids = obs[:, 0, 0]
@@ -131,7 +140,9 @@ def test_replay_shards_under_pmap(devices):
         state = replay.init({"id": jax.ShapeDtypeStruct((), jnp.int32)}, 64)
         state = replay.add(state, {"id": 1000 * device + jnp.arange(50, dtype=jnp.int32)})
         sample = replay.sample(state, key, 32)
-        state = replay.update_priorities(state, sample.indices, jnp.abs(sample.items["id"] % 7).astype(jnp.float32) + 1.0)
+        state = replay.update_priorities(
+            state, sample.indices, jnp.abs(sample.items["id"] % 7).astype(jnp.float32) + 1.0
+        )
         return sample.items["id"], state.size, jax.lax.psum(state.size, parallel.DEVICE_AXIS)
 
     ids, sizes, total = parallel.device_map(fill_and_sample, four)(parallel.replicate(jax.random.key(0), four))
@@ -158,7 +169,9 @@ def test_bad_input_gives_clear_errors():
     jax.block_until_ready(nan_update(state, jnp.array([1.0, 2.0])))
     with pytest.raises(Exception, match=r"Replay priorities must not be NaN; got 1 NaN value\(s\)\."):
         jax.block_until_ready(nan_update(state, jnp.array([1.0, jnp.nan])))
-    with pytest.raises(ValueError, match=r"Need --batch-size <= --min-replay-size <= --replay-capacity, got 256, 100, 1000\."):
+    with pytest.raises(
+        ValueError, match=r"Need --batch-size <= --min-replay-size <= --replay-capacity, got 256, 100, 1000\."
+    ):
         agents.DQNConfig(batch_size=256, min_replay_size=100, replay_capacity=1000)
 
 
@@ -173,7 +186,9 @@ def test_checks_under_vmap_call_the_host_only_when_an_entry_fails(monkeypatch):
     jax.block_until_ready(sample(states, jax.random.split(jax.random.key(0), 2)))
     jax.effects_barrier()
     assert calls == []
-    sample_8 = jax.jit(jax.vmap(jax.vmap(lambda s, k: replay.sample(s, k, 8).indices, in_axes=(None, 0)), in_axes=(0, None)))
+    sample_8 = jax.jit(
+        jax.vmap(jax.vmap(lambda s, k: replay.sample(s, k, 8).indices, in_axes=(None, 0)), in_axes=(0, None))
+    )
     with pytest.raises(Exception, match=r"Cannot sample a batch of 8 from a replay holding 4 items\."):
         jax.block_until_ready(sample_8(states, jax.random.split(jax.random.key(0), 3)))
         jax.effects_barrier()
@@ -223,10 +238,21 @@ def test_dqn_with_prioritized_replay_learns_jax_cartpole_in_anakin_on_most_seeds
     untrained Q-network lasts about 10 steps; at least 3 of 4 seeds reach 100 and so does the mean over seeds (here
     they reached 137-250; the example goes on to 490-500, and its README figures are over seeds 0-15)."""
     env = envs.make("cartpole")
-    agent = agents.make("dqn", env.spec(), replay_ratio=4.0, batch_size=128, min_replay_size=1000, replay_capacity=50_000)
+    agent = agents.make(
+        "dqn", env.spec(), replay_ratio=4.0, batch_size=128, min_replay_size=1000, replay_capacity=50_000
+    )
     two = devices[:2]
-    result = anakin.run(env, agent, make_optimizer(1e-3, 10.0), key=anakin.seed_keys(0, 4), num_envs_per_device=16,
-                        rollout_length=8, num_updates=1000, updates_per_call=500, devices=two)
+    result = anakin.run(
+        env,
+        agent,
+        make_optimizer(1e-3, 10.0),
+        key=anakin.seed_keys(0, 4),
+        num_envs_per_device=16,
+        rollout_length=8,
+        num_updates=1000,
+        updates_per_call=500,
+        devices=two,
+    )
     final = result.history[-1]
     assert abs(final["replay_ratio"] - 4.0) < 0.05 and final["sgd_steps"] == 4.0
     assert final["replay_size"] == 50_000
@@ -245,8 +271,12 @@ def test_a_checkpoint_keeps_the_target_network_but_not_the_replay_memory(tmp_pat
     example = jnp.zeros((1, 4))
     state = init_learner_state(agent, optimizer, jax.random.key(0), example)
     target = jax.tree.map(lambda x: x + 1.0, state.params)
-    memory = replay.add(state.extra.replay, jax.tree.map(lambda x: jnp.ones((5, *x.shape[1:]), x.dtype), state.extra.replay.items))
-    saved = state._replace(step=jnp.asarray(7, jnp.int32), extra=state.extra._replace(target_params=target, replay=memory))
+    memory = replay.add(
+        state.extra.replay, jax.tree.map(lambda x: jnp.ones((5, *x.shape[1:]), x.dtype), state.extra.replay.items)
+    )
+    saved = state._replace(
+        step=jnp.asarray(7, jnp.int32), extra=state.extra._replace(target_params=target, replay=memory)
+    )
     checkpoint.save(str(tmp_path), saved, {"mode": "anakin"})
     fresh = init_learner_state(agent, optimizer, jax.random.key(1), example)
     restored, metadata = checkpoint.restore(str(tmp_path), fresh)

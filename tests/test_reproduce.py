@@ -16,8 +16,23 @@ def test_a_quick_row_trains_measures_random_play_and_writes_only_when_asked(tmp_
     if importlib.util.find_spec("gymnax") is None:
         pytest.skip("the cartpole row needs gymnax")
     out = tmp_path / "reproduce"
-    run = subprocess.run([sys.executable, str(BENCHMARKS / "reproduce.py"), "--rows", "cartpole", "--seeds", "2",
-                          "--budget-scale", "0.1", "--out", str(out)], capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(BENCHMARKS / "reproduce.py"),
+            "--rows",
+            "cartpole",
+            "--seeds",
+            "2",
+            "--budget-scale",
+            "0.1",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr
     assert "| task | agent | preset | env steps per seed | seeds | final return IQM [95% CI] | random |" in run.stdout
     rows = json.loads(out.with_suffix(".json").read_text())
@@ -31,6 +46,7 @@ def test_a_quick_row_trains_measures_random_play_and_writes_only_when_asked(tmp_
     assert 10 < row["random"] < 40  # uniformly random CartPole lasts about 22 steps
     if importlib.util.find_spec("matplotlib") is not None:
         assert (tmp_path / "reproduce_cartpole.png").stat().st_size > 0
-    bad = subprocess.run([sys.executable, str(BENCHMARKS / "reproduce.py"), "--rows", "nope"],
-                         capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "reproduce.py"), "--rows", "nope"], capture_output=True, text=True, timeout=60
+    )
     assert bad.returncode == 2 and "--rows: unknown row(s) nope; choose from cartpole, " in bad.stderr

@@ -23,8 +23,10 @@ ANAKIN = {
     "impala-lstm": ("catch", IMPALAConfig(hidden_sizes=(16,), core="lstm", core_size=8)),
     "dqn": ("catch", DQNConfig(hidden_sizes=(16,), **REPLAY)),
     "dqn-linear": ("catch", DQNConfig(hidden_sizes=(16,), epsilon_schedule="linear", **REPLAY)),
-    "r2d2": ("catch", R2D2Config(hidden_sizes=(16,), core_size=8, burn_in=2, batch_size=4, min_replay_size=8,
-                                 replay_capacity=64)),
+    "r2d2": (
+        "catch",
+        R2D2Config(hidden_sizes=(16,), core_size=8, burn_in=2, batch_size=4, min_replay_size=8, replay_capacity=64),
+    ),
     "sac": ("gymnax:Pendulum-v1", SACConfig(hidden_sizes=(16,), **REPLAY).replace(lr_schedule="linear")),
 }
 SEBULBA = {
@@ -42,8 +44,9 @@ def _plays_every_way(directory: str, capfd) -> None:
     newest = checkpoint.steps(directory)[-1]
     returns, _ = evaluate.play(directory, 2, seed=1, max_steps=300)
     assert returns.shape == (2,) and np.isfinite(returns).all()
-    returns, frames = preview._play(evaluate, preview.PreviewConfig(checkpoint_dir=directory, max_steps=300),
-                                    drawable=False)
+    returns, frames = preview._play(
+        evaluate, preview.PreviewConfig(checkpoint_dir=directory, max_steps=300), drawable=False
+    )
     assert np.isfinite(returns).all() and frames is None
     metadata, step = checkpoint.newest_metadata(directory)
     assert step == newest and metadata["run"]["num_updates"] >= 1  # the run's facts, recorded for the optimizer
@@ -57,8 +60,17 @@ def test_every_agent_trained_in_anakin_is_played_by_evaluate_and_preview(name, t
     if env.startswith("gymnax:") and importlib.util.find_spec("gymnax") is None:
         pytest.skip("gymnax is not installed here")
     directory = str(tmp_path / name)
-    experiment.train_anakin(AnakinConfig(env=env, agent=agent, num_envs_per_device=4, rollout_length=8,
-                                         num_updates=4, updates_per_call=2, checkpoint_dir=directory))
+    experiment.train_anakin(
+        AnakinConfig(
+            env=env,
+            agent=agent,
+            num_envs_per_device=4,
+            rollout_length=8,
+            num_updates=4,
+            updates_per_call=2,
+            checkpoint_dir=directory,
+        )
+    )
     _plays_every_way(directory, capfd)
 
 
@@ -66,7 +78,17 @@ def test_every_agent_trained_in_anakin_is_played_by_evaluate_and_preview(name, t
 def test_every_on_policy_agent_and_sac_trained_in_sebulba_is_played_by_evaluate_and_preview(name, tmp_path, capfd):
     env = "gymnasium:Pendulum-v1" if name == "sac" else "CartPole-v1"
     directory = str(tmp_path / name)
-    experiment.train_sebulba(SebulbaConfig(env=env, agent=SEBULBA[name], total_env_steps=1_024, num_envs_per_actor=8,
-                                           rollout_length=16, actor_devices=(0,), learner_devices=(1,), log_every=4,
-                                           checkpoint_dir=directory))
+    experiment.train_sebulba(
+        SebulbaConfig(
+            env=env,
+            agent=SEBULBA[name],
+            total_env_steps=1_024,
+            num_envs_per_actor=8,
+            rollout_length=16,
+            actor_devices=(0,),
+            learner_devices=(1,),
+            log_every=4,
+            checkpoint_dir=directory,
+        )
+    )
     _plays_every_way(directory, capfd)

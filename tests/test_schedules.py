@@ -13,8 +13,9 @@ from podracer.types import RunFacts
 
 def test_the_learning_rate_at_given_optimizer_steps():
     rate = optim.learning_rate_schedule(1.0, "linear", warmup_steps=10, total_steps=110)
-    np.testing.assert_allclose([rate(c) for c in (0, 4, 9, 10, 60, 109, 110, 500)],
-                               [0.1, 0.5, 1.0, 1.0, 0.5, 0.01, 0.0, 0.0], atol=1e-6)
+    np.testing.assert_allclose(
+        [rate(c) for c in (0, 4, 9, 10, 60, 109, 110, 500)], [0.1, 0.5, 1.0, 1.0, 0.5, 0.01, 0.0, 0.0], atol=1e-6
+    )
     cosine = optim.learning_rate_schedule(2.0, "cosine", total_steps=100)
     np.testing.assert_allclose([cosine(c) for c in (0, 50, 100)], [2.0, 1.0, 0.0], atol=1e-6)
     constant = optim.learning_rate_schedule(3e-4, "constant", warmup_steps=4)
@@ -22,8 +23,11 @@ def test_the_learning_rate_at_given_optimizer_steps():
     # A sweep's traced warm-up gives what the number gives.
     traced = jax.jit(lambda w, c: optim.learning_rate_schedule(1.0, "linear", w, 110)(c))
     np.testing.assert_allclose(traced(10.0, 4), 0.5, atol=1e-6)
-    with pytest.raises(ValueError, match=r"^--lr-schedule: unknown schedule 'step'; choose one of constant, linear, "
-                                         r"cosine\.$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^--lr-schedule: unknown schedule 'step'; choose one of constant, linear, "
+        r"cosine\.$",
+    ):
         optim.learning_rate_schedule(1.0, "step")
 
 
@@ -84,7 +88,8 @@ def test_ppo_value_clipping_takes_the_larger_error_of_the_clipped_and_unclipped_
     config = PPOConfig(hidden_sizes=(8,), clip_value_loss=True, clip_epsilon=0.2, num_minibatches=1)
     agent = agents.make(config, env.spec())
     state = jax.jit(lambda key: anakin.init_state(env, agent, optax.adam(1e-3), key, 4, rollout_length=8))(
-        jax.random.key(0))
+        jax.random.key(0)
+    )
     params = state.learner.params
     batch = jax.jit(lambda p, s: agent.prepare(p, anakin.make_rollout(env, agent, 8)(p, s)[1]))(params, state.rollout)
     batch = batch._replace(value=batch.value + jnp.linspace(-1.0, 1.0, batch.value.shape[0]))  # old values moved
@@ -95,8 +100,9 @@ def test_ppo_value_clipping_takes_the_larger_error_of_the_clipped_and_unclipped_
     np.testing.assert_allclose(metrics["value_loss"], 0.5 * jnp.mean(error * batch.mask), rtol=1e-5)
     plain = agents.make(PPOConfig(hidden_sizes=(8,), num_minibatches=1), env.spec())
     _, unclipped = jax.jit(plain.loss)(params, batch, jax.random.key(0))
-    np.testing.assert_allclose(unclipped["value_loss"],
-                               0.5 * jnp.mean(jnp.square(values - batch.value_target) * batch.mask), rtol=1e-5)
+    np.testing.assert_allclose(
+        unclipped["value_loss"], 0.5 * jnp.mean(jnp.square(values - batch.value_target) * batch.mask), rtol=1e-5
+    )
     assert metrics["value_loss"] > unclipped["value_loss"]
 
 
@@ -110,8 +116,9 @@ def test_dqn_linear_epsilon_decays_over_its_share_of_the_run_counted_by_the_lear
     from podracer.agents.dqn import linear_epsilon
     from podracer.config import AnakinConfig
 
-    np.testing.assert_allclose([linear_epsilon(s, 1.0, 0.05, 500) for s in (0, 250, 500, 10_000)],
-                               [1.0, 0.525, 0.05, 0.05], atol=1e-6)
+    np.testing.assert_allclose(
+        [linear_epsilon(s, 1.0, 0.05, 500) for s in (0, 250, 500, 10_000)], [1.0, 0.525, 0.05, 0.05], atol=1e-6
+    )
     env = envs.make("catch")
     config = DQNConfig(epsilon_schedule="linear", epsilon_fraction=0.5, hidden_sizes=(8,))
     agent = agents.make(config, env.spec(), run=RunFacts(1, 1, 1, total_env_steps=1000))
@@ -127,12 +134,20 @@ def test_dqn_linear_epsilon_decays_over_its_share_of_the_run_counted_by_the_lear
     assert abs(greedy_share(0) - 1 / 3) < 0.04  # epsilon 1: uniform over catch's 3 actions
     assert abs(greedy_share(250) - (1 - 0.525 * 2 / 3)) < 0.04
     assert abs(greedy_share(500) - (1 - 0.05 * 2 / 3)) < 0.02  # the end of the decay, and after it
-    with pytest.raises(ValueError, match=r"^--epsilon-schedule: unknown schedule 'exp'; choose one of ladder, linear\.$"):
+    with pytest.raises(
+        ValueError, match=r"^--epsilon-schedule: unknown schedule 'exp'; choose one of ladder, linear\.$"
+    ):
         DQNConfig(epsilon_schedule="exp")
 
     # The learner counts the env steps it learns from over every device; the run sets the schedule's length.
-    run = AnakinConfig(env="catch", agent=DQNConfig(epsilon_schedule="linear"), num_envs_per_device=2,
-                       rollout_length=4, num_updates=20, updates_per_call=10)
+    run = AnakinConfig(
+        env="catch",
+        agent=DQNConfig(epsilon_schedule="linear"),
+        num_envs_per_device=2,
+        rollout_length=4,
+        num_updates=20,
+        updates_per_call=10,
+    )
     assert experiment.anakin_run_facts(run, 8).total_env_steps == 20 * 4 * 2 * 8
     with pytest.raises(ValueError, match=r"^--epsilon-schedule linear decays over the run's env steps: make the agent"):
         agents.make(config, env.spec())

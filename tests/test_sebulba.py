@@ -18,7 +18,13 @@ class FakeHostEnv:
     """A deterministic batch: observation [step in episode, env id], reward 1, episodes of ``length`` steps."""
 
     def __init__(self, num_envs, length=5, fail_after=None, delay=0.0, obs_size=2, stuck_after=None, release=None):
-        self.num_envs, self.length, self.fail_after, self.delay, self.obs_size = num_envs, length, fail_after, delay, obs_size
+        self.num_envs, self.length, self.fail_after, self.delay, self.obs_size = (
+            num_envs,
+            length,
+            fail_after,
+            delay,
+            obs_size,
+        )
         self.stuck_after, self.release = stuck_after, release  # recv blocks after that many steps, until release is set
         self.steps = 0
         self.closed = False
@@ -63,8 +69,16 @@ class FakeHostEnv:
 
 
 def _config(**overrides):
-    base = dict(env="fake", agent=IMPALAConfig(hidden_sizes=(8,)), total_env_steps=8 * 4 * 6, num_envs_per_actor=8,
-                rollout_length=4, actor_devices=(0,), learner_devices=(1, 2), log_every=2)
+    base = dict(
+        env="fake",
+        agent=IMPALAConfig(hidden_sizes=(8,)),
+        total_env_steps=8 * 4 * 6,
+        num_envs_per_actor=8,
+        rollout_length=4,
+        actor_devices=(0,),
+        learner_devices=(1, 2),
+        log_every=2,
+    )
     return SebulbaConfig(**{**base, **overrides})
 
 
@@ -96,10 +110,15 @@ def test_runs_the_exact_number_of_updates_and_joins_every_thread(devices):
 
 
 def test_overlapping_actor_and_learner_devices_are_announced(devices, capsys):
-    train(_config(actor_devices=(1,), learner_devices=(1, 2), total_env_steps=8 * 4 * 2), make_env=lambda seed, n: FakeHostEnv(n))
+    train(
+        _config(actor_devices=(1,), learner_devices=(1, 2), total_env_steps=8 * 4 * 2),
+        make_env=lambda seed, n: FakeHostEnv(n),
+    )
     out = capsys.readouterr().out
-    assert ("podracer sebulba: device(s) [1] both act and learn (--actor-devices and --learner-devices overlap): inference "
-            "and learning take turns there") in out
+    assert (
+        "podracer sebulba: device(s) [1] both act and learn (--actor-devices and --learner-devices overlap): inference "
+        "and learning take turns there"
+    ) in out
     train(_config(total_env_steps=8 * 4 * 2), make_env=lambda seed, n: FakeHostEnv(n))
     assert "both act and learn" not in capsys.readouterr().out
 
@@ -138,13 +157,17 @@ def test_one_environment_group_steps_while_another_is_acted_on(env_groups, devic
             in_flight.add(name)
     assert len(overlapped) >= 6 * 4 * env_groups
     assert all(overlapped) if env_groups == 2 else not any(overlapped)
-    with pytest.raises(ValueError, match=r"--num-envs-per-actor = 8 is not divisible by the 3 --env-groups; choose a multiple of 3\."):
+    with pytest.raises(
+        ValueError, match=r"--num-envs-per-actor = 8 is not divisible by the 3 --env-groups; choose a multiple of 3\."
+    ):
         _config(env_groups=3)
 
 
 def test_an_actor_exception_ends_the_run_with_its_traceback(devices):
     config = _config(total_env_steps=10**9)
-    with pytest.raises(RuntimeError, match=r"actor-0-device-0 failed: RuntimeError\('injected environment failure'\)") as info:
+    with pytest.raises(
+        RuntimeError, match=r"actor-0-device-0 failed: RuntimeError\('injected environment failure'\)"
+    ) as info:
         train(config, make_env=lambda seed, n: FakeHostEnv(n, fail_after=30))  # ends (pytest-timeout: a hang fails)
     assert isinstance(info.value.__cause__, RuntimeError)
     assert "send" in "".join(__import__("traceback").format_tb(info.value.__cause__.__traceback__))
@@ -155,8 +178,11 @@ def test_a_stuck_environment_stops_the_run_naming_the_actor_and_what_it_waits_on
     release = threading.Event()
     config = _config(total_env_steps=10**9, actor_timeout=2.0)
     try:
-        with pytest.raises(RuntimeError, match=r"^actor-0-device-0 produced no trajectory for \d+ s \(--actor-timeout 2\): "
-                                               r"it has been waiting on its environment for \d+ s\.$"):
+        with pytest.raises(
+            RuntimeError,
+            match=r"^actor-0-device-0 produced no trajectory for \d+ s \(--actor-timeout 2\): "
+            r"it has been waiting on its environment for \d+ s\.$",
+        ):
             train(config, make_env=lambda seed, n: FakeHostEnv(n, stuck_after=30, release=release))
     finally:
         release.set()
@@ -172,8 +198,10 @@ def test_a_slow_start_is_not_silent(devices, monkeypatch, capsys):
     result = train(_config(), make_env=lambda seed, n: FakeHostEnv(n, stuck_after=0, release=release))
     assert result.updates == 6
     lines = [line for line in capsys.readouterr().out.splitlines() if "learner: " in line]
-    assert any("env steps 0 | learner: waiting for trajectories | actor-0-device-0 waits on its environment" in line
-               for line in lines), lines
+    assert any(
+        "env steps 0 | learner: waiting for trajectories | actor-0-device-0 waits on its environment" in line
+        for line in lines
+    ), lines
 
 
 def test_evaluation_logs_eval_return_and_a_target_return_stops_the_run(devices, tmp_path):
@@ -183,10 +211,14 @@ def test_evaluation_logs_eval_return_and_a_target_return_stops_the_run(devices, 
         made.append((seed, num_envs))
         return FakeHostEnv(num_envs)  # every episode: 5 steps of reward 1
 
-    config = _config(total_env_steps=10**9, eval_every=2, eval_episodes=3, target_return=5.0, checkpoint_dir=str(tmp_path))
+    config = _config(
+        total_env_steps=10**9, eval_every=2, eval_episodes=3, target_return=5.0, checkpoint_dir=str(tmp_path)
+    )
     result = train(config, make_env=make_env)
     last = result.history[-1]
-    assert result.updates == 2 and last["eval_return"] == last["eval_return_min"] == 5.0 and last["target_reached"] == 1.0
+    assert (
+        result.updates == 2 and last["eval_return"] == last["eval_return_min"] == 5.0 and last["target_reached"] == 1.0
+    )
     assert made[-1] == (config.seed + 1_000_003, 3)  # fresh evaluation environments with their own seed
     from podracer import checkpoint
 
@@ -214,9 +246,15 @@ def test_host_memory_stays_flat_over_a_long_run(devices):
 
 
 def test_bad_layouts_fail_at_start_up(devices):
-    with pytest.raises(ValueError, match=r"--actor-devices \[9\]: device index 9 is out of range; this process has 8 device\(s\) \(0 \.\.\. 7\)\."):
+    with pytest.raises(
+        ValueError,
+        match=r"--actor-devices \[9\]: device index 9 is out of range; this process has 8 device\(s\) \(0 \.\.\. 7\)\.",
+    ):
         resolve_layout((9,), None, 8)
-    with pytest.raises(ValueError, match=r"--num-envs-per-actor = 6 is not divisible by the 4 learner devices; choose a multiple of 4\."):
+    with pytest.raises(
+        ValueError,
+        match=r"--num-envs-per-actor = 6 is not divisible by the 4 learner devices; choose a multiple of 4\.",
+    ):
         resolve_layout((0,), (1, 2, 3, 4), 6)
     with pytest.raises(ValueError, match=r"--learner-devices \[1, 1\] lists a device twice\."):
         resolve_layout((0,), (1, 1), 8)
@@ -230,20 +268,38 @@ def test_bad_layouts_fail_at_start_up(devices):
 
 @pytest.mark.parametrize(
     "agent, num_envs, rollout, learning_rate, target, extra",
-    [pytest.param(PPOConfig, 32, 32, 1e-3, 300.0, {}, id="ppo"),
-     pytest.param(IMPALAConfig, 16, 16, 3e-3, 100.0, {}, id="impala", marks=pytest.mark.slow),
-     pytest.param(DQNConfig, 16, 16, 5e-4, 100.0, dict(replay_ratio=4.0, batch_size=128, min_replay_size=1000,
-                                                       replay_capacity=50_000), id="dqn", marks=pytest.mark.slow)],
+    [
+        pytest.param(PPOConfig, 32, 32, 1e-3, 300.0, {}, id="ppo"),
+        pytest.param(IMPALAConfig, 16, 16, 3e-3, 100.0, {}, id="impala", marks=pytest.mark.slow),
+        pytest.param(
+            DQNConfig,
+            16,
+            16,
+            5e-4,
+            100.0,
+            dict(replay_ratio=4.0, batch_size=128, min_replay_size=1000, replay_capacity=50_000),
+            id="dqn",
+            marks=pytest.mark.slow,
+        ),
+    ],
 )
 def test_agents_learn_cartpole_through_sebulba(agent, num_envs, rollout, learning_rate, target, extra, devices):
     """envpool CartPole-v1, 200k env steps: from a random policy (return about 22) to the target
     (DQN's returns include every actor of its epsilon ladder)."""
-    config = SebulbaConfig(env="CartPole-v1", agent=agent().replace(learning_rate=learning_rate, **extra), total_env_steps=200_000,
-                           num_envs_per_actor=num_envs, rollout_length=rollout, actor_devices=(0,),
-                           learner_devices=(1,), log_every=20)
+    config = SebulbaConfig(
+        env="CartPole-v1",
+        agent=agent().replace(learning_rate=learning_rate, **extra),
+        total_env_steps=200_000,
+        num_envs_per_actor=num_envs,
+        rollout_length=rollout,
+        actor_devices=(0,),
+        learner_devices=(1,),
+        log_every=20,
+    )
     result = train(config)
     first = result.history[0]["episode_return"]
-    final = max(h["episode_return"] for h in result.history[-3:])  # threads make runs differ; the best of the last 3 windows
+    # threads make runs differ; the best of the last 3 windows
+    final = max(h["episode_return"] for h in result.history[-3:])
     assert first < 60.0 and final >= target, (first, final)
 
 
@@ -253,8 +309,9 @@ def _cli(*args, timeout=300):
     import sys
 
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    return subprocess.run([sys.executable, "-m", "podracer.sebulba", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "podracer.sebulba", *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
 
 
 def test_cli_help_bad_layout_and_a_short_logged_run(tmp_path):
@@ -262,24 +319,58 @@ def test_cli_help_bad_layout_and_a_short_logged_run(tmp_path):
 
     out = _cli("--help")
     assert out.returncode == 0
-    for flag in ("--env", "--agent", "--total-env-steps", "--actor-devices", "--learner-devices", "--actor-threads",
-                 "--num-envs", "--num-envs-per-actor", "--envpool-threads", "--rollout-length", "--log-dir", "--seed",
-                 "--learning-rate", "--max-grad-norm", "{a2c,dqn,impala,ppo,r2d2,sac}", "python -m podracer.sebulba"):
+    for flag in (
+        "--env",
+        "--agent",
+        "--total-env-steps",
+        "--actor-devices",
+        "--learner-devices",
+        "--actor-threads",
+        "--num-envs",
+        "--num-envs-per-actor",
+        "--envpool-threads",
+        "--rollout-length",
+        "--log-dir",
+        "--seed",
+        "--learning-rate",
+        "--max-grad-norm",
+        "{a2c,dqn,impala,ppo,r2d2,sac}",
+        "python -m podracer.sebulba",
+    ):
         assert flag in out.stdout
     out = _cli("--env", "CartPole", "--cpu-devices", "2", "--learner-devices", "5")
     assert out.returncode == 2
-    assert "--learner-devices [5]: device index 5 is out of range; this process has 2 device(s) (0 ... 1)." in out.stderr
-    out = _cli("--env", "CartPole", "--cpu-devices", "2", "--num-envs-per-actor", "1000000000")  # refused before envpool
+    assert (
+        "--learner-devices [5]: device index 5 is out of range; this process has 2 device(s) (0 ... 1)." in out.stderr
+    )
+    # refused before envpool
+    out = _cli("--env", "CartPole", "--cpu-devices", "2", "--num-envs-per-actor", "1000000000")
     lines = out.stderr.splitlines()
-    assert out.returncode == 2 and len(lines) == 1 and lines[0].startswith("podracer.sebulba: error: this run needs about "), lines
+    assert (
+        out.returncode == 2
+        and len(lines) == 1
+        and lines[0].startswith("podracer.sebulba: error: this run needs about ")
+    ), lines
     assert "(1,000,000,000 envs per actor thread (--num-envs-per-actor, --num-envs) x 1 thread(s)" in lines[0]
-    out = _cli("--env", "CartPole", "--cpu-devices", "2", "--total-env-steps", "20000", "--log-every", "5",
-               "--log-dir", str(tmp_path))
+    out = _cli(
+        "--env",
+        "CartPole",
+        "--cpu-devices",
+        "2",
+        "--total-env-steps",
+        "20000",
+        "--log-every",
+        "5",
+        "--log-dir",
+        str(tmp_path),
+    )
     assert out.returncode == 0, out.stderr
     assert "podracer sebulba: ppo on CartPole-v1;" in out.stdout  # no --agent: PPO for a vector observation
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["env_steps"] >= 20000
-    assert {"env_steps", "sps", "fps", "episode_return", "learner_wait_s", "actor_put_wait_s", "policy_lag"} <= set(records[-1])
+    assert {"env_steps", "sps", "fps", "episode_return", "learner_wait_s", "actor_put_wait_s", "policy_lag"} <= set(
+        records[-1]
+    )
     assert list(tmp_path.glob("events.out.tfevents.*"))
 
 
@@ -294,23 +385,31 @@ def test_checkpoint_then_resume_continues_the_step_count_from_the_saved_paramete
     assert metadata["updates"] == 6 and metadata["env_steps"] == 6 * 32 and metadata["agent"] == "impala"
     for a, b in zip(jax.tree.leaves(saved.params), jax.tree.leaves(parallel.unreplicate(first.state.params))):
         np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(jax.random.key_data(saved.key), jax.random.key_data(parallel.unreplicate(first.state.key)))
+    np.testing.assert_array_equal(
+        jax.random.key_data(saved.key), jax.random.key_data(parallel.unreplicate(first.state.key))
+    )
 
     with pytest.raises(ValueError, match=r"already holds checkpoints; pass --resume \(or --resume auto\) to continue"):
         train(_config(checkpoint_dir=directory), make_env=make_env)
     with pytest.raises(ValueError, match=r"--resume: no checkpoint in '.*empty' to resume from\."):
         train(_config(checkpoint_dir=str(tmp_path / "empty"), resume=True), make_env=make_env)
 
-    resumed = train(_config(checkpoint_dir=directory, resume=True, total_env_steps=9 * 32, checkpoint_every=100), make_env=make_env)
+    resumed = train(
+        _config(checkpoint_dir=directory, resume=True, total_env_steps=9 * 32, checkpoint_every=100), make_env=make_env
+    )
     assert resumed.updates == 9 and int(resumed.state.step[0]) == 9
     assert [h["env_steps"] for h in resumed.history] == [8 * 32, 9 * 32]
     assert checkpoint.steps(directory) == [4, 6, 9]  # the final save at the end; the oldest dropped
 
     # --resume auto resumes what is there; --checkpoint-every-seconds saves by wall time (here after every update).
-    auto = train(_config(checkpoint_dir=directory, resume="auto", total_env_steps=11 * 32, checkpoint_every_seconds=1e-9),
-                 make_env=make_env)
+    auto = train(
+        _config(checkpoint_dir=directory, resume="auto", total_env_steps=11 * 32, checkpoint_every_seconds=1e-9),
+        make_env=make_env,
+    )
     assert auto.updates == 11 and checkpoint.steps(directory) == [9, 10, 11]
-    fresh = train(_config(checkpoint_dir=str(tmp_path / "fresh"), resume="auto", total_env_steps=2 * 32), make_env=make_env)
+    fresh = train(
+        _config(checkpoint_dir=str(tmp_path / "fresh"), resume="auto", total_env_steps=2 * 32), make_env=make_env
+    )
     assert fresh.updates == 2 and checkpoint.steps(str(tmp_path / "fresh")) == [2]
 
 
@@ -325,16 +424,35 @@ def test_sigterm_stops_joins_saves_and_resume_auto_continues(tmp_path):
 
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     directory, logs = tmp_path / "ckpt", tmp_path / "logs"
-    command = [sys.executable, "-m", "podracer.sebulba", "--env", "CartPole", "--cpu-devices", "2", "--total-env-steps",
-               "1000000000", "--log-every", "5", "--log-dir", str(logs), "--checkpoint-dir", str(directory),
-               "--resume", "auto"]
+    command = [
+        sys.executable,
+        "-m",
+        "podracer.sebulba",
+        "--env",
+        "CartPole",
+        "--cpu-devices",
+        "2",
+        "--total-env-steps",
+        "1000000000",
+        "--log-every",
+        "5",
+        "--log-dir",
+        str(logs),
+        "--checkpoint-dir",
+        str(directory),
+        "--resume",
+        "auto",
+    ]
 
     def preempted(lines_before: int):
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         metrics = logs / "metrics.jsonl"
         deadline = time.time() + 300  # a hang guard, not a latency bound
-        while (not metrics.exists() or len(metrics.read_text().splitlines()) <= lines_before) and \
-                time.time() < deadline and proc.poll() is None:
+        while (
+            (not metrics.exists() or len(metrics.read_text().splitlines()) <= lines_before)
+            and time.time() < deadline
+            and proc.poll() is None
+        ):
             time.sleep(0.5)  # until a log line of this attempt: some updates are done
         assert proc.poll() is None, proc.communicate()[1]
         proc.send_signal(signal.SIGTERM)
@@ -370,8 +488,16 @@ def test_two_processes_average_their_learners(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     here = os.path.dirname(__file__)
     env["PYTHONPATH"] = os.pathsep.join([here, env.get("PYTHONPATH", "")])
-    procs = [subprocess.Popen([sys.executable, os.path.join(here, "sebulba_worker.py"), str(port), str(i)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, os.path.join(here, "sebulba_worker.py"), str(port), str(i)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for i in range(2)
+    ]
     outputs = [p.communicate(timeout=300) for p in procs]
     results = []
     for p, (stdout, stderr) in zip(procs, outputs):
@@ -390,18 +516,30 @@ def test_recurrent_agents_ship_their_start_state_once_per_trajectory_to_several_
     from podracer.sebulba.actor import _split_for_learners, _stack
 
     b = 4
-    entries = [({"o": np.full((b,), t)}, np.full((b,), t), {"logits": np.zeros((b, 2)), "core_state": np.full((b, 3), t)})
-               for t in range(5)]
+    entries = [
+        ({"o": np.full((b,), t)}, np.full((b,), t), {"logits": np.zeros((b, 2)), "core_state": np.full((b, 3), t)})
+        for t in range(5)
+    ]
     trajectory = _stack(entries)
     assert "core_state" not in trajectory.extras and trajectory.extras["logits"].shape == (5, b, 2)
     np.testing.assert_array_equal(trajectory.actor_state, np.zeros((b, 3)))  # entry 0's only
     split = _split_for_learners(trajectory, 2)
     assert split.action.shape == (2, 5, 2) and split.actor_state.shape == (2, 2, 3)
     for name in ("r2d2", "a2c", "ppo"):  # PPO: 2 minibatches of 2 whole sequences on each learner
-        agent = {"r2d2": R2D2Config(core_size=8, hidden_sizes=(8,), batch_size=4, min_replay_size=4),
-                 "a2c": A2CConfig(core="lstm", core_size=8, hidden_sizes=(8,)),
-                 "ppo": PPOConfig(core="lstm", core_size=8, hidden_sizes=(8,), num_minibatches=2)}[name]
-        config = SebulbaConfig(env="jax:memory", agent=agent, num_envs_per_actor=8, rollout_length=8,
-                               total_env_steps=4 * 64, log_every=2, actor_devices=(0,), learner_devices=(1, 2))
+        agent = {
+            "r2d2": R2D2Config(core_size=8, hidden_sizes=(8,), batch_size=4, min_replay_size=4),
+            "a2c": A2CConfig(core="lstm", core_size=8, hidden_sizes=(8,)),
+            "ppo": PPOConfig(core="lstm", core_size=8, hidden_sizes=(8,), num_minibatches=2),
+        }[name]
+        config = SebulbaConfig(
+            env="jax:memory",
+            agent=agent,
+            num_envs_per_actor=8,
+            rollout_length=8,
+            total_env_steps=4 * 64,
+            log_every=2,
+            actor_devices=(0,),
+            learner_devices=(1, 2),
+        )
         result = train(config)
         assert result.updates == 4 and np.isfinite(result.history[-1]["loss"]), result.history

@@ -15,11 +15,32 @@ REPO = BENCHMARKS.parent
 @pytest.mark.slow
 def test_learner_limit_command_prints_and_saves_its_tables(tmp_path):
     out = tmp_path / "limit"
-    run = subprocess.run([sys.executable, str(BENCHMARKS / "learner_limit.py"), "--agents", "ppo", "a2c", "--envs", "catch",
-                          "--num-envs", "4", "--rounds", "1", "--out", str(out)], capture_output=True, text=True, timeout=400)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(BENCHMARKS / "learner_limit.py"),
+            "--agents",
+            "ppo",
+            "a2c",
+            "--envs",
+            "catch",
+            "--num-envs",
+            "4",
+            "--rounds",
+            "1",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert run.returncode == 0, run.stderr
     assert "| agent | env | envs | minibatch | SGD steps | matmuls/step |" in run.stdout
-    assert "| agent | env | envs | rollout | value pass + GAE | shuffles | SGD steps | learner step | update |" in run.stdout
+    assert (
+        "| agent | env | envs | rollout | value pass + GAE | shuffles | SGD steps | learner step | update |"
+        in run.stdout
+    )
     data = json.loads(out.with_suffix(".json").read_text())
     assert " cores of " in data["machine"]  # the CPU model is named
     ppo, a2c = data["rows"]
@@ -36,8 +57,12 @@ def test_learner_limit_command_prints_and_saves_its_tables(tmp_path):
     for row in (ppo, a2c):
         assert row["bare_gflops"] > 0 and row["sgd_gflops"] > 0 and row["sgd_over_bare"] > 0
         assert row["ms"]["update"] > 0 and row["ms"]["rollout"] > 0
-    bad = subprocess.run([sys.executable, str(BENCHMARKS / "learner_limit.py"), "--rounds", "0"],
-                         capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "learner_limit.py"), "--rounds", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "--rounds must be >= 1, got 0." in bad.stderr
 
 
@@ -45,9 +70,25 @@ def test_learner_limit_command_prints_and_saves_its_tables(tmp_path):
 @pytest.mark.skipif(shutil.which("git") is None or not (REPO / ".git").exists(), reason="needs git and a git checkout")
 def test_compare_commits_alternates_two_processes_and_compares_their_parameters(tmp_path):
     out = tmp_path / "compare"
-    run = subprocess.run([sys.executable, str(BENCHMARKS / "compare_commits.py"), "--against", "HEAD", "--num-envs", "4",
-                          "--updates-per-call", "2", "--rounds", "2", "--out", str(out)],
-                         capture_output=True, text=True, timeout=400)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(BENCHMARKS / "compare_commits.py"),
+            "--against",
+            "HEAD",
+            "--num-envs",
+            "4",
+            "--updates-per-call",
+            "2",
+            "--rounds",
+            "2",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert run.returncode == 0, run.stderr
     assert "| round | today (s) | HEAD (s) | speed ratio (today / HEAD) |" in run.stdout
     data = json.loads(out.with_suffix(".json").read_text())
@@ -56,7 +97,12 @@ def test_compare_commits_alternates_two_processes_and_compares_their_parameters(
     unchanged = subprocess.run(["git", "-C", str(REPO), "diff", "--quiet", "HEAD", "--", "podracer"]).returncode == 0
     if unchanged:  # the same code on both sides, from the same seed: the very same parameters
         assert data["params_max_abs_diff"] == 0.0 and data["params_close"]
-    bad = subprocess.run([sys.executable, str(BENCHMARKS / "compare_commits.py"), "--against", "no-such-revision"],
-                         capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "compare_commits.py"), "--against", "no-such-revision"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 1 and bad.stderr.strip().splitlines()[-1] == (
-        f"--against: 'no-such-revision' is not a commit of {REPO.resolve()}.")
+        f"--against: 'no-such-revision' is not a commit of {REPO.resolve()}."
+    )

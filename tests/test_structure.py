@@ -46,8 +46,14 @@ def test_no_feeder_function_is_longer_than_sixty_lines():
 
 
 def test_only_parallel_and_multihost_place_arrays_and_ask_for_processes():
-    calls = ("jax.device_put(", "jax.process_index(", "jax.process_count(", "jax.local_devices(", "jax.devices(",
-             "jax.distributed.")
+    calls = (
+        "jax.device_put(",
+        "jax.process_index(",
+        "jax.process_count(",
+        "jax.local_devices(",
+        "jax.devices(",
+        "jax.distributed.",
+    )
     for path in sorted(ROOT.rglob("*.py")):
         if path.name not in ("parallel.py", "multihost.py"):
             text = path.read_text()
@@ -88,8 +94,10 @@ def _library_imports(name: str) -> set[str]:
         if isinstance(node, ast.Import):
             candidates = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and not node.level:
-            candidates = [f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in MODULES else node.module
-                          for alias in node.names]
+            candidates = [
+                f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in MODULES else node.module
+                for alias in node.names
+            ]
         else:
             continue
         imported.update(c for c in candidates if c in MODULES and c != name)
@@ -106,14 +114,29 @@ def _under(name: str, *packages: str) -> bool:
 def test_agents_import_types_networks_and_the_optimizer_never_environments():
     for name, imported in GRAPH.items():
         if _under(name, "podracer.agents"):
-            bad = {m for m in imported if not _under(m, "podracer.agents", "podracer.types", "podracer.networks",
-                                                      "podracer.optim", "podracer.replay")}
+            bad = {
+                m
+                for m in imported
+                if not _under(
+                    m, "podracer.agents", "podracer.types", "podracer.networks", "podracer.optim", "podracer.replay"
+                )
+            }
             assert not bad, (name, bad)
 
 
 def test_environments_import_neither_agents_nor_checkpoints_nor_evaluation():
-    above = ("podracer.agents", "podracer.checkpoint", "podracer.evaluate", "podracer.experiment", "podracer.config",
-             "podracer.cli", "podracer.anakin", "podracer.sebulba", "podracer.learner", "podracer.play")
+    above = (
+        "podracer.agents",
+        "podracer.checkpoint",
+        "podracer.evaluate",
+        "podracer.experiment",
+        "podracer.config",
+        "podracer.cli",
+        "podracer.anakin",
+        "podracer.sebulba",
+        "podracer.learner",
+        "podracer.play",
+    )
     for name, imported in GRAPH.items():
         if _under(name, "podracer.envs"):
             bad = {m for m in imported if _under(m, *above)}
@@ -166,4 +189,3 @@ def test_no_library_module_imports_itself_through_others():
         if name not in index:
             visit(name)
     assert not cycles, cycles
-

@@ -15,7 +15,6 @@ from podracer.config import AnakinConfig, SebulbaConfig
 from podracer.envs.gymnax import GymnaxEnv
 
 
-
 @pytest.mark.suite("gymnax")
 def test_gymnax_cartpole_spec_shapes_dtypes_under_jit_and_vmap():
     env = envs.make("gymnax:CartPole-v1")
@@ -105,10 +104,17 @@ def test_gymnax_specs_say_what_observations_and_actions_are():
 
 @pytest.mark.suite("gymnax")
 def test_gymnax_errors_name_what_does_not_fit():
-    with pytest.raises(ValueError, match=r"^--env gymnax:Cartpole: unknown gymnax environment\. Did you mean "
-                                         r"gymnax:CartPole-v1\?"):
+    with pytest.raises(
+        ValueError,
+        match=r"^--env gymnax:Cartpole: unknown gymnax environment\. Did you mean "
+        r"gymnax:CartPole-v1\?",
+    ):
         envs.make("gymnax:Cartpole")
-    with pytest.raises(ValueError, match=r"^Unknown environment suite 'gym' in 'gym:CartPole-v1'; suites: brax, craftax, gymnax, jumanji, navix, pgx, playground, xminigrid\.$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^Unknown environment suite 'gym' in 'gym:CartPole-v1'; suites: brax, craftax, gymnax, jumanji, "
+        r"navix, pgx, playground, xminigrid\.$",
+    ):
         envs.make("gym:CartPole-v1")
 
 
@@ -119,17 +125,30 @@ def test_a_missing_suite_names_the_extra_to_install(monkeypatch, capsys):
         with pytest.raises(SystemExit) as exit_info:
             config.parse(cls, ["--env", "gymnax:CartPole-v1"], prog="prog")
         assert exit_info.value.code == 2
-        assert ("prog: error: --env: gymnax: environments need gymnax: pip install 'podracer[gymnax]'."
-                in capsys.readouterr().err)
+        assert (
+            "prog: error: --env: gymnax: environments need gymnax: pip install 'podracer[gymnax]'."
+            in capsys.readouterr().err
+        )
 
 
-@pytest.mark.parametrize("suite, package", [("brax", "brax"), ("craftax", "craftax"), ("jumanji", "jumanji"),
-                                            ("playground", "mujoco_playground"), ("xminigrid", "xminigrid")])
+@pytest.mark.parametrize(
+    "suite, package",
+    [
+        ("brax", "brax"),
+        ("craftax", "craftax"),
+        ("jumanji", "jumanji"),
+        ("playground", "mujoco_playground"),
+        ("xminigrid", "xminigrid"),
+    ],
+)
 def test_every_suite_names_its_extra_when_its_package_is_missing(suite, package, monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == package else real(name, *a))
-    with pytest.raises(ValueError, match=rf"^{suite}: environments need {package}: pip install "
-                                         rf"'podracer\[{suite}\]'\.$"):
+    with pytest.raises(
+        ValueError,
+        match=rf"^{suite}: environments need {package}: pip install "
+        rf"'podracer\[{suite}\]'\.$",
+    ):
         envs.check(f"{suite}:Anything")
     assert f"{suite}: not installed (environments need {package}: pip install 'podracer[{suite}]'.)" in envs.listing()
 
@@ -147,8 +166,21 @@ def test_a_registered_environment_works_by_name_in_both_modes_and_trains(monkeyp
     monkeypatch.setitem(envs._JAX_ENVS, "my-catch", None)  # removed again after the test
     envs.register("my-catch", lambda **kw: envs.Catch(rows=5, columns=3, **kw))
     assert isinstance(envs.make("my-catch"), envs.Catch) and "my-catch" in envs.names()
-    cfg = config.parse(AnakinConfig, ["--env", "my-catch", "--num-envs-per-device", "2", "--num-updates", "2",
-                                      "--updates-per-call", "2", "--rollout-length", "4"])
+    cfg = config.parse(
+        AnakinConfig,
+        [
+            "--env",
+            "my-catch",
+            "--num-envs-per-device",
+            "2",
+            "--num-updates",
+            "2",
+            "--updates-per-call",
+            "2",
+            "--rollout-length",
+            "4",
+        ],
+    )
     result = experiment.train_anakin(cfg)
     assert result.history[-1]["env_steps"] == 2 * 4 * 2 * len(jax.devices())
     assert config.parse(SebulbaConfig, ["--env", "jax:my-catch"]).env == "jax:my-catch"
@@ -166,9 +198,19 @@ def test_sebulba_trains_on_a_suite_environment_and_evaluate_plays_its_checkpoint
     assert env.reset().observation.shape == (4, 4) and env.spec().num_actions == 2
     env.close()
     directory = str(tmp_path / "ckpt")
-    result = experiment.train_sebulba(SebulbaConfig(
-        env="gymnax:CartPole-v1", agent=PPOConfig().replace(learning_rate=1e-3), total_env_steps=8_192, num_envs_per_actor=16,
-        rollout_length=16, actor_devices=(0,), learner_devices=(1,), log_every=8, checkpoint_dir=directory))
+    result = experiment.train_sebulba(
+        SebulbaConfig(
+            env="gymnax:CartPole-v1",
+            agent=PPOConfig().replace(learning_rate=1e-3),
+            total_env_steps=8_192,
+            num_envs_per_actor=16,
+            rollout_length=16,
+            actor_devices=(0,),
+            learner_devices=(1,),
+            log_every=8,
+            checkpoint_dir=directory,
+        )
+    )
     assert result.history and np.isfinite(result.history[-1]["episode_return"])
     returns, _ = play(directory, 4, seed=1, greedy=True)  # Sebulba's JAX environment, rebuilt by name
     assert returns.shape == (4,) and np.isfinite(returns).all() and (returns >= 8).all()
@@ -208,8 +250,11 @@ def test_brax_spec_shapes_termination_and_truncation_under_jit_and_vmap():
     assert last[:, 0].tolist() == [False] * 4 + [True] and discount[:, 0].tolist() == [1.0] * 5
     # brax's done terminates before the limit: last with discount 0.
     assert last[:2, 1].tolist() == [False, True] and discount[:2, 1].tolist() == [1.0, 0.0]
-    with pytest.raises(ValueError, match=r"^--env brax:inverted_pendulm: unknown brax environment\. Did you mean "
-                                         r"brax:inverted_pendulum"):
+    with pytest.raises(
+        ValueError,
+        match=r"^--env brax:inverted_pendulm: unknown brax environment\. Did you mean "
+        r"brax:inverted_pendulum",
+    ):
         envs.make("brax:inverted_pendulm")
 
 
@@ -239,7 +284,9 @@ def _random_legal_returns(env, num_envs: int, steps: int, seed: int = 0):
 
         def step(carry, key):
             state, timestep = carry
-            actions = jax.vmap(random_legal_move)(timestep.observation, timestep.action_mask, jax.random.split(key, num_envs))
+            actions = jax.vmap(random_legal_move)(
+                timestep.observation, timestep.action_mask, jax.random.split(key, num_envs)
+            )
             legal = jnp.take_along_axis(timestep.action_mask, actions[:, None], axis=1)[:, 0]
             state, timestep = jax.vmap(wrapped.step)(state, actions)
             return (state, timestep), (timestep.reward, timestep.last, legal)
@@ -260,8 +307,9 @@ def test_pgx_two_player_games_against_random_legal_moves():
     from podracer.types import EnvSpec, ImageLayout
 
     env = envs.make("pgx:tic_tac_toe")
-    assert env.spec() == EnvSpec(jax.ShapeDtypeStruct((3, 3, 2), jnp.float32), num_actions=9,
-                                 image=ImageLayout(-1, 0.0, 1.0), action_mask=True)
+    assert env.spec() == EnvSpec(
+        jax.ShapeDtypeStruct((3, 3, 2), jnp.float32), num_actions=9, image=ImageLayout(-1, 0.0, 1.0), action_mask=True
+    )
     assert env.opponent_name == "random legal moves"
     # The agent's seat is drawn each episode; playing second, it first sees the opponent's opening move.
     states, first = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), 64))
@@ -274,7 +322,9 @@ def test_pgx_two_player_games_against_random_legal_moves():
     returns, legal = _random_legal_returns(env, 64, 30)
     assert legal.all() and len(returns) > 100 and set(returns.tolist()) <= {-1.0, 0.0, 1.0}
     assert {-1.0, 1.0} <= set(returns.tolist())
-    with pytest.raises(ValueError, match=r"^--env pgx:tic_tac_to: unknown pgx environment\. Did you mean pgx:tic_tac_toe"):
+    with pytest.raises(
+        ValueError, match=r"^--env pgx:tic_tac_to: unknown pgx environment\. Did you mean pgx:tic_tac_toe"
+    ):
         envs.make("pgx:tic_tac_to")
 
 
@@ -287,8 +337,17 @@ def test_pgx_2048_with_ppo_beats_random_legal_play_on_most_seeds(devices, optimi
     env = envs.make("pgx:2048")
     random_returns, _ = _random_legal_returns(env, 32, 300)
     agent = agents.make("ppo", env.spec(), hidden_sizes=(64,), num_minibatches=2)
-    result = anakin.run(env, agent, learner.make_optimizer(3e-4, 0.5), key=anakin.seed_keys(0, 3), num_envs_per_device=8,
-                        rollout_length=32, num_updates=100, updates_per_call=50, devices=devices[:2])
+    result = anakin.run(
+        env,
+        agent,
+        learner.make_optimizer(3e-4, 0.5),
+        key=anakin.seed_keys(0, 3),
+        num_envs_per_device=8,
+        rollout_length=32,
+        num_updates=100,
+        updates_per_call=50,
+        devices=devices[:2],
+    )
     finals = result.history[-1]["episode_return_per_seed"]  # 2,635-3,039 here (AMD EPYC); random about 1,060
     assert sum(f >= 1.5 * random_returns.mean() for f in finals) >= 2, (finals, random_returns.mean())
 
@@ -311,8 +370,17 @@ def test_navix_grid_worlds_keep_termination_apart_and_ppo_solves_empty_5x5(devic
     with pytest.raises(ValueError, match=r"^--env navix:Empty-5x: unknown navix environment"):
         envs.make("navix:Empty-5x")
     agent = agents.make("ppo", spec, hidden_sizes=(64,), num_minibatches=2)
-    result = anakin.run(env, agent, learner.make_optimizer(3e-3, 0.5), key=anakin.seed_keys(0, 3), num_envs_per_device=8,
-                        rollout_length=32, num_updates=40, updates_per_call=20, devices=devices[:2])
+    result = anakin.run(
+        env,
+        agent,
+        learner.make_optimizer(3e-3, 0.5),
+        key=anakin.seed_keys(0, 3),
+        num_envs_per_device=8,
+        rollout_length=32,
+        num_updates=40,
+        updates_per_call=20,
+        devices=devices[:2],
+    )
     finals = result.history[-1]["episode_return_per_seed"]
     assert sum(f >= 0.9 for f in finals) >= 2, finals
 
@@ -326,9 +394,20 @@ def test_a_pgx_game_against_a_fixed_snapshot_of_an_earlier_agent(tmp_path, capsy
     from podracer.envs.pgx import PgxEnv
     from podracer.evaluate import snapshot_opponent
 
-    experiment.run_sebulba(SebulbaConfig(env="pgx:tic_tac_toe", agent=PPOConfig(hidden_sizes=(16,)), total_env_steps=64,
-                                         num_envs_per_actor=4, rollout_length=4, actor_devices=(0,), learner_devices=(1,),
-                                         log_every=1, log_dir=str(tmp_path / "logs"), checkpoint_dir=str(tmp_path / "v1")))
+    experiment.run_sebulba(
+        SebulbaConfig(
+            env="pgx:tic_tac_toe",
+            agent=PPOConfig(hidden_sizes=(16,)),
+            total_env_steps=64,
+            num_envs_per_actor=4,
+            rollout_length=4,
+            actor_devices=(0,),
+            learner_devices=(1,),
+            log_every=1,
+            log_dir=str(tmp_path / "logs"),
+            checkpoint_dir=str(tmp_path / "v1"),
+        )
+    )
     assert "ppo on jax:pgx:tic_tac_toe against random legal moves;" in capsys.readouterr().out
     records = [json.loads(line) for line in (tmp_path / "logs" / "metrics.jsonl").read_text().splitlines()]
     assert records and all(record["opponent"] == "random legal moves" for record in records)

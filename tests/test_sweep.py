@@ -20,29 +20,49 @@ def test_a_two_by_two_sweep_equals_separate_runs_of_its_settings(devices):
     points = [(3e-3, 0.9), (3e-3, 0.99), (3e-2, 0.9), (3e-2, 0.99)]  # the grid: the last name varies fastest
     assert [tuple(p.values()) for p in config.sweep_points] == points
     env = envs.make("catch")
-    common = dict(key=jax.random.key(3), num_envs_per_device=2, rollout_length=8, num_updates=4, updates_per_call=4,
-                  devices=devices[:2])
-    evaluate = jax.jit(jax.vmap(lambda params, values: anakin.make_evaluate(
-        env, experiment.make_sweep(config, env.spec()).build(values)[0], 4)(params, jax.random.key(9))))
+    common = dict(
+        key=jax.random.key(3),
+        num_envs_per_device=2,
+        rollout_length=8,
+        num_updates=4,
+        updates_per_call=4,
+        devices=devices[:2],
+    )
+    evaluate = jax.jit(
+        jax.vmap(
+            lambda params, values: anakin.make_evaluate(
+                env, experiment.make_sweep(config, env.spec()).build(values)[0], 4
+            )(params, jax.random.key(9))
+        )
+    )
     sweep_ = experiment.make_sweep(config, env.spec())
     # Greedy A2C play does not depend on the learning rate or the discount: one compiled evaluation serves all four.
-    plain_evaluate = jax.jit(lambda params: anakin.make_evaluate(env, sweep_.build(config.sweep_points[0])[0], 4)(
-        params, jax.random.key(9)))
+    plain_evaluate = jax.jit(
+        lambda params: anakin.make_evaluate(env, sweep_.build(config.sweep_points[0])[0], 4)(params, jax.random.key(9))
+    )
     together = anakin.run(env, None, None, sweep=sweep_, **common)
     together_eval = evaluate(parallel.unreplicate(together.state.learner.params), sweep_.expand(common["key"])[1])
     # The two settings off the diagonal (each value of each axis once; a grid laid out transposed would swap them)
     # each as a run of its own.
     for i, (learning_rate, discount) in [(1, points[1]), (2, points[2])]:
         agent_config = A2CConfig().replace(learning_rate=learning_rate, discount=discount)
-        agent, optimizer = experiment.make_agent(agent_config, env.spec()), experiment.make_agent(agent_config, env.spec()).optimizer
+        agent, optimizer = (
+            experiment.make_agent(agent_config, env.spec()),
+            experiment.make_agent(agent_config, env.spec()).optimizer,
+        )
         alone = anakin.run(env, agent, optimizer, **common)
         for a, b in zip(jax.tree.leaves(alone.state.learner.params), jax.tree.leaves(together.state.learner.params)):
             assert b.shape == (2, 4, *a.shape[1:])  # [device, setting x seed, ...]
             np.testing.assert_allclose(b[:, i], a, rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(together.history[-1]["episode_return_per_seed"][i], alone.history[-1]["episode_return"],
-                                   rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(together_eval[i], plain_evaluate(parallel.unreplicate(alone.state.learner.params)),
-                                   rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            together.history[-1]["episode_return_per_seed"][i],
+            alone.history[-1]["episode_return"],
+            rtol=1e-5,
+            atol=1e-6,
+        )
+        np.testing.assert_allclose(
+            together_eval[i], plain_evaluate(parallel.unreplicate(alone.state.learner.params)), rtol=1e-5, atol=1e-6
+        )
     params = jax.tree.leaves(together.state.learner.params)[0]  # the settings really differ
     assert not np.allclose(params[:, 0], params[:, 2]) and not np.allclose(params[:, 0], params[:, 1])
 
@@ -50,16 +70,33 @@ def test_a_two_by_two_sweep_equals_separate_runs_of_its_settings(devices):
 def test_a_sweep_run_ends_with_its_table_plot_and_a_checkpoint_per_setting_and_seed(tmp_path, capsys):
     """Through the composition root: entry p x S + s of the seed axis is setting p with seed s; the table (from the
     final greedy evaluation), sweep.csv, sweep.png, and a final checkpoint per entry recording its values."""
-    config = AnakinConfig(**SMALL, seed=5, num_seeds=2, agent=PPOConfig(num_epochs=1, num_minibatches=1),
-                          sweep=("clip_epsilon=0.1,0.3",), checkpoint_dir=str(tmp_path / "ckpt"),
-                          log_dir=str(tmp_path / "logs"), eval_every=4, eval_episodes=4)
+    config = AnakinConfig(
+        **SMALL,
+        seed=5,
+        num_seeds=2,
+        agent=PPOConfig(num_epochs=1, num_minibatches=1),
+        sweep=("clip_epsilon=0.1,0.3",),
+        checkpoint_dir=str(tmp_path / "ckpt"),
+        log_dir=str(tmp_path / "logs"),
+        eval_every=4,
+        eval_episodes=4,
+    )
     together = experiment.train_anakin(config)
     out = capsys.readouterr().out
     assert "2 settings x 2 seed(s) = 4 runs together (seeds 5 ... 6)" in out
     assert "greedy evaluation return at the end" in out and "clip_epsilon=0.3" in out
-    alone = experiment.train_anakin(dataclasses.replace(config, sweep=(), checkpoint_dir=None, log_dir=None, seed=6,
-                                                        num_seeds=1, eval_every=None,
-                                                        agent=PPOConfig(num_epochs=1, num_minibatches=1, clip_epsilon=0.3)))
+    alone = experiment.train_anakin(
+        dataclasses.replace(
+            config,
+            sweep=(),
+            checkpoint_dir=None,
+            log_dir=None,
+            seed=6,
+            num_seeds=1,
+            eval_every=None,
+            agent=PPOConfig(num_epochs=1, num_minibatches=1, clip_epsilon=0.3),
+        )
+    )
     for a, b in zip(jax.tree.leaves(alone.state.learner.params), jax.tree.leaves(together.state.learner.params)):
         np.testing.assert_allclose(b[:, 3], a, rtol=1e-5, atol=1e-6)
     metadata, _ = checkpoint.newest_metadata(str(tmp_path / "ckpt" / "clip_epsilon=0.3" / "seed_6"))
@@ -74,8 +111,11 @@ def test_a_sweep_run_ends_with_its_table_plot_and_a_checkpoint_per_setting_and_s
 
 
 def test_a_value_that_sets_shapes_is_named_and_refused():
-    config = AnakinConfig(**SMALL, agent=DQNConfig(batch_size=16, min_replay_size=32, replay_capacity=64),
-                          sweep=("batch_size=16,32", "learning_rate=1e-3,3e-3"))
+    config = AnakinConfig(
+        **SMALL,
+        agent=DQNConfig(batch_size=16, min_replay_size=32, replay_capacity=64),
+        sweep=("batch_size=16,32", "learning_rate=1e-3,3e-3"),
+    )
     with pytest.raises(ValueError, match=r"^--sweep batch_size: sets shapes or loop counts of the compiled update"):
         experiment.train_anakin(config)
 
@@ -100,15 +140,33 @@ def test_table_gives_mean_and_interquartile_mean_with_bootstrap_intervals():
     assert text.splitlines()[-1].endswith("<- best IQM") and "learning_rate=0.01" in text.splitlines()[-1]
 
 
-@pytest.mark.parametrize("name, swept, refused", [
-    ("a2c", ["learning_rate", "max_grad_norm", "discount", "td_lambda", "value_coef", "entropy_coef"], []),
-    ("ppo", ["learning_rate", "gae_lambda", "clip_epsilon", "entropy_coef"], ["num_epochs", "num_minibatches"]),
-    ("impala", ["learning_rate", "td_lambda", "clip_rho_threshold", "clip_pg_rho_threshold"], []),
-    ("dqn", ["learning_rate", "discount", "epsilon", "epsilon_alpha", "huber_delta", "priority_exponent",
-             "importance_exponent"], ["batch_size", "replay_ratio", "n_step"]),
-    pytest.param("sac", ["learning_rate", "discount", "initial_alpha", "target_entropy_scale", "target_tau"],
-                 ["batch_size", "replay_ratio"], marks=pytest.mark.suite("gymnax")),
-])
+@pytest.mark.parametrize(
+    "name, swept, refused",
+    [
+        ("a2c", ["learning_rate", "max_grad_norm", "discount", "td_lambda", "value_coef", "entropy_coef"], []),
+        ("ppo", ["learning_rate", "gae_lambda", "clip_epsilon", "entropy_coef"], ["num_epochs", "num_minibatches"]),
+        ("impala", ["learning_rate", "td_lambda", "clip_rho_threshold", "clip_pg_rho_threshold"], []),
+        (
+            "dqn",
+            [
+                "learning_rate",
+                "discount",
+                "epsilon",
+                "epsilon_alpha",
+                "huber_delta",
+                "priority_exponent",
+                "importance_exponent",
+            ],
+            ["batch_size", "replay_ratio", "n_step"],
+        ),
+        pytest.param(
+            "sac",
+            ["learning_rate", "discount", "initial_alpha", "target_entropy_scale", "target_tau"],
+            ["batch_size", "replay_ratio"],
+            marks=pytest.mark.suite("gymnax"),
+        ),
+    ],
+)
 def test_what_the_readme_says_can_be_swept_can_be(name, swept, refused, devices):
     """The README names these as sweepable (traced in one program) or refused (they set shapes or loop counts)."""
     from podracer import agents
@@ -120,7 +178,9 @@ def test_what_the_readme_says_can_be_swept_can_be(name, swept, refused, devices)
 
     def build(values):
         agent_config = sweep.with_values(config, values)
-        return experiment.make_agent(agent_config, env.spec()), experiment.make_agent(agent_config, env.spec()).optimizer
+        return experiment.make_agent(agent_config, env.spec()), experiment.make_agent(
+            agent_config, env.spec()
+        ).optimizer
 
     sweep_ = anakin.Sweep((point,), build)
     state = anakin.init(env, None, None, jax.random.key(0), 2, devices[:1], rollout_length=4, sweep=sweep_)

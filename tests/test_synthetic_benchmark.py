@@ -18,7 +18,9 @@ BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
 
 def _benchmark_module():
     sys.path.insert(0, str(BENCHMARKS))  # it imports its sibling _report
-    spec = importlib.util.spec_from_file_location("synthetic_policy_gradient", BENCHMARKS / "synthetic_policy_gradient.py")
+    spec = importlib.util.spec_from_file_location(
+        "synthetic_policy_gradient", BENCHMARKS / "synthetic_policy_gradient.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -33,13 +35,18 @@ def test_training_step_on_two_devices_equals_one_device_on_the_concatenated_batc
     _, timestep = jax.vmap(env.reset)(keys)
     rng = np.random.default_rng(0)
     last = rng.random((t1, b)) < 0.2  # episode ends inside the trajectory: the LSTM resets after them
-    timestep = TimeStep(jax.tree.map(lambda x: x.reshape(t1, b, *x.shape[1:]), timestep.observation),
-                        rng.random((t1, b)).astype(np.float32), np.ones((t1, b), np.float32), last)
+    timestep = TimeStep(
+        jax.tree.map(lambda x: x.reshape(t1, b, *x.shape[1:]), timestep.observation),
+        rng.random((t1, b)).astype(np.float32),
+        np.ones((t1, b), np.float32),
+        last,
+    )
     core = rng.normal(size=(2, b, 16)).astype(np.float32)  # a stored mid-episode start state
     extras = {"logits": rng.normal(size=(t1, b, 8)).astype(np.float32)}
     trajectory = Trajectory(timestep, rng.integers(0, 8, (t1, b)).astype(np.int32), extras, (core[0], core[1]))
-    state = jax.jit(lambda key: init_learner_state(agent, optimizer, key, jax.tree.map(lambda x: x[0], timestep.observation)))(
-        jax.random.key(1))
+    state = jax.jit(
+        lambda key: init_learner_state(agent, optimizer, key, jax.tree.map(lambda x: x[0], timestep.observation))
+    )(jax.random.key(1))
 
     one_state, one_metrics = jax.jit(make_learner_step(agent, optimizer))(state, trajectory)
 
@@ -47,10 +54,14 @@ def test_training_step_on_two_devices_equals_one_device_on_the_concatenated_batc
         return np.moveaxis(np.asarray(x).reshape(x.shape[0], 2, 4, *x.shape[2:]), 1, 0)
 
     step = parallel.device_map(make_learner_step(agent, optimizer, axis_names=(parallel.DEVICE_AXIS,)), devices[:2])
-    halved = jax.tree.map(halves, trajectory._replace(actor_state=()))._replace(  # the start state: [8, ...] -> [2, 4, ...]
-        actor_state=jax.tree.map(lambda x: np.asarray(x).reshape(2, 4, *x.shape[1:]), trajectory.actor_state))
+    # the start state: [8, ...] -> [2, 4, ...]
+    halved = jax.tree.map(halves, trajectory._replace(actor_state=()))._replace(
+        actor_state=jax.tree.map(lambda x: np.asarray(x).reshape(2, 4, *x.shape[1:]), trajectory.actor_state)
+    )
     two_state, two_metrics = step(parallel.replicate(state, devices[:2]), parallel.shard(halved, devices[:2]))
-    moved = jax.tree.map(lambda a, b: float(np.max(np.abs(np.asarray(a) - np.asarray(b)))), one_state.params, state.params)
+    moved = jax.tree.map(
+        lambda a, b: float(np.max(np.abs(np.asarray(a) - np.asarray(b)))), one_state.params, state.params
+    )
     assert max(jax.tree.leaves(moved)) > 1e-3  # the step changed the parameters
     for one, two in zip(jax.tree.leaves(one_state.params), jax.tree.leaves(two_state.params)):
         np.testing.assert_allclose(np.asarray(two)[0], one, rtol=1e-4, atol=1e-6)
@@ -61,15 +72,47 @@ def test_training_step_on_two_devices_equals_one_device_on_the_concatenated_batc
 @pytest.mark.slow
 def test_benchmark_command_prints_and_saves_its_table(tmp_path):
     out = tmp_path / "synthetic"
-    run = subprocess.run([sys.executable, str(BENCHMARKS / "synthetic_policy_gradient.py"), "--batch-size", "2",
-                          "--time-steps", "4", "--num-devices", "2", "--updates-per-call", "2", "--calls", "2",
-                          "--core-size", "8", "--hidden-sizes", "8", "--num-discrete", "2", "--num-entities", "2", "--out", str(out)],
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(BENCHMARKS / "synthetic_policy_gradient.py"),
+            "--batch-size",
+            "2",
+            "--time-steps",
+            "4",
+            "--num-devices",
+            "2",
+            "--updates-per-call",
+            "2",
+            "--calls",
+            "2",
+            "--core-size",
+            "8",
+            "--hidden-sizes",
+            "8",
+            "--num-discrete",
+            "2",
+            "--num-entities",
+            "2",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
-    assert "| batch/device | time steps | devices | compile (s) | samples/s | samples/s per device | scaling efficiency |" in run.stdout
+    assert (
+        "| batch/device | time steps | devices | compile (s) | samples/s | samples/s per device | scaling efficiency |"
+        in run.stdout
+    )
     rows = __import__("json").loads(out.with_suffix(".json").read_text())["rows"]
     assert [r["devices"] for r in rows] == [1, 2] and rows[0]["scaling_efficiency"] == pytest.approx(1.0)
     assert all(r["samples_per_s"] > 0 and r["compile_s"] > 0 for r in rows)
-    bad = subprocess.run([sys.executable, str(BENCHMARKS / "synthetic_policy_gradient.py"), "--time-steps", "0"],
-                         capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "synthetic_policy_gradient.py"), "--time-steps", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "--time-steps must be >= 1, got 0." in bad.stderr

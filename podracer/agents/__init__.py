@@ -12,10 +12,21 @@ from collections.abc import Callable
 
 from podracer.agents.a2c import A2CConfig, make_a2c
 from podracer import optim
-from podracer.agents.base import (Agent, ReplaySpec, Transitions, hyperparameters, make_network, no_state,
-                                  with_hyperparameters,
-                                  make_policy_fns, make_recurrent_fns, masked_mean, policy_terms, transitions,
-                                  unroll_trajectory)
+from podracer.agents.base import (
+    Agent,
+    ReplaySpec,
+    Transitions,
+    hyperparameters,
+    make_network,
+    no_state,
+    with_hyperparameters,
+    make_policy_fns,
+    make_recurrent_fns,
+    masked_mean,
+    policy_terms,
+    transitions,
+    unroll_trajectory,
+)
 from podracer.agents.dqn import DQNConfig, make_dqn
 from podracer.agents.impala import IMPALAConfig, make_impala
 from podracer.agents.ppo import PPOBatch, PPOConfig, make_ppo
@@ -52,29 +63,40 @@ def register(name: str, config_class: type, make: Callable[..., Agent]) -> None:
     point in the ``podracer.agents`` group). Registering a name again replaces it; a built-in name cannot be
     taken."""
     if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise ValueError(f"An agent's name is lower case letters, digits, '-' and '_', starting with a letter "
-                         f"(it becomes --agent NAME), got {name!r}.")
+        raise ValueError(
+            f"An agent's name is lower case letters, digits, '-' and '_', starting with a letter "
+            f"(it becomes --agent NAME), got {name!r}."
+        )
     if name in BUILT_IN and _AGENTS[name][1] is not config_class:
         raise ValueError(f"{name!r} is a built-in agent; register yours under another name.")
     if not (isinstance(config_class, type) and dataclasses.is_dataclass(config_class)):
-        raise ValueError(f"Agent {name!r}: its config must be a dataclass (its fields become flags), got {config_class!r}.")
+        raise ValueError(
+            f"Agent {name!r}: its config must be a dataclass (its fields become flags), got {config_class!r}."
+        )
     fields = {f.name: f for f in dataclasses.fields(config_class)}
     missing = [field for field in _REQUIRED_FIELDS if field not in fields]
     nested = "optimizer" in fields and isinstance(fields["optimizer"].default, optim.OptimizerConfig)
     if missing and not nested:
-        raise ValueError(f"Agent {name!r}: {config_class.__name__} needs the field(s) {', '.join(missing)} "
-                         "(the optimizer is made from them).")
-    no_default = [f.name for f in fields.values()
-                  if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        raise ValueError(
+            f"Agent {name!r}: {config_class.__name__} needs the field(s) {', '.join(missing)} "
+            "(the optimizer is made from them)."
+        )
+    no_default = [
+        f.name for f in fields.values() if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
     if no_default:
-        raise ValueError(f"Agent {name!r}: every field of {config_class.__name__} needs a default (the flags start "
-                         f"from them); {', '.join(no_default)} has none.")
+        raise ValueError(
+            f"Agent {name!r}: every field of {config_class.__name__} needs a default (the flags start "
+            f"from them); {', '.join(no_default)} has none."
+        )
     if not callable(make):
         raise ValueError(f"Agent {name!r}: make must be a function make(spec, config) -> Agent, got {make!r}.")
     for other, (_, cls) in _AGENTS.items():
         if cls is config_class and other != name:
-            raise ValueError(f"Agent {name!r}: {config_class.__name__} is already the config of agent {other!r} "
-                             "(a config class names one agent; subclass it).")
+            raise ValueError(
+                f"Agent {name!r}: {config_class.__name__} is already the config of agent {other!r} "
+                "(a config class names one agent; subclass it)."
+            )
     _AGENTS[name] = (make, config_class)
 
 
@@ -85,8 +107,9 @@ def _config_class_of(make: Callable, where: str) -> type:
     except (KeyError, TypeError, ValueError):
         default = inspect.Parameter.empty
     if default is inspect.Parameter.empty:
-        raise ValueError(f"{where}: the factory must be make(spec, config=MyConfig()); the config's default names "
-                         "its class.")
+        raise ValueError(
+            f"{where}: the factory must be make(spec, config=MyConfig()); the config's default names its class."
+        )
     return type(default)
 
 
@@ -124,8 +147,10 @@ def config_class(name: str):
     if name not in _AGENTS:
         close = difflib.get_close_matches(name, list(_AGENTS), n=3, cutoff=0.6)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        raise ValueError(f"Unknown agent {name!r}; available: {', '.join(names())} (an agent of your own: "
-                         f"agents.register, --import MODULE, or a {ENTRY_POINTS} entry point).{hint}")
+        raise ValueError(
+            f"Unknown agent {name!r}; available: {', '.join(names())} (an agent of your own: "
+            f"agents.register, --import MODULE, or a {ENTRY_POINTS} entry point).{hint}"
+        )
     return _AGENTS[name][1]
 
 
@@ -135,8 +160,10 @@ def name_of(config) -> str:
     for name, (_, cls) in _AGENTS.items():
         if type(config) is cls:
             return name
-    raise ValueError(f"{type(config).__name__} is not the config of a registered agent ({', '.join(names())}); "
-                     "register it with podracer.agents.register(name, config_class, make).")
+    raise ValueError(
+        f"{type(config).__name__} is not the config of a registered agent ({', '.join(names())}); "
+        "register it with podracer.agents.register(name, config_class, make)."
+    )
 
 
 def config_classes(*, built_in: bool = False) -> dict[str, type]:
@@ -166,7 +193,9 @@ def make(agent, spec: EnvSpec, *, run: RunFacts | None = None, **hyper) -> Agent
     if built.replay is None:
         steps = functools.partial(optim.on_policy_steps, run, built.num_epochs, built.num_minibatches)
     else:
-        steps = functools.partial(optim.replay_steps, run, built.replay.replay_ratio, built.replay.min_size, built.replay.batch_size)
+        steps = functools.partial(
+            optim.replay_steps, run, built.replay.replay_ratio, built.replay.min_size, built.replay.batch_size
+        )
     return built._replace(optimizer=optim.adam(optim.settings_of(agent), steps))
 
 

@@ -8,7 +8,18 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from podracer.agents.base import Configurable, Agent, CoreName, check_hyperparameters, make_network, make_policy_fns, masked_mean, policy_terms, transitions, unroll_trajectory
+from podracer.agents.base import (
+    Configurable,
+    Agent,
+    CoreName,
+    check_hyperparameters,
+    make_network,
+    make_policy_fns,
+    masked_mean,
+    policy_terms,
+    transitions,
+    unroll_trajectory,
+)
 from podracer.networks import TorsoName
 from podracer.optim import OptimizerConfig, adam, on_policy_steps, optimizer_field
 from podracer.types import RunFacts, EnvSpec, Trajectory
@@ -18,7 +29,8 @@ from podracer.types import RunFacts, EnvSpec, Trajectory
 class A2CConfig(Configurable):
     """Advantage actor-critic (A2C)."""
 
-    optimizer: OptimizerConfig = optimizer_field(learning_rate=3e-3, max_grad_norm=0.5)  # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps
+    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps
+    optimizer: OptimizerConfig = optimizer_field(learning_rate=3e-3, max_grad_norm=0.5)
     discount: float = 0.99  # discount gamma
     td_lambda: float = 0.95  # lambda of the lambda returns
     n_step: int | None = None  # n-step bootstrapped returns instead of lambda returns; None: lambda returns

@@ -15,8 +15,16 @@ import optax
 
 from podracer.types import image_layout
 from podracer.optim import LR_SCHEDULES, OptimizerConfig
-from podracer.networks import (TORSOS, ActorCritic, ObservationTorso, RecurrentNetwork, StructuredTorso, choose_torso,
-                               lstm_initial_state, reset_state)
+from podracer.networks import (
+    TORSOS,
+    ActorCritic,
+    ObservationTorso,
+    RecurrentNetwork,
+    StructuredTorso,
+    choose_torso,
+    lstm_initial_state,
+    reset_state,
+)
 from podracer.types import Metrics, Params, Trajectory
 
 Batch = Any
@@ -60,7 +68,8 @@ def split_start_state(extras):
 def greedy_action(extras) -> chex.Array:
     """The greedy action, from what ``act`` returned: int32 ``[B]``, the most likely action of a discrete policy
     (``extras["logits"]``; ``[B, len(nvec)]``, each entry's, for a multi-discrete one) or the highest-valued one of
-    a Q agent (``extras["q_values"]``); float32 ``[B, size]``, the mean of a Gaussian policy (``extras["mean"]``) or what an agent names as its greedy action
+    a Q agent (``extras["q_values"]``); float32 ``[B, size]``, the mean of a Gaussian policy (``extras["mean"]``) or
+    what an agent names as its greedy action
     (``extras["greedy"]``, e.g. SAC's squashed mean)."""
     for key in ("mean", "greedy"):
         if key in extras:
@@ -96,8 +105,10 @@ class Agent(NamedTuple):
     """
 
     init: Callable[[chex.PRNGKey, chex.ArrayTree], Params]
-    act: Callable[[Params, chex.ArrayTree, chex.PRNGKey, chex.ArrayTree, chex.Array],
-                  tuple[chex.Array, chex.ArrayTree, chex.ArrayTree]]
+    act: Callable[
+        [Params, chex.ArrayTree, chex.PRNGKey, chex.ArrayTree, chex.Array],
+        tuple[chex.Array, chex.ArrayTree, chex.ArrayTree],
+    ]
     loss: Callable[[Params, Batch, chex.PRNGKey], tuple[jax.Array, Metrics]] | None
     prepare: Callable[[Params, Trajectory], Batch] | None = None
     num_epochs: int = 1
@@ -132,8 +143,9 @@ def unroll_trajectory(network, params, trajectory: Trajectory):
     """
     if isinstance(network, RecurrentNetwork):
         state = trajectory.actor_state
-        outputs, _ = network.apply(params, trajectory.timestep.observation, first_flags(trajectory), state,
-                                   method="unroll")
+        outputs, _ = network.apply(
+            params, trajectory.timestep.observation, first_flags(trajectory), state, method="unroll"
+        )
         return outputs
     return network.apply(params, trajectory.timestep.observation)
 
@@ -154,13 +166,39 @@ CORES = ("none", "lstm")
 CoreName = Literal[CORES]  # the core choices, for configs and the command lines
 
 # How every agent config's fields are checked, by field name; each failure is a ValueError naming the flag.
-_AT_LEAST_ONE = ("n_step", "core_size", "num_epochs", "num_minibatches", "replay_capacity", "batch_size",
-                 "min_replay_size", "target_period")
-_POSITIVE = ("learning_rate", "max_grad_norm", "replay_ratio", "clip_epsilon", "clip_rho_threshold",
-             "clip_pg_rho_threshold", "huber_delta", "value_rescaling_eps")
+_AT_LEAST_ONE = (
+    "n_step",
+    "core_size",
+    "num_epochs",
+    "num_minibatches",
+    "replay_capacity",
+    "batch_size",
+    "min_replay_size",
+    "target_period",
+)
+_POSITIVE = (
+    "learning_rate",
+    "max_grad_norm",
+    "replay_ratio",
+    "clip_epsilon",
+    "clip_rho_threshold",
+    "clip_pg_rho_threshold",
+    "huber_delta",
+    "value_rescaling_eps",
+)
 _NON_NEGATIVE = ("entropy_coef", "value_coef", "burn_in", "epsilon_alpha", "lr_warmup_steps")
-_UNIT_INTERVAL = ("discount", "td_lambda", "gae_lambda", "epsilon", "eta", "priority_exponent", "importance_exponent",
-                  "epsilon_start", "epsilon_end", "epsilon_fraction")
+_UNIT_INTERVAL = (
+    "discount",
+    "td_lambda",
+    "gae_lambda",
+    "epsilon",
+    "eta",
+    "priority_exponent",
+    "importance_exponent",
+    "epsilon_start",
+    "epsilon_end",
+    "epsilon_fraction",
+)
 
 
 def flag(name: str) -> str:
@@ -192,8 +230,11 @@ def hyperparameters(config) -> dict:
 def with_hyperparameters(config, values, *, checked: bool = True):
     """``config`` with ``values`` (flag names, :func:`hyperparameters`) set, nested optimizer settings included;
     ``checked=False`` sets them without the configs' checks (traced values inside a compiled program)."""
-    nested = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
-              if isinstance(getattr(config, f.name), OptimizerConfig)}
+    nested = {
+        f.name: getattr(config, f.name)
+        for f in dataclasses.fields(config)
+        if isinstance(getattr(config, f.name), OptimizerConfig)
+    }
     own, inner = dict(values), {}
     for name, group in nested.items():
         names = {f.name for f in dataclasses.fields(group)}
@@ -246,8 +287,9 @@ def check_hyperparameters(config) -> None:
     if values.get("torso", "auto") not in TORSOS:
         raise ValueError(f"--torso: unknown torso {values['torso']!r}; choose one of {', '.join(TORSOS)}.")
     if values.get("lr_schedule", "constant") not in LR_SCHEDULES:
-        raise ValueError(f"--lr-schedule: unknown schedule {values['lr_schedule']!r}; choose one of "
-                         f"{', '.join(LR_SCHEDULES)}.")
+        raise ValueError(
+            f"--lr-schedule: unknown schedule {values['lr_schedule']!r}; choose one of {', '.join(LR_SCHEDULES)}."
+        )
     if values.get("core", "none") not in CORES:
         raise ValueError(f"--core: unknown core {values['core']!r}; choose one of {', '.join(CORES)}.")
 
@@ -261,8 +303,9 @@ def make_network(spec, config):
         if core != "lstm":
             raise ValueError("Structured (dict) observations need a recurrent agent (core='lstm').")
         torso = make_torso(spec, config.torso, config.hidden_sizes, "tanh")
-        return RecurrentNetwork(policy_actions(spec), torso, config.core_size, heads="actor_critic",
-                                action_size=action_size(spec))
+        return RecurrentNetwork(
+            policy_actions(spec), torso, config.core_size, heads="actor_critic", action_size=action_size(spec)
+        )
     return ActorCritic(
         num_actions=policy_actions(spec),
         obs_rank=len(spec.observation.shape),
@@ -288,16 +331,21 @@ def policy_actions(spec) -> int | tuple[int, ...]:
 
 
 # Which agents act in each kind of action space (EnvSpec.action_kind), for require_actions' messages.
-AGENTS_FOR = {"discrete": "a2c, dqn, impala, ppo or r2d2", "multi-discrete": "a2c, impala or ppo",
-              "continuous": "a2c, ppo or sac"}
+AGENTS_FOR = {
+    "discrete": "a2c, dqn, impala, ppo or r2d2",
+    "multi-discrete": "a2c, impala or ppo",
+    "continuous": "a2c, ppo or sac",
+}
 
 
 def require_actions(spec, agent: str, *kinds: str) -> None:
     """A one-line error when ``agent``, which takes actions of ``kinds`` (``EnvSpec.action_kind`` values), cannot act
     in ``spec``'s action space."""
     if spec.action_kind not in kinds:
-        raise ValueError(f"--agent {agent} takes {' or '.join(kinds)} actions and this environment's are "
-                         f"{spec.action_kind}; use {AGENTS_FOR[spec.action_kind]}.")
+        raise ValueError(
+            f"--agent {agent} takes {' or '.join(kinds)} actions and this environment's are "
+            f"{spec.action_kind}; use {AGENTS_FOR[spec.action_kind]}."
+        )
 
 
 def make_policy_fns(network):
@@ -367,7 +415,8 @@ def behaviour_policy(extras):
 
 
 def make_recurrent_fns(network, choose=None):
-    """``Agent`` fields ``init``, ``act`` and ``initial_state`` of a recurrent agent on ``network`` (a ``RecurrentNetwork``).
+    """``Agent`` fields ``init``, ``act`` and ``initial_state`` of a recurrent agent on ``network`` (a
+    ``RecurrentNetwork``).
 
     ``choose(outputs, key, action_mask) -> (action, extras)`` picks actions from the
     network's outputs at one step (``action_mask``: legal actions, or None); by default it
@@ -458,6 +507,31 @@ def policy_terms(policy, actions: chex.Array, action_mask=None):
     return log_prob, entropy
 
 
-__all__ = ["Agent", "CORES", "act_mask", "mask_logits", "ReplaySpec", "START_STATE", "Transitions", "check_hyperparameters", "flag", "first_flags", "no_state", "split_start_state",
-           "make_network", "make_policy_fns", "action_size", "policy_actions", "behaviour_policy", "greedy_action", "require_actions",
-           "sample_policy", "make_recurrent_fns", "make_torso", "unroll_trajectory", "masked_mean", "policy_terms", "transitions"]
+__all__ = [
+    "Agent",
+    "CORES",
+    "act_mask",
+    "mask_logits",
+    "ReplaySpec",
+    "START_STATE",
+    "Transitions",
+    "check_hyperparameters",
+    "flag",
+    "first_flags",
+    "no_state",
+    "split_start_state",
+    "make_network",
+    "make_policy_fns",
+    "action_size",
+    "policy_actions",
+    "behaviour_policy",
+    "greedy_action",
+    "require_actions",
+    "sample_policy",
+    "make_recurrent_fns",
+    "make_torso",
+    "unroll_trajectory",
+    "masked_mean",
+    "policy_terms",
+    "transitions",
+]

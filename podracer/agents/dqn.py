@@ -18,7 +18,15 @@ from typing import Literal
 import jax
 import jax.numpy as jnp
 
-from podracer.agents.base import Configurable, Agent, ReplaySpec, check_hyperparameters, mask_logits, require_actions, transitions
+from podracer.agents.base import (
+    Configurable,
+    Agent,
+    ReplaySpec,
+    check_hyperparameters,
+    mask_logits,
+    require_actions,
+    transitions,
+)
 from podracer.types import image_layout
 from podracer.networks import QNetwork, TorsoName
 from podracer.optim import OptimizerConfig, adam, optimizer_field, replay_steps
@@ -31,12 +39,15 @@ EPSILON_SCHEDULES = ("ladder", "linear")
 class DQNConfig(Configurable):
     """Double Q-learning with n-step returns, a target network and prioritized replay."""
 
-    optimizer: OptimizerConfig = optimizer_field(learning_rate=1e-3, max_grad_norm=10.0)  # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps
+    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps
+    optimizer: OptimizerConfig = optimizer_field(learning_rate=1e-3, max_grad_norm=10.0)
     discount: float = 0.99  # discount gamma
     n_step: int = 3  # bootstrapped returns over up to n steps (fewer at episode and trajectory ends)
     hidden_sizes: tuple[int, ...] = (64, 64)  # hidden layer sizes of the MLP
     torso: TorsoName = "auto"  # auto: impala (ResNet) for images, mlp otherwise
-    epsilon_schedule: Literal["ladder", "linear"] = "ladder"  # ladder: Ape-X's fixed rates over the environments (--epsilon, --epsilon-alpha); linear: every environment's epsilon decays from --epsilon-start to --epsilon-end over --epsilon-fraction of the run's env steps, then stays
+    # ladder: Ape-X's fixed rates over the environments (--epsilon, --epsilon-alpha); linear: every environment's
+    # epsilon decays from --epsilon-start to --epsilon-end over --epsilon-fraction of the run's env steps, then stays
+    epsilon_schedule: Literal["ladder", "linear"] = "ladder"
     epsilon: float = 0.4  # Ape-X ladder: the most exploring actor's epsilon ...
     epsilon_alpha: float = 7.0  # ... and the ladder's exponent range
     epsilon_start: float = 1.0  # linear schedule: epsilon at the run's start ...
@@ -57,15 +68,19 @@ class DQNConfig(Configurable):
         check_hyperparameters(self)
         check_replay_sizes(self)
         if self.epsilon_schedule not in EPSILON_SCHEDULES:
-            raise ValueError(f"--epsilon-schedule: unknown schedule {self.epsilon_schedule!r}; choose one of "
-                             f"{', '.join(EPSILON_SCHEDULES)}.")
+            raise ValueError(
+                f"--epsilon-schedule: unknown schedule {self.epsilon_schedule!r}; choose one of "
+                f"{', '.join(EPSILON_SCHEDULES)}."
+            )
 
 
 def check_replay_sizes(config) -> None:
     """A replay agent's sizes fit together: batch size <= minimum replay size <= capacity."""
     if not config.batch_size <= config.min_replay_size <= config.replay_capacity:
-        raise ValueError(f"Need --batch-size <= --min-replay-size <= --replay-capacity, got {config.batch_size}, "
-                         f"{config.min_replay_size}, {config.replay_capacity}.")
+        raise ValueError(
+            f"Need --batch-size <= --min-replay-size <= --replay-capacity, got {config.batch_size}, "
+            f"{config.min_replay_size}, {config.replay_capacity}."
+        )
 
 
 def replay_spec(config, make_items, loss) -> ReplaySpec:
@@ -165,14 +180,22 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig(), run: RunFacts | Non
     import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
 
     require_actions(spec, "dqn", "discrete")
-    network = QNetwork(spec.num_actions, len(spec.observation.shape), config.hidden_sizes, torso=config.torso,
-                       image=image_layout(spec), obs_shape=tuple(spec.observation.shape),
-                       cell_actions=spec.cell_actions)
+    network = QNetwork(
+        spec.num_actions,
+        len(spec.observation.shape),
+        config.hidden_sizes,
+        torso=config.torso,
+        image=image_layout(spec),
+        obs_shape=tuple(spec.observation.shape),
+        cell_actions=spec.cell_actions,
+    )
 
     linear = config.epsilon_schedule == "linear"
     if linear and run is None:
-        raise ValueError("--epsilon-schedule linear decays over the run's env steps: make the agent with the run's "
-                         "facts, agents.make(config, spec, run=RunFacts(...)) (the command lines do).")
+        raise ValueError(
+            "--epsilon-schedule linear decays over the run's env steps: make the agent with the run's "
+            "facts, agents.make(config, spec, run=RunFacts(...)) (the command lines do)."
+        )
 
     def init(key, observation):
         params = network.init(key, observation)
@@ -187,8 +210,12 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig(), run: RunFacts | Non
         q_values = network.apply(q_network(params), observation)
         rates = None
         if linear:
-            rates = linear_epsilon(params["env_steps"], config.epsilon_start, config.epsilon_end,
-                                   config.epsilon_fraction * run.total_env_steps)
+            rates = linear_epsilon(
+                params["env_steps"],
+                config.epsilon_start,
+                config.epsilon_end,
+                config.epsilon_fraction * run.total_env_steps,
+            )
         action = epsilon_greedy(q_values, key, config.epsilon, config.epsilon_alpha, action_mask, rates)
         return action, {"q_values": mask_logits(q_values, action_mask)}, state
 
@@ -219,5 +246,11 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig(), run: RunFacts | Non
         return total, (metrics, abs_td)
 
     steps = functools.partial(replay_steps, run, config.replay_ratio, config.min_replay_size, config.batch_size)
-    return Agent(init=init, act=act, loss=None, replay=replay_spec(config, make_items, loss),
-                 observe=observe if linear else None, optimizer=adam(config.optimizer, steps))
+    return Agent(
+        init=init,
+        act=act,
+        loss=None,
+        replay=replay_spec(config, make_items, loss),
+        observe=observe if linear else None,
+        optimizer=adam(config.optimizer, steps),
+    )

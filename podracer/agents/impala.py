@@ -8,7 +8,19 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from podracer.agents.base import Configurable, Agent, CoreName, check_hyperparameters, make_network, require_actions, make_policy_fns, masked_mean, policy_terms, transitions, unroll_trajectory
+from podracer.agents.base import (
+    Configurable,
+    Agent,
+    CoreName,
+    check_hyperparameters,
+    make_network,
+    require_actions,
+    make_policy_fns,
+    masked_mean,
+    policy_terms,
+    transitions,
+    unroll_trajectory,
+)
 from podracer.networks import TorsoName
 from podracer.optim import OptimizerConfig, adam, on_policy_steps, optimizer_field
 from podracer.types import RunFacts, EnvSpec, Trajectory
@@ -18,7 +30,8 @@ from podracer.types import RunFacts, EnvSpec, Trajectory
 class IMPALAConfig(Configurable):
     """IMPALA: actor-critic with V-trace corrections."""
 
-    optimizer: OptimizerConfig = optimizer_field(learning_rate=6e-4, max_grad_norm=40.0)  # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps
+    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps
+    optimizer: OptimizerConfig = optimizer_field(learning_rate=6e-4, max_grad_norm=40.0)
     discount: float = 0.99  # discount gamma
     td_lambda: float = 1.0  # V-trace lambda
     clip_rho_threshold: float = 1.0  # V-trace: clip of the importance weights in the value targets
@@ -45,7 +58,12 @@ def make_impala(spec: EnvSpec, config: IMPALAConfig = IMPALAConfig(), run: RunFa
 
     def vtrace_fn(v_tm1, v_t, r_t, discount_t, rho_tm1, lambda_):
         return rlax.vtrace_td_error_and_advantage(
-            v_tm1, v_t, r_t, discount_t, rho_tm1, lambda_,
+            v_tm1,
+            v_t,
+            r_t,
+            discount_t,
+            rho_tm1,
+            lambda_,
             clip_rho_threshold=config.clip_rho_threshold,
             clip_pg_rho_threshold=config.clip_pg_rho_threshold,
         )
@@ -59,8 +77,9 @@ def make_impala(spec: EnvSpec, config: IMPALAConfig = IMPALAConfig(), run: RunFa
         actions = trajectory.action[:-1]
         action_mask = jax.tree.map(lambda x: x[:-1], trajectory.timestep.action_mask)
         log_prob, entropy = policy_terms(jax.tree.map(lambda x: x[:-1], logits), actions, action_mask)
-        behaviour_log_prob, _ = policy_terms(jax.tree.map(lambda x: x[:-1], trajectory.extras["logits"]), actions,
-                                             action_mask)
+        behaviour_log_prob, _ = policy_terms(
+            jax.tree.map(lambda x: x[:-1], trajectory.extras["logits"]), actions, action_mask
+        )
         rho = jnp.exp(jax.lax.stop_gradient(log_prob) - behaviour_log_prob)
         out = vtrace(values[:-1], values[1:], tr.r_t, tr.discount_t, rho, config.td_lambda * tr.continues_t)
         policy_loss = -masked_mean(log_prob * jax.lax.stop_gradient(out.pg_advantage), tr.mask_t)

@@ -10,8 +10,20 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from podracer.agents.base import (Configurable, CoreName, Agent, behaviour_policy, check_hyperparameters, first_flags,
-                                  make_network, make_policy_fns, masked_mean, policy_terms, transitions, unroll_trajectory)
+from podracer.agents.base import (
+    Configurable,
+    CoreName,
+    Agent,
+    behaviour_policy,
+    check_hyperparameters,
+    first_flags,
+    make_network,
+    make_policy_fns,
+    masked_mean,
+    policy_terms,
+    transitions,
+    unroll_trajectory,
+)
 from podracer.networks import RecurrentNetwork, TorsoName
 from podracer.optim import OptimizerConfig, adam, on_policy_steps, optimizer_field
 from podracer.types import RunFacts, EnvSpec, Trajectory
@@ -21,7 +33,8 @@ from podracer.types import RunFacts, EnvSpec, Trajectory
 class PPOConfig(Configurable):
     """PPO: clipped surrogate objective, several epochs of minibatches per update."""
 
-    optimizer: OptimizerConfig = optimizer_field(learning_rate=3e-3, max_grad_norm=0.5)  # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps
+    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps
+    optimizer: OptimizerConfig = optimizer_field(learning_rate=3e-3, max_grad_norm=0.5)
     discount: float = 0.99  # discount gamma
     gae_lambda: float = 0.95  # lambda of generalized advantage estimation
     clip_epsilon: float = 0.2  # clip of the probability ratio
@@ -30,11 +43,15 @@ class PPOConfig(Configurable):
     num_epochs: int = 4  # passes over each batch of trajectories
     num_minibatches: int = 4  # minibatches per pass; must divide each learner device's batch
     normalize_advantages: bool = True  # advantages normalized per minibatch
-    clip_value_loss: bool = False  # PPO2's value clipping: the new value may move at most --clip-epsilon from the value at the update's start, the loss the larger of the clipped and unclipped errors
+    # PPO2's value clipping: the new value may move at most --clip-epsilon from the value at the update's start, the
+    # loss the larger of the clipped and unclipped errors
+    clip_value_loss: bool = False
     hidden_sizes: tuple[int, ...] = (64, 64)  # hidden layer sizes of the MLPs
     shared_torso: bool = False  # one torso under both heads
     torso: TorsoName = "auto"  # auto: impala (ResNet) for images, mlp otherwise
-    core: CoreName = "none"  # lstm: an LSTM between torso and heads, its state carried across rollouts; minibatches are then of whole sequences (--num-minibatches divides the environments)
+    # lstm: an LSTM between torso and heads, its state carried across rollouts; minibatches are then of whole sequences
+    # (--num-minibatches divides the environments)
+    core: CoreName = "none"
     core_size: int = 128  # LSTM units
 
     def __post_init__(self):
@@ -54,7 +71,8 @@ class PPOBatch(NamedTuple):
     mask: chex.Array  # float32: 1 where the transition lies inside an episode
     action_mask: chex.ArrayTree = None  # bool [A] (a tuple per multi-discrete entry): legal actions at o_t, or None
     first: chex.Array = None  # bool [T, B]: o_t starts an episode (recurrent networks only)
-    start_state: chex.ArrayTree = None  # the core state at o_0, [1, B, ...] so that axis 1 is the batch's (recurrent only)
+    # the core state at o_0, [1, B, ...] so that axis 1 is the batch's (recurrent only)
+    start_state: chex.ArrayTree = None
 
 
 def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig(), run: RunFacts | None = None) -> Agent:
@@ -86,8 +104,9 @@ def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig(), run: RunFacts | Non
             action_mask=action_mask,
         )
         if recurrent:  # whole sequences, each with the core state it started from (minibatches split axis 1)
-            batch = batch._replace(first=first_flags(trajectory)[:-1],
-                                   start_state=jax.tree.map(lambda x: x[None], trajectory.actor_state))
+            batch = batch._replace(
+                first=first_flags(trajectory)[:-1], start_state=jax.tree.map(lambda x: x[None], trajectory.actor_state)
+            )
             return jax.lax.stop_gradient(batch)
         flat = jax.tree.map(lambda x: jnp.reshape(x, (-1, *x.shape[2:])), batch)
         return jax.lax.stop_gradient(flat)
@@ -133,5 +152,7 @@ def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig(), run: RunFacts | Non
         num_epochs=config.num_epochs,
         num_minibatches=config.num_minibatches,
         minibatch_axis=1 if recurrent else 0,
-        optimizer=adam(config.optimizer, functools.partial(on_policy_steps, run, config.num_epochs, config.num_minibatches)),
+        optimizer=adam(
+            config.optimizer, functools.partial(on_policy_steps, run, config.num_epochs, config.num_minibatches)
+        ),
     )

@@ -19,7 +19,16 @@ import jax
 import jax.numpy as jnp
 
 from podracer import replay as replay_lib
-from podracer.agents.base import Configurable, Agent, check_hyperparameters, first_flags, make_recurrent_fns, make_torso, mask_logits, require_actions
+from podracer.agents.base import (
+    Configurable,
+    Agent,
+    check_hyperparameters,
+    first_flags,
+    make_recurrent_fns,
+    make_torso,
+    mask_logits,
+    require_actions,
+)
 from podracer.agents.dqn import check_replay_sizes, epsilon_greedy, n_step_targets, replay_spec
 from podracer.networks import RecurrentNetwork, TorsoName
 from podracer.optim import OptimizerConfig, adam, optimizer_field, replay_steps
@@ -30,7 +39,8 @@ from podracer.types import RunFacts, EnvSpec, TimeStep, Trajectory
 class R2D2Config(Configurable):
     """R2D2: recurrent double Q-learning from prioritized sequences."""
 
-    optimizer: OptimizerConfig = optimizer_field(learning_rate=6e-4, max_grad_norm=40.0)  # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps
+    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps
+    optimizer: OptimizerConfig = optimizer_field(learning_rate=6e-4, max_grad_norm=40.0)
     discount: float = 0.997  # discount gamma
     n_step: int = 5  # bootstrapped returns over up to n steps
     burn_in: int = 4  # steps of each stored sequence that only warm the LSTM state up; < --rollout-length
@@ -79,8 +89,10 @@ def make_r2d2(spec: EnvSpec, config: R2D2Config = R2D2Config(), run: RunFacts | 
     def make_items(trajectory: Trajectory):
         length = trajectory.action.shape[0]
         if config.burn_in + 1 >= length:
-            raise ValueError(f"R2D2 needs sequences longer than burn_in + 1 = {config.burn_in + 1} steps; the "
-                             f"trajectories have {length} (raise --rollout-length or lower --burn-in).")
+            raise ValueError(
+                f"R2D2 needs sequences longer than burn_in + 1 = {config.burn_in + 1} steps; the "
+                f"trajectories have {length} (raise --rollout-length or lower --burn-in)."
+            )
         ts = trajectory.timestep
         batch_major = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731
         items = {
@@ -111,8 +123,9 @@ def make_r2d2(spec: EnvSpec, config: R2D2Config = R2D2Config(), run: RunFacts | 
         del key
         time_major = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731
         observation = jax.tree.map(time_major, items["observation"])
-        timestep = TimeStep(observation, time_major(items["reward"]), time_major(items["discount"]),
-                            time_major(items["last"]))
+        timestep = TimeStep(
+            observation, time_major(items["reward"]), time_major(items["discount"]), time_major(items["last"])
+        )
         trajectory = Trajectory(timestep, time_major(items["action"]), {})
         first = first_flags(trajectory)
         q = unroll(params, observation, first, items["core_state"])  # [S, N, A]
@@ -129,9 +142,16 @@ def make_r2d2(spec: EnvSpec, config: R2D2Config = R2D2Config(), run: RunFacts | 
         total = jnp.mean(weights[None, :] * 0.5 * jnp.square(td))
         abs_td = jnp.abs(td)
         priorities = replay_lib.sequence_priorities(abs_td, learn, eta=config.eta, axis=0)
-        metrics = {"loss": total, "q_value": jnp.sum(q_a * learn) / jnp.maximum(jnp.sum(learn), 1.0),
-                   "abs_td": jnp.sum(abs_td) / jnp.maximum(jnp.sum(learn), 1.0)}
+        metrics = {
+            "loss": total,
+            "q_value": jnp.sum(q_a * learn) / jnp.maximum(jnp.sum(learn), 1.0),
+            "abs_td": jnp.sum(abs_td) / jnp.maximum(jnp.sum(learn), 1.0),
+        }
         return total, (metrics, priorities)
 
-    steps = functools.partial(replay_steps, run, config.replay_ratio, config.min_replay_size, config.batch_size, sequences=True)
-    return Agent(**fns, loss=None, replay=replay_spec(config, make_items, loss), optimizer=adam(config.optimizer, steps))
+    steps = functools.partial(
+        replay_steps, run, config.replay_ratio, config.min_replay_size, config.batch_size, sequences=True
+    )
+    return Agent(
+        **fns, loss=None, replay=replay_spec(config, make_items, loss), optimizer=adam(config.optimizer, steps)
+    )

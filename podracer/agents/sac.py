@@ -41,10 +41,12 @@ LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0  # the actor's log standard deviation is sq
 class SACConfig(Configurable):
     """Soft actor-critic with twin critics, target critics and a tuned entropy temperature."""
 
-    optimizer: OptimizerConfig = optimizer_field(learning_rate=3e-4, max_grad_norm=None)  # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps
+    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps
+    optimizer: OptimizerConfig = optimizer_field(learning_rate=3e-4, max_grad_norm=None)
     discount: float = 0.99  # discount gamma
     hidden_sizes: tuple[int, ...] = (256, 256)  # hidden layer sizes of the actor's and each critic's MLP
-    alpha_learning_rate: float | None = None  # the temperature's own Adam learning rate (same schedule, no clip); None: --learning-rate
+    # the temperature's own Adam learning rate (same schedule, no clip); None: --learning-rate
+    alpha_learning_rate: float | None = None
     initial_alpha: float = 1.0  # entropy temperature at the start
     target_entropy_scale: float = 1.0  # target entropy = -scale x action entries
     replay_capacity: int = 100_000  # items per replay shard (one shard per learner device)
@@ -116,8 +118,11 @@ def make_sac(spec: EnvSpec, config: SACConfig = SACConfig(), run: RunFacts | Non
     def init(key, observation):
         x, _ = flatten(observation)
         actor_key, critic_key = jax.random.split(key)
-        return {"actor": actor.init(actor_key, x), "critic": critic.init(critic_key, x, jnp.zeros((x.shape[0], size))),
-                "log_alpha": jnp.log(jnp.asarray(config.initial_alpha, jnp.float32))}
+        return {
+            "actor": actor.init(actor_key, x),
+            "critic": critic.init(critic_key, x, jnp.zeros((x.shape[0], size))),
+            "log_alpha": jnp.log(jnp.asarray(config.initial_alpha, jnp.float32)),
+        }
 
     def act(params, observation, key, state, first):
         x, batch_shape = flatten(observation)
@@ -152,13 +157,26 @@ def make_sac(spec: EnvSpec, config: SACConfig = SACConfig(), run: RunFacts | Non
         # Temperature: towards the target entropy.
         alpha_loss = -jnp.mean(valid * params["log_alpha"] * sg(log_prob + target_entropy))
         total = critic_loss + actor_loss + alpha_loss
-        metrics = {"loss": total, "critic_loss": critic_loss, "actor_loss": actor_loss, "alpha": alpha,
-                   "entropy": -jnp.mean(valid * log_prob), "q_value": jnp.mean(valid * q[0])}
+        metrics = {
+            "loss": total,
+            "critic_loss": critic_loss,
+            "actor_loss": actor_loss,
+            "alpha": alpha,
+            "entropy": -jnp.mean(valid * log_prob),
+            "q_value": jnp.mean(valid * q[0]),
+        }
         return total, (metrics, jnp.zeros_like(valid))
 
-    replay = ReplaySpec(make_items=make_items, loss=loss, capacity=config.replay_capacity,
-                        batch_size=config.batch_size, replay_ratio=config.replay_ratio,
-                        min_size=config.min_replay_size, prioritized=False, target_tau=config.target_tau)
+    replay = ReplaySpec(
+        make_items=make_items,
+        loss=loss,
+        capacity=config.replay_capacity,
+        batch_size=config.batch_size,
+        replay_ratio=config.replay_ratio,
+        min_size=config.min_replay_size,
+        prioritized=False,
+        target_tau=config.target_tau,
+    )
     return Agent(init=init, act=act, loss=None, replay=replay, optimizer=make_sac_optimizer(config, run))
 
 
@@ -171,7 +189,9 @@ def make_sac_optimizer(config: SACConfig, run: RunFacts | None = None) -> optax.
     temperature = dataclasses.replace(settings, learning_rate=alpha_rate, max_grad_norm=None)
 
     def labels(params):
-        return {name: jax.tree.map(lambda _, name=name: "temperature" if name == "log_alpha" else "networks", tree)
-                for name, tree in params.items()}
+        return {
+            name: jax.tree.map(lambda _, name=name: "temperature" if name == "log_alpha" else "networks", tree)
+            for name, tree in params.items()
+        }
 
     return optax.multi_transform({"networks": adam(settings, steps), "temperature": adam(temperature, steps)}, labels)

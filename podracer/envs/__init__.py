@@ -63,8 +63,9 @@ def register_suite(name: str, module: str) -> None:
     entry-point group instead (``NAME = "package.module"``). A built-in suite's name cannot be taken."""
     _load_entry_points()
     if not name or not name.replace("_", "").replace("-", "").isalnum() or name != name.lower():
-        raise ValueError(f"A suite's name is lower case letters, digits, '-' and '_' (the SUITE of --env SUITE:TASK), "
-                         f"got {name!r}.")
+        raise ValueError(
+            f"A suite's name is lower case letters, digits, '-' and '_' (the SUITE of --env SUITE:TASK), got {name!r}."
+        )
     if name in _BUILT_IN_SUITES or name == "jax" or name == "gymnasium":
         raise ValueError(f"{name!r} is a built-in suite prefix; register yours under another name.")
     if not isinstance(module, str) or ":" in module or not module:
@@ -170,8 +171,9 @@ def is_jax_on_host(name: str) -> bool:
     return name.startswith("jax:") or name.split(":", 1)[0] in SUITES
 
 
-def make_host(name: str, num_envs: int, seed: int = 0, *, num_threads: int = 0, vectorization: str = "sync",
-              **kwargs) -> HostEnv:
+def make_host(
+    name: str, num_envs: int, seed: int = 0, *, num_threads: int = 0, vectorization: str = "sync", **kwargs
+) -> HostEnv:
     """A Sebulba host batch by ``--env`` name: ``jax:NAME`` or ``SUITE:NAME`` (a JAX environment stepped on the
     host), ``gymnasium:ID`` (any registered gymnasium environment, stepped ``vectorization`` "sync" or "async"),
     else an envpool task id or short name (``num_threads`` envpool threads; 0: envpool's default). Other keyword
@@ -184,7 +186,7 @@ def make_host(name: str, num_envs: int, seed: int = 0, *, num_threads: int = 0, 
     if name.startswith("gymnasium:"):
         from podracer.envs.gymnasium import GymnasiumEnv
 
-        return GymnasiumEnv(name[len("gymnasium:"):], num_envs, seed=seed, vectorization=vectorization, **kwargs)
+        return GymnasiumEnv(name[len("gymnasium:") :], num_envs, seed=seed, vectorization=vectorization, **kwargs)
     from podracer.envs.envpool import EnvpoolEnv
 
     return EnvpoolEnv(name, num_envs, seed=seed, num_threads=num_threads, **kwargs)

@@ -13,9 +13,9 @@ import chex
 import jax
 import numpy as np
 
-from podracer.types import (Box, EnvSpec, EpisodeStats, ImageLayout, TimeStep,  # noqa: F401 (re-exported)
-                            action_dtype, action_shape, example_action_mask, example_observation, image_layout,
-                            mask_shapes, observation_rank)
+from podracer.types import Box, EnvSpec, EpisodeStats, ImageLayout, TimeStep  # noqa: F401 (re-exported)
+from podracer.types import action_dtype, action_shape, example_action_mask, example_observation  # noqa: F401
+from podracer.types import image_layout, mask_shapes, observation_rank  # noqa: F401 (re-exported)
 
 State = Any
 
@@ -76,10 +76,14 @@ def actions_of(space, env: str) -> dict:
         return {"num_actions": int(space.n)}
     if hasattr(space, "nvec") and np.ndim(space.nvec) == 1:
         return {"nvec": tuple(int(n) for n in space.nvec)}
-    low, high = (np.broadcast_to(np.asarray(getattr(space, bound, np.nan), np.float64), shape) for bound in ("low", "high"))
+    low, high = (
+        np.broadcast_to(np.asarray(getattr(space, bound, np.nan), np.float64), shape) for bound in ("low", "high")
+    )
     if low.ndim != 1 or not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
-        raise ValueError(f"--env {env} has actions of {type(space).__name__} {getattr(space, 'shape', '')}; podracer takes "
-                         "discrete and multi-discrete actions and continuous vectors with finite bounds.")
+        raise ValueError(
+            f"--env {env} has actions of {type(space).__name__} {getattr(space, 'shape', '')}; podracer takes "
+            "discrete and multi-discrete actions and continuous vectors with finite bounds."
+        )
     return {"box": Box(tuple(map(float, low)), tuple(map(float, high)))}
 
 
@@ -134,7 +138,9 @@ def first_timestep(observation: chex.ArrayTree, action_mask: chex.ArrayTree = No
     )
 
 
-def step_timestep(observation: chex.ArrayTree, reward, terminated, truncated, action_mask: chex.ArrayTree = None) -> TimeStep:
+def step_timestep(
+    observation: chex.ArrayTree, reward, terminated, truncated, action_mask: chex.ArrayTree = None
+) -> TimeStep:
     """The time step a step arrives at: discount 0 where the episode terminated, 1 otherwise (a truncation keeps 1,
     so the learner bootstraps); ``last`` where it did either. The reward as float32; the legal-action mask (where
     the spec declares one) as bool."""
@@ -158,11 +164,15 @@ def check_action_mask(spec: EnvSpec, timestep: TimeStep, batch_axes: int = 0) ->
     if shapes is None and mask is None:
         return
     if shapes is None:
-        raise ValueError("The environment's time steps carry an action_mask but its spec does not declare one: "
-                         "set EnvSpec(action_mask=True).")
+        raise ValueError(
+            "The environment's time steps carry an action_mask but its spec does not declare one: "
+            "set EnvSpec(action_mask=True)."
+        )
     if mask is None:
         raise ValueError("The environment's spec declares action_mask=True but its time steps carry no action_mask.")
-    got = tuple(tuple(m.shape[batch_axes:]) for m in mask) if isinstance(mask, tuple) else tuple(mask.shape[batch_axes:])
+    got = (
+        tuple(tuple(m.shape[batch_axes:]) for m in mask) if isinstance(mask, tuple) else tuple(mask.shape[batch_axes:])
+    )
     if got != shapes:
         raise ValueError(f"The environment's action_mask has shape {got}; its action space needs {shapes}.")
 

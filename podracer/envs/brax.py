@@ -65,8 +65,9 @@ class BraxEnv:
         if self._spec is None:  # traced, not run: brax's own observation_size runs a whole reset eagerly (seconds)
             observation = self._observe(jax.eval_shape(self.env.reset, jax.random.key(0)).obs)
             if not hasattr(observation, "shape") or len(observation.shape) != 1:
-                raise ValueError(f"{self.suite}:{self.name} has observations of {observation}; podracer takes vector "
-                                 "observations.")
+                raise ValueError(
+                    f"{self.suite}:{self.name} has observations of {observation}; podracer takes vector observations."
+                )
             box = Box((-1.0,) * self.env.action_size, (1.0,) * self.env.action_size)
             self._spec = EnvSpec(jax.ShapeDtypeStruct(observation.shape, jnp.float32), box=box)
         return self._spec

@@ -57,9 +57,7 @@ class CartPole:
         force = jnp.where(action == 1, FORCE_MAG, -FORCE_MAG)
         cos, sin = jnp.cos(theta), jnp.sin(theta)
         temp = (force + POLE_MASS_LENGTH * theta_dot**2 * sin) / TOTAL_MASS
-        theta_acc = (GRAVITY * sin - cos * temp) / (
-            HALF_LENGTH * (4.0 / 3.0 - MASS_POLE * cos**2 / TOTAL_MASS)
-        )
+        theta_acc = (GRAVITY * sin - cos * temp) / (HALF_LENGTH * (4.0 / 3.0 - MASS_POLE * cos**2 / TOTAL_MASS))
         x_acc = temp - POLE_MASS_LENGTH * theta_acc * cos / TOTAL_MASS
         physics = jnp.stack(
             [x + TAU * x_dot, x_dot + TAU * x_acc, theta + TAU * theta_dot, theta_dot + TAU * theta_acc]

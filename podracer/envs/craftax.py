@@ -31,7 +31,8 @@ def require() -> None:
 
 
 def names() -> list[str]:
-    """craftax's environments (craftax has no registry; these are the names its ``make_craftax_env_from_name`` takes)."""
+    """craftax's environments (craftax has no registry; these are the names its ``make_craftax_env_from_name``
+    takes)."""
     require()
     return list(NAMES)
 

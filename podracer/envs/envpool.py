@@ -65,19 +65,31 @@ def resolve_task_id(name: str) -> str:
         if candidate in by_lower:
             return by_lower[candidate]
     close = difflib.get_close_matches(name, ids, n=5, cutoff=0.6)
-    close += [t for t in difflib.get_close_matches(lowered, list(by_lower), n=5, cutoff=0.6) if by_lower[t] not in close]
+    close += [
+        t for t in difflib.get_close_matches(lowered, list(by_lower), n=5, cutoff=0.6) if by_lower[t] not in close
+    ]
     hint = f" Close matches: {', '.join(close)}." if close else ""
     raise ValueError(f"Unknown envpool task {name!r} in envpool {_version()}.{hint}")
 
 
 # envpool's native suites by the module that registers them (``envpool.registration.registry.specs``).
 SUITES = {
-    "envpool.atari": "Atari", "envpool.classic_control": "classic control", "envpool.toy_text": "toy text",
-    "envpool.box2d": "Box2D", "envpool.mujoco.gym": "MuJoCo", "envpool.mujoco.dmc": "dm_control",
-    "envpool.mujoco.playground": "MuJoCo Playground", "envpool.mujoco.metaworld": "MetaWorld",
-    "envpool.minigrid": "MiniGrid/BabyAI", "envpool.mujoco.robotics": "gymnasium-robotics",
-    "envpool.mujoco.myosuite": "MyoSuite", "envpool.procgen": "Procgen", "envpool.vizdoom": "ViZDoom",
-    "envpool.highway": "highway-env", "envpool.jumanji": "Jumanji", "envpool.pgx": "pgx",
+    "envpool.atari": "Atari",
+    "envpool.classic_control": "classic control",
+    "envpool.toy_text": "toy text",
+    "envpool.box2d": "Box2D",
+    "envpool.mujoco.gym": "MuJoCo",
+    "envpool.mujoco.dmc": "dm_control",
+    "envpool.mujoco.playground": "MuJoCo Playground",
+    "envpool.mujoco.metaworld": "MetaWorld",
+    "envpool.minigrid": "MiniGrid/BabyAI",
+    "envpool.mujoco.robotics": "gymnasium-robotics",
+    "envpool.mujoco.myosuite": "MyoSuite",
+    "envpool.procgen": "Procgen",
+    "envpool.vizdoom": "ViZDoom",
+    "envpool.highway": "highway-env",
+    "envpool.jumanji": "Jumanji",
+    "envpool.pgx": "pgx",
     "envpool.gfootball": "Google Research Football",
 }
 
@@ -128,8 +140,14 @@ def observation_of(space, task_id: str):
     scales = {key: _unit_scale(entry) for key, entry in entries.items()}
 
     def flatten(observation):
-        return np.concatenate([(np.asarray(observation[key], np.float32).reshape(len(observation[key]), sizes[key])
-                                - scales[key][0]) / scales[key][1] for key in entries], axis=1)
+        return np.concatenate(
+            [
+                (np.asarray(observation[key], np.float32).reshape(len(observation[key]), sizes[key]) - scales[key][0])
+                / scales[key][1]
+                for key in entries
+            ],
+            axis=1,
+        )
 
     return (sum(sizes.values()),), np.dtype(np.float32), None, flatten
 
@@ -167,8 +185,13 @@ class EnvpoolEnv:
         self.seeds = [int(seed) + j for j in range(num_envs)] if np.ndim(seed) == 0 else [int(s) for s in seed]
         if len(self.seeds) != num_envs:
             raise ValueError(f"{len(self.seeds)} seeds for {num_envs} environments; give one per environment.")
-        kwargs = dict(num_envs=num_envs, batch_size=num_envs, seed=self.seeds, num_threads=num_threads,
-                      thread_affinity_offset=thread_affinity_offset)
+        kwargs = dict(
+            num_envs=num_envs,
+            batch_size=num_envs,
+            seed=self.seeds,
+            num_threads=num_threads,
+            thread_affinity_offset=thread_affinity_offset,
+        )
         if max_episode_steps is not None:
             kwargs["max_episode_steps"] = max_episode_steps
         if self.atari:
@@ -188,8 +211,9 @@ class EnvpoolEnv:
             self._pool = envpool.make(self.task_id, env_type="gymnasium", **kwargs)
         self.clip_rewards = clip_rewards and self.atari
         shape, self._dtype, image, self._convert = observation_of(self._pool.observation_space, self.task_id)
-        self._spec = EnvSpec(jax.ShapeDtypeStruct(shape, self._dtype), image=image,
-                             **actions_of(self._pool.action_space, self.task_id))
+        self._spec = EnvSpec(
+            jax.ShapeDtypeStruct(shape, self._dtype), image=image, **actions_of(self._pool.action_space, self.task_id)
+        )
         self._all = np.arange(num_envs, dtype=np.int32)
         self._episodes = HostEpisodes(num_envs)
         self.stats = self._episodes.stats
@@ -201,8 +225,12 @@ class EnvpoolEnv:
         observation, _ = self._pool.reset()
         self.stats = self._episodes.reset()
         n = self.num_envs
-        return TimeStep(np.asarray(self._convert(observation), self._dtype), np.zeros(n, np.float32), np.ones(n, np.float32),
-                        np.zeros(n, bool))
+        return TimeStep(
+            np.asarray(self._convert(observation), self._dtype),
+            np.zeros(n, np.float32),
+            np.ones(n, np.float32),
+            np.zeros(n, bool),
+        )
 
     def send(self, action: np.ndarray) -> None:
         """Starts a step of every environment with ``action`` (int32 ``[num_envs]``, or float32 ``[num_envs, size]``
@@ -215,7 +243,9 @@ class EnvpoolEnv:
         order = np.argsort(info["env_id"])
         observation = self._convert(observation)
         if not np.array_equal(order, self._all):  # envpool returns a whole batch, possibly permuted
-            observation, reward, terminated, truncated = (x[order] for x in (observation, reward, terminated, truncated))
+            observation, reward, terminated, truncated = (
+                x[order] for x in (observation, reward, terminated, truncated)
+            )
             info = {k: v[order] for k, v in info.items() if isinstance(v, np.ndarray) and len(v) == self.num_envs}
         raw = np.asarray(info.get("reward", reward), np.float32) if self.atari else np.asarray(reward, np.float32)
         last = np.logical_or(terminated, truncated)

@@ -47,14 +47,17 @@ class GymnasiumEnv:
                 vector_kwargs = {"autoreset_mode": gymnasium.vector.AutoresetMode.NEXT_STEP}
                 if vectorization == "async":  # spawned, not forked: this process runs JAX's threads
                     vector_kwargs["context"] = "spawn"
-                self._envs = gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode=vectorization,
-                                                vector_kwargs=vector_kwargs, **kwargs)
+                self._envs = gymnasium.make_vec(
+                    env_id, num_envs=num_envs, vectorization_mode=vectorization, vector_kwargs=vector_kwargs, **kwargs
+                )
         except gymnasium.error.Error as error:
             raise ValueError(f"--env {self.task_id}: {error}") from None
         except ModuleNotFoundError as error:  # gymnasium:MODULE:ID whose MODULE is not installed
             module = error.name or env_id.rpartition(":")[0] or env_id
-            raise ValueError(f"--env {self.task_id}: no module named {module!r} to import the environment from "
-                             "(install it, or check the name before the last ':').") from None
+            raise ValueError(
+                f"--env {self.task_id}: no module named {module!r} to import the environment from "
+                "(install it, or check the name before the last ':')."
+            ) from None
         action_space, space = self._envs.single_action_space, self._envs.single_observation_space
         try:
             actions = actions_of(action_space, self.task_id)
@@ -65,9 +68,11 @@ class GymnasiumEnv:
         image = ImageLayout(-1, float(np.min(space.low)), float(np.max(space.high))) if len(space.shape) == 3 else None
         _, info = self._envs.reset(seed=seed)  # does the info say which actions are legal?
         masked = "action_mask" in info and "box" not in actions
-        self._spec = EnvSpec(jax.ShapeDtypeStruct(space.shape, host_dtype(space.dtype)), image=image,
-                             action_mask=masked, **actions)
-        self._start = np.asarray(getattr(action_space, "start", 0), np.int64)  # Discrete's start, MultiDiscrete's starts
+        self._spec = EnvSpec(
+            jax.ShapeDtypeStruct(space.shape, host_dtype(space.dtype)), image=image, action_mask=masked, **actions
+        )
+        # Discrete's start, MultiDiscrete's starts
+        self._start = np.asarray(getattr(action_space, "start", 0), np.int64)
         self._seed = seed
         self._action = None
         self._episodes = HostEpisodes(num_envs)
@@ -80,8 +85,13 @@ class GymnasiumEnv:
         observation, info = self._envs.reset(seed=self._seed)
         self.stats = self._episodes.reset()
         n = self.num_envs
-        return TimeStep(self._observation(observation), np.zeros(n, np.float32), np.ones(n, np.float32), np.zeros(n, bool),
-                        self._mask(info))
+        return TimeStep(
+            self._observation(observation),
+            np.zeros(n, np.float32),
+            np.ones(n, np.float32),
+            np.zeros(n, bool),
+            self._mask(info),
+        )
 
     def _mask(self, info):
         """The batch's legal-action masks from a vector ``info`` (bool ``[B, A]``; a tuple of ``[B, nvec[i]]``), or
@@ -121,8 +131,13 @@ class GymnasiumEnv:
         terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
         last = terminated | truncated
         self.stats = self._episodes.update(reward, last)
-        return TimeStep(self._observation(observation), reward, np.where(terminated, 0.0, 1.0).astype(np.float32), last,
-                        self._mask(info))
+        return TimeStep(
+            self._observation(observation),
+            reward,
+            np.where(terminated, 0.0, 1.0).astype(np.float32),
+            last,
+            self._mask(info),
+        )
 
     def step(self, action: np.ndarray) -> TimeStep:
         self.send(action)

@@ -23,7 +23,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from podracer.envs.base import ImageLayout, actions_of, check_task, first_timestep, image_layout, require_package, step_timestep
+from podracer.envs.base import (
+    ImageLayout,
+    actions_of,
+    check_task,
+    first_timestep,
+    image_layout,
+    require_package,
+    step_timestep,
+)
 from podracer.types import EnvSpec, TimeStep
 
 
@@ -78,8 +86,10 @@ class GymnaxEnv:
             low, high = float(np.min(space.low)), float(np.max(space.high))
             image = ImageLayout(channel_axis=-1, low=low, high=high)
         elif len(observation.shape) > 3:
-            raise ValueError(f"{self.suite}:{self.name} has observations of shape {tuple(observation.shape)}; podracer takes "
-                             "vectors, grids (flattened) and rank-3 images.")
+            raise ValueError(
+                f"{self.suite}:{self.name} has observations of shape {tuple(observation.shape)}; podracer takes "
+                "vectors, grids (flattened) and rank-3 images."
+            )
         spec = EnvSpec(jax.ShapeDtypeStruct(observation.shape, jnp.float32), image=image, **actions)
         image_layout(spec)  # an image without finite bounds is refused here, naming the environment's spec
         return spec

@@ -22,8 +22,9 @@ PREFIX = "jax:"
 class JaxHostEnv:
     """``num_envs`` copies of ``env`` (auto-resetting, with episode statistics), stepped as one batch."""
 
-    def __init__(self, env: Environment, num_envs: int, seed: int = 0, device: jax.Device | None = None,
-                 name: str | None = None):
+    def __init__(
+        self, env: Environment, num_envs: int, seed: int = 0, device: jax.Device | None = None, name: str | None = None
+    ):
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}.")
         self.num_envs = num_envs

@@ -112,7 +112,9 @@ def _board_values(observation, spec, mask_layout) -> tuple[int, int] | None:
     if tuple(observation.action_mask.shape) != tuple(board.shape):
         return None
     fields = [getattr(observation, name) for name in getattr(observation, "_fields", ())]
-    if not fields or any(not hasattr(field, "shape") or field.shape not in ((), tuple(board.shape)) for field in fields):
+    if not fields or any(
+        not hasattr(field, "shape") or field.shape not in ((), tuple(board.shape)) for field in fields
+    ):
         return None  # a field nested or shaped otherwise
     bounds = getattr(spec, "board", None)
     low, high = getattr(bounds, "minimum", None), getattr(bounds, "maximum", None)
@@ -140,7 +142,8 @@ class JumanjiEnv:
             check_task("jumanji", name, jumanji.registered_environments())
             env = jumanji.make(name, **kwargs)
         self.name, self.env = name, env
-        self._spec, self._scales, self._mask_layout, self._joint = None, None, None, None  # made when first asked for: a config check makes the environment
+        # made when first asked for: a config check makes the environment
+        self._spec, self._scales, self._mask_layout, self._joint = None, None, None, None
         # before JAX may start
         self._board = None  # the board view's value range (low, high) when the task is seen as planes
 
@@ -153,9 +156,17 @@ class JumanjiEnv:
                 bounds = [(None, None)] * len(leaves)
             self._scales = []  # per array: (offset, scale) that map it into [0, 1], or None
             for (low, high), leaf in zip(bounds, leaves):
-                finite = low is not None and np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(high > low)
-                self._scales.append((np.broadcast_to(low, leaf.shape).astype(np.float32),
-                                     np.broadcast_to(1.0 / (high - low), leaf.shape).astype(np.float32)) if finite else None)
+                finite = (
+                    low is not None and np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(high > low)
+                )
+                self._scales.append(
+                    (
+                        np.broadcast_to(low, leaf.shape).astype(np.float32),
+                        np.broadcast_to(1.0 / (high - low), leaf.shape).astype(np.float32),
+                    )
+                    if finite
+                    else None
+                )
             size = sum(int(np.prod(leaf.shape)) for leaf in leaves)
             actions = self._actions()
             self._mask_layout = _mask_layout(getattr(observation, "action_mask", None), actions)
@@ -167,9 +178,13 @@ class JumanjiEnv:
             if self._board is not None:
                 observation_shape = jax.eval_shape(self._planes, observation).shape
                 image = ImageLayout(channel_axis=-1, low=0.0, high=1.0)
-            self._spec = EnvSpec(jax.ShapeDtypeStruct(observation_shape, jnp.float32),
-                                 action_mask=self._mask_layout is not None, image=image,
-                                 cell_actions=self._board is not None, **actions)
+            self._spec = EnvSpec(
+                jax.ShapeDtypeStruct(observation_shape, jnp.float32),
+                action_mask=self._mask_layout is not None,
+                image=image,
+                cell_actions=self._board is not None,
+                **actions,
+            )
         return self._spec
 
     def _mask(self, observation):
@@ -190,18 +205,23 @@ class JumanjiEnv:
         if num_values is not None and np.ndim(num_values) == 1:
             return {"nvec": tuple(int(n) for n in np.asarray(num_values))}
         if hasattr(action, "minimum") and len(action.shape) == 1:
-            low, high = (np.broadcast_to(np.asarray(b, np.float64), action.shape) for b in (action.minimum, action.maximum))
+            low, high = (
+                np.broadcast_to(np.asarray(b, np.float64), action.shape) for b in (action.minimum, action.maximum)
+            )
             if np.all(np.isfinite(low)) and np.all(np.isfinite(high)):
                 return {"box": Box(tuple(map(float, low)), tuple(map(float, high)))}
-        raise ValueError(f"jumanji:{self.name} has actions of {type(action).__name__} {tuple(action.shape)}; podracer "
-                         "takes discrete, 1-D multi-discrete and bounded 1-D continuous actions.")
+        raise ValueError(
+            f"jumanji:{self.name} has actions of {type(action).__name__} {tuple(action.shape)}; podracer "
+            "takes discrete, 1-D multi-discrete and bounded 1-D continuous actions."
+        )
 
     def _observe(self, observation) -> chex.Array:
         self.spec()
         if self._board is not None:
             return self._planes(observation)
-        return jnp.concatenate([_rescaled(leaf, scale).reshape(-1)
-                                for leaf, scale in zip(jax.tree.leaves(observation), self._scales)])
+        return jnp.concatenate(
+            [_rescaled(leaf, scale).reshape(-1) for leaf, scale in zip(jax.tree.leaves(observation), self._scales)]
+        )
 
     def _planes(self, observation) -> chex.Array:
         """The board view: the board's value planes (one-hot), then every other field in the observation's field
@@ -228,5 +248,6 @@ class JumanjiEnv:
         # episode terminates only when no agent has a discount left.
         terminated = jnp.logical_and(last, jnp.max(timestep.discount) == 0.0)
         reward = jnp.sum(jnp.asarray(timestep.reward, jnp.float32))
-        return state, step_timestep(self._observe(timestep.observation), reward, terminated, last,
-                                    self._mask(timestep.observation))
+        return state, step_timestep(
+            self._observe(timestep.observation), reward, terminated, last, self._mask(timestep.observation)
+        )

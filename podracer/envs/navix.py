@@ -71,6 +71,9 @@ class NavixEnv:
 
     def step(self, state: Any, action: chex.Array) -> tuple[Any, TimeStep]:
         timestep = self.env.step(state, action.astype(jnp.int32))
-        return timestep, step_timestep(timestep.observation.astype(jnp.float32), timestep.reward,
-                                       terminated=timestep.step_type == TERMINATION,
-                                       truncated=timestep.step_type == TRUNCATION)
+        return timestep, step_timestep(
+            timestep.observation.astype(jnp.float32),
+            timestep.reward,
+            terminated=timestep.step_type == TERMINATION,
+            truncated=timestep.step_type == TRUNCATION,
+        )

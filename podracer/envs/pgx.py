@@ -10,7 +10,8 @@ step (``EnvSpec.action_mask``), so no agent makes an illegal move.
 One-player games (2048, MinAtar) are played as they are. In a game of two or more players the agent plays one
 seat, drawn at random each episode, against a built-in **opponent** that makes every other move: by default
 uniformly random legal moves; any ``opponent(observation, legal_action_mask, key) -> action`` (one game, pure
-JAX) instead, for example :func:`podracer.evaluate.snapshot_opponent`, a fixed earlier checkpoint of an agent. A time step is the
+JAX) instead, for example :func:`podracer.evaluate.snapshot_opponent`, a fixed earlier checkpoint of an agent. A time
+step is the
 agent's move followed by the opponent's replies, so its reward is the agent's own reward over both (+1 a win,
 -1 a loss, 0 a draw in the board games) and the next observation is the agent's view of the board. A game that
 ends on a time limit (pgx's ``truncated``) is a truncation.
@@ -70,8 +71,13 @@ class PgxEnv:
         self.name, self.env = name, env
         self.num_players = int(env.num_players)
         self.opponent = opponent or random_legal_move
-        self.opponent_name = None if self.num_players == 1 else (
-            "random legal moves" if opponent is None else getattr(opponent, "__name__", "an opponent of your own"))
+        self.opponent_name = (
+            None
+            if self.num_players == 1
+            else (
+                "random legal moves" if opponent is None else getattr(opponent, "__name__", "an opponent of your own")
+            )
+        )
         probe = env.init(jax.random.key(0))
         self._obs = jax.ShapeDtypeStruct(probe.observation.shape, jnp.float32)
         self._num_actions = int(probe.legal_action_mask.shape[0])
@@ -102,8 +108,13 @@ class PgxEnv:
         observation = state.observation.astype(jnp.float32)
         if reward is None:
             return first_timestep(observation, state.legal_action_mask)
-        return step_timestep(observation, reward, terminated=state.terminated,
-                             truncated=state.truncated & ~state.terminated, action_mask=state.legal_action_mask)
+        return step_timestep(
+            observation,
+            reward,
+            terminated=state.terminated,
+            truncated=state.truncated & ~state.terminated,
+            action_mask=state.legal_action_mask,
+        )
 
     def reset(self, key: chex.PRNGKey) -> tuple[Any, TimeStep]:
         init, seat_key, key = jax.random.split(key, 3)

@@ -65,7 +65,9 @@ class PlaygroundEnv(BraxEnv):
     def _observe(self, observation):
         if isinstance(observation, dict):
             if "state" not in observation:
-                raise ValueError(f"playground:{self.name} has observations {sorted(observation)}; podracer takes a "
-                                 "vector or a dict with a 'state' vector.")
+                raise ValueError(
+                    f"playground:{self.name} has observations {sorted(observation)}; podracer takes a "
+                    "vector or a dict with a 'state' vector."
+                )
             return observation["state"]
         return observation

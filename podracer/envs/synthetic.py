@@ -29,11 +29,24 @@ class SyntheticState(NamedTuple):
 class Synthetic:
     """Random structured observations; reward for answering ``discrete[0] % num_actions``."""
 
-    def __init__(self, num_discrete: int = 8, vocab_size: int = 32, num_entities: int = 8, num_features: int = 16,
-                 num_actions: int = 8, episode_length: int = 32, scale: float = 3.0):
-        for name, value in [("num_discrete", num_discrete), ("vocab_size", vocab_size), ("num_entities", num_entities),
-                            ("num_features", num_features), ("num_actions", num_actions),
-                            ("episode_length", episode_length)]:
+    def __init__(
+        self,
+        num_discrete: int = 8,
+        vocab_size: int = 32,
+        num_entities: int = 8,
+        num_features: int = 16,
+        num_actions: int = 8,
+        episode_length: int = 32,
+        scale: float = 3.0,
+    ):
+        for name, value in [
+            ("num_discrete", num_discrete),
+            ("vocab_size", vocab_size),
+            ("num_entities", num_entities),
+            ("num_features", num_features),
+            ("num_actions", num_actions),
+            ("episode_length", episode_length),
+        ]:
             if value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}.")
         self.num_discrete, self.vocab_size = num_discrete, vocab_size

@@ -62,8 +62,11 @@ class XMinigridEnv:
     def spec(self) -> EnvSpec:
         view = int(self.params.view_size)
         observation = jax.ShapeDtypeStruct((view, view, sum(self._sizes)), jnp.float32)
-        return EnvSpec(observation, num_actions=int(self.env.num_actions(self.params)),
-                       image=ImageLayout(channel_axis=-1, low=0.0, high=1.0))
+        return EnvSpec(
+            observation,
+            num_actions=int(self.env.num_actions(self.params)),
+            image=ImageLayout(channel_axis=-1, low=0.0, high=1.0),
+        )
 
     def _observe(self, grid: chex.Array) -> chex.Array:
         """xminigrid's ``[V, V, 2]`` (tile, colour) ids as one-hot channels, float32 ``[V, V, tiles + colours]``."""

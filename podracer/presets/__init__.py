@@ -55,8 +55,10 @@ def _parse(suite: str, text: str) -> dict[str, Preset]:
     for name, table in tomllib.loads(text).items():
         unknown = set(table) - {"mode", "note", "flags"}
         if unknown or table.get("mode") not in MODES or not isinstance(table.get("flags"), dict):
-            raise ValueError(f"preset {name!r} in {suite}.toml: needs mode ({' or '.join(MODES)}), note and a flags "
-                             f"table, and nothing else (found {sorted(table)}).")
+            raise ValueError(
+                f"preset {name!r} in {suite}.toml: needs mode ({' or '.join(MODES)}), note and a flags "
+                f"table, and nothing else (found {sorted(table)})."
+            )
         presets[name] = Preset(name, suite, table["mode"], str(table.get("note", "")), dict(table["flags"]))
     return presets
 
@@ -83,12 +85,15 @@ def get(name: str, mode: str | None = None) -> Preset:
     """The preset ``name``; a one-line ``ValueError`` naming ``--preset`` for an unknown one or one of another mode."""
     presets = load()
     if name not in presets:
-        raise ValueError(f"--preset: unknown preset {name!r}; choose one of {', '.join(names(mode))} "
-                         "(--preset list describes them).")
+        raise ValueError(
+            f"--preset: unknown preset {name!r}; choose one of {', '.join(names(mode))} (--preset list describes them)."
+        )
     preset = presets[name]
     if mode is not None and preset.mode != mode:
-        raise ValueError(f"--preset {name} is for podracer {preset.mode}, not {mode}; this command's presets: "
-                         f"{', '.join(names(mode))}.")
+        raise ValueError(
+            f"--preset {name} is for podracer {preset.mode}, not {mode}; this command's presets: "
+            f"{', '.join(names(mode))}."
+        )
     return preset
 
 
@@ -120,9 +125,9 @@ def expand(argv: Sequence[str], mode: str, agent_names: Sequence[str]) -> tuple[
     if argv[i] == "--preset":
         if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
             raise ValueError(f"--preset needs a value: {', '.join(names(mode))} (--preset list describes them).")
-        name, rest = argv[i + 1], argv[:i] + argv[i + 2:]
+        name, rest = argv[i + 1], argv[:i] + argv[i + 2 :]
     else:
-        name, rest = argv[i].split("=", 1)[1], argv[:i] + argv[i + 1:]
+        name, rest = argv[i].split("=", 1)[1], argv[:i] + argv[i + 1 :]
     preset = get(name, mode)
     given = _agent_given(rest, agent_names)
     if given is not None and preset.agent is not None and given != preset.agent:

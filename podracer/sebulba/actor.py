@@ -108,7 +108,8 @@ def run_actor(
     stop: threading.Event,
     status: ActorStatus | None = None,
 ) -> None:
-    """Steps ``envs`` with the newest parameters (``act`` is :func:`make_act` of ``agent``) and ships ``[T + 1, B]`` trajectories until ``stop``.
+    """Steps ``envs`` with the newest parameters (``act`` is :func:`make_act` of ``agent``) and ships ``[T + 1, B]``
+    trajectories until ``stop``.
 
     ``envs`` are groups of one batch (B is their sizes added up). While one group's
     actions are being computed, the others step on envpool's threads: each group is

@@ -7,6 +7,7 @@ groups, a learner state, checkpoint and evaluation callbacks) and knows neither 
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -36,42 +37,84 @@ class Actors(NamedTuple):
     timeout: float  # seconds an actor may go without shipping a trajectory (--actor-timeout)
 
 
-def train(agent: Agent, state: LearnerState, updates: int, schedule: Schedule, layout: parallel.Layout,
-          actors: Actors, *, rollout_length: int, queue_size: int, stop: threading.Event, unroll: bool = False,
-          save: Callable[..., None] | None = None, log: Callable[[dict], None] | None = None,
-          evaluate: Callable[[LearnerState], dict] | None = None) -> SebulbaResult:
+def train(
+    agent: Agent,
+    state: LearnerState,
+    updates: int,
+    schedule: Schedule,
+    layout: parallel.Layout,
+    actors: Actors,
+    *,
+    rollout_length: int,
+    queue_size: int,
+    stop: threading.Event,
+    unroll: bool = False,
+    save: Callable[..., None] | None = None,
+    log: Callable[[dict], None] | None = None,
+    evaluate: Callable[[LearnerState], dict] | None = None,
+) -> SebulbaResult:
     """Learns from ``actors`` until ``schedule.num_updates`` (``updates`` done already) or ``stop``.
 
     ``state`` is replicated over ``layout.learner_devices``; trajectories wait in a queue of ``queue_size``; the
-    learner step is ``agent``'s with
-    ``agent.optimizer``. ``save(state, updates, replicated=True)`` writes a checkpoint (the learner loop calls it
-    at its cadence and at the end; a stop that abandons the step in flight saves the last completed update's host
-    copy with ``replicated=False``); ``log(summary)`` takes every log line; ``evaluate(state)`` every
-    ``schedule.eval_every`` updates. Only the main process prints.
+    learner step is ``agent``'s with ``agent.optimizer``. ``save(state, updates, replicated=True)`` writes a
+    checkpoint (the learner loop calls it at its cadence and at the end; a stop that abandons the step in flight
+    saves the last completed update's host copy with ``replicated=False``); ``log(summary)`` takes every log line;
+    ``evaluate(state)`` runs every ``schedule.eval_every`` updates. Only the main process prints.
     """
     main = parallel.is_main_process()
-    step = parallel.device_map(make_learner_step(agent, agent.optimizer, axis_names=(parallel.DEVICE_AXIS,),
-                                                 unroll=unroll), layout.learner_devices)
+    step = parallel.device_map(
+        make_learner_step(agent, agent.optimizer, axis_names=(parallel.DEVICE_AXIS,), unroll=unroll),
+        layout.learner_devices,
+    )
     step = multihost.arrive_before_first_call(step, "the compiled learner step")
-    store, queue, act = ParamStore(layout.actor_devices), StopAwareQueue(queue_size), make_act(agent)
-    threads, statuses = {}, []
+    store, queue = ParamStore(layout.actor_devices), StopAwareQueue(queue_size)
+    threads, statuses = _actor_threads(agent, layout, actors, rollout_length, store, queue, stop)
+    watch = _Watch(statuses, actors.timeout, schedule, updates, main)
+    if save is not None:  # no checkpoint past a metrics line that could not be written (a full disk)
+        save = _unless_log_failed(save, watch)
+    learner = functools.partial(
+        learn,
+        step,
+        state,
+        updates,
+        schedule,
+        queue=queue,
+        store=store,
+        stop=stop,
+        save=save,
+        log=watch.logging_to(log),
+        status=watch.learner,
+        evaluate=evaluate,
+    )
+    with lifetime.Heartbeat(watch.progress.status, enabled=main) as heartbeat:
+        watch.progress.heartbeat = heartbeat
+        return run(learner, threads, stop, watch=watch.stuck)
+
+
+def _actor_threads(agent, layout, actors, rollout_length, store, queue, stop):
+    """``(name -> thread function, statuses)``: one actor thread per entry of ``actors.groups``, each on its actor
+    device with its own key, acting with the newest parameters of ``store`` and shipping to ``queue``."""
+    act, threads, statuses = make_act(agent), {}, []
     for i, groups in enumerate(actors.groups):
         device = layout.actor_devices[i // actors.threads_per_device]
         name = f"actor-{actors.first + i}-device-{device.id}"
         statuses.append(ActorStatus(name, device))
-        threads[name] = lambda groups=groups, device=device, i=i: run_actor(
-            envs=groups, agent=agent, act=act, device=device, learner_devices=layout.learner_devices,
-            rollout_length=rollout_length, key=jax.random.fold_in(actors.key, actors.first + i), store=store,
-            queue=queue, stop=stop, status=statuses[i])
-    watch = _Watch(statuses, actors.timeout, schedule, updates, main)
-    if save is not None:  # no checkpoint past a metrics line that could not be written (a full disk)
-        save = _unless_log_failed(save, watch)
-    with lifetime.Heartbeat(watch.progress.status, enabled=main) as heartbeat:
-        watch.progress.heartbeat = heartbeat
-        return run(lambda: learn(step, state, updates, schedule, queue=queue, store=store, stop=stop, save=save,
-                                 log=watch.logging_to(log), status=watch.learner,
-                                 evaluate=evaluate),
-                   threads, stop, watch=watch.stuck)
+        key = jax.random.fold_in(actors.key, actors.first + i)
+        threads[name] = functools.partial(
+            run_actor,
+            envs=groups,
+            agent=agent,
+            act=act,
+            device=device,
+            learner_devices=layout.learner_devices,
+            rollout_length=rollout_length,
+            key=key,
+            store=store,
+            queue=queue,
+            stop=stop,
+            status=statuses[i],
+        )
+    return threads, statuses
 
 
 def _unless_log_failed(save, watch):
@@ -85,20 +128,26 @@ def _unless_log_failed(save, watch):
 class _Watch:
     """Stuck actors, the first learner step's compile time, and what the run is doing for the heartbeat line."""
 
-    def __init__(self, statuses: list[ActorStatus], actor_timeout: float, schedule: Schedule, updates: int,
-                 main: bool):
+    def __init__(self, statuses: list[ActorStatus], actor_timeout: float, schedule: Schedule, updates: int, main: bool):
         self.statuses, self.timeout, self.main = statuses, actor_timeout, main
         self.learner = {"doing": "starting", "updates": updates}
         self.log_failed = False  # a metrics line could not be written: no checkpoint may pass it
-        self.progress = Progress(schedule.num_updates * schedule.steps_per_update, updates * schedule.steps_per_update,
-                                 main, what="--total-env-steps", describe=self._describe)
+        self.progress = Progress(
+            schedule.num_updates * schedule.steps_per_update,
+            updates * schedule.steps_per_update,
+            main,
+            what="--total-env-steps",
+            describe=self._describe,
+        )
 
     def stuck(self) -> str | None:
         now = time.monotonic()
         for status in self.statuses:
             if status.stuck_seconds(now) > self.timeout:
-                return (f"{status.name} produced no trajectory for {status.stuck_seconds(now):.0f} s (--actor-timeout "
-                        f"{self.timeout:g}): it has been waiting on its {status.doing} for {now - status.since:.0f} s.")
+                return (
+                    f"{status.name} produced no trajectory for {status.stuck_seconds(now):.0f} s (--actor-timeout "
+                    f"{self.timeout:g}): it has been waiting on its {status.doing} for {now - status.since:.0f} s."
+                )
         return None
 
     def _describe(self) -> list[str]:
@@ -109,8 +158,11 @@ class _Watch:
         def write(summary):
             compiled = self.learner.pop("compiled_seconds", None)
             if self.main and compiled is not None:
-                print(f"podracer: the first learner step took {compiled:.1f} s, compilation included "
-                      "(env steps/s leave it out)", flush=True)
+                print(
+                    f"podracer: the first learner step took {compiled:.1f} s, compilation included "
+                    "(env steps/s leave it out)",
+                    flush=True,
+                )
             self.progress.advanced(summary.get("env_steps", self.progress.steps))
             if log is not None:
                 try:

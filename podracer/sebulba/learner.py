@@ -68,8 +68,8 @@ def learn(
     first, cadence = updates, Cadence(schedule.checkpoint_every, schedule.checkpoint_every_seconds, updates)
     store.publish(parallel.unreplicate(state.params), updates)
     window, clock = _Window(), _Clock(updates * schedule.steps_per_update)
-    snapshot = StopSnapshot(parallel.host_entry, lambda copy, done: save(copy, done, replicated=False),
-                            lambda: cadence.saved, enabled=save is not None)
+    abandoned = (lambda copy, done: save(copy, done, replicated=False)) if save is not None else None
+    snapshot = StopSnapshot(parallel.host_entry, abandoned, lambda: cadence.saved, enabled=save is not None)
     try:
         while updates < schedule.num_updates and not stop.is_set():
             status["doing"] = "waiting for trajectories"
@@ -82,26 +82,23 @@ def learn(
             state, metrics = step(state, rollout.trajectory)
             updates += 1
             if updates == first + 1:  # compiled: steps/s count from here (unless this update is logged now)
-                status["compiled_seconds"] = _seconds_until_ready(state, learn_start)
-                if updates % schedule.log_every:
-                    clock.restart(updates * schedule.steps_per_update)
+                status["compiled_seconds"] = clock.compiled(state, learn_start, updates, schedule)
             status["updates"] = updates
             snapshot.completed(state, updates)
             store.publish(parallel.unreplicate(state.params), updates)
             jax.block_until_ready(state.params)
-            window.add(rollout, metrics, waited, time.perf_counter() - learn_start, updates - rollout.policy_version - 1)
+            lag = updates - rollout.policy_version - 1
+            window.add(rollout, metrics, waited, time.perf_counter() - learn_start, lag)
             if save is not None and cadence.due(updates):
                 save(state, updates)
                 cadence.saved_at(updates)
             if evaluate is not None and schedule.eval_every and updates % schedule.eval_every == 0:
                 window.evaluation = evaluate(state)
             if updates % schedule.log_every == 0 or updates == schedule.num_updates or window.evaluation:
-                steps = updates * schedule.steps_per_update
-                summary = window.summary(steps, clock.rate(steps), schedule.frame_skip, queue.qsize())
-                history.append(summary)
-                log(summary)
+                history.append(window.summary(updates * schedule.steps_per_update, clock, schedule, queue.qsize()))
+                log(history[-1])
                 window = _Window()
-                if summary.get("target_reached"):
+                if history[-1].get("target_reached"):
                     break
     finally:
         if not lifetime.finishing():  # Ctrl-C abandoned the step in flight and saves the last completed one
@@ -124,6 +121,14 @@ class _Clock:
 
     def restart(self, steps: float) -> None:
         self.time, self.steps = time.perf_counter(), steps
+
+    def compiled(self, state: LearnerState, start: float, updates: int, schedule: Schedule) -> float:
+        """The first update has completed: the seconds it took since ``start``, compilation included; the clock
+        restarts after it unless that update is logged now."""
+        seconds = _seconds_until_ready(state, start)
+        if updates % schedule.log_every:
+            self.restart(updates * schedule.steps_per_update)
+        return seconds
 
     def rate(self, steps: float) -> float:
         now = time.perf_counter()
@@ -154,7 +159,8 @@ class _Window:
             self.actor[k] += v
         self.lags.append(lag)
 
-    def summary(self, env_steps, sps, frame_skip, queue_size) -> dict[str, float]:
+    def summary(self, env_steps, clock: _Clock, schedule: Schedule, queue_size) -> dict[str, float]:
+        sps, frame_skip = clock.rate(env_steps), schedule.frame_skip
         metrics = jax.device_get(jax.tree.map(lambda *x: np.stack(x), *map(parallel.unreplicate, self.metrics)))
         out = {"env_steps": float(env_steps), "sps": sps, "fps": sps * frame_skip}
         out["episode_return"] = float(np.mean(self.returns)) if self.returns else float("nan")

@@ -18,8 +18,12 @@ R = TypeVar("R")
 JOIN_SECONDS = 30.0  # how long each thread gets to stop once the stop event is set
 
 
-def run(learn: Callable[[], R], actors: dict[str, Callable[[], Any]], stop: threading.Event,
-        watch: Callable[[], str | None] | None = None) -> R:
+def run(
+    learn: Callable[[], R],
+    actors: dict[str, Callable[[], Any]],
+    stop: threading.Event,
+    watch: Callable[[], str | None] | None = None,
+) -> R:
     """Starts one daemon thread per entry of ``actors`` (name -> function), runs ``learn()`` in this thread,
     then sets ``stop`` and joins every thread; returns what ``learn`` returned.
 
@@ -39,9 +43,11 @@ def run(learn: Callable[[], R], actors: dict[str, Callable[[], Any]], stop: thre
             errors.append((name, error))
             stop.set()
 
-    threads = [threading.Thread(target=guarded, args=(name, target), name=name, daemon=True)
-               for name, target in actors.items()]
+    threads = [
+        threading.Thread(target=guarded, args=(name, target), name=name, daemon=True) for name, target in actors.items()
+    ]
     if watch is not None:
+
         def watching():
             while not stop.wait(1.0):
                 message = watch()
