@@ -111,7 +111,9 @@ def update(
         kept.append((statistics.discounted_return, discounted_return))
     pieces = []
     for stats, x in kept:
-        pieces += _moments(x, x.ndim - stats.mean.ndim)
+        chex.assert_rank(x, batch_dims + stats.mean.ndim)  # batch_dims axes of samples, then one sample's shape
+        chex.assert_shape(x, (*x.shape[:batch_dims], *stats.mean.shape))
+        pieces += _moments(x, batch_dims)
     sizes = [p.size for p in pieces]
     rows = jnp.concatenate(pieces)[None]
     for axis in axis_names:

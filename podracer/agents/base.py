@@ -25,6 +25,15 @@ from podracer.networks import (
     lstm_initial_state,
     reset_state,
 )
+from podracer.agents.losses import (  # noqa: F401 (re-exported: the loss pieces lived here)
+    Transitions,
+    behaviour_policy,
+    first_flags,
+    mask_logits,
+    masked_mean,
+    policy_terms,
+    transitions,
+)
 from podracer.types import Metrics, Params, Trajectory
 
 Batch = Any
@@ -125,13 +134,6 @@ class Agent(NamedTuple):
     # How the parameters are optimised (podracer.optim.adam, or a partition of the parameters with an optimizer per
     # group); None: the registry gives it the agent config's optimizer settings (podracer.agents.make).
     optimizer: optax.GradientTransformation | None = None
-
-
-def first_flags(trajectory: Trajectory) -> chex.Array:
-    """bool ``[T + 1, B]``: entry ``t`` starts an episode (entry ``t - 1`` was ``last``); entry 0 never
-    (the core state stored with it already reflects any reset)."""
-    last = trajectory.timestep.last
-    return jnp.concatenate([jnp.zeros_like(last[:1]), last[:-1]])
 
 
 def unroll_trajectory(network, params, trajectory: Trajectory):
@@ -390,28 +392,10 @@ def sample_policy(policy, key, action_mask=None):
     return jax.random.categorical(key, policy).astype(jnp.int32), {"logits": policy}
 
 
-def mask_logits(logits, action_mask):
-    """``logits`` (or Q-values) ``[..., A]`` with illegal actions set to the dtype's lowest value, so a softmax gives
-    them probability 0 and an argmax never picks them while a legal action is left; a tuple of them (multi-discrete)
-    with a tuple of masks, entry by entry. Unchanged when ``action_mask`` is None."""
-    if action_mask is None:
-        return logits
-    if isinstance(logits, tuple):
-        return tuple(mask_logits(x, m) for x, m in zip(logits, action_mask))
-    return jnp.where(action_mask, logits, jnp.finfo(logits.dtype).min)
-
-
 def act_mask(action_mask) -> dict:
     """The keyword arguments that pass a time step's legal-action mask to ``Agent.act``: ``{}`` without one (None),
     so an agent whose ``act`` takes no mask still runs on unmasked environments."""
     return {} if action_mask is None else {"action_mask": action_mask}
-
-
-def behaviour_policy(extras):
-    """The acting policy's outputs kept in a trajectory's ``extras``: the logits, or the Gaussian's mean and log_std."""
-    if "logits" in extras:
-        return extras["logits"]
-    return {"mean": extras["mean"], "log_std": extras["log_std"]}
 
 
 def make_recurrent_fns(network, choose=None):
@@ -443,68 +427,6 @@ def make_recurrent_fns(network, choose=None):
         return action, {**extras, START_STATE: start}, state
 
     return {"init": init, "act": act, "initial_state": initial_state}
-
-
-class Transitions(NamedTuple):
-    """Time-major transitions ``t -> t + 1`` of a ``[T + 1, B]`` trajectory, ``[T, B]`` each."""
-
-    r_t: chex.Array  # float32: reward on arriving at o_{t+1}
-    discount_t: chex.Array  # float32: gamma * discount of o_{t+1}
-    continues_t: chex.Array  # float32: 1 where o_{t+1} did not end its episode (returns may look past it)
-    mask_t: chex.Array  # float32: 1 where the transition lies inside one episode (o_t is not last)
-
-
-def transitions(trajectory: Trajectory, discount: float) -> Transitions:
-    """Rewards, discounts and masks of the ``T`` transitions of a ``[T + 1, B]`` trajectory.
-
-    A transition that starts at a ``last`` time step is the environment's reset: it is
-    masked out, and no return looks across it (``continues_t`` cuts bootstrapping
-    chains at episode ends; a truncated episode still bootstraps from its last value).
-    """
-    ts = trajectory.timestep
-    last = ts.last.astype(jnp.float32)
-    return Transitions(
-        r_t=ts.reward[1:],
-        discount_t=discount * ts.discount[1:],
-        continues_t=1.0 - last[1:],
-        mask_t=1.0 - last[:-1],
-    )
-
-
-def masked_mean(x: chex.Array, mask: chex.Array) -> chex.Array:
-    """Mean over all entries with masked ones counted as zero.
-
-    Dividing by the entry count, not the mask's sum, keeps a loss on a batch split
-    over devices equal to the loss on the whole batch.
-    """
-    return jnp.mean(x * mask)
-
-
-def policy_terms(policy, actions: chex.Array, action_mask=None):
-    """Log-probabilities of ``actions`` and the entropy of the policy: a softmax over logits ``[..., A]`` (a tuple of
-    them over multi-discrete actions ``[..., len(nvec)]``, the entries independent), or a diagonal Gaussian
-    ``{"mean", "log_std"}`` (``[..., size]`` each) over the unclipped actions ``[..., size]`` (the clip to the
-    bounds belongs to the environment, so these are the sampled actions' own probabilities). With ``action_mask``
-    (bool ``[..., A]``, a tuple of them for multi-discrete actions) the softmax is over legal actions only: its
-    log-probabilities and its entropy are those of the policy renormalised over them."""
-    if isinstance(policy, dict):
-        mean, log_std = policy["mean"], policy["log_std"]
-        z = (actions - mean) * jnp.exp(-log_std)
-        log_prob = jnp.sum(-0.5 * jnp.square(z) - log_std - 0.5 * jnp.log(2 * jnp.pi), axis=-1)
-        entropy = jnp.sum(log_std + 0.5 * (1.0 + jnp.log(2 * jnp.pi)), axis=-1)
-        return log_prob, entropy
-    if isinstance(policy, tuple):  # multi-discrete: independent entries, so log-probabilities and entropies add up
-        masks = action_mask if action_mask is not None else (None,) * len(policy)
-        terms = [policy_terms(logits, actions[..., i], m) for i, (logits, m) in enumerate(zip(policy, masks))]
-        return sum(t[0] for t in terms), sum(t[1] for t in terms)
-    logits = mask_logits(policy, action_mask)
-    log_pi = jax.nn.log_softmax(logits)
-    log_prob = jnp.take_along_axis(log_pi, actions[..., None].astype(jnp.int32), axis=-1)[..., 0]
-    plogp = jnp.exp(log_pi) * log_pi
-    if action_mask is not None:  # illegal actions add exactly nothing, whatever their logits
-        plogp = jnp.where(action_mask, plogp, 0.0)
-    entropy = -jnp.sum(plogp, axis=-1)
-    return log_prob, entropy
 
 
 __all__ = [

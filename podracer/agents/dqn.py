@@ -15,6 +15,7 @@ import functools
 import math
 from typing import Literal
 
+import chex
 import jax
 import jax.numpy as jnp
 
@@ -129,28 +130,39 @@ def epsilon_greedy(q_values: jax.Array, key, epsilon: float, alpha: float, actio
     return jnp.where(explore, random_action, greedy).astype(jnp.int32)
 
 
-def n_step_targets(trajectory: Trajectory, n: int, discount: float):
-    """Per transition ``t -> t + 1`` of a ``[T + 1, B]`` trajectory: the n-step reward sum, its bootstrap
-    discount and the time index to bootstrap from (``[T, B]`` each), and the validity mask.
+def n_step_bootstrap(r_t: chex.Array, discount_t: chex.Array, continues_t: chex.Array, n: int):
+    """Per transition ``t -> t + 1`` of one trajectory (``[T]`` each: its :class:`~podracer.agents.losses.Transitions`
+    fields): the reward sum over up to ``n`` steps, the discount of its bootstrap, and the time index to bootstrap
+    from (``[T]`` each).
 
-    Sums stop at the end of an episode (terminal: bootstrap discount 0; truncated: bootstrap
-    from the last observation) and at the end of the trajectory (fewer than n steps).
+    Sums stop at the end of an episode (``continues_t`` 0: terminal, bootstrap discount 0; truncated, bootstrap from
+    the last observation) and at the end of the trajectory (fewer than n steps).
     """
-    tr = transitions(trajectory, discount)
-    t_len, batch = tr.r_t.shape
-    pad = lambda x: jnp.concatenate([x, jnp.zeros((n, batch), x.dtype)])  # noqa: E731
-    r, d, c = pad(tr.r_t), pad(tr.discount_t), pad(tr.continues_t)
-    steps = jnp.arange(t_len, dtype=jnp.int32)[:, None]
-    reward_sum = jnp.zeros((t_len, batch), jnp.float32)
-    bootstrap_discount = jnp.ones((t_len, batch), jnp.float32)
-    bootstrap_index = jnp.broadcast_to(steps, (t_len, batch))
-    alive = jnp.ones((t_len, batch), bool)
+    chex.assert_rank([r_t, discount_t, continues_t], 1)
+    chex.assert_equal_shape([r_t, discount_t, continues_t])
+    t_len = r_t.shape[0]
+    pad = lambda x: jnp.concatenate([x, jnp.zeros((n,), x.dtype)])  # noqa: E731
+    r, d, c = pad(r_t), pad(discount_t), pad(continues_t)
+    steps = jnp.arange(t_len, dtype=jnp.int32)
+    reward_sum, bootstrap_discount = jnp.zeros((t_len,), jnp.float32), jnp.ones((t_len,), jnp.float32)
+    bootstrap_index, alive = steps, jnp.ones((t_len,), bool)
     for k in range(n):
         valid = alive & (steps + k < t_len)
         reward_sum = reward_sum + jnp.where(valid, bootstrap_discount * r[k : k + t_len], 0.0)
         bootstrap_discount = jnp.where(valid, bootstrap_discount * d[k : k + t_len], bootstrap_discount)
         bootstrap_index = jnp.where(valid, steps + k + 1, bootstrap_index)
         alive = valid & (c[k : k + t_len] > 0)
+    return reward_sum, bootstrap_discount, bootstrap_index
+
+
+def n_step_targets(trajectory: Trajectory, n: int, discount: float):
+    """:func:`n_step_bootstrap` of every environment of a ``[T + 1, B]`` trajectory (``[T, B]`` each), and the
+    validity mask of its transitions."""
+    tr = transitions(trajectory, discount)
+    one = functools.partial(n_step_bootstrap, n=n)
+    reward_sum, bootstrap_discount, bootstrap_index = jax.vmap(one, in_axes=1, out_axes=1)(
+        tr.r_t, tr.discount_t, tr.continues_t
+    )
     return reward_sum, bootstrap_discount, bootstrap_index, tr.mask_t
 
 

@@ -24,6 +24,8 @@ from podracer.agents.base import (
     transitions,
     unroll_trajectory,
 )
+from podracer.agents import losses
+from podracer.agents.losses import clipped_surrogate, normalized_advantages
 from podracer.networks import RecurrentNetwork, TorsoName
 from podracer.optim import OptimizerConfig, adam, on_policy_steps, optimizer_field
 from podracer.types import RunFacts, EnvSpec, Trajectory
@@ -121,19 +123,12 @@ def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig(), run: RunFacts | Non
         log_prob, entropy = policy_terms(policy, batch.action, batch.action_mask)
         advantage = batch.advantage
         if config.normalize_advantages:
-            count = jnp.maximum(jnp.sum(batch.mask), 1.0)
-            mean = jnp.sum(advantage * batch.mask) / count
-            std = jnp.sqrt(jnp.sum(jnp.square(advantage - mean) * batch.mask) / count)
-            advantage = (advantage - mean) / (std + 1e-8)
-        log_ratio = log_prob - batch.behaviour_log_prob
-        ratio = jnp.exp(log_ratio)
-        clipped = jnp.clip(ratio, 1.0 - config.clip_epsilon, 1.0 + config.clip_epsilon)
-        policy_loss = -masked_mean(jnp.minimum(ratio * advantage, clipped * advantage), batch.mask)
-        value_error = jnp.square(values - batch.value_target)
-        if config.clip_value_loss:
-            clipped_values = batch.value + jnp.clip(values - batch.value, -config.clip_epsilon, config.clip_epsilon)
-            value_error = jnp.maximum(value_error, jnp.square(clipped_values - batch.value_target))
-        value_loss = 0.5 * masked_mean(value_error, batch.mask)
+            advantage = normalized_advantages(advantage, batch.mask)
+        policy_loss, ratio, log_ratio = clipped_surrogate(
+            log_prob, batch.behaviour_log_prob, advantage, batch.mask, config.clip_epsilon
+        )
+        clip = config.clip_epsilon if config.clip_value_loss else None
+        value_loss = losses.value_loss(values, batch.value_target, batch.mask, batch.value, clip)
         entropy = masked_mean(entropy, batch.mask)
         total = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy
         return total, {
