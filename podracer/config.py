@@ -28,6 +28,17 @@ from podracer import agents, envs, parallel, presets, sweep
 from podracer import multihost
 from podracer.agents import A2CConfig, IMPALAConfig
 from podracer.agents.base import check_finite, flag
+from podracer.command_line import (  # noqa: F401 (UsageError, import_module: re-exported)
+    UsageError,
+    error_hook,
+    flag_values,
+    import_module,
+    import_requested,
+    one_line,
+    plain_help,
+    spell_agent_flag,
+    spell_resume_flag,
+)
 
 T = TypeVar("T")
 
@@ -63,51 +74,6 @@ Imports = Annotated[
     ),
     tyro.conf.UseAppendAction,
 ]
-
-
-def import_module(target: str):
-    """Imports ``--import``'s ``target``: a module name (``my_package.tasks``) or a Python file
-    (``examples/own_env.py``,
-    imported as a module named after the file). A module that cannot be found, or that raises ``ValueError`` (a
-    registration refused), is a one-line ``ValueError``."""
-    import importlib
-    import os
-
-    try:
-        if target.endswith(".py") or os.sep in target:
-            if not os.path.isfile(target):
-                raise ValueError(f"--import: no such file {target!r}.")
-            name = os.path.splitext(os.path.basename(target))[0]
-            if name in sys.modules and getattr(sys.modules[name], "__file__", None) == os.path.abspath(target):
-                return sys.modules[name]
-            spec = importlib.util.spec_from_file_location(name, target)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            try:
-                spec.loader.exec_module(module)
-            except BaseException:
-                del sys.modules[name]
-                raise
-            return module
-        return importlib.import_module(target)
-    except ImportError as error:
-        raise ValueError(f"--import: cannot import {target!r}: {error}.") from None
-    except ValueError as error:
-        if str(error).startswith("--import"):
-            raise
-        raise ValueError(f"--import {target}: {error}") from None
-
-
-def _import_requested(argv: Sequence[str]) -> None:
-    """Imports every module that ``--import MODULE`` (or ``--import=MODULE``) names, in order, before the command
-    line is parsed: the agents they register are then subcommands, their environments known names."""
-    for i, token in enumerate(argv):
-        if token == "--import":
-            if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
-                raise UsageError("--import needs a value: a module (package.module) or a path/to/file.py.")
-            import_module(argv[i + 1])
-        elif token.startswith("--import="):
-            import_module(token.split("=", 1)[1])
 
 
 def _with_registered_agents(cls: type) -> type:
@@ -398,42 +364,6 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
         return 1 if actor_platform == "cpu" or num_envs_per_actor % 2 else 2
 
 
-@dataclasses.dataclass(frozen=True)
-class EvaluateConfig:
-    """``python -m podracer.evaluate``: play a saved agent."""
-
-    checkpoint: str  # a --checkpoint-dir of a run
-    episodes: int = 5  # episodes to play, one per environment, all at once
-    gif: str | None = None  # write the first episode to this GIF (image or board observations)
-    # take the most likely (or, for value-based agents, the highest-valued) action instead of the behaviour policy's
-    greedy: bool = False
-    seed: int = 0  # random seed
-    imports: Imports = ()
-
-    def __post_init__(self):
-        _at_least(self, 1, "episodes")
-
-
-class UsageError(Exception):
-    """A command line that cannot run; :func:`parse` prints it as one line and exits with status 2."""
-
-
-def _spell_agent_flag(argv: list[str]) -> list[str]:
-    """``--agent NAME`` (or ``--agent=NAME``) becomes the subcommand ``NAME``, placed first."""
-    for i, token in enumerate(argv):
-        if token == "--agent" or token.startswith("--agent="):
-            if token == "--agent":
-                if i + 1 >= len(argv):
-                    raise UsageError("--agent needs a value: " + ", ".join(agents.names()) + ".")
-                name, rest = argv[i + 1], argv[:i] + argv[i + 2 :]
-            else:
-                name, rest = token.split("=", 1)[1], argv[:i] + argv[i + 1 :]
-            if name not in agents.names():
-                raise UsageError(f"--agent: invalid choice: {name!r} (choose from {', '.join(agents.names())}).")
-            return [name, *rest]
-    return argv
-
-
 def _default_agent(cls, default, argv: list[str]) -> list[str]:
     """A command line that names no agent gets the one its config class chooses for its ``--env``
     (``command_line_agent``), as the subcommand; ``--help`` and a caller's own default config are left alone."""
@@ -445,7 +375,7 @@ def _default_agent(cls, default, argv: list[str]) -> list[str]:
         or any(a in agents.names() for a in argv)
     ):
         return argv
-    given = _flag_values(argv, "--env")
+    given = flag_values(argv, "--env")
     env = given[-1] if given else next((f.default for f in dataclasses.fields(cls) if f.name == "env"), None)
     name = choose(env) if isinstance(env, str) else None
     return [name, *argv] if name else argv
@@ -466,89 +396,6 @@ def _apply_preset(argv: list[str], mode: str) -> list[str]:
     return expanded if preset is None else [*expanded, "--preset", preset.name]
 
 
-def _flag_values(argv: Sequence[str], flag: str) -> list[str]:
-    """Every value ``argv`` gives ``flag`` (``--flag VALUE`` or ``--flag=VALUE``), in order."""
-    return [
-        argv[i + 1] if token == flag else token.split("=", 1)[1]
-        for i, token in enumerate(argv)
-        if (token == flag and i + 1 < len(argv)) or token.startswith(flag + "=")
-    ]
-
-
-RESUME_CHOICES = ("no", "yes", "auto")
-
-
-def _spell_resume_flag(argv: list[str]) -> list[str]:
-    """``--resume`` alone (as before it took a value) is ``--resume yes``; ``--no-resume`` is ``--resume no``."""
-    out = []
-    for i, token in enumerate(argv):
-        if token == "--no-resume":
-            out += ["--resume", "no"]
-        elif token == "--resume" and (
-            i + 1 >= len(argv) or argv[i + 1].startswith("-") or argv[i + 1] in agents.names()
-        ):
-            out += ["--resume", "yes"]
-        else:
-            out.append(token)
-    return out
-
-
-def _plain_help(show) -> None:
-    """Runs ``show()`` (tyro printing a help page and exiting) and prints the page without tyro's own notation:
-    ``{None}|STR`` is ``STR`` (the default, None, says the flag may be left out) and "(source subcommand: a2c)"
-    says whose flags follow. Each replacement keeps its width, so the page's boxes stay aligned."""
-    import contextlib
-    import io
-    import re
-
-    page = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(page):
-            show()
-    except SystemExit as done:
-        text = page.getvalue()
-        text = re.sub(r"\{None\}\|(\{[^{}\n]*\}|[^\s{}]+)", lambda m: m.group(1).ljust(len(m.group(0))), text)
-        text = re.sub(
-            r"\(source subcommand: ([\w-]+)\)", lambda m: f"flags of --agent {m.group(1)}:".ljust(len(m.group(0))), text
-        )
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        raise done from None
-
-
-def _one_line(event) -> None:
-    """A tyro parse-error hook: our own one-line message for the errors a user meets most."""
-    from tyro import _errors
-
-    argument = getattr(event, "argument", None)
-    names = getattr(getattr(argument, "lowered", None), "name_or_flags", None) or ()
-    where = "/".join(names)
-    if isinstance(event, _errors.InstantiationFailure):
-        message = event.message if "--" in event.message or not where else f"{where}: {event.message}"
-        raise UsageError(message)
-    if isinstance(event, _errors.InvalidChoice):
-        raise UsageError(
-            f"{where or 'argument'}: invalid choice: {event.value!r} (choose from {', '.join(event.choices)})."
-        )
-    if isinstance(event, _errors.MissingArgs):
-        missing = [
-            "/".join(getattr(getattr(a.arg, "lowered", None), "name_or_flags", None) or ("?",))
-            for a in event.missing_arguments
-        ]
-        raise UsageError(f"the following arguments are required: {', '.join(missing)}")
-    if isinstance(event, _errors.UnrecognizedArgs):
-        raise UsageError(f"unrecognized arguments: {' '.join(event.tokens)} (each agent's flags: --agent NAME --help)")
-
-
-def _error_hook():
-    """tyro's (private, experimental) parse-error hook, or None where this tyro has none."""
-    try:
-        from tyro import _errors
-    except ImportError:
-        return None
-    return getattr(_errors, "on_parse_error", None)
-
-
 def parse(
     default: T | type[T], argv: Sequence[str] | None = None, *, prog: str | None = None, description: str | None = None
 ) -> T:
@@ -557,7 +404,7 @@ def parse(
     prog = prog or sys.argv[0]
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        _import_requested(argv)
+        import_requested(argv)
     except (UsageError, ValueError) as error:
         print(f"{prog}: error: {error}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
@@ -574,24 +421,24 @@ def parse(
             "Choose the agent with --agent NAME (or NAME alone); --agent NAME --help lists its flags."
         )
     markers = (tyro.conf.OmitSubcommandPrefixes, tyro.conf.OmitArgPrefixes, tyro.conf.CascadeSubcommandArgs)
-    if "env" in {f.name for f in dataclasses.fields(cls)} and "list" in _flag_values(argv, "--env"):
+    if "env" in {f.name for f in dataclasses.fields(cls)} and "list" in flag_values(argv, "--env"):
         print(envs.listing())
         raise SystemExit(0)
     mode = _mode(cls)
-    if mode and "list" in _flag_values(argv, "--preset"):
+    if mode and "list" in flag_values(argv, "--preset"):
         print(presets.listing(mode))
         raise SystemExit(0)
     try:
         if mode:
             argv = _apply_preset(argv, mode)
-        argv = _default_agent(cls, default, _spell_resume_flag(_spell_agent_flag(argv)))
-        hook = _error_hook()
+        argv = _default_agent(cls, default, spell_resume_flag(spell_agent_flag(argv)))
+        hook = error_hook()
         cli = functools.partial(tyro.cli, cls, args=argv, prog=prog, description=description, config=markers, **kwargs)
         if any(a in ("-h", "--help") for a in argv):
-            _plain_help(cli)
+            plain_help(cli)
         if hook is None:  # a tyro without the hook: its own (boxed) messages
             return cli()
-        with hook(_one_line):
+        with hook(one_line):
             return cli()
     except UsageError as error:
         print(f"{prog}: error: {error}", file=sys.stderr, flush=True)

@@ -8,12 +8,32 @@ observations, or the board of Catch).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 
 import numpy as np
 
+from podracer.config import Imports
+
 from podracer.play import PALETTE_SIZE, palette, picture, play_host, play_jax  # noqa: F401 (re-exported)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluateConfig:
+    """``python -m podracer.evaluate``: play a saved agent."""
+
+    checkpoint: str  # a --checkpoint-dir of a run
+    episodes: int = 5  # episodes to play, one per environment, all at once
+    gif: str | None = None  # write the first episode to this GIF (image or board observations)
+    # take the most likely (or, for value-based agents, the highest-valued) action instead of the behaviour policy's
+    greedy: bool = False
+    seed: int = 0  # random seed
+    imports: Imports = ()
+
+    def __post_init__(self):
+        if self.episodes < 1:
+            raise ValueError(f"--episodes must be >= 1, got {self.episodes}.")
 
 
 def _agent_for(metadata, spec):
@@ -179,7 +199,7 @@ def main(argv=None, *, prog: str = "python -m podracer.evaluate", name: str = "p
     """``podracer evaluate`` (``python -m podracer.evaluate``): the exit status."""
     from podracer import config, lifetime
 
-    args = config.parse(config.EvaluateConfig, argv, prog=prog, description=DESCRIPTION)
+    args = config.parse(EvaluateConfig, argv, prog=prog, description=DESCRIPTION)
     lifetime.quiet_dependencies()
     lifetime.exit_on_signals(name)
     try:

@@ -1,4 +1,5 @@
-"""Playing an agent: episodes of a host batch or of a JAX environment, and observations drawn as pictures.
+"""Playing an agent: episodes of a host batch or of a JAX environment (in Python, or compiled in one loop on the
+device), random play as a baseline, and observations drawn as pictures.
 
 Below both :mod:`podracer.evaluate` (which plays a checkpoint) and :mod:`podracer.experiment` (which evaluates the
 greedy policy during a Sebulba run).
@@ -6,7 +7,14 @@ greedy policy during a Sebulba run).
 
 from __future__ import annotations
 
+import chex
+import jax
+import jax.numpy as jnp
 import numpy as np
+
+from podracer.agents.base import Agent, act_mask, greedy_action
+from podracer.envs import wrappers
+from podracer.envs.base import Environment
 
 
 def _episodes(agent, policy, params, timestep, step, key, episodes: int, max_steps: int, record: bool, spec=None):
@@ -113,6 +121,99 @@ def _policy(agent, greedy: bool):
     return policy
 
 
+def random_action(spec, key: chex.PRNGKey, num_envs: int, action_mask=None) -> chex.Array:
+    """Uniformly random actions for ``num_envs`` environments of ``spec``: legal ones where ``action_mask`` says
+    which (bool ``[B, A]``, or a tuple of per-entry masks for multi-discrete actions); uniform in the box for
+    continuous actions."""
+    if spec.box is not None:
+        low, high = jnp.asarray(spec.box.low, jnp.float32), jnp.asarray(spec.box.high, jnp.float32)
+        return jax.random.uniform(key, (num_envs, spec.box.size), minval=low, maxval=high)
+    if spec.nvec is not None:
+        keys = jax.random.split(key, len(spec.nvec))
+        masks = action_mask if action_mask is not None else [jnp.ones((num_envs, n), bool) for n in spec.nvec]
+        return jnp.stack(
+            [jax.random.categorical(k, jnp.where(m, 0.0, -jnp.inf)) for k, m in zip(keys, masks)], axis=-1
+        ).astype(jnp.int32)
+    mask = action_mask if action_mask is not None else jnp.ones((num_envs, spec.num_actions), bool)
+    return jax.random.categorical(key, jnp.where(mask, 0.0, -jnp.inf)).astype(jnp.int32)
+
+
+def make_random_play(env: Environment, num_episodes: int, *, max_steps: int = 10_000):
+    """``play(key) -> returns [num_episodes]``: one episode per environment of uniformly random (legal) actions
+    (:func:`random_action`), all at once in one compiled loop, as :func:`make_evaluate` plays an agent; the
+    baseline "random play" measured on the same environment object as a trained agent."""
+    spec = env.spec()
+    env = wrappers.wrap(env)
+
+    def play(key):
+        reset_key, act_key = jax.random.split(key)
+        env_state, timestep = jax.vmap(env.reset)(jax.random.split(reset_key, num_episodes))
+        zeros = jnp.zeros((num_episodes,), jnp.float32)
+        carry = (env_state, timestep, zeros, jnp.zeros((num_episodes,), bool), act_key, 0)
+
+        def running(carry):
+            *_, done, _, t = carry
+            return jnp.logical_and(t < max_steps, jnp.logical_not(jnp.all(done)))
+
+        def body(carry):
+            env_state, timestep, returns, done, key, t = carry
+            key, step_key = jax.random.split(key)
+            action = random_action(spec, step_key, num_episodes, timestep.action_mask)
+            env_state, timestep = jax.vmap(env.step)(env_state, action)
+            returns = returns + jnp.where(done, 0.0, timestep.reward)
+            return env_state, timestep, returns, jnp.logical_or(done, timestep.last), key, t + 1
+
+        return jax.lax.while_loop(running, body, carry)[2]
+
+    return play
+
+
+def make_evaluate(env: Environment, agent: Agent, num_episodes: int, *, max_steps: int = 10_000):
+    """``evaluate(params, key) -> returns [num_episodes]``: greedy episodes of ``agent`` (the most likely action,
+    or the highest-valued one), one per environment, all at once, in one compiled loop on the device.
+
+    Each environment plays one episode from a reset with its own key split from ``key``; the loop ends
+    when every episode has ended or after ``max_steps`` steps (an unfinished episode counts what it has).
+    The same ``params`` and ``key`` give the same returns.
+    """
+    env = wrappers.wrap(env)
+
+    def evaluate(params, key):
+        reset_key, act_key = jax.random.split(key)
+        env_state, timestep = jax.vmap(env.reset)(jax.random.split(reset_key, num_episodes))
+        zeros = jnp.zeros((num_episodes,), jnp.float32)
+        carry = (
+            env_state,
+            timestep,
+            agent.initial_state(num_episodes),
+            jnp.ones((num_episodes,), bool),
+            zeros,
+            jnp.zeros((num_episodes,), bool),
+            act_key,
+            0,
+        )
+
+        def running(carry):
+            *_, done, _, t = carry
+            return jnp.logical_and(t < max_steps, jnp.logical_not(jnp.all(done)))
+
+        def body(carry):
+            env_state, timestep, core, first, returns, done, key, t = carry
+            key, step_key = jax.random.split(key)
+            _, extras, core = agent.act(
+                params, timestep.observation, step_key, core, first, **act_mask(timestep.action_mask)
+            )
+            first = timestep.last  # the next observation starts an episode where this one ended it
+            env_state, timestep = jax.vmap(env.step)(env_state, greedy_action(extras))
+            returns = returns + jnp.where(done, 0.0, timestep.reward)
+            done = jnp.logical_or(done, timestep.last)
+            return env_state, timestep, core, first, returns, done, key, t + 1
+
+        return jax.lax.while_loop(running, body, carry)[4]
+
+    return evaluate
+
+
 PALETTE_SIZE = 24
 
 
@@ -172,4 +273,13 @@ def picture(observation, spec) -> np.ndarray:
     return image
 
 
-__all__ = ["PALETTE_SIZE", "palette", "picture", "play_host", "play_jax"]
+__all__ = [
+    "PALETTE_SIZE",
+    "make_evaluate",
+    "make_random_play",
+    "palette",
+    "picture",
+    "play_host",
+    "play_jax",
+    "random_action",
+]

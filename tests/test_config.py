@@ -4,7 +4,8 @@ import pytest
 
 from podracer import config
 from podracer.agents.base import hyperparameters
-from podracer.config import AnakinConfig, EvaluateConfig, SebulbaConfig
+from podracer.config import AnakinConfig, SebulbaConfig
+from podracer.evaluate import EvaluateConfig
 from podracer.preview import PreviewConfig
 
 A, S, E, P = AnakinConfig, SebulbaConfig, EvaluateConfig, PreviewConfig

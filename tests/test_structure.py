@@ -10,7 +10,7 @@ import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "podracer"
-FEEDERS = [ROOT / "anakin.py", *sorted((ROOT / "sebulba").glob("*.py"))]
+FEEDERS = [*sorted((ROOT / "anakin").glob("*.py")), *sorted((ROOT / "sebulba").glob("*.py"))]
 MAX_LINES = 60  # per function, its docstring not counted
 
 
@@ -150,7 +150,13 @@ def test_the_lower_layers_stay_below_what_uses_them():
         "podracer.types": set(),
         "podracer.optim": {"podracer.types"},
         "podracer.stats": {"podracer.types"},
-        "podracer.play": {"podracer.types", "podracer.envs", "podracer.agents.base"},
+        "podracer.play": {
+            "podracer.types",
+            "podracer.envs",
+            "podracer.envs.base",
+            "podracer.envs.wrappers",
+            "podracer.agents.base",
+        },
         "podracer.sweep": {"podracer.agents.base", "podracer.stats"},
     }
     for name, allowed in below.items():

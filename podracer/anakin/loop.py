@@ -1,0 +1,191 @@
+"""Anakin's host side: seeds, the whole-run function ``make_train`` (jit and vmap it), many updates scanned per host
+call, and :func:`run`, the host loop over every device of every process."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from podracer import multihost, parallel
+from podracer.agents.base import Agent
+from podracer.anakin.core import AnakinState, Sweep, init, init_state, make_update, over_seeds
+from podracer.envs.base import Environment
+from podracer.stats import summarize, summarize_evaluation, summarize_seeds
+from podracer.types import Metrics, Params
+
+
+def seed_keys(seed: int, num_seeds: int) -> jax.Array:
+    """Keys ``[num_seeds]`` of seeds ``seed ... seed + num_seeds - 1``: seed ``i`` trains as a run with
+    ``jax.random.key(i)``."""
+    if num_seeds < 1:
+        raise ValueError(f"num_seeds must be >= 1, got {num_seeds}.")
+    return jax.vmap(jax.random.key)(jnp.arange(seed, seed + num_seeds))
+
+
+def make_train(
+    env: Environment,
+    agent: Agent,
+    optimizer: optax.GradientTransformation,
+    *,
+    num_envs: int,
+    rollout_length: int,
+    num_updates: int,
+    axis_names: Sequence[str] = (),
+) -> Callable[[chex.PRNGKey], tuple[AnakinState, Metrics]]:
+    """The whole training run as a pure function: ``train(key) -> (final state, metrics [num_updates])``.
+
+    It jits, vmaps over keys (``jax.jit(jax.vmap(train))(seed_keys(0, 8))`` trains 8 seeds in
+    one program) and maps over devices: with :data:`~podracer.parallel.DEVICE_AXIS` in
+    ``axis_names``, run it under :func:`~podracer.parallel.device_map` (or a ``pmap``) and each
+    device steps ``num_envs`` environments of its own while gradients average over devices.
+    """
+    axis_names = tuple(axis_names)
+    update = make_update(env, agent, optimizer, rollout_length=rollout_length, axis_names=axis_names)
+    multi_update = make_multi_update(update, num_updates)
+
+    def train(key):
+        index = jax.lax.axis_index(parallel.DEVICE_AXIS) if parallel.DEVICE_AXIS in axis_names else 0
+        state = init_state(env, agent, optimizer, key, num_envs, actor_index=index, rollout_length=rollout_length)
+        return multi_update(state)
+
+    return train
+
+
+def make_multi_update(update, num_updates: int):
+    """``num_updates`` updates in one ``lax.scan``; metrics stacked ``[num_updates]``."""
+    if num_updates < 1:
+        raise ValueError(f"updates per call must be >= 1, got {num_updates}.")
+
+    def multi_update(state):
+        return jax.lax.scan(lambda s, _: update(s), state, None, length=num_updates)
+
+    return multi_update
+
+
+def _seeded_update(env, agent, optimizer, key, rollout_length: int, sweep: Sweep | None):
+    """The per-device update of every seed of ``key`` (and every setting of ``sweep``)."""
+    if sweep is not None:
+        return sweep.update(env, rollout_length, sweep.expand(key)[1])
+    return over_seeds(make_update(env, agent, optimizer, rollout_length=rollout_length), key)
+
+
+def _compile(update, updates_per_call: int, devices, state):
+    """``updates_per_call`` updates mapped over ``devices``, compiled ahead of the first call for ``state``; several
+    processes then wait for each other (:func:`podracer.multihost.all_arrive`) to enter the first collective
+    together."""
+    multi = make_multi_update(update, updates_per_call)
+    compiled = parallel.device_map(multi, devices).lower(state).compile()
+    multihost.all_arrive("the compiled update")
+    return compiled
+
+
+def _calls(num_updates: int, updates_per_call: int, start_update: int) -> range:
+    """The host calls still to run: those after ``start_update`` updates, of ``num_updates`` in all."""
+    num_calls = parallel.check_divisible(
+        num_updates, updates_per_call, "num_updates", "updates per call (--updates-per-call)"
+    )
+    first = parallel.check_divisible(start_update, updates_per_call, "the updates already done", "updates per call")
+    return range(first, num_calls)
+
+
+class RunResult(NamedTuple):
+    state: AnakinState  # final state, stacked over devices (then over seeds, when several were trained)
+    history: list[dict[str, float]]  # one summary per host call
+    compile_seconds: float  # initialization and compilation of the update, before the first call
+    env_steps_per_second: float  # median throughput of the host calls (all seeds together), compilation excluded
+
+
+def run(
+    env: Environment,
+    agent: Agent,
+    optimizer: optax.GradientTransformation,
+    *,
+    key: chex.PRNGKey,
+    num_envs_per_device: int,
+    rollout_length: int,
+    num_updates: int,
+    updates_per_call: int,
+    devices: Sequence[jax.Device] | None = None,
+    log: Callable[[dict[str, float]], None] | None = None,
+    state: AnakinState | None = None,
+    start_update: int = 0,
+    after_call: Callable[[AnakinState, int], None] | None = None,
+    stop: threading.Event | None = None,
+    progress: Callable[[str], None] | None = None,
+    evaluate: Callable[[Params], np.ndarray] | None = None,
+    eval_every: int | None = None,
+    target_return: float | None = None,
+    sweep: Sweep | None = None,
+) -> RunResult:
+    """Trains with the update mapped over ``devices`` (default: all devices of all processes).
+
+    Every process of a multi-process run calls this with the same arguments; the
+    device axis then spans all of their devices. Each host call scans
+    ``updates_per_call`` updates; ``log`` receives one summary per call with
+    ``env_steps`` (global, per seed), ``sps`` (all seeds together) and the averaged metrics.
+
+    ``key`` is one key, or keys ``[S]`` (:func:`seed_keys`) of independent seeds trained
+    together, vmapped on every device: summaries then hold means over seeds with the
+    per-seed returns (:func:`summarize_seeds`).
+
+    To continue a run, pass its ``state`` (as :func:`init` lays it out) and the updates it
+    has done as ``start_update``: the remaining updates then run exactly as they would have.
+    ``after_call(state, updates)`` runs after every host call (checkpoints); a set ``stop``
+    ends the run after the call in flight. ``progress`` hears what the run is doing before
+    its first summary: ``"compiling"``, then ``"compiled in S s"`` (the update is compiled
+    ahead of its first call, so no summary's env steps/s includes compilation).
+
+    ``evaluate(params) -> returns`` (params as one device holds them; :func:`make_evaluate`) runs
+    every ``eval_every`` updates: summaries then carry ``eval_return`` (the mean) and its minimum and
+    maximum; the run stops once that mean reaches ``target_return`` (``target_reached`` is 1 then).
+
+    A ``sweep`` trains each of its settings with every seed of ``key`` in the same program (``agent`` and
+    ``optimizer`` are then unused): the per-seed entries of the summaries run setting by setting
+    (:meth:`Sweep.expand`), and ``evaluate`` receives every entry's parameters.
+    """
+    seeded = jnp.ndim(key) == 1 or sweep is not None
+    num_seeds = len(sweep.expand(key)[0]) if sweep is not None else len(key) if seeded else 1  # entries, with a sweep
+    steps_per_update = rollout_length * num_envs_per_device * parallel.num_global_devices(devices)
+    progress = progress or (lambda event: None)
+    progress("compiling")
+    compile_start = time.perf_counter()
+    if state is None:
+        state = init(
+            env, agent, optimizer, key, num_envs_per_device, devices, rollout_length=rollout_length, sweep=sweep
+        )
+    update = _seeded_update(env, agent, optimizer, key, rollout_length, sweep)
+    p_multi = _compile(update, updates_per_call, devices, state)
+    compile_seconds = time.perf_counter() - compile_start
+    progress(f"compiled in {compile_seconds:.1f} s")
+    summarize_call = summarize_seeds if seeded else summarize
+    history, call_seconds = [], []
+    for call in _calls(num_updates, updates_per_call, start_update):
+        if stop is not None and parallel.any_process(stop.is_set()):
+            break
+        start = time.perf_counter()
+        state, metrics = p_multi(state)
+        call_seconds.append(time.perf_counter() - start)
+        done = (call + 1) * updates_per_call
+        sps = num_seeds * updates_per_call * steps_per_update / call_seconds[-1]
+        summary = {"env_steps": float(done * steps_per_update), "sps": sps}
+        summary.update(summarize_call(jax.device_get(parallel.unreplicate(metrics))))
+        if evaluate is not None and eval_every and done % eval_every == 0:
+            summary.update(summarize_evaluation(evaluate(parallel.unreplicate(state.learner.params)), target_return))
+        history.append(summary)
+        if log is not None:
+            log(summary)
+        if after_call is not None:
+            after_call(state, done)
+        if summary.get("target_reached"):
+            break
+
+    steady = float(np.median(call_seconds)) if call_seconds else float("nan")
+    return RunResult(state, history, compile_seconds, num_seeds * updates_per_call * steps_per_update / steady)

@@ -1,0 +1,173 @@
+"""The command line's own grammar, beneath the config tree (:func:`podracer.config.parse`): ``--import MODULE``,
+``--agent NAME`` and ``--resume`` spelled as users write them, one-line usage errors, and help pages without tyro's
+notation."""
+
+from __future__ import annotations
+
+import importlib.util  # noqa: F401 (import_module reads importlib.util)
+import sys
+from collections.abc import Sequence
+
+from podracer import agents
+
+
+def import_module(target: str):
+    """Imports ``--import``'s ``target``: a module name (``my_package.tasks``) or a Python file
+    (``examples/own_env.py``,
+    imported as a module named after the file). A module that cannot be found, or that raises ``ValueError`` (a
+    registration refused), is a one-line ``ValueError``."""
+    import importlib
+    import os
+
+    try:
+        if target.endswith(".py") or os.sep in target:
+            if not os.path.isfile(target):
+                raise ValueError(f"--import: no such file {target!r}.")
+            name = os.path.splitext(os.path.basename(target))[0]
+            if name in sys.modules and getattr(sys.modules[name], "__file__", None) == os.path.abspath(target):
+                return sys.modules[name]
+            spec = importlib.util.spec_from_file_location(name, target)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[name]
+                raise
+            return module
+        return importlib.import_module(target)
+    except ImportError as error:
+        raise ValueError(f"--import: cannot import {target!r}: {error}.") from None
+    except ValueError as error:
+        if str(error).startswith("--import"):
+            raise
+        raise ValueError(f"--import {target}: {error}") from None
+
+
+def import_requested(argv: Sequence[str]) -> None:
+    """Imports every module that ``--import MODULE`` (or ``--import=MODULE``) names, in order, before the command
+    line is parsed: the agents they register are then subcommands, their environments known names."""
+    for i, token in enumerate(argv):
+        if token == "--import":
+            if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
+                raise UsageError("--import needs a value: a module (package.module) or a path/to/file.py.")
+            import_module(argv[i + 1])
+        elif token.startswith("--import="):
+            import_module(token.split("=", 1)[1])
+
+
+class UsageError(Exception):
+    """A command line that cannot run; :func:`parse` prints it as one line and exits with status 2."""
+
+
+def spell_agent_flag(argv: list[str]) -> list[str]:
+    """``--agent NAME`` (or ``--agent=NAME``) becomes the subcommand ``NAME``, placed first."""
+    for i, token in enumerate(argv):
+        if token == "--agent" or token.startswith("--agent="):
+            if token == "--agent":
+                if i + 1 >= len(argv):
+                    raise UsageError("--agent needs a value: " + ", ".join(agents.names()) + ".")
+                name, rest = argv[i + 1], argv[:i] + argv[i + 2 :]
+            else:
+                name, rest = token.split("=", 1)[1], argv[:i] + argv[i + 1 :]
+            if name not in agents.names():
+                raise UsageError(f"--agent: invalid choice: {name!r} (choose from {', '.join(agents.names())}).")
+            return [name, *rest]
+    return argv
+
+
+def flag_values(argv: Sequence[str], flag: str) -> list[str]:
+    """Every value ``argv`` gives ``flag`` (``--flag VALUE`` or ``--flag=VALUE``), in order."""
+    return [
+        argv[i + 1] if token == flag else token.split("=", 1)[1]
+        for i, token in enumerate(argv)
+        if (token == flag and i + 1 < len(argv)) or token.startswith(flag + "=")
+    ]
+
+
+RESUME_CHOICES = ("no", "yes", "auto")
+
+
+def spell_resume_flag(argv: list[str]) -> list[str]:
+    """``--resume`` alone (as before it took a value) is ``--resume yes``; ``--no-resume`` is ``--resume no``."""
+    out = []
+    for i, token in enumerate(argv):
+        if token == "--no-resume":
+            out += ["--resume", "no"]
+        elif token == "--resume" and (
+            i + 1 >= len(argv) or argv[i + 1].startswith("-") or argv[i + 1] in agents.names()
+        ):
+            out += ["--resume", "yes"]
+        else:
+            out.append(token)
+    return out
+
+
+def plain_help(show) -> None:
+    """Runs ``show()`` (tyro printing a help page and exiting) and prints the page without tyro's own notation:
+    ``{None}|STR`` is ``STR`` (the default, None, says the flag may be left out) and "(source subcommand: a2c)"
+    says whose flags follow. Each replacement keeps its width, so the page's boxes stay aligned."""
+    import contextlib
+    import io
+    import re
+
+    page = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(page):
+            show()
+    except SystemExit as done:
+        text = page.getvalue()
+        text = re.sub(r"\{None\}\|(\{[^{}\n]*\}|[^\s{}]+)", lambda m: m.group(1).ljust(len(m.group(0))), text)
+        text = re.sub(
+            r"\(source subcommand: ([\w-]+)\)", lambda m: f"flags of --agent {m.group(1)}:".ljust(len(m.group(0))), text
+        )
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        raise done from None
+
+
+def one_line(event) -> None:
+    """A tyro parse-error hook: our own one-line message for the errors a user meets most."""
+    from tyro import _errors
+
+    argument = getattr(event, "argument", None)
+    names = getattr(getattr(argument, "lowered", None), "name_or_flags", None) or ()
+    where = "/".join(names)
+    if isinstance(event, _errors.InstantiationFailure):
+        message = event.message if "--" in event.message or not where else f"{where}: {event.message}"
+        raise UsageError(message)
+    if isinstance(event, _errors.InvalidChoice):
+        raise UsageError(
+            f"{where or 'argument'}: invalid choice: {event.value!r} (choose from {', '.join(event.choices)})."
+        )
+    if isinstance(event, _errors.MissingArgs):
+        missing = [
+            "/".join(getattr(getattr(a.arg, "lowered", None), "name_or_flags", None) or ("?",))
+            for a in event.missing_arguments
+        ]
+        raise UsageError(f"the following arguments are required: {', '.join(missing)}")
+    if isinstance(event, _errors.UnrecognizedArgs):
+        raise UsageError(f"unrecognized arguments: {' '.join(event.tokens)} (each agent's flags: --agent NAME --help)")
+
+
+def error_hook():
+    """tyro's (private, experimental) parse-error hook, or None where this tyro has none."""
+    try:
+        from tyro import _errors
+    except ImportError:
+        return None
+    return getattr(_errors, "on_parse_error", None)
+
+
+__all__ = [
+    "RESUME_CHOICES",
+    "UsageError",
+    "flag_values",
+    "import_module",
+    "import_requested",
+    "one_line",
+    "plain_help",
+    "error_hook",
+    "spell_agent_flag",
+    "spell_resume_flag",
+]
