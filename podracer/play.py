@@ -12,9 +12,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from podracer import parallel
 from podracer.agents.base import Agent, act_mask, greedy_action
 from podracer.envs import wrappers
 from podracer.envs.base import Environment
+from podracer.stats import summarize_evaluation
 
 
 def _episodes(agent, policy, params, timestep, step, key, episodes: int, max_steps: int, record: bool, spec=None):
@@ -210,6 +212,58 @@ def make_evaluate(env: Environment, agent: Agent, num_episodes: int, *, max_step
             return env_state, timestep, core, first, returns, done, key, t + 1
 
         return jax.lax.while_loop(running, body, carry)[4]
+
+    return evaluate
+
+
+EVAL_SEED_OFFSET = 1_000_003  # evaluation environments: seeds apart from the training ones
+
+
+def periodic_evaluation(
+    env: Environment, agent: Agent, episodes: int, seed: int, num_seeds: int = 1, sweep_entries=None
+):
+    """``evaluate(params) -> returns`` for evaluations during an Anakin run: greedy episodes compiled on the device
+    (:func:`make_evaluate`), with the same environment seeds at every evaluation (so equal parameters score
+    equally); per seed when ``num_seeds > 1`` (parameters ``[S, ...]``); with ``sweep_entries``, ``(values, build)``
+    of a sweep, per entry (``build(values) -> (agent, optimizer)``)."""
+    key = jax.random.key(seed + EVAL_SEED_OFFSET)
+    if sweep_entries is not None:
+        values, build = sweep_entries
+
+        def evaluate_entry(params, entry_values):
+            return make_evaluate(env, build(entry_values)[0], episodes)(params, key)
+
+        compiled = jax.jit(lambda params: jax.vmap(evaluate_entry)(params, values))
+        return lambda params: jax.device_get(compiled(params))
+    evaluate = make_evaluate(env, agent, episodes)
+    if num_seeds > 1:
+        evaluate = jax.vmap(evaluate, in_axes=(0, None))
+    compiled = jax.jit(evaluate)
+    return lambda params: jax.device_get(compiled(params, key))
+
+
+def periodic_host_evaluation(
+    make_env, agent: Agent, episodes: int, seed: int, target_return: float | None, saving: bool
+):
+    """``evaluate(state) -> summary entries`` for evaluations during a Sebulba run: the greedy policy plays one
+    episode on each of ``episodes`` fresh host environments (``make_env(seed, num_envs)``), seeded the same at
+    every evaluation; says so when the mean reaches ``target_return`` (``saving``: a checkpoint follows)."""
+
+    def evaluate(state) -> dict[str, float]:
+        env = make_env(seed + EVAL_SEED_OFFSET, episodes)
+        try:
+            params = jax.device_get(parallel.unreplicate(state.params))
+            returns, _ = play_host(env, agent, params, episodes, seed=seed)
+        finally:
+            env.close()
+        summary = summarize_evaluation(returns, target_return)
+        if parallel.is_main_process() and summary.get("target_reached"):
+            print(
+                f"podracer: evaluation return {summary['eval_return']:.3f} >= --target-return {target_return:g}: "
+                "stopping" + (" (saving a checkpoint)" if saving else ""),
+                flush=True,
+            )
+        return summary
 
     return evaluate
 

@@ -6,17 +6,23 @@ the run says while it runs.
 - :class:`StopSnapshot`: after an update long enough that a stop may abandon the next one, host copies of it,
   registered with :func:`podracer.lifetime.completed` so that a stop saves the last completed update;
 - :class:`Progress`: the heartbeat's status line (env steps, phase, ETA), the warning of a run that needs more than a
-  day, and the beat of every progress line.
+  day, and the beat of every progress line;
+- :class:`AnakinCheckpoints` and :func:`sebulba_checkpoints`: each mode's checkpoints at that cadence, on a stop, at
+  the end, and the resume of a requeued run.
 
 Anakin's host loop and Sebulba's learner loop both call them.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 
-from podracer import lifetime, parallel
+import jax
+
+from podracer import checkpoint, lifetime, parallel
+from podracer import logging as logging_lib
 
 SLOW_RUN_SECONDS = 86_400  # a run whose ETA is longer than this is said to be slow, once
 
@@ -133,4 +139,99 @@ class Progress:
         return " | ".join(parts)
 
 
-__all__ = ["Cadence", "Progress", "SLOW_RUN_SECONDS", "StopSnapshot"]
+class AnakinCheckpoints:
+    """An Anakin run's checkpoints: at the run kit's cadence (:class:`~podracer.runkit.Cadence`), of the last
+    completed call on a stop that abandons the call in flight, and at the end."""
+
+    def __init__(self, config, metadata: dict, steps_per_update: int, saved: int, entries: list[tuple[str, dict]]):
+        """``config``: the run's (its checkpoint flags, seeds and sweep); ``entries``: where each entry of a run of
+        several seeds or settings is saved at the end, with its metadata (``DIR/seed_S``, ``DIR/SETTING/seed_S``)."""
+        self.config, self.metadata, self.steps_per_update, self._entries = config, metadata, steps_per_update, entries
+        self.cadence = Cadence(config.checkpoint_every, config.checkpoint_every_seconds, saved)
+        one_run = config.num_seeds == 1 and not config.sweep  # several seeds save once, at the end
+        self.stop_snapshot = StopSnapshot(
+            self.snapshot,
+            lambda copy, updates: self.save(None, updates, copy),
+            lambda: self.saved,
+            enabled=bool(config.checkpoint_dir) and one_run,
+        )
+
+    @property
+    def saved(self) -> int:
+        return self.cadence.saved
+
+    @staticmethod
+    def snapshot(state):
+        """Host copies of what a checkpoint holds: this process's run state, and the learner (process 0). Only
+        copies of device buffers, no computation: a snapshot may be saved from the signal's thread while the
+        main thread runs the next call."""
+        local = parallel.local_entries(state)
+        learner = jax.tree.map(lambda x: x[0], local.learner) if parallel.is_main_process() else None
+        return local, learner
+
+    def save(self, state, updates: int, snapshot=None) -> None:
+        """A checkpoint after ``updates`` updates (of ``state``, or of its :meth:`snapshot`): every process's run
+        state, then process 0's learner."""
+        local, learner = snapshot or self.snapshot(state)
+        checkpoint.save_run_state(self.config.checkpoint_dir, updates, None, local=local)
+        if learner is not None:
+            checkpoint.save(
+                self.config.checkpoint_dir, learner, {**self.metadata, "env_steps": updates * self.steps_per_update}
+            )
+        self.cadence.saved_at(updates)
+
+    def after_call(self, state, updates: int) -> None:
+        if self.config.checkpoint_dir and self.cadence.due(updates):
+            self.save(state, updates)
+        self.stop_snapshot.completed(state, updates)
+
+    def finish(self, result) -> None:
+        if not lifetime.finishing():  # Ctrl-C abandoned a call and saves the last completed one
+            lifetime.wait_for_the_end()
+        config = self.config
+        if not config.checkpoint_dir:
+            return
+        done = round(result.history[-1]["env_steps"] / self.steps_per_update) if result.history else self.saved
+        if config.num_seeds == 1 and not config.sweep:
+            if done > self.saved:  # the end of the run, or Ctrl-C
+                self.save(result.state, done)
+            return
+        if parallel.is_main_process():  # one final checkpoint per seed: DIR/seed_S (a sweep: DIR/SETTING/seed_S)
+            learner = parallel.unreplicate(result.state.learner)
+            for i, (where, metadata) in enumerate(self._entries):
+                checkpoint.save(
+                    os.path.join(config.checkpoint_dir, where),
+                    jax.tree.map(lambda x: x[i], learner),  # noqa: B023 - used at once
+                    {**metadata, "env_steps": done * self.steps_per_update},
+                )
+
+
+def sebulba_checkpoints(config, metadata: dict, state, steps_per_update: int):
+    """A Sebulba run's checkpoints: ``(state, updates done, save)``, the learner ``state`` resumed from
+    ``--checkpoint-dir`` when asked (the metrics lines after it dropped, to be written again), and ``save(state,
+    updates, replicated=True)`` for the learner loop (None without a directory)."""
+    if not config.checkpoint_dir:
+        return state, 0, None
+    identity = {k: metadata[k] for k in ("mode", "env", "agent", "normalize")}
+    updates = 0
+    if checkpoint.prepare(config.checkpoint_dir, resume=config.resume, identity=identity) is not None:
+        state, _ = checkpoint.restore(config.checkpoint_dir, state)
+        updates = int(state.step)
+        if config.log_dir and parallel.is_main_process():  # the resumed run writes the lines after it again
+            logging_lib.keep_records_until(os.path.join(config.log_dir, "metrics.jsonl"), updates * steps_per_update)
+    checkpoint.check_start_room(config.checkpoint_dir, checkpoint.tree_bytes(checkpoint.packed(state)))
+    if parallel.is_main_process():
+        checkpoint.mark_running(config.checkpoint_dir)
+
+    def save(state, updates: int, replicated: bool = True) -> None:
+        if parallel.is_main_process():
+            checkpoint.save(
+                config.checkpoint_dir,
+                parallel.unreplicate(state) if replicated else state,
+                {**metadata, "env_steps": updates * steps_per_update},
+            )
+
+    return state, updates, save
+
+
+__all__ = ["AnakinCheckpoints", "Cadence", "Progress", "SLOW_RUN_SECONDS", "StopSnapshot", "sebulba_checkpoints"]

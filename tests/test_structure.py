@@ -195,3 +195,9 @@ def test_no_library_module_imports_itself_through_others():
         if name not in index:
             visit(name)
     assert not cycles, cycles
+
+
+def test_no_library_module_is_longer_than_450_lines():
+    """Each concern one room: a module past 450 lines (as ruff formats it) holds more than one."""
+    long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > 450}
+    assert not long, long

@@ -1,0 +1,156 @@
+"""Agent configs' shared habits: the flag of every field, the checks every config makes by field name (each failure
+a one-line error naming the flag), and the hyper-parameters by flag name, nested optimizer settings included."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from typing import Literal
+
+from podracer.networks import TORSOS
+from podracer.optim import LR_SCHEDULES, OptimizerConfig
+
+
+CORES = ("none", "lstm")
+CoreName = Literal[CORES]  # the core choices, for configs and the command lines
+
+# How every agent config's fields are checked, by field name; each failure is a ValueError naming the flag.
+_AT_LEAST_ONE = (
+    "n_step",
+    "core_size",
+    "num_epochs",
+    "num_minibatches",
+    "replay_capacity",
+    "batch_size",
+    "min_replay_size",
+    "target_period",
+)
+_POSITIVE = (
+    "learning_rate",
+    "max_grad_norm",
+    "replay_ratio",
+    "clip_epsilon",
+    "clip_rho_threshold",
+    "clip_pg_rho_threshold",
+    "huber_delta",
+    "value_rescaling_eps",
+)
+_NON_NEGATIVE = ("entropy_coef", "value_coef", "burn_in", "epsilon_alpha", "lr_warmup_steps")
+_UNIT_INTERVAL = (
+    "discount",
+    "td_lambda",
+    "gae_lambda",
+    "epsilon",
+    "eta",
+    "priority_exponent",
+    "importance_exponent",
+    "epsilon_start",
+    "epsilon_end",
+    "epsilon_fraction",
+)
+
+
+def flag(name: str) -> str:
+    """The command-line flag of config field ``name``."""
+    return "--" + name.replace("_", "-")
+
+
+def check_finite(config) -> None:
+    """Every number of ``config`` (a dataclass) is finite: ``nan`` or ``inf`` is refused, naming the flag."""
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{flag(field.name)} must be a finite number, got {value}.")
+
+
+def hyperparameters(config) -> dict:
+    """Every hyper-parameter of an agent config by its flag's name, the nested optimizer settings' included
+    (``{"learning_rate": 3e-3, ..., "discount": 0.99, ...}``)."""
+    values = {}
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if isinstance(value, OptimizerConfig):
+            values.update({f.name: getattr(value, f.name) for f in dataclasses.fields(value)})
+        else:
+            values[field.name] = value
+    return values
+
+
+def with_hyperparameters(config, values, *, checked: bool = True):
+    """``config`` with ``values`` (flag names, :func:`hyperparameters`) set, nested optimizer settings included;
+    ``checked=False`` sets them without the configs' checks (traced values inside a compiled program)."""
+    nested = {
+        f.name: getattr(config, f.name)
+        for f in dataclasses.fields(config)
+        if isinstance(getattr(config, f.name), OptimizerConfig)
+    }
+    own, inner = dict(values), {}
+    for name, group in nested.items():
+        names = {f.name for f in dataclasses.fields(group)}
+        inner[name] = {k: own.pop(k) for k in list(own) if k in names}
+    if checked:
+        parts = {name: dataclasses.replace(nested[name], **v) for name, v in inner.items() if v}
+        return dataclasses.replace(config, **own, **parts)
+    out = copy.copy(config)
+    for name, value in own.items():
+        object.__setattr__(out, name, value)
+    for name, v in inner.items():
+        if v:
+            group = copy.copy(nested[name])
+            for k, value in v.items():
+                object.__setattr__(group, k, value)
+            object.__setattr__(out, name, group)
+    return out
+
+
+class Configurable:
+    """What every built-in agent config can do besides its fields: :meth:`replace` by flag name."""
+
+    def replace(self, **values):
+        """A copy with ``values`` set by flag name, nested optimizer settings included, each checked:
+        ``PPOConfig().replace(learning_rate=1e-3, num_epochs=2)``."""
+        return with_hyperparameters(self, values)
+
+
+def check_hyperparameters(config) -> None:
+    """The checks every agent config makes in ``__post_init__``, by field name (a field that is ``None``
+    means "off" and is not checked): finite numbers, counts >= 1, rates and thresholds > 0, weights >= 0,
+    probabilities and discounts in [0, 1], hidden sizes >= 1, a known torso and core."""
+    check_finite(config)
+    values = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    for name, value in values.items():
+        if value is None:
+            continue
+        if name in _AT_LEAST_ONE and value < 1:
+            raise ValueError(f"{flag(name)} must be >= 1, got {value}.")
+        if name in _POSITIVE and not value > 0:
+            raise ValueError(f"{flag(name)} must be > 0, got {value}.")
+        if name in _NON_NEGATIVE and value < 0:
+            raise ValueError(f"{flag(name)} must be >= 0, got {value}.")
+        if name in _UNIT_INTERVAL and not 0.0 <= value <= 1.0:
+            raise ValueError(f"{flag(name)} must be in [0, 1], got {value}.")
+    if "target_tau" in values and values["target_tau"] is not None and not 0.0 < values["target_tau"] <= 1.0:
+        raise ValueError(f"--target-tau must be in (0, 1], got {values['target_tau']}.")
+    if any(size < 1 for size in values.get("hidden_sizes", ())):
+        raise ValueError(f"--hidden-sizes must all be >= 1, got {' '.join(map(str, values['hidden_sizes']))}.")
+    if values.get("torso", "auto") not in TORSOS:
+        raise ValueError(f"--torso: unknown torso {values['torso']!r}; choose one of {', '.join(TORSOS)}.")
+    if values.get("lr_schedule", "constant") not in LR_SCHEDULES:
+        raise ValueError(
+            f"--lr-schedule: unknown schedule {values['lr_schedule']!r}; choose one of {', '.join(LR_SCHEDULES)}."
+        )
+    if values.get("core", "none") not in CORES:
+        raise ValueError(f"--core: unknown core {values['core']!r}; choose one of {', '.join(CORES)}.")
+
+
+__all__ = [
+    "CORES",
+    "Configurable",
+    "CoreName",
+    "check_finite",
+    "check_hyperparameters",
+    "flag",
+    "hyperparameters",
+    "with_hyperparameters",
+]

@@ -1,0 +1,47 @@
+"""Parameter initializers that are safe where flax's are not: orthogonal initialisation whose QR never re-enters
+XLA:CPU's thread pool under ``vmap``."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+
+
+@jax.custom_batching.custom_vmap
+def _qr(matrix):
+    return tuple(jnp.linalg.qr(matrix))
+
+
+@_qr.def_vmap
+def _qr_vmap(axis_size, in_batched, matrix):
+    del axis_size
+    if not in_batched[0]:
+        return _qr(matrix), (False, False)
+    return jax.lax.map(_qr, matrix), (True, True)  # one matrix after another (:func:`orthogonal`)
+
+
+def orthogonal(scale: float = 1.0):
+    """``flax.linen.initializers.orthogonal(scale)`` (the same values), safe to vmap on XLA:CPU.
+
+    Under ``vmap`` (seeds trained together) flax's initializer runs one batched QR, and
+    XLA:CPU's LAPACK QR spreads a batch over the same thread pool that runs the program: two
+    such QRs at once on a 2-core machine wait on each other for ever (reproduced here within
+    300 calls of a vmapped SAC initialization). Here a batch of QRs runs one matrix after
+    another, which never re-enters the pool.
+    """
+
+    def init(key, shape, dtype=jnp.float32):
+        rows, columns = math.prod(shape[:-1]), shape[-1]
+        matrix_shape = (columns, rows) if rows < columns else (rows, columns)
+        q, r = _qr(jax.random.normal(key, matrix_shape, dtype))
+        q = q * jnp.sign(jnp.diagonal(r))[None, :]
+        if rows < columns:
+            q = q.T
+        return (scale * q.reshape(shape)).astype(dtype)
+
+    return init
+
+
+__all__ = ["orthogonal"]

@@ -1,0 +1,155 @@
+"""What a run checks and says before it starts: its memory against what the process has, its batch against
+``--num-minibatches``, and the banner of each mode."""
+
+from __future__ import annotations
+
+import jax
+
+from podracer import anakin, checkpoint, disk, parallel
+from podracer.agents.base import Agent
+from podracer.learner import init_learner_state
+from podracer.types import example_action_mask, example_observation
+
+
+def check_memory(needed: int, available: int | None, what: str) -> None:
+    """A one-line ``ValueError`` before anything is allocated or compiled when ``needed`` bytes (podracer's
+    estimate: the arrays a run keeps, and its rollouts) exceed ``available``; ``what`` names the flags that set it."""
+    if available is not None and needed > available:
+        raise ValueError(
+            f"this run needs about {disk.size(needed)} of memory for its state and rollouts "
+            f"({what}) and this process has {disk.size(available)} available; lower them."
+        )
+
+
+def anakin_memory(config, env, agent, optimizer, per_device: int) -> int:
+    """Bytes of this process's Anakin run: every local device's state (seeds and settings included) and two
+    rollouts' worth of time steps (the trajectory and what its loss keeps), estimated from shapes alone."""
+    state = jax.eval_shape(
+        lambda key: anakin.init_state(env, agent, optimizer, key, per_device, rollout_length=config.rollout_length),
+        jax.random.key(0),
+    )
+    entries = config.num_seeds * max(len(config.sweep_points), 1)
+    rollout = 2 * config.rollout_length * checkpoint.tree_bytes(state.rollout)
+    return len(parallel.local_devices()) * entries * (checkpoint.tree_bytes(state) + rollout)
+
+
+def sebulba_memory(config, agent, spec, layout: parallel.Layout, num_actors: int, per_actor: int) -> int:
+    """Bytes of this process's Sebulba run: the learner state on each local learner device, and the trajectories
+    in flight (the queue's, one being filled per actor thread, one being learned) with the environments' own
+    observation buffers, estimated from shapes alone."""
+    optimizer = agent.optimizer
+    state = jax.eval_shape(
+        lambda key: init_learner_state(
+            agent,
+            optimizer,
+            key,
+            example_observation(spec),
+            rollout_length=config.rollout_length,
+            action_mask=example_action_mask(spec),
+        ),
+        jax.random.key(0),
+    )
+    per_env_step = checkpoint.tree_bytes(example_observation(spec)) + 64  # and its reward, action, logits, ...
+    trajectories = (config.queue_size + num_actors + 1) * (config.rollout_length + 1) * per_actor * per_env_step
+    return (
+        len(parallel.local_devices(layout.learner_devices)) * checkpoint.tree_bytes(state)
+        + trajectories
+        + 2 * num_actors * per_actor * per_env_step
+    )
+
+
+def check_anakin_batch(agent: Agent, per_device: int, rollout_length: int) -> None:
+    """A one-line error when ``--num-minibatches`` does not divide each device's batch (of transitions, or of
+    whole sequences for a recurrent agent)."""
+    if agent.num_minibatches > 1 and agent.minibatch_axis == 0:  # minibatches of transitions
+        parallel.check_divisible(
+            per_device * rollout_length,
+            agent.num_minibatches,
+            "the per-device batch (envs per device x rollout length)",
+            "minibatches (--num-minibatches)",
+        )
+    elif agent.num_minibatches > 1:  # minibatches of whole sequences (a recurrent PPO)
+        parallel.check_divisible(
+            per_device,
+            agent.num_minibatches,
+            "the per-device batch of sequences (envs per device)",
+            "minibatches (--num-minibatches)",
+        )
+
+
+def opponent_field(env) -> dict:
+    """What a two-player game's run is against (``opponent`` in every ``metrics.jsonl`` record), as the
+    environment names it."""
+    opponent = getattr(env, "opponent_name", None)
+    return {"opponent": opponent} if opponent else {}
+
+
+def against(opponent: str | None) -> str:
+    """`` against OPPONENT`` for a banner, or nothing."""
+    return f" against {opponent}" if opponent else ""
+
+
+def anakin_banner(
+    config, num_global: int, per_device: int, resume_step: int | None, opponent: str | None = None
+) -> str:
+    """The line an Anakin run says before it starts: agent, task, devices, environments, seeds or settings."""
+    seeds = f", seeds {config.seed} ... {config.seed + config.num_seeds - 1} together" if config.num_seeds > 1 else ""
+    if config.sweep:
+        points = len(config.sweep_points)
+        seeds = f", {points} settings x {config.num_seeds} seed(s) = {points * config.num_seeds} runs together" + (
+            f" (seeds {config.seed} ... {config.seed + config.num_seeds - 1})" if config.num_seeds > 1 else ""
+        )
+    resume = f"; resuming after {resume_step} updates" if resume_step is not None else ""
+    return (
+        f"podracer anakin: {config.agent_name} on {config.env}{against(opponent)}, {num_global} device(s) in "
+        f"{parallel.process_count()} "
+        f"process(es) [{jax.default_backend()}], {per_device} envs per device, rollout {config.rollout_length}, "
+        f"{config.num_updates} updates{seeds}{resume}"
+    )
+
+
+def sebulba_banner(
+    config,
+    env_name: str,
+    first_env,
+    layout: parallel.Layout,
+    per_actor: int,
+    num_groups: int,
+    updates: int,
+    unroll: bool,
+) -> str:
+    """What a Sebulba run says before it starts: the agent, the task, the device layout; a shared device; the
+    CPU's pace for images."""
+    opponent = against(getattr(first_env, "opponent_name", None))
+    lines = [
+        f"podracer sebulba: {config.agent_name} on {env_name}{opponent}; actor devices "
+        f"{[d.id for d in layout.actor_devices]} x {config.actor_threads} thread(s) x {per_actor} envs "
+        f"({num_groups} group(s)); learner devices {[d.id for d in layout.learner_devices]} in "
+        f"{parallel.process_count()} process(es)" + (f"; resuming after {updates} updates" if updates else "")
+    ]
+    shared = sorted({d.id for d in layout.actor_devices} & {d.id for d in layout.learner_devices})
+    if shared and len(parallel.local_devices()) > 1:  # on one device sharing is the only layout
+        lines.append(
+            f"podracer sebulba: device(s) {shared} both act and learn (--actor-devices and --learner-devices "
+            "overlap): inference and learning take turns there"
+        )
+    if unroll:  # image observations with a convolutional torso, learned on the CPU
+        lines.append(
+            "podracer sebulba: image observations on the CPU: every actor and learner step runs the "
+            "convolutional torso on the CPU cores, about 40 env steps/s for Pong on 2 cores (IMPALA, "
+            "measured), so the first progress line takes minutes; an accelerator runs it at 13-14k env "
+            "steps/s (one H100)"
+        )
+    return "\n".join(lines)
+
+
+__all__ = [
+    "against",
+    "anakin_banner",
+    "anakin_memory",
+    "check_anakin_batch",
+    "check_memory",
+    "opponent_field",
+    "sebulba_banner",
+    "sebulba_memory",
+]
