@@ -128,12 +128,19 @@ def _overdue(program: str, bound: float) -> None:
         kept = newest() if newest is not None else None
     except Exception:  # noqa: BLE001 - the line must still be said
         kept = None
-    where = f"the newest complete checkpoint is {kept}" if kept else "the newest complete checkpoint is kept"
-    print(
-        f"{program}: stopping takes longer than {bound:g} s: the save did not finish; exiting now; {where}.",
-        file=sys.stderr,
-        flush=True,
-    )
+    if kept:  # a run that saves: say that its save did not finish, and which checkpoint is the newest complete one
+        print(
+            f"{program}: stopping takes longer than {bound:g} s: the save did not finish; exiting now; the newest "
+            f"complete checkpoint is {kept}.",
+            file=sys.stderr,
+            flush=True,
+        )
+    else:
+        print(
+            f"{program}: stopping takes longer than {bound:g} s: exiting now; the newest complete checkpoint is kept.",
+            file=sys.stderr,
+            flush=True,
+        )
     os._exit(exit_status())
 
 
