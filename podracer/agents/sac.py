@@ -188,10 +188,10 @@ def make_sac_optimizer(config: SACConfig, run: RunFacts | None = None) -> optax.
     alpha_rate = settings.learning_rate if config.alpha_learning_rate is None else config.alpha_learning_rate
     temperature = dataclasses.replace(settings, learning_rate=alpha_rate, max_grad_norm=None)
 
-    def labels(params):
-        return {
-            name: jax.tree.map(lambda _, name=name: "temperature" if name == "log_alpha" else "networks", tree)
-            for name, tree in params.items()
-        }
+    def labels(params):  # by path, whatever wraps the tree (normalisation's statistics join the networks' group)
+        def label(path, _):
+            return "temperature" if any(getattr(k, "key", None) == "log_alpha" for k in path) else "networks"
+
+        return jax.tree_util.tree_map_with_path(label, params)
 
     return optax.multi_transform({"networks": adam(settings, steps), "temperature": adam(temperature, steps)}, labels)

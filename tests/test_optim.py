@@ -1,0 +1,58 @@
+"""The agent's own optimizer: parameter groups, injected hyper-parameters, and the same state layout for training
+and for the templates that evaluation restores into."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from podracer import agents, envs, experiment, optim
+from podracer.agents import PPOConfig, SACConfig
+from podracer.types import RunFacts
+
+RUN = RunFacts(num_updates=10, envs_per_learner=4, rollout_length=4, total_env_steps=160)
+
+
+@pytest.mark.parametrize("normalize", [None, "observations"])
+def test_sac_moves_its_temperature_at_its_own_rate(normalize):
+    """Adam's first step moves each parameter by about its group's rate: the temperature by
+    --alpha-learning-rate, the networks by --learning-rate, inside a normalising wrapper too."""
+    pytest.importorskip("gymnax")
+    env = envs.make("gymnax:Pendulum-v1")
+    config = SACConfig(hidden_sizes=(8,), alpha_learning_rate=0.1).replace(learning_rate=1e-3)
+    agent = experiment.make_agent(config, env.spec(), normalize, RUN)
+    params = agent.init(jax.random.key(0), jnp.zeros((1, 3)))
+    updates, _ = agent.optimizer.update(jax.tree.map(jnp.ones_like, params), agent.optimizer.init(params), params)
+    inner = updates.agent if normalize else updates
+    np.testing.assert_allclose(inner["log_alpha"], -0.1, rtol=1e-3)
+    moves = np.concatenate([np.abs(np.ravel(x)) for x in jax.tree.leaves(inner["actor"])])
+    np.testing.assert_allclose(moves, 1e-3, rtol=1e-3)
+
+
+def test_the_learning_rate_is_state_a_population_can_change():
+    """The learning rate lives in the optimizer state (optax.inject_hyperparams): set there, the next update
+    follows it, inside jit."""
+    spec = envs.make("catch").spec()
+    agent = agents.make(PPOConfig().replace(learning_rate=1e-3), spec, run=RUN)
+    params = {"w": jnp.ones(3)}
+    state = agent.optimizer.init(params)
+    assert float(optim.hyperparameters(state)["learning_rate"]) == pytest.approx(1e-3)
+
+    @jax.jit
+    def step(state, rate):
+        state.hyperparams["learning_rate"] = rate
+        return agent.optimizer.update({"w": jnp.ones(3)}, state, params)[0]["w"]
+
+    np.testing.assert_allclose(step(state, 0.05), -0.05, rtol=1e-3)
+    np.testing.assert_allclose(step(state, 0.002), -0.002, rtol=1e-3)
+
+
+def test_training_and_evaluation_build_the_same_optimizer_state():
+    """What evaluation restores into (no run facts) has the layout training saved (with them), for every agent."""
+    spec = envs.make("catch").spec()
+    observation = jnp.zeros((1, *spec.observation.shape))
+    for name in ("a2c", "ppo", "impala", "dqn", "r2d2"):
+        config = agents.config_class(name)().replace(lr_schedule="cosine")
+        trained, played = agents.make(config, spec, run=RUN), agents.make(config, spec)
+        params = trained.init(jax.random.key(0), observation)
+        assert jax.tree.structure(trained.optimizer.init(params)) == jax.tree.structure(played.optimizer.init(params))
