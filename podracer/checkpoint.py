@@ -271,6 +271,22 @@ def _reason(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
+def _mismatch_message(directory: str, step: int, error: BaseException) -> str | None:
+    """One line when ``error`` says a complete checkpoint is shaped for another run (agent, network or optimizer)
+    rather than damaged: why, and what to do; None for damage."""
+    if "Structure mismatch" not in str(error) and "ree structure" not in str(error):
+        return None
+    older = "run" not in read_metadata(directory, step)  # written before checkpoints recorded the run's facts
+    why = (
+        "it was written by an earlier podracer, whose optimizer state did not hold its learning rate (optax."
+        "inject_hyperparams): use the podracer that wrote it"
+        if older
+        else "its arrays are laid out for another agent, network or optimizer than this run's settings"
+    )
+    reason = _reason(error)
+    return f"checkpoint {directory}/step_{step} does not fit this run ({reason}): {why}; or a new --checkpoint-dir."
+
+
 def _newest_intact(directory: str, load, what: str):
     """``(load(step), step)`` for the newest step of ``directory`` that ``load`` reads, warning about each
     newer one that it cannot; in a multi-process run every process ends on the same step."""
@@ -284,6 +300,8 @@ def _newest_intact(directory: str, load, what: str):
             break
         except Exception as error:  # noqa: BLE001 - orbax, JSON and file errors all mean "not intact"
             path = os.path.join(directory, f"step_{step}")
+            if message := _mismatch_message(directory, step, error):  # complete, but another run's: no older fits
+                raise ValueError(message) from None
             if path not in _WARNED:  # once per checkpoint, though the metadata and then the state are tried
                 _WARNED.add(path)
                 _warn(f"{what} {path} cannot be restored ({_reason(error)}); using the previous checkpoint.")
