@@ -2,13 +2,17 @@
 
     python benchmarks/fault_latency.py                  # every case, 3 repeats
     python benchmarks/fault_latency.py --cases sigterm-anakin kill-process-0 --repeats 5 --save
+    python benchmarks/fault_latency.py --cases sigint-anakin sigterm-anakin sigint-sebulba sigterm-sebulba \
+        --repeats 5 --load 20       # under a load made here: busy loops until the load average reaches 20
 
 Each case starts real runs of the command lines (``examples/anakin_catch.py``, ``python -m
 podracer.sebulba``), waits for their first progress line, then sends the signal or kills the
 process, and measures the seconds until the process (or the surviving one) has exited, with its
 exit status. The tests assert only what happened (status, message, checkpoint); these figures
 depend on the machine and its load, so they live here. The machine's load average is recorded
-with each measurement.
+with each measurement. A stop of a run with a checkpoint directory is also judged: "saved" when it left a
+complete checkpoint and said so, "said" when it said in one line that the save did not finish and named the
+newest complete checkpoint, "neither" otherwise; and whether it exited within the stop's bound plus 5 s.
 """
 
 from __future__ import annotations
@@ -72,7 +76,9 @@ LONG_CALLS = [
 
 CASES = {
     "ctrl-c-anakin-long-call": "Ctrl-C in the middle of a long Anakin host call (the call is abandoned after 3 s)",
+    "sigint-anakin": "Ctrl-C to an Anakin run with a checkpoint directory after its first progress line",
     "sigterm-anakin": "SIGTERM to an Anakin run after its first progress line",
+    "sigint-sebulba": "Ctrl-C to a Sebulba run with a checkpoint directory after its first progress line",
     "sigterm-sebulba": "SIGTERM to a Sebulba run after its first progress line",
     "kill-process-1": "kill -9 of process 1 of a 2-process Anakin run: until process 0 exits",
     "kill-process-0": "kill -9 of process 0 of a 2-process Anakin run: until process 1 exits",
@@ -117,6 +123,31 @@ def _until_exit(proc, since: float) -> tuple[float, int]:
     return time.monotonic() - since, proc.returncode
 
 
+def _verdict(proc, directory: Path) -> str:
+    """How a stopped run with a checkpoint directory ended: "saved", "said" (the save did not finish, and the line
+    names the newest complete checkpoint) or "neither"."""
+    from podracer import checkpoint
+
+    err = proc.stderr.read() if proc.stderr else ""
+    if "the save did not finish" in err and "newest complete checkpoint is" in err:
+        return "said"
+    if checkpoint.steps(str(directory)) and "saved the last completed update" in err:
+        return "saved"
+    return "neither"
+
+
+def _load(target: float) -> list:
+    """Busy loops, one process each, started until the 1-minute load average reaches ``target`` (or 60 of them)."""
+    busy = []
+    while os.getloadavg()[0] < target and len(busy) < 60:
+        busy += [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(4)]
+        time.sleep(5)
+    return busy
+
+
+VERDICTS: list[str] = []  # the last stop's verdict (_verdict), where the case has a checkpoint directory
+
+
 def measure(case: str, tmp: Path) -> tuple[float, int]:
     """``(seconds from the signal or kill to the exit, exit status)`` of one run of ``case``."""
     coordinator = ["--coordinator", f"127.0.0.1:{_free_port()}", "--num-processes", "2", "--process-id"]
@@ -126,20 +157,14 @@ def measure(case: str, tmp: Path) -> tuple[float, int]:
         time.sleep(1.0)  # the next call under way
         proc.send_signal(signal.SIGINT)
         return _until_exit(proc, time.monotonic())
-    if case in ("sigterm-anakin", "sigterm-sebulba"):
-        proc = _start(
-            [
-                *(ANAKIN if case == "sigterm-anakin" else SEBULBA),
-                "--checkpoint-dir",
-                str(tmp / "ckpt"),
-                "--resume",
-                "auto",
-            ],
-            tmp,
-        )
+    if case in ("sigterm-anakin", "sigterm-sebulba", "sigint-anakin", "sigint-sebulba"):
+        command = ANAKIN if case.endswith("anakin") else SEBULBA
+        proc = _start([*command, "--checkpoint-dir", str(tmp / "ckpt"), "--resume", "auto"], tmp)
         _wait_for_progress(proc)
-        proc.send_signal(signal.SIGTERM)
-        return _until_exit(proc, time.monotonic())
+        proc.send_signal(signal.SIGTERM if case.startswith("sigterm") else signal.SIGINT)
+        seconds, status = _until_exit(proc, time.monotonic())
+        VERDICTS.append(_verdict(proc, tmp / "ckpt"))
+        return seconds, status
     if case in ("kill-process-1", "kill-process-0"):
         pair = [_start([*ANAKIN, *coordinator, str(i)], tmp) for i in range(2)]
         try:
@@ -162,24 +187,49 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     parser.add_argument("--repeats", type=int, default=3, help="measurements per case (default: 3)")
+    parser.add_argument(
+        "--load",
+        type=float,
+        default=None,
+        help="first make a load: busy loops until the 1-minute load average reaches this (they run until the end)",
+    )
     _report.add_output_flags(parser, "fault_latency")
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be >= 1.")
-    import tempfile
 
     machine = f"{_report.cpu_model()}, {os.cpu_count()} cores"
     print(f"# fault latency on {machine}", flush=True)
+    busy = _load(args.load) if args.load else []
+    if busy:
+        print(f"# load: {len(busy)} busy loops, load average {os.getloadavg()[0]:.1f}", flush=True)
+    try:
+        rows = _measure_cases(args)
+    finally:
+        for proc in busy:
+            proc.kill()
+    _table(args, machine, rows)
+
+
+def _measure_cases(args) -> list[dict]:
+    import tempfile
+
+    from podracer import lifetime
+
     rows = []
     for case in args.cases:
         seconds, statuses, loads = [], [], []
+        verdicts = []
         for _ in range(args.repeats):
+            VERDICTS.clear()
             with tempfile.TemporaryDirectory() as tmp:
                 loads.append(os.getloadavg()[0])
                 s, status = measure(case, Path(tmp))
             seconds.append(s)
             statuses.append(status)
-            print(f"{case}: {s:.1f} s, exit status {status}", flush=True)
+            verdicts += VERDICTS
+            print(f"{case}: {s:.1f} s, exit status {status}" + (f", {VERDICTS[0]}" if VERDICTS else ""), flush=True)
+        bound = lifetime.STOP_SECONDS + 5
         rows.append(
             {
                 "case": case,
@@ -188,19 +238,29 @@ def main(argv=None):
                 "median_s": statistics.median(seconds),
                 "statuses": statuses,
                 "load_1min": loads,
+                "verdicts": verdicts,
+                "within_bound": sum(x <= bound for x in seconds),
             }
         )
+    return rows
+
+
+def _table(args, machine: str, rows: list[dict]) -> None:
     lines = [
         f"Fault latency on {machine}: seconds from the signal or kill to the exit ({args.repeats} repeats; "
         "`python benchmarks/fault_latency.py`)",
         "",
-        "| case | median (s) | min (s) | max (s) | exit statuses | load (1 min) |",
-        "|---|---:|---:|---:|---|---|",
+        "| case | median (s) | min (s) | max (s) | exit statuses | stops: saved / said / neither | within bound + 5 s "
+        "| load (1 min) |",
+        "|---|---:|---:|---:|---|---|---|---|",
     ]
     for row in rows:
+        v = row["verdicts"]
+        stops = f"{v.count('saved')} / {v.count('said')} / {v.count('neither')}" if v else "-"
         lines.append(
             f"| {row['what']} | {row['median_s']:.1f} | {min(row['seconds']):.1f} | {max(row['seconds']):.1f} | "
-            f"{', '.join(map(str, row['statuses']))} | {', '.join(f'{x:.1f}' for x in row['load_1min'])} |"
+            f"{', '.join(map(str, row['statuses']))} | {stops} | {row['within_bound']} of {len(row['seconds'])} | "
+            f"{', '.join(f'{x:.1f}' for x in row['load_1min'])} |"
         )
     text = "\n".join(lines) + "\n"
     print("\n" + text, flush=True)
