@@ -337,10 +337,11 @@ def train_sebulba(
         spec = probe.spec()
     finally:
         probe.close()
+    check_normalizable(config, spec)
+    run = sebulba_run_facts(config, per_actor, layout)
+    agent = make_agent(config.agent, spec, normalization(config), run)  # once: the estimate's and the run's
     preflight.check_memory(
-        preflight.sebulba_memory(
-            config, make_agent(config.agent, spec, normalization(config)), spec, layout, num_actors, per_actor
-        ),
+        preflight.sebulba_memory(config, agent, spec, layout, num_actors, per_actor),
         parallel.available_memory(),
         f"{per_actor:,} envs per actor thread (--num-envs-per-actor, --num-envs) x {num_actors} thread(s), "
         f"--rollout-length {config.rollout_length}, --queue-size {config.queue_size}"
@@ -352,45 +353,42 @@ def train_sebulba(
         for i in range(num_actors)
     ]
     try:
-        return _run_sebulba(config, layout, groups, first_actor, stop, log, make_env)
+        return _run_sebulba(config, agent, run, layout, groups, first_actor, stop, log, make_env)
     finally:
         for group in groups:
             for env in group:
                 env.close()
 
 
-def _run_sebulba(config: SebulbaConfig, layout: parallel.Layout, groups, first_actor: int, stop, log, make_env):
+def sebulba_run_facts(config: SebulbaConfig, per_actor: int, layout: parallel.Layout) -> RunFacts:
+    """The facts an agent is told of a Sebulba run of ``per_actor`` environments per actor thread: every process
+    feeds one trajectory per actor thread per update round, split over its learner devices."""
+    steps_per_update = config.rollout_length * per_actor * parallel.process_count()
+    num_updates = math.ceil(config.total_env_steps / steps_per_update)
+    envs_per_learner = per_actor // len(parallel.local_devices(layout.learner_devices))
+    return RunFacts(num_updates, envs_per_learner, config.rollout_length, config.total_env_steps)
+
+
+def _run_sebulba(config, agent: Agent, run: RunFacts, layout, groups, first_actor: int, stop, log, make_env):
     spec, first_env = groups[0][0].spec(), groups[0][0]
     if isinstance(log, Logger):
         log.add_fields(preflight.opponent_field(first_env))
-    check_normalizable(config, spec)
     per_actor = sum(env.num_envs for env in groups[0])
-    # Every process feeds one trajectory per actor per update round; the update averages over all of them.
-    steps_per_update = config.rollout_length * per_actor * parallel.process_count()
+    steps_per_update = config.rollout_length * per_actor * parallel.process_count()  # as in sebulba_run_facts
+    frame_skip = 4 if getattr(first_env, "atari", False) else 1
     schedule = sebulba_learner.Schedule(
-        num_updates=math.ceil(config.total_env_steps / steps_per_update),
-        steps_per_update=steps_per_update,
-        log_every=config.log_every,
-        checkpoint_every=config.checkpoint_every,
-        checkpoint_every_seconds=config.checkpoint_every_seconds,
-        frame_skip=4 if getattr(first_env, "atari", False) else 1,
-        eval_every=config.eval_every,
+        run.num_updates,
+        steps_per_update,
+        config.log_every,
+        config.checkpoint_every,
+        config.checkpoint_every_seconds,
+        frame_skip,
+        config.eval_every,
     )
-    run = RunFacts(
-        num_updates=schedule.num_updates,
-        rollout_length=config.rollout_length,
-        envs_per_learner=per_actor // len(parallel.local_devices(layout.learner_devices)),
-        total_env_steps=config.total_env_steps,
-    )
-    agent = make_agent(config.agent, spec, normalization(config), run)
     learner_key, actor_key = jax.random.split(jax.random.key(config.seed))
+    observation, mask = example_observation(spec), example_action_mask(spec)
     state = init_learner_state(
-        agent,
-        agent.optimizer,
-        learner_key,
-        example_observation(spec),
-        rollout_length=config.rollout_length,
-        action_mask=example_action_mask(spec),
+        agent, agent.optimizer, learner_key, observation, rollout_length=config.rollout_length, action_mask=mask
     )
     metadata = {
         "mode": "sebulba",
