@@ -106,7 +106,7 @@ def _abandon(program: str) -> None:
             save()
         except Exception as error:  # noqa: BLE001 - one line, and the newest complete checkpoint named
             _last["save"] = None
-            newest = _last["newest"]() if _last["newest"] is not None else None
+            newest = _newest()
             print(
                 f"{program}: stopped by {stop_reason()}; the save of the last completed update failed ({error}); "
                 f"the newest complete checkpoint is {newest or 'kept'}.",
@@ -122,12 +122,17 @@ def _abandon(program: str) -> None:
     os._exit(exit_status())
 
 
-def _overdue(program: str, bound: float) -> None:
-    newest = _last["newest"]
+def _newest() -> str | None:
+    """The run's newest complete checkpoint as :func:`starting` registered it; None where none is registered or it
+    cannot be read (the stop's line is said all the same)."""
     try:
-        kept = newest() if newest is not None else None
+        return _last["newest"]() if _last["newest"] is not None else None
     except Exception:  # noqa: BLE001 - the line must still be said
-        kept = None
+        return None
+
+
+def _overdue(program: str, bound: float) -> None:
+    kept = _newest()
     if kept:  # a run that saves: say that its save did not finish, and which checkpoint is the newest complete one
         print(
             f"{program}: stopping takes longer than {bound:g} s: the save did not finish; exiting now; the newest "
