@@ -37,10 +37,10 @@ class EvaluateConfig:
 
 
 def _agent_for(metadata, spec):
-    from podracer import experiment
+    from podracer import build
 
-    return experiment.make_agent(
-        experiment.agent_config_from(metadata), spec, metadata.get("normalize"), experiment.run_facts_from(metadata)
+    return build.make_agent(
+        build.agent_config_from(metadata), spec, metadata.get("normalize"), build.run_facts_from(metadata)
     )
 
 

@@ -1,121 +1,59 @@
-"""The composition root: environment, agent, optimizer, logger and checkpoints built from a config.
+"""The composition root: a run built from its config (environment, agent, logger, checkpoints) and trained.
 
-The feeders (:mod:`podracer.anakin`, :mod:`podracer.sebulba`) know neither the agent
-registry nor the config tree; the entry points (``examples/``, ``python -m
-podracer.sebulba``, ``python -m podracer.evaluate``) parse a config and call this module.
+The feeders (:mod:`podracer.anakin`, :mod:`podracer.sebulba`) know neither the agent registry nor the config
+tree; the entry points (``podracer``, ``python -m podracer.sebulba``) parse a config and call this module. The
+builders it shares with :mod:`podracer.evaluate` live in :mod:`podracer.build`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import threading
 from collections.abc import Callable
 
 import jax
 
-from podracer import agents, anakin, checkpoint, envs, lifetime, parallel, play, preflight
-from podracer import normalize as normalize_lib
+from podracer import anakin, checkpoint, envs, lifetime, parallel, play, preflight
 from podracer import logging as logging_lib
 from podracer import sweep as sweep_lib
-from podracer.agents.base import Agent, hyperparameters, with_hyperparameters
+from podracer.agents.base import Agent
+from podracer.build import (
+    anakin_run_facts,
+    check_normalizable,
+    final_entries,
+    host_env_factory,
+    make_agent,
+    make_sweep,
+    newest_checkpoint,
+    normalization,
+    run_metadata,
+    sebulba_run_facts,
+)
 from podracer.config import AnakinConfig, SebulbaConfig
 from podracer.envs.base import HostEnv, example_action_mask, example_observation, observation_rank
 from podracer.learner import init_learner_state, should_unroll
 from podracer.logging import Logger, make_logger
-from podracer.sebulba import learner as sebulba_learner
 from podracer.runkit import AnakinCheckpoints, Progress, sebulba_checkpoints
 from podracer.sebulba import assemble
+from podracer.sebulba import learner as sebulba_learner
 from podracer.types import RunFacts
 
 
-def make_agent(agent_config, spec, normalize: str | None = None, run: RunFacts | None = None) -> Agent:
-    """The agent an agent config (``PPOConfig(...)``) describes, for environments of ``spec``, with its optimizer
-    (``run``: the facts of the run it trains in, :class:`~podracer.types.RunFacts`); with ``normalize``
-    (:func:`normalization`: "observations", "rewards" or "observations+rewards"), wrapped to learn and act on
-    normalised observations and scaled rewards (:mod:`podracer.normalize`)."""
-    agent = agents.make(agent_config, spec, run=run)
-    if not normalize:
-        return agent
-    return normalize_lib.wrap(
-        agent,
-        observations="observations" in normalize,
-        rewards="rewards" in normalize,
-        discount=getattr(agent_config, "discount", 0.99),
-    )
-
-
-def normalization(config) -> str | None:
-    """What ``--normalize-observations`` and ``--normalize-rewards`` ask for, as checkpoints record it (the
-    ``normalize`` entry of their metadata): None, "observations", "rewards" or "observations+rewards"."""
-    parts = [
-        name
-        for name, on in (("observations", config.normalize_observations), ("rewards", config.normalize_rewards))
-        if on
-    ]
-    return "+".join(parts) or None
-
-
-def check_normalizable(config, spec) -> None:
-    """``--normalize-observations`` needs a floating-point observation to normalise."""
-    if config.normalize_observations and not normalize_lib.has_floating_leaf(example_observation(spec)):
-        raise ValueError(
-            f"--normalize-observations: {config.env}'s observations have no floating-point entry to "
-            "normalise (images and boards of integers are scaled by their torso); drop the flag."
-        )
-
-
-def agent_metadata(agent_config, run: RunFacts | None = None) -> dict:
-    """What a checkpoint records of the agent, enough for :func:`agent_config_from` and :func:`run_facts_from` to
-    rebuild it: its name, its hyper-parameters by flag name, and the facts of the run it trained in."""
-    out = {"agent": agents.name_of(agent_config), "agent_hyperparameters": hyperparameters(agent_config)}
-    return out if run is None else {**out, "run": run._asdict()}
-
-
-def agent_config_from(metadata: dict):
-    """The agent config a checkpoint's metadata (:func:`agent_metadata`) records; older checkpoints' records too
-    (a nested ``optimizer`` entry, DQN's ``run_env_steps``)."""
-    hyper = {}
-    for name, value in metadata["agent_hyperparameters"].items():
-        if isinstance(value, dict):  # a nested group, as dataclasses.asdict wrote it
-            hyper.update(value)
-        elif name != "run_env_steps":  # now a run fact (run_facts_from)
-            hyper[name] = tuple(value) if isinstance(value, list) else value
-    cls = agents.config_class(metadata["agent"])
-    return with_hyperparameters(cls(), hyper)
-
-
-def run_facts_from(metadata: dict) -> RunFacts | None:
-    """The run facts a checkpoint's metadata records (None for checkpoints written before they were recorded, or
-    the run's length alone where DQN's config kept it)."""
-    if "run" in metadata:
-        return RunFacts(**metadata["run"])
-    steps = metadata.get("agent_hyperparameters", {}).get("run_env_steps")
-    return (
-        None if steps is None else RunFacts(num_updates=1, envs_per_learner=1, rollout_length=1, total_env_steps=steps)
+def _logger(config, total_env_steps: int, console_keys: tuple[str, ...]) -> Logger:
+    """The run's logger: console progress on process 0 and, with ``--log-dir``, JSONL and TensorBoard."""
+    return make_logger(
+        config.log_dir,
+        is_main=parallel.is_main_process(),
+        total_env_steps=total_env_steps,
+        console_keys=console_keys + (("eval_return", "eval_return_min") if config.eval_every else ()),
+        wandb_project=config.wandb_project,
+        wandb_config=dataclasses.asdict(config),
+        process=parallel.process_index(),
     )
 
 
 # ----------------------------------------------------------------------------------------- Anakin
-
-
-def _newest_checkpoint(config):
-    """What names the run's newest complete checkpoint when a stop's save does not finish (None: no directory)."""
-    directory = config.checkpoint_dir
-    return None if not directory else lambda: checkpoint.describe_newest(directory)
-
-
-def anakin_run_facts(config: AnakinConfig, num_global_devices: int) -> RunFacts:
-    """The facts an agent is told of an Anakin run over ``num_global_devices`` devices: each device learns from its
-    own environments."""
-    per_device = config.envs_per_device(num_global_devices)
-    return RunFacts(
-        num_updates=config.num_updates,
-        envs_per_learner=per_device,
-        rollout_length=config.rollout_length,
-        total_env_steps=config.num_updates * config.rollout_length * per_device * num_global_devices,
-    )
 
 
 def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> anakin.RunResult:
@@ -125,32 +63,15 @@ def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> a
     ``config.checkpoint_dir`` is set). Call :func:`podracer.multihost.initialize` first in a
     multi-process run (the example's entry point does, from the config's multi-process fields).
     """
-    lifetime.starting(_newest_checkpoint(config))
+    lifetime.starting(newest_checkpoint(config))
     env = envs.make(config.env)
     num_global = parallel.num_global_devices()
     run = anakin_run_facts(config, num_global)
     per_device = run.envs_per_learner
     check_normalizable(config, env.spec())
     agent = make_agent(config.agent, env.spec(), normalization(config), run)
-    optimizer = agent.optimizer
-    preflight.check_anakin_batch(agent, per_device, config.rollout_length)
-    preflight.check_memory(
-        preflight.anakin_memory(config, env, agent, optimizer, per_device),
-        parallel.available_memory(),
-        f"{per_device:,} envs per device (--num-envs-per-device, --num-envs), --rollout-length "
-        f"{config.rollout_length}"
-        + (f", --replay-capacity {config.agent.replay_capacity:,}" if hasattr(config.agent, "replay_capacity") else "")
-        + (f", {config.num_seeds} seeds" if config.num_seeds > 1 else ""),
-    )
-    steps_per_update = config.rollout_length * per_device * num_global
-    metadata = {
-        "mode": "anakin",
-        "env": config.env,
-        "rollout_length": config.rollout_length,
-        "seed": config.seed,
-        "normalize": normalization(config),
-        **agent_metadata(config.agent, run),
-    }
+    preflight.check_anakin(config, env, agent, per_device)
+    metadata = run_metadata(config, "anakin", config.env, run)
     resume_step, main = None, parallel.is_main_process()
     if config.checkpoint_dir:  # checked before anything is compiled
         identity = {k: metadata[k] for k in ("mode", "env", "agent", "rollout_length", "normalize")}
@@ -158,9 +79,7 @@ def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> a
         if main:
             checkpoint.mark_running(config.checkpoint_dir)
     try:
-        return _train_anakin(
-            config, env, agent, optimizer, per_device, steps_per_update, metadata, resume_step, stop, run
-        )
+        return _train_anakin(config, env, agent, run, metadata, resume_step, stop)
     finally:
         if config.checkpoint_dir and main:
             checkpoint.mark_finished(config.checkpoint_dir)
@@ -184,43 +103,9 @@ def _sebulba_evaluation(config: SebulbaConfig, make_env, agent):
     )
 
 
-def _final_entries(config: AnakinConfig, metadata: dict) -> list[tuple[str, dict]]:
-    """Where each seed (and setting) of a run of several is saved at its end, and its metadata."""
-    out = []
-    for point in config.sweep_points or ({},):
-        agent = agent_metadata(with_hyperparameters(config.agent, point))
-        for seed in range(config.seed, config.seed + config.num_seeds):
-            where = os.path.join(sweep_lib.label(point), f"seed_{seed}") if point else f"seed_{seed}"
-            out.append((where, {**metadata, **agent, "seed": seed}))
-    return out
-
-
-def make_sweep(config: AnakinConfig, spec, run: RunFacts | None = None) -> anakin.Sweep | None:
-    """The :class:`~podracer.anakin.Sweep` of ``--sweep`` (None without one): each setting's agent and optimizer
-    (``run``: the run's facts, where a decaying learning rate ends)."""
-    if not config.sweep:
-        return None
-
-    def build(values):
-        agent = make_agent(sweep_lib.with_values(config.agent, values), spec, normalization(config), run)
-        return agent, agent.optimizer
-
-    return anakin.Sweep(config.sweep_points, build)
-
-
-def _train_anakin(
-    config: AnakinConfig,
-    env,
-    agent,
-    optimizer,
-    per_device: int,
-    steps_per_update: int,
-    metadata: dict,
-    resume_step: int | None,
-    stop,
-    run: RunFacts | None = None,
-) -> anakin.RunResult:
-    main, num_global = parallel.is_main_process(), parallel.num_global_devices()
+def _train_anakin(config: AnakinConfig, env, agent: Agent, run: RunFacts, metadata: dict, resume_step, stop):
+    main, num_global, optimizer = parallel.is_main_process(), parallel.num_global_devices(), agent.optimizer
+    per_device, steps_per_update = run.envs_per_learner, run.total_env_steps // run.num_updates
     key = anakin.seed_keys(config.seed, config.num_seeds) if config.num_seeds > 1 else jax.random.key(config.seed)
     sweep = make_sweep(config, env.spec(), run)
     state = anakin.init(env, agent, optimizer, key, per_device, rollout_length=config.rollout_length, sweep=sweep)
@@ -241,17 +126,9 @@ def _train_anakin(
             parallel.local_devices()
         )
         checkpoint.check_start_room(config.checkpoint_dir, per_save)
-    saver = AnakinCheckpoints(config, metadata, steps_per_update, resume_step or 0, _final_entries(config, metadata))
-    logger = make_logger(
-        config.log_dir,
-        is_main=main,
-        total_env_steps=config.num_updates * steps_per_update,
-        console_keys=(("episode_return_min",) if config.num_seeds > 1 or sweep else ())
-        + (("eval_return", "eval_return_min") if config.eval_every else ()),
-        wandb_project=config.wandb_project,
-        wandb_config=dataclasses.asdict(config),
-        process=parallel.process_index(),
-    )
+    saver = AnakinCheckpoints(config, metadata, steps_per_update, resume_step or 0, final_entries(config, metadata))
+    several = config.num_seeds > 1 or sweep
+    logger = _logger(config, config.num_updates * steps_per_update, ("episode_return_min",) if several else ())
     logger.add_fields(preflight.opponent_field(env))
     if main:
         print(
@@ -298,18 +175,6 @@ def _train_anakin(
 # ---------------------------------------------------------------------------------------- Sebulba
 
 
-def host_env_factory(config: SebulbaConfig) -> Callable[[int, int], HostEnv]:
-    """``make_env(seed, num_envs)`` for ``config.env``: envpool, gymnasium (``gymnasium:ID``), or a JAX environment
-    stepped on the host (``jax:NAME``, ``SUITE:NAME``); see :func:`podracer.envs.make_host`."""
-
-    def make_env(seed: int, num_envs: int) -> HostEnv:
-        return envs.make_host(
-            config.env, num_envs, seed, num_threads=config.envpool_threads, vectorization=config.gymnasium_vectorization
-        )
-
-    return make_env
-
-
 def train_sebulba(
     config: SebulbaConfig,
     *,
@@ -322,7 +187,7 @@ def train_sebulba(
     ``make_env(seed, num_envs)`` builds each environment group of each actor thread
     (default: :func:`host_env_factory`). Returns the learner state and one summary per log line.
     """
-    lifetime.starting(_newest_checkpoint(config))
+    lifetime.starting(newest_checkpoint(config))
     stop = stop or threading.Event()
     make_env = make_env or host_env_factory(config)
     actor_ids = config.actor_devices or (0,)
@@ -340,13 +205,7 @@ def train_sebulba(
     check_normalizable(config, spec)
     run = sebulba_run_facts(config, per_actor, layout)
     agent = make_agent(config.agent, spec, normalization(config), run)  # once: the estimate's and the run's
-    preflight.check_memory(
-        preflight.sebulba_memory(config, agent, spec, layout, num_actors, per_actor),
-        parallel.available_memory(),
-        f"{per_actor:,} envs per actor thread (--num-envs-per-actor, --num-envs) x {num_actors} thread(s), "
-        f"--rollout-length {config.rollout_length}, --queue-size {config.queue_size}"
-        + (f", --replay-capacity {config.agent.replay_capacity:,}" if hasattr(config.agent, "replay_capacity") else ""),
-    )
+    preflight.check_sebulba(config, agent, spec, layout, num_actors, per_actor)
     # Actor i's group g gets seeds as if its batch were one envpool batch (envpool seeds env j with seed + j).
     groups = [
         [make_env(config.seed + 1000 * (first_actor + i) + g * group_size, group_size) for g in range(num_groups)]
@@ -358,15 +217,6 @@ def train_sebulba(
         for group in groups:
             for env in group:
                 env.close()
-
-
-def sebulba_run_facts(config: SebulbaConfig, per_actor: int, layout: parallel.Layout) -> RunFacts:
-    """The facts an agent is told of a Sebulba run of ``per_actor`` environments per actor thread: every process
-    feeds one trajectory per actor thread per update round, split over its learner devices."""
-    steps_per_update = config.rollout_length * per_actor * parallel.process_count()
-    num_updates = math.ceil(config.total_env_steps / steps_per_update)
-    envs_per_learner = per_actor // len(parallel.local_devices(layout.learner_devices))
-    return RunFacts(num_updates, envs_per_learner, config.rollout_length, config.total_env_steps)
 
 
 def _run_sebulba(config, agent: Agent, run: RunFacts, layout, groups, first_actor: int, stop, log, make_env):
@@ -390,14 +240,7 @@ def _run_sebulba(config, agent: Agent, run: RunFacts, layout, groups, first_acto
     state = init_learner_state(
         agent, agent.optimizer, learner_key, observation, rollout_length=config.rollout_length, action_mask=mask
     )
-    metadata = {
-        "mode": "sebulba",
-        "env": getattr(first_env, "task_id", config.env),
-        "seed": config.seed,
-        "rollout_length": config.rollout_length,
-        "normalize": normalization(config),
-        **agent_metadata(config.agent, run),
-    }
+    metadata = run_metadata(config, "sebulba", getattr(first_env, "task_id", config.env), run)
     state, updates, save = sebulba_checkpoints(config, metadata, state, steps_per_update)
     unroll = should_unroll(observation_rank(spec), layout.learner_devices[0].platform)
     if parallel.is_main_process():
@@ -431,15 +274,6 @@ def _run_sebulba(config, agent: Agent, run: RunFacts, layout, groups, first_acto
 
 def run_sebulba(config: SebulbaConfig, stop: threading.Event | None = None) -> sebulba_learner.SebulbaResult:
     """The command line's Sebulba run: console progress and, with ``log_dir``, JSONL and TensorBoard."""
-    logger = make_logger(
-        config.log_dir,
-        is_main=parallel.is_main_process(),
-        total_env_steps=config.total_env_steps,
-        console_keys=("fps", "learner_wait_s", "actor_put_wait_s", "policy_lag")
-        + (("eval_return", "eval_return_min") if config.eval_every else ()),
-        wandb_project=config.wandb_project,
-        wandb_config=dataclasses.asdict(config),
-        process=parallel.process_index(),
-    )
+    logger = _logger(config, config.total_env_steps, ("fps", "learner_wait_s", "actor_put_wait_s", "policy_lag"))
     with logger:
         return train_sebulba(config, log=logger, stop=stop)

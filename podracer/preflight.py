@@ -77,6 +77,30 @@ def check_anakin_batch(agent: Agent, per_device: int, rollout_length: int) -> No
         )
 
 
+def check_anakin(config, env, agent: Agent, per_device: int) -> None:
+    """Before anything compiles: the agent's batch divides as its config asks, and the run fits in memory."""
+    check_anakin_batch(agent, per_device, config.rollout_length)
+    check_memory(
+        anakin_memory(config, env, agent, agent.optimizer, per_device),
+        parallel.available_memory(),
+        f"{per_device:,} envs per device (--num-envs-per-device, --num-envs), --rollout-length "
+        f"{config.rollout_length}"
+        + (f", --replay-capacity {config.agent.replay_capacity:,}" if hasattr(config.agent, "replay_capacity") else "")
+        + (f", {config.num_seeds} seeds" if config.num_seeds > 1 else ""),
+    )
+
+
+def check_sebulba(config, agent: Agent, spec, layout: parallel.Layout, num_actors: int, per_actor: int) -> None:
+    """Before the environment batches are made: the run fits in memory."""
+    check_memory(
+        sebulba_memory(config, agent, spec, layout, num_actors, per_actor),
+        parallel.available_memory(),
+        f"{per_actor:,} envs per actor thread (--num-envs-per-actor, --num-envs) x {num_actors} thread(s), "
+        f"--rollout-length {config.rollout_length}, --queue-size {config.queue_size}"
+        + (f", --replay-capacity {config.agent.replay_capacity:,}" if hasattr(config.agent, "replay_capacity") else ""),
+    )
+
+
 def opponent_field(env) -> dict:
     """What a two-player game's run is against (``opponent`` in every ``metrics.jsonl`` record), as the
     environment names it."""

@@ -164,6 +164,7 @@ def test_the_lower_layers_stay_below_what_uses_them():
     for name, allowed in below.items():
         assert GRAPH[name] <= allowed, (name, GRAPH[name] - allowed)
     assert "podracer.evaluate" not in GRAPH["podracer.experiment"]
+    assert "podracer.experiment" not in GRAPH["podracer.evaluate"]  # both build agents through podracer.build
     assert "podracer.anakin" not in GRAPH["podracer.sweep"]
 
 
@@ -203,3 +204,8 @@ def test_no_library_module_is_longer_than_450_lines():
     """Each concern one room: a module past 450 lines (as ruff formats it) holds more than one."""
     long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > 450}
     assert not long, long
+
+
+def test_the_composition_root_keeps_to_two_short_programs():
+    """experiment.py holds train_anakin and train_sebulba; the builders it shares live in build.py."""
+    assert len((ROOT / "experiment.py").read_text().splitlines()) <= 300

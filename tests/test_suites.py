@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import config, envs, experiment
+from podracer import build, config, envs, experiment
 from podracer.config import AnakinConfig, SebulbaConfig
 from podracer.envs.gymnax import GymnaxEnv
 
@@ -194,7 +194,7 @@ def test_sebulba_trains_on_a_suite_environment_and_evaluate_plays_its_checkpoint
     from podracer.evaluate import play
 
     cfg = config.parse(SebulbaConfig, ["--env", "gymnax:CartPole-v1", "--agent", "ppo"])
-    env = experiment.host_env_factory(cfg)(seed=0, num_envs=4)
+    env = build.host_env_factory(cfg)(seed=0, num_envs=4)
     assert env.reset().observation.shape == (4, 4) and env.spec().num_actions == 2
     env.close()
     directory = str(tmp_path / "ckpt")

@@ -7,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 
-from podracer import anakin, checkpoint, envs, experiment, parallel, sweep
+from podracer import anakin, build, checkpoint, envs, experiment, parallel, sweep
 from podracer.agents import A2CConfig, DQNConfig, PPOConfig
 from podracer.agents.base import hyperparameters
 from podracer.config import AnakinConfig
@@ -30,12 +30,12 @@ def test_a_two_by_two_sweep_equals_separate_runs_of_its_settings(devices):
     )
     evaluate = jax.jit(
         jax.vmap(
-            lambda params, values: anakin.make_evaluate(
-                env, experiment.make_sweep(config, env.spec()).build(values)[0], 4
-            )(params, jax.random.key(9))
+            lambda params, values: anakin.make_evaluate(env, build.make_sweep(config, env.spec()).build(values)[0], 4)(
+                params, jax.random.key(9)
+            )
         )
     )
-    sweep_ = experiment.make_sweep(config, env.spec())
+    sweep_ = build.make_sweep(config, env.spec())
     # Greedy A2C play does not depend on the learning rate or the discount: one compiled evaluation serves all four.
     plain_evaluate = jax.jit(
         lambda params: anakin.make_evaluate(env, sweep_.build(config.sweep_points[0])[0], 4)(params, jax.random.key(9))
@@ -47,8 +47,8 @@ def test_a_two_by_two_sweep_equals_separate_runs_of_its_settings(devices):
     for i, (learning_rate, discount) in [(1, points[1]), (2, points[2])]:
         agent_config = A2CConfig().replace(learning_rate=learning_rate, discount=discount)
         agent, optimizer = (
-            experiment.make_agent(agent_config, env.spec()),
-            experiment.make_agent(agent_config, env.spec()).optimizer,
+            build.make_agent(agent_config, env.spec()),
+            build.make_agent(agent_config, env.spec()).optimizer,
         )
         alone = anakin.run(env, agent, optimizer, **common)
         for a, b in zip(jax.tree.leaves(alone.state.learner.params), jax.tree.leaves(together.state.learner.params)):
@@ -178,9 +178,7 @@ def test_what_the_readme_says_can_be_swept_can_be(name, swept, refused, devices)
 
     def build(values):
         agent_config = sweep.with_values(config, values)
-        return experiment.make_agent(agent_config, env.spec()), experiment.make_agent(
-            agent_config, env.spec()
-        ).optimizer
+        return build.make_agent(agent_config, env.spec()), build.make_agent(agent_config, env.spec()).optimizer
 
     sweep_ = anakin.Sweep((point,), build)
     state = anakin.init(env, None, None, jax.random.key(0), 2, devices[:1], rollout_length=4, sweep=sweep_)

@@ -1,0 +1,163 @@
+"""The shared builders: an agent from its config, the facts of the run it trains in, and what a checkpoint records
+of both (enough to rebuild the agent for a resume, an evaluation or a preview).
+
+:mod:`podracer.experiment` (training) and :mod:`podracer.evaluate` (playing a checkpoint) both build through here, so
+an agent is made one way whatever asks for it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+
+from podracer import agents, anakin, checkpoint, envs, parallel
+from podracer import normalize as normalize_lib
+from podracer import sweep as sweep_lib
+from podracer.agents.base import Agent, hyperparameters, with_hyperparameters
+from podracer.config import AnakinConfig, SebulbaConfig
+from podracer.envs.base import HostEnv, example_observation
+from podracer.types import RunFacts
+
+
+def make_agent(agent_config, spec, normalize: str | None = None, run: RunFacts | None = None) -> Agent:
+    """The agent an agent config (``PPOConfig(...)``) describes, for environments of ``spec``, with its optimizer
+    (``run``: the facts of the run it trains in, :class:`~podracer.types.RunFacts`); with ``normalize``
+    (:func:`normalization`: "observations", "rewards" or "observations+rewards"), wrapped to learn and act on
+    normalised observations and scaled rewards (:mod:`podracer.normalize`)."""
+    agent = agents.make(agent_config, spec, run=run)
+    if not normalize:
+        return agent
+    return normalize_lib.wrap(
+        agent,
+        observations="observations" in normalize,
+        rewards="rewards" in normalize,
+        discount=getattr(agent_config, "discount", 0.99),
+    )
+
+
+def normalization(config) -> str | None:
+    """What ``--normalize-observations`` and ``--normalize-rewards`` ask for, as checkpoints record it (the
+    ``normalize`` entry of their metadata): None, "observations", "rewards" or "observations+rewards"."""
+    parts = [
+        name
+        for name, on in (("observations", config.normalize_observations), ("rewards", config.normalize_rewards))
+        if on
+    ]
+    return "+".join(parts) or None
+
+
+def check_normalizable(config, spec) -> None:
+    """``--normalize-observations`` needs a floating-point observation to normalise."""
+    if config.normalize_observations and not normalize_lib.has_floating_leaf(example_observation(spec)):
+        raise ValueError(
+            f"--normalize-observations: {config.env}'s observations have no floating-point entry to "
+            "normalise (images and boards of integers are scaled by their torso); drop the flag."
+        )
+
+
+def agent_metadata(agent_config, run: RunFacts | None = None) -> dict:
+    """What a checkpoint records of the agent, enough for :func:`agent_config_from` and :func:`run_facts_from` to
+    rebuild it: its name, its hyper-parameters by flag name, and the facts of the run it trained in."""
+    out = {"agent": agents.name_of(agent_config), "agent_hyperparameters": hyperparameters(agent_config)}
+    return out if run is None else {**out, "run": run._asdict()}
+
+
+def agent_config_from(metadata: dict):
+    """The agent config a checkpoint's metadata (:func:`agent_metadata`) records; older checkpoints' records too
+    (a nested ``optimizer`` entry, DQN's ``run_env_steps``)."""
+    hyper = {}
+    for name, value in metadata["agent_hyperparameters"].items():
+        if isinstance(value, dict):  # a nested group, as dataclasses.asdict wrote it
+            hyper.update(value)
+        elif name != "run_env_steps":  # now a run fact (run_facts_from)
+            hyper[name] = tuple(value) if isinstance(value, list) else value
+    cls = agents.config_class(metadata["agent"])
+    return with_hyperparameters(cls(), hyper)
+
+
+def run_facts_from(metadata: dict) -> RunFacts | None:
+    """The run facts a checkpoint's metadata records (None for checkpoints written before they were recorded, or
+    the run's length alone where DQN's config kept it)."""
+    if "run" in metadata:
+        return RunFacts(**metadata["run"])
+    steps = metadata.get("agent_hyperparameters", {}).get("run_env_steps")
+    return (
+        None if steps is None else RunFacts(num_updates=1, envs_per_learner=1, rollout_length=1, total_env_steps=steps)
+    )
+
+
+def run_metadata(config, mode: str, env: str, run: RunFacts) -> dict:
+    """What every checkpoint of a run records: the mode, the environment, the seed, the rollout, the normalisation
+    and the agent (:func:`agent_metadata`)."""
+    return {
+        "mode": mode,
+        "env": env,
+        "seed": config.seed,
+        "rollout_length": config.rollout_length,
+        "normalize": normalization(config),
+        **agent_metadata(config.agent, run),
+    }
+
+
+def newest_checkpoint(config):
+    """What names the run's newest complete checkpoint when a stop's save does not finish (None: no directory)."""
+    directory = config.checkpoint_dir
+    return None if not directory else lambda: checkpoint.describe_newest(directory)
+
+
+def anakin_run_facts(config: AnakinConfig, num_global_devices: int) -> RunFacts:
+    """The facts an agent is told of an Anakin run over ``num_global_devices`` devices: each device learns from its
+    own environments."""
+    per_device = config.envs_per_device(num_global_devices)
+    return RunFacts(
+        num_updates=config.num_updates,
+        envs_per_learner=per_device,
+        rollout_length=config.rollout_length,
+        total_env_steps=config.num_updates * config.rollout_length * per_device * num_global_devices,
+    )
+
+
+def sebulba_run_facts(config: SebulbaConfig, per_actor: int, layout: parallel.Layout) -> RunFacts:
+    """The facts an agent is told of a Sebulba run of ``per_actor`` environments per actor thread: every process
+    feeds one trajectory per actor thread per update round, split over its learner devices."""
+    steps_per_update = config.rollout_length * per_actor * parallel.process_count()
+    num_updates = math.ceil(config.total_env_steps / steps_per_update)
+    envs_per_learner = per_actor // len(parallel.local_devices(layout.learner_devices))
+    return RunFacts(num_updates, envs_per_learner, config.rollout_length, config.total_env_steps)
+
+
+def make_sweep(config: AnakinConfig, spec, run: RunFacts | None = None) -> anakin.Sweep | None:
+    """The :class:`~podracer.anakin.Sweep` of ``--sweep`` (None without one): each setting's agent and optimizer
+    (``run``: the run's facts, where a decaying learning rate ends)."""
+    if not config.sweep:
+        return None
+
+    def build(values):
+        agent = make_agent(sweep_lib.with_values(config.agent, values), spec, normalization(config), run)
+        return agent, agent.optimizer
+
+    return anakin.Sweep(config.sweep_points, build)
+
+
+def final_entries(config: AnakinConfig, metadata: dict) -> list[tuple[str, dict]]:
+    """Where each seed (and setting) of a run of several is saved at its end, and its metadata."""
+    out = []
+    for point in config.sweep_points or ({},):
+        agent = agent_metadata(with_hyperparameters(config.agent, point))
+        for seed in range(config.seed, config.seed + config.num_seeds):
+            where = os.path.join(sweep_lib.label(point), f"seed_{seed}") if point else f"seed_{seed}"
+            out.append((where, {**metadata, **agent, "seed": seed}))
+    return out
+
+
+def host_env_factory(config: SebulbaConfig) -> Callable[[int, int], HostEnv]:
+    """``make_env(seed, num_envs)`` for ``config.env``: envpool, gymnasium (``gymnasium:ID``), or a JAX environment
+    stepped on the host (``jax:NAME``, ``SUITE:NAME``); see :func:`podracer.envs.make_host`."""
+
+    def make_env(seed: int, num_envs: int) -> HostEnv:
+        return envs.make_host(
+            config.env, num_envs, seed, num_threads=config.envpool_threads, vectorization=config.gymnasium_vectorization
+        )
+
+    return make_env
