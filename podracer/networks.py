@@ -15,16 +15,24 @@ from podracer.initializers import orthogonal
 from podracer.types import ImageLayout
 
 
+def normed(x, layer_norm: bool):
+    """``x`` through a LayerNorm when ``layer_norm`` (PQN's normalisation, before each activation), else as is; call
+    it inside a module's compact method."""
+    return nn.LayerNorm()(x) if layer_norm else x
+
+
 class NatureCNN(nn.Module):
-    """The DQN torso (Mnih et al., 2015): three convolutions and a 512-unit layer."""
+    """The DQN torso (Mnih et al., 2015): three convolutions and a 512-unit layer (``layer_norm``: each normalised
+    before its ReLU)."""
+
+    layer_norm: bool = False
 
     @nn.compact
     def __call__(self, x):
-        x = nn.relu(nn.Conv(32, (8, 8), (4, 4), padding="VALID")(x))
-        x = nn.relu(nn.Conv(64, (4, 4), (2, 2), padding="VALID")(x))
-        x = nn.relu(nn.Conv(64, (3, 3), (1, 1), padding="VALID")(x))
+        for features, size, stride in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
+            x = nn.relu(normed(nn.Conv(features, (size, size), (stride, stride), padding="VALID")(x), self.layer_norm))
         x = x.reshape(x.shape[0], -1)
-        return nn.relu(nn.Dense(512)(x))
+        return nn.relu(normed(nn.Dense(512)(x), self.layer_norm))
 
 
 class ResidualBlock(nn.Module):
@@ -42,6 +50,7 @@ class ImpalaResNet(nn.Module):
 
     channels: Sequence[int] = (16, 32, 32)
     hidden: int = 256
+    layer_norm: bool = False  # each section's output and the dense layer normalised before their ReLU
 
     @nn.compact
     def __call__(self, x):
@@ -49,9 +58,9 @@ class ImpalaResNet(nn.Module):
             x = nn.Conv(channels, (3, 3))(x)
             x = nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
             x = ResidualBlock(channels)(x)
-            x = ResidualBlock(channels)(x)
+            x = normed(ResidualBlock(channels)(x), self.layer_norm)
         x = nn.relu(x).reshape(x.shape[0], -1)
-        return nn.relu(nn.Dense(self.hidden)(x))
+        return nn.relu(normed(nn.Dense(self.hidden)(x), self.layer_norm))
 
 
 class BoardCNN(nn.Module):
@@ -66,6 +75,7 @@ class BoardCNN(nn.Module):
 
     channels: int = 16
     hidden: int = 128
+    layer_norm: bool = False  # the convolution's and the dense layer's outputs normalised before their ReLU
 
     @nn.compact
     def __call__(self, x):
@@ -73,9 +83,9 @@ class BoardCNN(nn.Module):
         if height < 3 or width < 3:
             raise ValueError(f"The board torso needs boards of at least 3 x 3 cells, got {height} x {width}.")
         patches = _patches(x)  # [N, H - 2, W - 2, 9 C]: the VALID convolution's inputs
-        x = nn.relu(nn.Dense(self.channels)(patches.reshape(-1, patches.shape[-1])))
-        x = x.reshape(n, -1)
-        return nn.relu(nn.Dense(self.hidden)(x))
+        x = nn.Dense(self.channels)(patches.reshape(-1, patches.shape[-1])).reshape(n, -1, self.channels)
+        x = nn.relu(normed(x, self.layer_norm)).reshape(n, -1)
+        return nn.relu(normed(nn.Dense(self.hidden)(x), self.layer_norm))
 
 
 def _patches(x, same: bool = False):
@@ -150,9 +160,9 @@ def to_nhwc(observation, image: ImageLayout | None = None):
     return jnp.transpose(x, (0, 2, 3, 1)) if image.channel_axis == -3 else x
 
 
-def image_torso(kind: str) -> nn.Module:
-    """The convolutional torso called ``kind``."""
-    return {"impala": ImpalaResNet, "nature": NatureCNN, "board": BoardCNN}[kind]()
+def image_torso(kind: str, layer_norm: bool = False) -> nn.Module:
+    """The convolutional torso called ``kind`` (``layer_norm``: with LayerNorm before its activations)."""
+    return {"impala": ImpalaResNet, "nature": NatureCNN, "board": BoardCNN}[kind](layer_norm=layer_norm)
 
 
 class PolicyHead(nn.Module):
@@ -183,12 +193,13 @@ class MLP(nn.Module):
 
     hidden_sizes: Sequence[int]
     activation: str = "tanh"
+    layer_norm: bool = False  # each layer's output normalised before its activation
 
     @nn.compact
     def __call__(self, x):
         act = getattr(nn, self.activation)
         for size in self.hidden_sizes:
-            x = act(nn.Dense(size, kernel_init=orthogonal(np.sqrt(2.0)))(x))
+            x = act(normed(nn.Dense(size, kernel_init=orthogonal(np.sqrt(2.0)))(x), self.layer_norm))
         return x
 
 
@@ -280,6 +291,7 @@ class QNetwork(nn.Module):
     image: ImageLayout | None = None
     obs_shape: Sequence[int] = ()
     cell_actions: bool = False  # as in ActorCritic: one action value per cell from CellLogits (image torsos only)
+    layer_norm: bool = False  # LayerNorm before every activation of the torso (PQN)
 
     @nn.compact
     def __call__(self, observation):
@@ -290,9 +302,9 @@ class QNetwork(nn.Module):
             return q.reshape(*batch_shape, self.num_actions)
         if kind == "mlp":
             x = jnp.reshape(observation, (-1, math.prod(observation.shape[len(batch_shape) :]))).astype(jnp.float32)
-            x = MLP(self.hidden_sizes, self.activation)(x)
+            x = MLP(self.hidden_sizes, self.activation, self.layer_norm)(x)
         else:
-            x = image_torso(kind)(to_nhwc(observation, self.image))
+            x = image_torso(kind, self.layer_norm)(to_nhwc(observation, self.image))
         return nn.Dense(self.num_actions)(x).reshape(*batch_shape, self.num_actions)
 
 
@@ -411,10 +423,11 @@ class ObservationTorso(nn.Module):
     hidden_sizes: Sequence[int] = (64, 64)
     activation: str = "relu"
     image: ImageLayout | None = None
+    layer_norm: bool = False  # LayerNorm before every activation
 
     @nn.compact
     def __call__(self, observation):
         if self.kind == "mlp":
             x = jnp.reshape(observation, (observation.shape[0], -1)).astype(jnp.float32)
-            return MLP(self.hidden_sizes, self.activation)(x)
-        return image_torso(self.kind)(to_nhwc(observation, self.image))
+            return MLP(self.hidden_sizes, self.activation, self.layer_norm)(x)
+        return image_torso(self.kind, self.layer_norm)(to_nhwc(observation, self.image))

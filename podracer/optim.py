@@ -52,9 +52,11 @@ class OptimizerConfig:
             )
 
 
-def optimizer_field(learning_rate: float, max_grad_norm: float | None):
-    """An agent config's ``optimizer`` field with the agent's own defaults."""
-    return dataclasses.field(default=OptimizerConfig(learning_rate=learning_rate, max_grad_norm=max_grad_norm))
+def optimizer_field(learning_rate: float, max_grad_norm: float | None, **others):
+    """An agent config's ``optimizer`` field with the agent's own defaults (``others``: schedule, warm-up)."""
+    return dataclasses.field(
+        default=OptimizerConfig(learning_rate=learning_rate, max_grad_norm=max_grad_norm, **others)
+    )
 
 
 def settings_of(agent_config) -> OptimizerConfig:

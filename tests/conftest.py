@@ -29,6 +29,41 @@ compile_cache.use_compile_cache()
 
 TIERS = ("fast", "slow", "all")
 
+# Tests of the fast tier that took 15 s or more each in a full fast run (pytest --durations, 2-core AMD EPYC,
+# 2026-11-25: 12.6 min in all, over the README's 8): they run in the slow tier, as if marked slow.
+SLOW_BY_MEASUREMENT = {
+    "tests/test_sebulba.py::test_cli_help_bad_layout_and_a_short_logged_run",
+    "tests/test_sebulba.py::test_sigterm_stops_joins_saves_and_resume_auto_continues",
+    "tests/test_sebulba.py::test_recurrent_agents_ship_their_start_state_once_per_trajectory_to_several_learners",
+    "tests/test_faults.py::test_a_lost_process_ends_the_other_with_one_line[anakin-0]",
+    "tests/test_examples.py::test_ctrl_c_abandons_a_long_call_and_saves_the_last_completed_update",
+    "tests/test_sweep.py::test_a_sweep_run_ends_with_its_table_plot_and_a_checkpoint_per_setting_and_seed",
+    "tests/test_examples.py::test_notebook_executes_and_learns",
+    "tests/test_anakin.py::test_replay_and_recurrent_agents_train_seeds_together_as_alone[r2d2-memory-hyper0]",
+    "tests/test_evaluate.py::test_evaluate_plays_an_anakin_checkpoint_and_writes_a_gif",
+    "tests/test_sweep.py::test_a_two_by_two_sweep_equals_separate_runs_of_its_settings",
+    "tests/test_reproduce.py::test_a_quick_row_trains_measures_random_play_and_writes_only_when_asked",
+    "tests/test_recurrent.py::test_recurrent_ppo_learns_from_whole_sequences_that_replay_what_the_actor_saw",
+    "tests/test_sebulba.py::test_agents_learn_cartpole_through_sebulba[ppo]",
+    "tests/test_faults.py::test_a_lost_process_ends_the_other_with_one_line[anakin-1]",
+    "tests/test_normalize.py::test_sebulba_counts_every_learned_step_in_the_statistics_on_two_learner_devices",
+    "tests/test_sebulba.py::test_two_processes_average_their_learners",
+    "tests/test_extensions.py::test_an_installed_package_registers_its_task_and_agent_through_entry_points",
+    "tests/test_examples.py::test_four_seeds_in_one_program_solve_catch",
+    "tests/test_anakin.py::test_an_interrupted_and_resumed_run_ends_exactly_as_an_uninterrupted_one",
+    "tests/test_sebulba.py::test_host_memory_stays_flat_over_a_long_run",
+    "tests/test_normalize.py::test_normalized_runs_resume_exactly_and_evaluate_plays_with_the_saved_statistics",
+    "tests/test_synthetic_benchmark.py::test_training_step_on_two_devices_equals_one_device_on_the_concatenated_batch",
+    "tests/test_adapters.py::test_craftax_symbolic_and_pixels",
+    "tests/test_replay.py::test_prioritized_sampling_frequencies_follow_priorities",
+    "tests/test_extensions.py::test_own_agent_example_learns_catch_on_most_seeds",
+    "tests/test_anakin.py::test_agents_learn_catch[ppo-hyper2-32-32-60]",
+    "tests/test_schedules.py::test_dqn_linear_epsilon_decays_over_its_share_of_the_run_counted_by_the_learner",
+    "tests/test_recurrent.py::test_unroll_equals_stepping_and_a_first_step_starts_from_the_initial_state",
+    "tests/test_anakin.py::test_replay_and_recurrent_agents_train_seeds_together_as_alone[dqn-catch-hyper1]",
+    "tests/test_networks.py::test_cell_actions_give_each_cell_a_logit_from_its_neighbourhood_with_shared_weights",
+}
+
 
 def pytest_addoption(parser):
     parser.addoption(
@@ -59,6 +94,9 @@ def pytest_collection_modifyitems(config, items):
 
     tier = config.getoption("--tier")
     named = any("::" in arg for arg in config.args)  # tests named by node id run whatever their tier
+    for item in items:
+        if item.nodeid in SLOW_BY_MEASUREMENT:
+            item.add_marker(pytest.mark.slow)
     if tier != "all" and not named:
         keep, drop = [], []
         for item in items:

@@ -176,10 +176,10 @@ def test_what_the_readme_says_can_be_swept_can_be(name, swept, refused, devices)
     config = agents.config_class(name)(**(small if name in ("dqn", "sac") else {}))
     point = {n: hyperparameters(config)[n] for n in swept + refused}
 
-    def build(values):
-        agent_config = sweep.with_values(config, values)
-        return build.make_agent(agent_config, env.spec()), build.make_agent(agent_config, env.spec()).optimizer
+    def make(values):
+        agent = build.make_agent(sweep.with_values(config, values), env.spec())
+        return agent, agent.optimizer
 
-    sweep_ = anakin.Sweep((point,), build)
+    sweep_ = anakin.Sweep((point,), make)
     state = anakin.init(env, None, None, jax.random.key(0), 2, devices[:1], rollout_length=4, sweep=sweep_)
     assert anakin.unsweepable(env, sweep_, state, 4) == refused

@@ -30,6 +30,7 @@ from podracer.agents.base import (
 from podracer.agents.dqn import DQNConfig, make_dqn
 from podracer.agents.impala import IMPALAConfig, make_impala
 from podracer.agents.ppo import PPOBatch, PPOConfig, make_ppo
+from podracer.agents.pqn import PQNConfig, make_pqn
 from podracer.agents.r2d2 import R2D2Config, make_r2d2
 from podracer.agents.sac import SACConfig, make_sac
 from podracer.types import EnvSpec, RunFacts
@@ -39,6 +40,7 @@ _AGENTS: dict[str, tuple[Callable[..., Agent], type]] = {
     "dqn": (make_dqn, DQNConfig),
     "impala": (make_impala, IMPALAConfig),
     "ppo": (make_ppo, PPOConfig),
+    "pqn": (make_pqn, PQNConfig),
     "r2d2": (make_r2d2, R2D2Config),
     "sac": (make_sac, SACConfig),
 }
@@ -216,6 +218,7 @@ __all__ = [
     "IMPALAConfig",
     "PPOBatch",
     "PPOConfig",
+    "PQNConfig",
     "R2D2Config",
     "SACConfig",
     "Transitions",
@@ -231,6 +234,7 @@ __all__ = [
     "make_network",
     "make_policy_fns",
     "make_ppo",
+    "make_pqn",
     "make_r2d2",
     "make_sac",
     "masked_mean",

@@ -157,16 +157,17 @@ def unroll_trajectory(network, params, trajectory: Trajectory):
     return network.apply(params, trajectory.timestep.observation)
 
 
-def make_torso(spec, torso: str, hidden_sizes, activation: str = "relu"):
+def make_torso(spec, torso: str, hidden_sizes, activation: str = "relu", layer_norm: bool = False):
     """The torso for ``spec``'s observations: :class:`~podracer.networks.StructuredTorso` for structured
-    (dict) observations, else :class:`~podracer.networks.ObservationTorso` (``torso`` as in ``ActorCritic``)."""
+    (dict) observations, else :class:`~podracer.networks.ObservationTorso` (``torso`` as in ``ActorCritic``;
+    ``layer_norm``: LayerNorm before its activations)."""
     if isinstance(spec.observation, dict):
         if spec.vocab_size is None:
             raise ValueError("Structured observations need the environment spec's vocab_size.")
         return StructuredTorso(spec.vocab_size, hidden_sizes=hidden_sizes)
     image = image_layout(spec)
     kind = choose_torso(torso, len(spec.observation.shape), image, spec.observation.shape)
-    return ObservationTorso(kind, hidden_sizes, activation, image)
+    return ObservationTorso(kind, hidden_sizes, activation, image, layer_norm)
 
 
 def make_network(spec, config):
@@ -207,7 +208,7 @@ def policy_actions(spec) -> int | tuple[int, ...]:
 
 # Which agents act in each kind of action space (EnvSpec.action_kind), for require_actions' messages.
 AGENTS_FOR = {
-    "discrete": "a2c, dqn, impala, ppo or r2d2",
+    "discrete": "a2c, dqn, impala, ppo, pqn or r2d2",
     "multi-discrete": "a2c, impala or ppo",
     "continuous": "a2c, ppo or sac",
 }

@@ -41,6 +41,7 @@ _UNIT_INTERVAL = (
     "discount",
     "td_lambda",
     "gae_lambda",
+    "q_lambda",
     "epsilon",
     "eta",
     "priority_exponent",
