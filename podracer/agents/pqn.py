@@ -50,6 +50,7 @@ class PQNConfig(Configurable):
     optimizer: OptimizerConfig = optimizer_field(learning_rate=1e-4, max_grad_norm=10.0, lr_schedule="linear")
     discount: float = 0.99  # discount gamma
     q_lambda: float = 0.65  # lambda of the Q(lambda) targets (0: one-step Q-learning, 1: Monte Carlo returns)
+    reward_scale: float = 1.0  # rewards are multiplied by this in the targets (purejaxql's CartPole: 0.1)
     num_epochs: int = 4  # passes over each rollout
     num_minibatches: int = 4  # minibatches per pass; must divide each learner device's batch
     epsilon_start: float = 1.0  # exploration: epsilon at the run's start ...
@@ -159,7 +160,8 @@ def make_pqn(spec: EnvSpec, config: PQNConfig = PQNConfig(), run: RunFacts | Non
         tr = transitions(trajectory, config.discount)
         legal = trajectory.timestep.action_mask
         legal = None if legal is None else legal[1:]
-        target = targets(tr.r_t, tr.discount_t, tr.continues_t, trajectory.extras["q_values"][1:], legal)
+        r_t = config.reward_scale * tr.r_t
+        target = targets(r_t, tr.discount_t, tr.continues_t, trajectory.extras["q_values"][1:], legal)
         batch = PQNBatch(
             observation=jax.tree.map(lambda x: x[:-1], trajectory.timestep.observation),
             action=trajectory.action[:-1],

@@ -27,6 +27,7 @@ _AT_LEAST_ONE = (
     "target_period",
 )
 _POSITIVE = (
+    "reward_scale",
     "learning_rate",
     "max_grad_norm",
     "replay_ratio",
