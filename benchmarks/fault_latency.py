@@ -137,10 +137,18 @@ def _verdict(proc, directory: Path) -> str:
 
 
 def _load(target: float) -> list:
-    """Busy loops, one process each, started until the 1-minute load average reaches ``target`` (or 60 of them)."""
-    busy = []
-    while os.getloadavg()[0] < target and len(busy) < 60:
-        busy += [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(4)]
+    """Busy loops, one process each (each adds 1 to the load average), as many as ``target`` less the load already
+    there; then waits (up to 3 minutes) for the 1-minute load average, which lags, to reach ``target``. Adding
+    loops until the average reaches the target would overshoot it (52 loops for a target of 20)."""
+    try:  # the processes runnable now (the 1-minute average lags): /proc/loadavg's "running/total", less this one
+        with open("/proc/loadavg") as f:
+            there = int(f.read().split()[3].split("/")[0]) - 1
+    except (OSError, ValueError, IndexError):
+        there = os.getloadavg()[0]
+    count = max(0, round(target - there))
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    deadline = time.monotonic() + 180
+    while os.getloadavg()[0] < 0.9 * target and time.monotonic() < deadline:
         time.sleep(5)
     return busy
 

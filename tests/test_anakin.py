@@ -487,3 +487,33 @@ def test_checkpoint_size_estimates_count_each_key_implementations_bytes():
     assert checkpoint.tree_bytes({"keys": three, "x": jnp.zeros(4, jnp.float32)}) == 3 * 8 + 4 * 4
     assert checkpoint.tree_bytes({"keys": jax.random.split(jax.random.key(0, impl="rbg"), 3)}) == 3 * 16
     assert checkpoint.tree_bytes(jax.eval_shape(lambda: three)) == 3 * 8  # shapes, before anything is made
+
+
+def test_env_steps_per_second_count_the_whole_call_not_its_dispatch(devices):
+    """Each summary's ``sps`` is measured until the call's metrics are on the host: the calls' seconds it implies
+    fill most of the loop after compilation (a figure timed at dispatch implied a few per cent of it)."""
+    import time
+
+    env, agent, optimizer = _setup()
+    marks = {}
+
+    def progress(event):
+        if event.startswith("compiled"):
+            marks["compiled"] = time.perf_counter()
+
+    result = anakin.run(
+        env,
+        agent,
+        optimizer,
+        key=jax.random.key(0),
+        num_envs_per_device=32,
+        rollout_length=16,
+        num_updates=40,
+        updates_per_call=10,
+        devices=devices[:2],
+        progress=progress,
+    )
+    loop_seconds = time.perf_counter() - marks["compiled"]
+    steps_per_call = 10 * 16 * 32 * 2
+    implied = sum(steps_per_call / record["sps"] for record in result.history)
+    assert implied >= 0.5 * loop_seconds, (implied, loop_seconds)

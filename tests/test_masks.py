@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from podracer import agents, anakin, envs
-from podracer.agents import A2CConfig, DQNConfig, IMPALAConfig, PPOConfig, R2D2Config
+from podracer.agents import A2CConfig, DQNConfig, IMPALAConfig, PPOConfig, PQNConfig, R2D2Config
 from podracer.agents.base import policy_terms
 from podracer.config import AnakinConfig, SebulbaConfig
 from podracer.envs.base import EnvSpec, first_timestep, step_timestep
@@ -88,6 +88,7 @@ SMALL = {
         epsilon=1.0,
         epsilon_alpha=0.0,
     ),
+    "pqn": PQNConfig(hidden_sizes=(16,), num_minibatches=2, epsilon_end=1.0),  # every action a random one
 }
 
 

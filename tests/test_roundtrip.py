@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from podracer import checkpoint, evaluate, experiment, preview
-from podracer.agents import A2CConfig, DQNConfig, IMPALAConfig, PPOConfig, R2D2Config, SACConfig
+from podracer.agents import A2CConfig, DQNConfig, IMPALAConfig, PPOConfig, PQNConfig, R2D2Config, SACConfig
 from podracer.config import AnakinConfig, SebulbaConfig
 
 pytestmark = pytest.mark.slow
@@ -28,6 +28,8 @@ ANAKIN = {
         R2D2Config(hidden_sizes=(16,), core_size=8, burn_in=2, batch_size=4, min_replay_size=8, replay_capacity=64),
     ),
     "sac": ("gymnax:Pendulum-v1", SACConfig(hidden_sizes=(16,), **REPLAY).replace(lr_schedule="linear")),
+    "pqn": ("catch", PQNConfig(hidden_sizes=(16,), num_minibatches=2)),
+    "pqn-lstm": ("catch", PQNConfig(hidden_sizes=(16,), num_minibatches=2, core="lstm", core_size=8)),
 }
 SEBULBA = {
     "a2c": A2CConfig(hidden_sizes=(16,)),
@@ -35,6 +37,7 @@ SEBULBA = {
     "ppo-lstm": PPOConfig(hidden_sizes=(16,), num_epochs=1, num_minibatches=2, core="lstm", core_size=8),
     "impala": IMPALAConfig(hidden_sizes=(16,)),
     "sac": SACConfig(hidden_sizes=(16,), **REPLAY),
+    "pqn": PQNConfig(hidden_sizes=(16,), num_minibatches=2),
 }
 
 

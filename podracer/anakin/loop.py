@@ -172,11 +172,11 @@ def run(
             break
         start = time.perf_counter()
         state, metrics = p_multi(state)
+        summarized = summarize_call(jax.device_get(parallel.unreplicate(metrics)))  # waits for the call
         call_seconds.append(time.perf_counter() - start)
         done = (call + 1) * updates_per_call
         sps = num_seeds * updates_per_call * steps_per_update / call_seconds[-1]
-        summary = {"env_steps": float(done * steps_per_update), "sps": sps}
-        summary.update(summarize_call(jax.device_get(parallel.unreplicate(metrics))))
+        summary = {"env_steps": float(done * steps_per_update), "sps": sps, **summarized}
         if evaluate is not None and eval_every and done % eval_every == 0:
             summary.update(summarize_evaluation(evaluate(parallel.unreplicate(state.learner.params)), target_return))
         history.append(summary)

@@ -1,0 +1,115 @@
+"""podracer's PQN beside podracer's PPO, on the same machine in one run: wall clock to a target return and return
+at equal env steps, seeds vmapped in one program.
+
+Each run is a fresh ``podracer anakin --preset NAME --num-seeds S`` process (start-up, imports and compilation
+included, as a user runs it), the two agents' runs alternating (PQN, PPO, PQN, PPO, ...). A run's wall clock
+to the target is the time from launch until its ``metrics.jsonl`` first has a line whose training return (the
+seeds' mean) reaches the target; its return at equal env steps is the training return of the line nearest the
+env steps both presets train. The table names the machine, its load and the command.
+
+    python benchmarks/pqn_vs_ppo.py                                   # CartPole: cartpole-pqn against cartpole
+    python benchmarks/pqn_vs_ppo.py --pairs breakout-minatar-pqn:breakout-minatar --target 10 --repeats 1
+    python benchmarks/pqn_vs_ppo.py --save                            # also benchmarks/results/pqn_vs_ppo.*
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import _report
+
+
+def run_once(preset: str, seeds: int, seed: int, target: float, timeout: float) -> dict:
+    """One fresh run of ``preset``: seconds from launch to the first line at or above ``target`` (None: never),
+    the whole run's seconds, and every line's (env steps, training return)."""
+    with tempfile.TemporaryDirectory() as log_dir:
+        command = [sys.executable, "-m", "podracer.cli", "anakin", "--preset", preset, "--num-seeds", str(seeds)]
+        command += ["--seed", str(seed), "--log-dir", log_dir]
+        start = time.perf_counter()
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        reached, lines, seen = None, [], 0
+        path = Path(log_dir) / "metrics.jsonl"
+        while True:
+            done = proc.poll() is not None
+            if path.exists():
+                records = [json.loads(x) for x in path.read_text().splitlines() if x.strip().endswith("}")]
+                for record in records[seen:]:
+                    if "episode_return" in record:
+                        lines.append((record["env_steps"], record["episode_return"]))
+                        if reached is None and record["episode_return"] >= target:
+                            reached = time.perf_counter() - start
+                seen = len(records)
+            if done:
+                break
+            if time.perf_counter() - start > timeout:
+                proc.kill()
+                break
+            time.sleep(0.25)
+        if proc.returncode not in (0, None):
+            raise SystemExit(f"{' '.join(command)} exited {proc.returncode}: {proc.stderr.read()[-2000:]}")
+        return {"to_target_s": reached, "total_s": time.perf_counter() - start, "lines": lines}
+
+
+def at_steps(lines: list, env_steps: float) -> float:
+    """The training return of the line nearest ``env_steps``."""
+    return min(lines, key=lambda line: abs(line[0] - env_steps))[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pairs", nargs="+", default=["cartpole-pqn:cartpole"], help="PQN_PRESET:PPO_PRESET ...")
+    parser.add_argument("--target", type=float, default=475.0, help="the training return to reach")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds vmapped in each run")
+    parser.add_argument("--seed", type=int, default=100, help="the first seed (presets were tuned on 0-4)")
+    parser.add_argument("--repeats", type=int, default=2, help="runs of each preset, alternating")
+    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds before a run is stopped")
+    _report.add_output_flags(parser, "pqn_vs_ppo")
+    args = parser.parse_args()
+
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    rows, data = [], {"cpu": _report.cpu_model(), "load": os.getloadavg()[0], "command": " ".join(sys.argv)}
+    for pair in args.pairs:
+        pqn, ppo = pair.split(":")
+        runs = {pqn: [], ppo: []}
+        for r in range(args.repeats):
+            for preset in (pqn, ppo) if r % 2 == 0 else (ppo, pqn):
+                runs[preset].append(run_once(preset, args.seeds, args.seed, args.target, args.timeout))
+        common = min(max(line[0] for line in run["lines"]) for side in runs.values() for run in side)
+        for preset, side in runs.items():
+            reached = [run["to_target_s"] for run in side]
+            rows.append(
+                f"| {preset} | "
+                + ", ".join("never" if s is None else f"{s:.0f}" for s in reached)
+                + f" | {statistics.median(run['total_s'] for run in side):.0f} | {common:,.0f} | "
+                + ", ".join(f"{at_steps(run['lines'], common):.1f}" for run in side)
+                + " |"
+            )
+        data[pair] = {k: v for k, v in runs.items()}
+    text = "\n".join(
+        [
+            f"PQN beside PPO on {_report.cpu_model()} ({os.cpu_count()} cores), load {data['load']:.1f} at the start; "
+            f"`python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}`",
+            "",
+            f"{args.seeds} seeds vmapped per run (seeds {args.seed}-{args.seed + args.seeds - 1}); every run a fresh "
+            "process (start-up and compilation included); training returns, the seeds' mean",
+            "",
+            f"| preset | seconds to {args.target:g} (each run) | seconds per run (median) | equal env steps "
+            "| return there (each run) |",
+            "|---|---|---:|---:|---|",
+            *rows,
+        ]
+    )
+    print(text)
+    _report.save(_report.output_path(args.save, args.out, "pqn_vs_ppo"), text + "\n", data)
+
+
+if __name__ == "__main__":
+    main()
