@@ -12,7 +12,8 @@ exit status. The tests assert only what happened (status, message, checkpoint); 
 depend on the machine and its load, so they live here. The machine's load average is recorded
 with each measurement. A stop of a run with a checkpoint directory is also judged: "saved" when it left a
 complete checkpoint and said so, "said" when it said in one line that the save did not finish and named the
-newest complete checkpoint, "neither" otherwise; and whether it exited within the stop's bound plus 5 s.
+newest complete checkpoint, "nothing to save" when it was stopped before its first update completed and said so,
+"neither" otherwise; and whether it exited within the stop's bound plus 5 s.
 """
 
 from __future__ import annotations
@@ -133,6 +134,8 @@ def _verdict(proc, directory: Path) -> str:
         return "said"
     if checkpoint.steps(str(directory)) and "saved the last completed update" in err:
         return "saved"
+    if not checkpoint.steps(str(directory)) and "no update had completed: nothing to save" in err:
+        return "nothing to save"  # stopped while compiling (a heartbeat line came before any update)
     return "neither"
 
 

@@ -81,7 +81,16 @@ def train(
             multihost.abandon_run(name, error)
         raise
     if interrupted.is_set():
-        saved = "; saved the last completed update" if cfg.checkpoint_dir else ""
+        saved = ""
+        if cfg.checkpoint_dir:  # what the stop left: the newest complete checkpoint, or that no update had completed
+            from podracer import checkpoint
+
+            done = checkpoint.steps(cfg.checkpoint_dir)
+            saved = (
+                f"; saved the last completed update ({checkpoint.describe_newest(cfg.checkpoint_dir)})"
+                if done
+                else "; no update had completed: nothing to save"
+            )
         how = "interrupted" if lifetime.stop_signal() == signal.SIGINT else f"stopped by {lifetime.stop_reason()}"
         print(f"{name}: {how}{stopped}{saved}.", file=sys.stderr, flush=True)
         lifetime.exit_soon(lifetime.exit_status())  # said it stopped: nothing may hold the process past this
