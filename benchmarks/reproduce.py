@@ -49,6 +49,11 @@ MINATAR = (
     "no numeric figure found (MinAtar's paper and pgx's examples/minatar-ppo show curves); here 655k env "
     "steps per seed, the preset's 2.6M with --full"
 )
+PQN_CARTPOLE = "no numeric PQN figure found (purejaxql, mttga/purejaxql at 47af6d7, shows curves); its budget, 500k"
+PQN_MINATAR = (
+    "no numeric PQN figure found (purejaxql's README and the PQN paper show curves); here 655k env steps per "
+    "seed, the preset's 10M (purejaxql's pqn_minatar.yaml) with --full"
+)
 ROWS = (
     Row(
         "cartpole",
@@ -76,6 +81,11 @@ ROWS = (
     Row("pendulum-sac", "pendulum-sac", -157.0, f"{ZOO} sac Pendulum-v1 (20k env steps, one run)", 20_000),
     *(
         Row(key, f"{key}-minatar", None, MINATAR, None, updates=40)
+        for key in ("breakout", "space-invaders", "asterix", "freeway")
+    ),
+    Row("cartpole-pqn", "cartpole-pqn", None, PQN_CARTPOLE, None),
+    *(
+        Row(f"{key}-pqn", f"{key}-minatar-pqn", None, PQN_MINATAR, None, updates=160)
         for key in ("breakout", "space-invaders", "asterix", "freeway")
     ),
     Row(

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from podracer import parallel
-from podracer.agents import A2CConfig, DQNConfig, IMPALAConfig, PPOConfig, R2D2Config
+from podracer.agents import A2CConfig, DQNConfig, IMPALAConfig, PPOConfig, PQNConfig, R2D2Config
 from podracer.config import SebulbaConfig
 from podracer.envs.base import EnvSpec
 from podracer.experiment import train_sebulba as train
@@ -279,6 +279,16 @@ def test_bad_layouts_fail_at_start_up(devices):
             100.0,
             dict(replay_ratio=4.0, batch_size=128, min_replay_size=1000, replay_capacity=50_000),
             id="dqn",
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(
+            PQNConfig,
+            32,
+            64,
+            1e-4,
+            300.0,
+            dict(num_minibatches=16, hidden_sizes=(256, 256), epsilon_end=0.2, q_lambda=0.95, reward_scale=0.1),
+            id="pqn",
             marks=pytest.mark.slow,
         ),
     ],
