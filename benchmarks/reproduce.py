@@ -51,7 +51,7 @@ MINATAR = (
 )
 PQN_CARTPOLE = "no numeric PQN figure found (purejaxql, mttga/purejaxql at 47af6d7, shows curves); its budget, 500k"
 PQN_MINATAR = (
-    "no numeric PQN figure found (purejaxql's README and the PQN paper show curves); here 655k env steps per "
+    "no numeric PQN figure found (purejaxql's README at 47af6d7 shows curves); here 655k env steps per "
     "seed, the preset's 10M (purejaxql's pqn_minatar.yaml) with --full"
 )
 ROWS = (
