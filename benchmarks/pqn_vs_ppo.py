@@ -1,11 +1,13 @@
 """podracer's PQN beside podracer's PPO, on the same machine in one run: wall clock to a target return and return
 at equal env steps, seeds vmapped in one program.
 
-Each run is a fresh ``podracer anakin --preset NAME --num-seeds S`` process (start-up, imports and compilation
-included, as a user runs it), the two agents' runs alternating (PQN, PPO, PQN, PPO, ...). A run's wall clock
-to the target is the time from launch until its ``metrics.jsonl`` first has a line whose training return (the
-seeds' mean) reaches the target; its return at equal env steps is the training return of the line nearest the
-env steps both presets train. The table names the machine, its load and the command.
+Each run is a fresh ``podracer anakin --preset NAME --num-seeds S --eval-every U`` process (start-up, imports and
+compilation included, as a user runs it; ``U`` the preset's updates per host call, so every call ends with a
+greedy evaluation), the two agents' runs alternating (PQN, PPO, PQN, PPO, ...). A run's wall clock to the target
+is the time from launch until its ``metrics.jsonl`` first has a line whose greedy return (the seeds' mean)
+reaches the target (training returns would hold epsilon-greedy PQN below it); its return at equal env steps is
+the greedy return of the line nearest the env steps both presets train. The table names the machine, its load and
+the command.
 
     python benchmarks/pqn_vs_ppo.py                                   # CartPole: cartpole-pqn against cartpole
     python benchmarks/pqn_vs_ppo.py --pairs breakout-minatar-pqn:breakout-minatar --target 10 --repeats 1
@@ -32,7 +34,10 @@ def run_once(preset: str, seeds: int, seed: int, target: float, timeout: float) 
     the whole run's seconds, and every line's (env steps, training return)."""
     with tempfile.TemporaryDirectory() as log_dir:
         command = [sys.executable, "-m", "podracer.cli", "anakin", "--preset", preset, "--num-seeds", str(seeds)]
-        command += ["--seed", str(seed), "--log-dir", log_dir]
+        from podracer import presets
+
+        every = presets.get(preset).flags["updates-per-call"]
+        command += ["--seed", str(seed), "--log-dir", log_dir, "--eval-every", str(every), "--eval-episodes", "16"]
         start = time.perf_counter()
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         reached, lines, seen = None, [], 0
@@ -42,9 +47,9 @@ def run_once(preset: str, seeds: int, seed: int, target: float, timeout: float) 
             if path.exists():
                 records = [json.loads(x) for x in path.read_text().splitlines() if x.strip().endswith("}")]
                 for record in records[seen:]:
-                    if "episode_return" in record:
-                        lines.append((record["env_steps"], record["episode_return"]))
-                        if reached is None and record["episode_return"] >= target:
+                    if "eval_return" in record:
+                        lines.append((record["env_steps"], record["eval_return"]))
+                        if reached is None and record["eval_return"] >= target:
                             reached = time.perf_counter() - start
                 seen = len(records)
             if done:
@@ -66,7 +71,7 @@ def at_steps(lines: list, env_steps: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", nargs="+", default=["cartpole-pqn:cartpole"], help="PQN_PRESET:PPO_PRESET ...")
-    parser.add_argument("--target", type=float, default=475.0, help="the training return to reach")
+    parser.add_argument("--target", type=float, default=475.0, help="the greedy return to reach")
     parser.add_argument("--seeds", type=int, default=3, help="seeds vmapped in each run")
     parser.add_argument("--seed", type=int, default=100, help="the first seed (presets were tuned on 0-4)")
     parser.add_argument("--repeats", type=int, default=2, help="runs of each preset, alternating")
@@ -99,7 +104,8 @@ def main() -> None:
             f"`python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}`",
             "",
             f"{args.seeds} seeds vmapped per run (seeds {args.seed}-{args.seed + args.seeds - 1}); every run a fresh "
-            "process (start-up and compilation included); training returns, the seeds' mean",
+            "process (start-up and compilation included); greedy returns (16 episodes a seed after every host "
+            "call), the seeds' mean",
             "",
             f"| preset | seconds to {args.target:g} (each run) | seconds per run (median) | equal env steps "
             "| return there (each run) |",
