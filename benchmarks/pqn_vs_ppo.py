@@ -12,6 +12,11 @@ the command.
     python benchmarks/pqn_vs_ppo.py                                   # CartPole: cartpole-pqn against cartpole
     python benchmarks/pqn_vs_ppo.py --pairs breakout-minatar-pqn:breakout-minatar --target 10 --repeats 1
     python benchmarks/pqn_vs_ppo.py --save                            # also benchmarks/results/pqn_vs_ppo.*
+    python benchmarks/pqn_vs_ppo.py --rejax-python /tmp/rjx/bin/python    # and rejax's PQN (benchmarks/pqn_rejax.py)
+
+With ``--rejax-python`` rejax's PQN joins the CartPole pair as a third side, run by that Python (a virtual
+environment made with ``pip install rejax "gymnax<1.0"``): rejax compiles its whole run, so its wall clock to the target
+is the whole run's, and its first evaluation at the target is given in env steps.
 """
 
 from __future__ import annotations
@@ -63,6 +68,22 @@ def run_once(preset: str, seeds: int, seed: int, target: float, timeout: float) 
         return {"to_target_s": reached, "total_s": time.perf_counter() - start, "lines": lines}
 
 
+def run_rejax(python: str, seeds: int, seed: int, target: float) -> dict:
+    """One fresh run of ``benchmarks/pqn_rejax.py`` by ``python``: as :func:`run_once` returns, the time to the
+    target being the whole run's (None: no evaluation reached it)."""
+    worker = Path(__file__).with_name("pqn_rejax.py")
+    start = time.perf_counter()
+    out = subprocess.run(
+        [python, str(worker), "--seeds", str(seeds), "--seed", str(seed)], capture_output=True, text=True, check=False
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"{python} {worker} exited {out.returncode}: {out.stderr[-2000:]}")
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    total = time.perf_counter() - start
+    reached = [steps for steps, value in result["evals"] if value >= target]
+    return {"to_target_s": total if reached else None, "total_s": total, "lines": result["evals"]}
+
+
 def at_steps(lines: list, env_steps: float) -> float:
     """The training return of the line nearest ``env_steps``."""
     return min(lines, key=lambda line: abs(line[0] - env_steps))[1]
@@ -76,6 +97,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=100, help="the first seed (presets were tuned on 0-4)")
     parser.add_argument("--repeats", type=int, default=2, help="runs of each preset, alternating")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds before a run is stopped")
+    parser.add_argument("--rejax-python", default=None, help="a Python with rejax: its PQN joins the CartPole pair")
     _report.add_output_flags(parser, "pqn_vs_ppo")
     args = parser.parse_args()
 
@@ -84,9 +106,16 @@ def main() -> None:
     for pair in args.pairs:
         pqn, ppo = pair.split(":")
         runs = {pqn: [], ppo: []}
+        rejax = args.rejax_python and pqn == "cartpole-pqn"
+        if rejax:
+            runs["rejax PQN (2 x 64, whole run compiled)"] = []
         for r in range(args.repeats):
             for preset in (pqn, ppo) if r % 2 == 0 else (ppo, pqn):
                 runs[preset].append(run_once(preset, args.seeds, args.seed, args.target, args.timeout))
+            if rejax:
+                runs["rejax PQN (2 x 64, whole run compiled)"].append(
+                    run_rejax(args.rejax_python, args.seeds, args.seed, args.target)
+                )
         common = min(max(line[0] for line in run["lines"]) for side in runs.values() for run in side)
         for preset, side in runs.items():
             reached = [run["to_target_s"] for run in side]
