@@ -126,7 +126,7 @@ BAD_INPUTS = [
         "--env: Unknown environment suite 'gym' in 'gym:CartPole-v1'; suites: brax, craftax, gymnax, jumanji, "
         "navix, pgx, playground, xminigrid.",
     ),
-    (S, "--agent td3", "--agent: invalid choice: 'td3' (choose from a2c, dqn, impala, ppo, r2d2, sac)."),
+    (S, "--agent td3", "--agent: invalid choice: 'td3' (choose from a2c, dqn, impala, ppo, pqn, r2d2, sac)."),
     (A, "--seed x", "--seed: invalid literal for int() with base 10: 'x'"),
     (S, "--agent ppo --clip-epsilon 0", "--clip-epsilon must be > 0, got 0.0."),
     (A, "--agent ppo --gae-lambda 1.5", "--gae-lambda must be in [0, 1], got 1.5."),
