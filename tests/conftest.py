@@ -32,6 +32,16 @@ TIERS = ("fast", "slow", "all")
 # Tests of the fast tier that took 15 s or more each in a full fast run (pytest --durations, 2-core AMD EPYC,
 # 2026-11-25: 12.6 min in all, over the README's 8): they run in the slow tier, as if marked slow.
 SLOW_BY_MEASUREMENT = {
+    # 12.5-15 s each in the same run: the fast tier took 8.1 min in CI after the first move (oldest stack)
+    "tests/test_anakin.py::test_run_trains_seeds_together_on_two_devices_as_it_trains_each_alone",
+    "tests/test_adapters.py::test_playground_spec_and_episode_ends",
+    "tests/test_anakin.py::test_parameters_stay_identical_on_every_device_while_environments_differ",
+    "tests/test_adapters.py::test_jumanji_vectors_discrete_and_multi_discrete_actions_and_episode_ends",
+    "tests/test_masks.py::test_no_agent_takes_an_illegal_action_in_anakin[r2d2]",
+    "tests/test_examples.py::test_a_second_run_loads_its_programs_from_the_compile_cache",
+    "tests/test_optim.py::test_sac_moves_its_temperature_at_its_own_rate[None]",
+    "tests/test_recurrent.py::test_structured_torso_shapes_and_clipping",
+    "tests/test_replay.py::test_sequences_come_back_aligned_with_their_start_state",
     "tests/test_sebulba.py::test_cli_help_bad_layout_and_a_short_logged_run",
     "tests/test_sebulba.py::test_sigterm_stops_joins_saves_and_resume_auto_continues",
     "tests/test_sebulba.py::test_recurrent_agents_ship_their_start_state_once_per_trajectory_to_several_learners",

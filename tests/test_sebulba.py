@@ -194,8 +194,25 @@ def test_a_slow_start_is_not_silent(devices, monkeypatch, capsys):
 
     monkeypatch.setattr(lifetime, "HEARTBEAT_SECONDS", 0.5)
     release = threading.Event()
-    threading.Timer(3.0, release.set).start()
-    result = train(_config(), make_env=lambda seed, n: FakeHostEnv(n, stuck_after=0, release=release))
+    heartbeat_init = lifetime.Heartbeat.__init__
+
+    def init(self, status, **kw):  # the environment answers once a status line has said what everyone waits on
+        def watched():
+            text = status()
+            if "waiting for trajectories" in text and "waits on its environment" in text:
+                threading.Timer(0.5, release.set).start()  # after this line is printed
+            return text
+
+        heartbeat_init(self, watched, **kw)
+
+    monkeypatch.setattr(lifetime.Heartbeat, "__init__", init)
+    guard = threading.Timer(300.0, release.set)  # a hang guard: the learner's compile may take long on a busy machine
+    guard.daemon = True
+    guard.start()
+    try:
+        result = train(_config(), make_env=lambda seed, n: FakeHostEnv(n, stuck_after=0, release=release))
+    finally:
+        guard.cancel()
     assert result.updates == 6
     lines = [line for line in capsys.readouterr().out.splitlines() if "learner: " in line]
     assert any(
