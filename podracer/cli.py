@@ -2,7 +2,8 @@
 
 Every training command goes through one start-up and exit path (:func:`train`): the config parsed from the
 command line, Ctrl-C turned into a stop event before JAX starts, the CPU device count, the persistent
-compilation cache, the multi-process start, and the exit statuses (0 done, 1 no finite result, 2 bad input
+compilation cache, the multi-process start, and the exit statuses (0 done, 1 no finite result or an update that was
+not finite (``--on-nonfinite stop``), 2 bad input
 or a layout that does not fit; a run stopped by a signal, after saving its last completed update: 130 Ctrl-C,
 143 SIGTERM, 138 SIGUSR1). ``examples/anakin_catch.py`` and ``python -m
 podracer.sebulba`` call it with their own names and take the same flags.
@@ -77,6 +78,11 @@ def train(
         print(f"{name}: error: {error}", file=sys.stderr)
         return 2
     except Exception as error:  # noqa: BLE001 - in a multi-process run, most likely a process that is gone
+        from podracer.runkit import Diverged
+
+        if isinstance(error, Diverged):  # every process of the run stopped at the same update
+            print(f"{name}: error: {divergence_line(cfg, error)}", file=sys.stderr, flush=True)
+            return 1
         if parallel.process_count() > 1:
             multihost.abandon_run(name, error)
         raise
@@ -96,6 +102,33 @@ def train(
         lifetime.exit_soon(lifetime.exit_status())  # said it stopped: nothing may hold the process past this
         return lifetime.exit_status()
     return report(cfg, result)
+
+
+def divergence_line(cfg, error) -> str:
+    """What a run stopped by a non-finite update (:class:`~podracer.runkit.Diverged`) says: the update, what was not
+    finite, the flags most likely at fault with their values, and the newest checkpoint, which is finite."""
+    from podracer.agents.base import hyperparameters
+
+    values = hyperparameters(cfg.agent) if hasattr(cfg, "agent") else {}
+    suspects = [
+        f"--{name.replace('_', '-')} {values[name]:g}"
+        for name in ("learning_rate", "max_grad_norm", "reward_scale")
+        if isinstance(values.get(name), (int, float))
+    ]
+    if cfg.checkpoint_dir:
+        from podracer import checkpoint
+
+        kept = (
+            f"the newest checkpoint, {checkpoint.describe_newest(cfg.checkpoint_dir)}, is finite"
+            if checkpoint.steps(cfg.checkpoint_dir)
+            else f"no checkpoint had been saved in {cfg.checkpoint_dir}"
+        )
+    else:
+        kept = "nothing was saved (no --checkpoint-dir)"
+    return (
+        f"{error}: the run stops; {kept}. Most likely at fault: {', '.join(suspects) or 'the learning rate'} "
+        "(lower the rate, clip gradients, scale rewards); --on-nonfinite skip discards such updates instead."
+    )
 
 
 def settings_line(cfg) -> str:

@@ -128,6 +128,8 @@ class RunConfig:
     # continue from the newest checkpoint in --checkpoint-dir: yes (bare --resume): it must be there; auto: when it is,
     # else start fresh (one command line for every attempt of a requeued job); no
     resume: Literal["no", "yes", "auto"] = "no"
+    # an update with a non-finite loss, gradient or parameter: stop (one line, exit 1; none saved), skip it, continue
+    on_nonfinite: Literal["stop", "skip", "continue"] = "stop"
     cpu_devices: int | None = None  # CPU devices to expose when JAX runs on the CPU; None: one per core
     coordinator: str | None = None  # multi-process: HOST:PORT of process 0
     num_processes: int | None = None  # multi-process: number of processes
@@ -162,8 +164,10 @@ class RunConfig:
     def __post_init__(self):
         if isinstance(self.resume, bool):  # Python callers: resume=True / False
             object.__setattr__(self, "resume", "yes" if self.resume else "no")
-        if self.resume not in ("no", "yes", "auto"):
-            raise ValueError(f"--resume: invalid choice: {self.resume!r} (choose from no, yes, auto).")
+        for name, choices in (("resume", ("no", "yes", "auto")), ("on_nonfinite", ("stop", "skip", "continue"))):
+            if getattr(self, name) not in choices:
+                flag, got = name.replace("_", "-"), getattr(self, name)
+                raise ValueError(f"--{flag}: invalid choice: {got!r} (choose from {', '.join(choices)}).")
         check_finite(self)
         _at_least(self, 1, "checkpoint_every", "cpu_devices", "distributed_timeout")
         if self.checkpoint_every_seconds is not None and not self.checkpoint_every_seconds > 0:

@@ -67,7 +67,27 @@ def load(directory: str, spec):
         )
     )
     state, metadata = checkpoint.restore(directory, template)
+    _check_finite(state.params, directory, metadata)
     return agent, state.params, metadata
+
+
+def _check_finite(params, directory: str, metadata: dict) -> None:
+    """A checkpoint whose parameters are not all finite is refused in one line (a run that diverged with
+    ``--on-nonfinite continue``, or one written by a podracer that saved non-finite updates)."""
+    import jax
+
+    leaves = [np.asarray(x) for x in jax.tree.leaves(params)]
+    leaves = [x for x in leaves if np.issubdtype(x.dtype, np.inexact)]
+    bad = sum(int(np.size(x) - np.isfinite(x).sum()) for x in leaves)
+    if bad:
+        total = sum(int(np.size(x)) for x in leaves)
+        steps = metadata.get("env_steps")
+        at = f" (after {steps:,} env steps)" if isinstance(steps, int) else ""
+        raise ValueError(
+            f"the checkpoint in {directory}{at} holds non-finite parameters ({bad:,} of {total:,} values): the run "
+            "diverged before it was saved; play an earlier checkpoint, or train again with a lower --learning-rate "
+            "or gradient clipping (--max-grad-norm)."
+        )
 
 
 def snapshot_opponent(checkpoint_dir: str, *, greedy: bool = True):

@@ -157,6 +157,7 @@ def _train_anakin(config: AnakinConfig, env, agent: Agent, run: RunFacts, metada
             eval_every=config.eval_every,
             target_return=config.target_return,
             sweep=sweep,
+            on_nonfinite=config.on_nonfinite,
         )
     if main and result.history and result.history[-1].get("target_reached"):
         last = result.history[-1]
@@ -234,6 +235,7 @@ def _run_sebulba(config, agent: Agent, run: RunFacts, layout, groups, first_acto
         config.checkpoint_every_seconds,
         frame_skip,
         config.eval_every,
+        config.on_nonfinite,
     )
     learner_key, actor_key = jax.random.split(jax.random.key(config.seed))
     observation, mask = example_observation(spec), example_action_mask(spec)

@@ -19,6 +19,48 @@ from podracer.types import LearnerState, Metrics, Params, TimeStep, Trajectory
 
 LearnerStep = Callable[[LearnerState, Trajectory], tuple[LearnerState, Metrics]]
 
+# What the ``nonfinite`` metric of a learner step adds up: which of its results were not finite (0: all were).
+NONFINITE_LOSS, NONFINITE_GRADIENTS, NONFINITE_PARAMETERS = 1, 2, 4
+NONFINITE_NAMES = (
+    (NONFINITE_LOSS, "loss"),
+    (NONFINITE_GRADIENTS, "gradient norm"),
+    (NONFINITE_PARAMETERS, "parameters"),
+)
+
+
+def nonfinite_code(metrics: Metrics, params: Params) -> chex.Array:
+    """float32 []: 0 when the step's ``loss``, ``grad_norm`` (where ``metrics`` has them) and every floating
+    parameter are finite; else the sum of :data:`NONFINITE_LOSS`, :data:`NONFINITE_GRADIENTS` and
+    :data:`NONFINITE_PARAMETERS` for those that are not. One reduction over the parameters: cheap beside the step."""
+    code = jnp.float32(0.0)
+    for name, bit in (("loss", NONFINITE_LOSS), ("grad_norm", NONFINITE_GRADIENTS)):
+        if name in metrics:
+            code = code + jnp.where(jnp.all(jnp.isfinite(metrics[name])), 0.0, float(bit))
+    leaves = [x for x in jax.tree.leaves(params) if jnp.issubdtype(jnp.asarray(x).dtype, jnp.inexact)]
+    finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves])) if leaves else jnp.bool_(True)
+    return code + jnp.where(finite, 0.0, float(NONFINITE_PARAMETERS))
+
+
+def nonfinite_names(code: float) -> list[str]:
+    """The names of what :func:`nonfinite_code`'s ``code`` says was not finite."""
+    return [name for bit, name in NONFINITE_NAMES if int(code) & bit]
+
+
+def _guard(old: LearnerState, new: LearnerState, metrics: Metrics, skip_nonfinite: bool):
+    """``(state, metrics)`` with ``metrics["nonfinite"]`` (:func:`nonfinite_code`); with ``skip_nonfinite`` a
+    non-finite update is discarded: the parameters, optimizer state and learner extras stay as they were (the key
+    and the update count move on)."""
+    code = nonfinite_code(metrics, new.params)
+    if skip_nonfinite:
+        keep = code > 0
+        kept = jax.tree.map(
+            lambda n, o: jnp.where(keep, o, n),
+            (new.params, new.opt_state, new.extra),
+            (old.params, old.opt_state, old.extra),
+        )
+        new = new._replace(params=kept[0], opt_state=kept[1], extra=kept[2])
+    return new, {**metrics, "nonfinite": code}
+
 
 class ReplayExtra(NamedTuple):
     """What the learner of a replay-based agent keeps besides parameters (``LearnerState.extra``)."""
@@ -154,6 +196,7 @@ def make_learner_step(
     *,
     axis_names: Sequence[str] = (),
     unroll: bool = False,
+    skip_nonfinite: bool = False,
 ) -> LearnerStep:
     """``learner_step(state, trajectory) -> (state, metrics)`` for ``agent``.
 
@@ -162,13 +205,17 @@ def make_learner_step(
     ``agent.loss``, average it over every axis in ``axis_names`` (the devices, and any
     batch axis the caller vmaps over) and apply the optimizer. Metrics are averaged over
     minibatches, epochs and ``axis_names``, so they are the same on every device.
-    ``unroll`` writes the epoch and minibatch loops out instead of scanning them.
+    ``unroll`` writes the epoch and minibatch loops out instead of scanning them. ``metrics["nonfinite"]`` is 0
+    when the loss, the gradients and the new parameters are finite (:func:`nonfinite_code`); ``skip_nonfinite``
+    discards an update where they are not (the state stays as it was).
 
     A replay-based agent (``agent.replay`` set) gets :func:`make_replay_learner_step`.
     """
     axis_names = tuple(axis_names)
     if agent.replay is not None:
-        return make_replay_learner_step(agent, optimizer, axis_names=axis_names, unroll=unroll)
+        return make_replay_learner_step(
+            agent, optimizer, axis_names=axis_names, unroll=unroll, skip_nonfinite=skip_nonfinite
+        )
     grad_fn = jax.value_and_grad(agent.loss, has_aux=True)
 
     def sgd_step(carry, minibatch):
@@ -200,7 +247,7 @@ def make_learner_step(
             epoch, (state.params, state.opt_state), epoch_keys, agent.num_epochs, unroll
         )
         metrics = pmean_flat(jax.tree.map(jnp.mean, metrics), axis_names)
-        return LearnerState(params, opt_state, key, state.step + 1), metrics
+        return _guard(state, LearnerState(params, opt_state, key, state.step + 1), metrics, skip_nonfinite)
 
     return learner_step
 
@@ -211,6 +258,7 @@ def make_replay_learner_step(
     *,
     axis_names: Sequence[str] = (),
     unroll: bool = False,
+    skip_nonfinite: bool = False,
 ) -> LearnerStep:
     """``learner_step(state, trajectory) -> (state, metrics)`` for a replay-based agent.
 
@@ -221,7 +269,9 @@ def make_replay_learner_step(
     over ``axis_names``, updates the priorities and the target network. Every shard
     receives the same number of items, so every device takes the same steps. Metrics:
     the loss terms averaged over the steps taken, ``sgd_steps`` taken in this call,
-    ``replay_size`` and the achieved ``replay_ratio`` since learning could start.
+    ``replay_size`` and the achieved ``replay_ratio`` since learning could start; ``nonfinite`` as in
+    :func:`make_learner_step` (a discarded update, with ``skip_nonfinite``, keeps neither the trajectory's items nor
+    its gradient steps).
     """
     spec = agent.replay
     axis_names = tuple(axis_names)
@@ -289,12 +339,15 @@ def make_replay_learner_step(
         steps = jnp.sum(taken)
         metrics = jax.tree.map(lambda m: jnp.sum(m * taken) / jnp.maximum(steps, 1.0), metrics)
         metrics = pmean_flat(metrics, axis_names)
+        new, metrics = _guard(
+            state, LearnerState(params, opt_state, key, state.step + 1, extra), metrics, skip_nonfinite
+        )
         metrics.update(
             sgd_steps=steps,
-            replay_size=extra.replay.size.astype(jnp.float32),
-            replay_ratio=extra.limiter.ratio(spec.min_size),
+            replay_size=new.extra.replay.size.astype(jnp.float32),
+            replay_ratio=new.extra.limiter.ratio(spec.min_size),
         )
-        return LearnerState(params, opt_state, key, state.step + 1, extra), metrics
+        return new, metrics
 
     return learner_step
 
@@ -311,11 +364,16 @@ def should_unroll(observation_rank: int, platform: str) -> bool:
 
 __all__ = [
     "LearnerStep",
+    "NONFINITE_GRADIENTS",
+    "NONFINITE_LOSS",
+    "NONFINITE_PARAMETERS",
     "ReplayExtra",
     "init_learner_state",
     "make_replay_learner_step",
     "make_learner_step",
     "make_optimizer",
+    "nonfinite_code",
+    "nonfinite_names",
     "permutation",
     "pmean_flat",
     "psum_flat",

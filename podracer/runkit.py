@@ -8,7 +8,9 @@ the run says while it runs.
 - :class:`Progress`: the heartbeat's status line (env steps, phase, ETA), the warning of a run that needs more than a
   day, and the beat of every progress line;
 - :class:`AnakinCheckpoints` and :func:`sebulba_checkpoints`: each mode's checkpoints at that cadence, on a stop, at
-  the end, and the resume of a requeued run.
+  the end, and the resume of a requeued run;
+- :class:`NonfiniteWatch`: what a run does with an update whose loss, gradients or parameters are not finite
+  (``--on-nonfinite``): stop at the first (:class:`Diverged`, nothing non-finite saved), or count them.
 
 Anakin's host loop and Sebulba's learner loop both call them.
 """
@@ -20,11 +22,60 @@ import time
 from collections.abc import Callable
 
 import jax
+import numpy as np
 
 from podracer import checkpoint, lifetime, parallel
 from podracer import logging as logging_lib
+from podracer.learner import nonfinite_names
 
 SLOW_RUN_SECONDS = 86_400  # a run whose ETA is longer than this is said to be slow, once
+ON_NONFINITE = ("stop", "skip", "continue")  # --on-nonfinite's choices; stop is the default
+
+
+class Diverged(RuntimeError):
+    """An update whose loss, gradients or parameters were not finite stopped the run (``--on-nonfinite stop``):
+    ``update`` (1-based, the run's count), ``what`` (names of what was not finite) and ``entry`` (the first seed or
+    setting entry that diverged, in a run of several; else None)."""
+
+    def __init__(self, update: int, what: list[str], entry: int | None = None):
+        self.update, self.what, self.entry = update, what, entry
+        where = "" if entry is None else f", seed entry {entry}"
+        super().__init__(f"update {update} is not finite ({', '.join(what)}{where})")
+
+
+class NonfiniteWatch:
+    """Reads the learner's ``nonfinite`` codes (:func:`podracer.learner.nonfinite_code`) after each host call or
+    update. ``policy`` ``stop`` raises :class:`Diverged` at the first non-finite update; ``skip`` (the learner step
+    discarded it) and ``continue`` count them, ``continue`` saying so once (``main``: this process prints)."""
+
+    def __init__(self, policy: str = "stop", main: bool = True):
+        if policy not in ON_NONFINITE:
+            raise ValueError(f"--on-nonfinite: invalid choice: {policy!r} (choose from {', '.join(ON_NONFINITE)}).")
+        self.policy, self.main, self.count, self._said = policy, main, 0, False
+
+    def check(self, codes, done_before: int) -> int:
+        """``codes``: ``[updates]`` (or ``[updates, entries]``) of the updates after ``done_before``; returns how many
+        of them (entries counted apart) were not finite, or raises :class:`Diverged` (``stop``)."""
+        codes = np.asarray(codes, np.float64)
+        rows = codes.reshape(len(codes), -1) if codes.ndim else codes.reshape(1, 1)
+        bad = rows > 0
+        if not bad.any():
+            return 0
+        first = int(np.nonzero(bad.any(axis=1))[0][0])
+        entries = np.nonzero(bad[first])[0]
+        what = nonfinite_names(np.bitwise_or.reduce(rows[first][entries].astype(np.int64)))
+        entry = int(entries[0]) if codes.ndim > 1 else None
+        if self.policy == "stop":
+            raise Diverged(done_before + first + 1, what, entry)
+        if self.policy == "continue" and not self._said and self.main:
+            print(
+                f"podracer: {Diverged(done_before + first + 1, what, entry)}; --on-nonfinite continue: training on "
+                "(said once; each log record counts them in nonfinite_updates)",
+                flush=True,
+            )
+            self._said = True
+        self.count += int(bad.sum())
+        return int(bad.sum())
 
 
 class Cadence:
@@ -234,4 +285,14 @@ def sebulba_checkpoints(config, metadata: dict, state, steps_per_update: int):
     return state, updates, save
 
 
-__all__ = ["AnakinCheckpoints", "Cadence", "Progress", "SLOW_RUN_SECONDS", "StopSnapshot", "sebulba_checkpoints"]
+__all__ = [
+    "AnakinCheckpoints",
+    "Cadence",
+    "Diverged",
+    "NonfiniteWatch",
+    "ON_NONFINITE",
+    "Progress",
+    "SLOW_RUN_SECONDS",
+    "StopSnapshot",
+    "sebulba_checkpoints",
+]

@@ -73,6 +73,7 @@ BAD_INPUTS = [
         "--checkpoint-every, --checkpoint-every-seconds and --resume need --checkpoint-dir.",
     ),
     (A, "--checkpoint-dir x --resume maybe", "--resume: invalid choice: 'maybe' (choose from no, yes, auto)."),
+    (S, "--on-nonfinite ignore", "--on-nonfinite: invalid choice: 'ignore' (choose from stop, skip, continue)."),
     (A, "--checkpoint-dir x --checkpoint-every-seconds 0", "--checkpoint-every-seconds must be > 0, got 0.0."),
     (
         S,

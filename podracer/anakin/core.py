@@ -127,8 +127,11 @@ def make_update(
     rollout_length: int,
     axis_names: Sequence[str] = (parallel.DEVICE_AXIS,),
     unroll: bool = False,
+    skip_nonfinite: bool = False,
 ) -> Callable[[AnakinState], tuple[AnakinState, Metrics]]:
-    """The per-device update: one rollout, then one learner step (grads averaged over ``axis_names``).
+    """The per-device update: one rollout, then one learner step (grads averaged over ``axis_names``;
+    ``skip_nonfinite``: an update whose loss, gradients or parameters are not finite is discarded, see
+    :func:`~podracer.learner.make_learner_step`).
 
     Metrics are the same on every device: learner metrics averaged, and
     ``episode_return`` / ``episode_length`` the means over all episodes that ended on
@@ -136,7 +139,9 @@ def make_update(
     """
     axis_names = tuple(axis_names)
     rollout = make_rollout(env, agent, rollout_length)
-    learner_step = make_learner_step(agent, optimizer, axis_names=axis_names, unroll=unroll)
+    learner_step = make_learner_step(
+        agent, optimizer, axis_names=axis_names, unroll=unroll, skip_nonfinite=skip_nonfinite
+    )
 
     def update(state: AnakinState) -> tuple[AnakinState, Metrics]:
         rollout_state, trajectory, episode = rollout(state.learner.params, state.rollout)

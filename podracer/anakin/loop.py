@@ -18,6 +18,7 @@ from podracer import multihost, parallel
 from podracer.agents.base import Agent
 from podracer.anakin.core import AnakinState, Sweep, init, init_state, make_update, over_seeds
 from podracer.envs.base import Environment
+from podracer.runkit import NonfiniteWatch
 from podracer.stats import summarize, summarize_evaluation, summarize_seeds
 from podracer.types import Metrics, Params
 
@@ -70,11 +71,12 @@ def make_multi_update(update, num_updates: int):
     return multi_update
 
 
-def _seeded_update(env, agent, optimizer, key, rollout_length: int, sweep: Sweep | None):
+def _seeded_update(env, agent, optimizer, key, rollout_length: int, sweep: Sweep | None, skip_nonfinite: bool):
     """The per-device update of every seed of ``key`` (and every setting of ``sweep``)."""
     if sweep is not None:
-        return sweep.update(env, rollout_length, sweep.expand(key)[1])
-    return over_seeds(make_update(env, agent, optimizer, rollout_length=rollout_length), key)
+        return sweep.update(env, rollout_length, sweep.expand(key)[1], skip_nonfinite=skip_nonfinite)
+    update = make_update(env, agent, optimizer, rollout_length=rollout_length, skip_nonfinite=skip_nonfinite)
+    return over_seeds(update, key)
 
 
 def _compile(update, updates_per_call: int, devices, state):
@@ -87,6 +89,16 @@ def _compile(update, updates_per_call: int, devices, state):
     return compiled
 
 
+def _prepare(env, agent, optimizer, key, state, sweep, skip_nonfinite: bool, sizes: tuple[int, int, int], devices):
+    """``(state, compiled update)``: the run's state (made from ``key`` unless given) and its host call compiled for
+    it; ``sizes``: environments per device, rollout length, updates per call."""
+    num_envs, rollout_length, updates_per_call = sizes
+    if state is None:
+        state = init(env, agent, optimizer, key, num_envs, devices, rollout_length=rollout_length, sweep=sweep)
+    update = _seeded_update(env, agent, optimizer, key, rollout_length, sweep, skip_nonfinite)
+    return state, _compile(update, updates_per_call, devices, state)
+
+
 def _calls(num_updates: int, updates_per_call: int, start_update: int) -> range:
     """The host calls still to run: those after ``start_update`` updates, of ``num_updates`` in all."""
     num_calls = parallel.check_divisible(
@@ -94,6 +106,14 @@ def _calls(num_updates: int, updates_per_call: int, start_update: int) -> range:
     )
     first = parallel.check_divisible(start_update, updates_per_call, "the updates already done", "updates per call")
     return range(first, num_calls)
+
+
+def _summary(metrics, summarize_call, env_steps: float, sps: float) -> tuple[dict, np.ndarray]:
+    """A host call's summary, ``nonfinite_updates`` counting its updates (of every entry) that were not finite, and
+    the learner's ``nonfinite`` codes of its updates."""
+    codes = np.asarray(metrics.pop("nonfinite", 0.0))
+    summary = {"env_steps": env_steps, "sps": sps, **summarize_call(metrics)}
+    return {**summary, "nonfinite_updates": int((codes > 0).sum())}, codes
 
 
 class RunResult(NamedTuple):
@@ -124,6 +144,7 @@ def run(
     eval_every: int | None = None,
     target_return: float | None = None,
     sweep: Sweep | None = None,
+    on_nonfinite: str = "stop",
 ) -> RunResult:
     """Trains with the update mapped over ``devices`` (default: all devices of all processes).
 
@@ -150,6 +171,11 @@ def run(
     A ``sweep`` trains each of its settings with every seed of ``key`` in the same program (``agent`` and
     ``optimizer`` are then unused): the per-seed entries of the summaries run setting by setting
     (:meth:`Sweep.expand`), and ``evaluate`` receives every entry's parameters.
+
+    ``on_nonfinite`` (:class:`~podracer.runkit.NonfiniteWatch`): ``stop`` raises
+    :class:`~podracer.runkit.Diverged` after logging the call that holds the first update whose loss, gradients or
+    parameters are not finite, before ``after_call`` (nothing non-finite is saved); ``skip`` discards such updates
+    inside the program; ``continue`` trains on. Summaries count them in ``nonfinite_updates``.
     """
     seeded = jnp.ndim(key) == 1 or sweep is not None
     num_seeds = len(sweep.expand(key)[0]) if sweep is not None else len(key) if seeded else 1  # entries, with a sweep
@@ -157,31 +183,28 @@ def run(
     progress = progress or (lambda event: None)
     progress("compiling")
     compile_start = time.perf_counter()
-    if state is None:
-        state = init(
-            env, agent, optimizer, key, num_envs_per_device, devices, rollout_length=rollout_length, sweep=sweep
-        )
-    update = _seeded_update(env, agent, optimizer, key, rollout_length, sweep)
-    p_multi = _compile(update, updates_per_call, devices, state)
+    sizes = (num_envs_per_device, rollout_length, updates_per_call)
+    state, p_multi = _prepare(env, agent, optimizer, key, state, sweep, on_nonfinite == "skip", sizes, devices)
     compile_seconds = time.perf_counter() - compile_start
     progress(f"compiled in {compile_seconds:.1f} s")
     summarize_call = summarize_seeds if seeded else summarize
+    watch = NonfiniteWatch(on_nonfinite, parallel.is_main_process())
     history, call_seconds = [], []
     for call in _calls(num_updates, updates_per_call, start_update):
         if stop is not None and parallel.any_process(stop.is_set()):
             break
         start = time.perf_counter()
         state, metrics = p_multi(state)
-        summarized = summarize_call(jax.device_get(parallel.unreplicate(metrics)))  # waits for the call
+        metrics = jax.device_get(parallel.unreplicate(metrics))  # waits for the call
         call_seconds.append(time.perf_counter() - start)
-        done = (call + 1) * updates_per_call
-        sps = num_seeds * updates_per_call * steps_per_update / call_seconds[-1]
-        summary = {"env_steps": float(done * steps_per_update), "sps": sps, **summarized}
+        done, sps = (call + 1) * updates_per_call, num_seeds * updates_per_call * steps_per_update / call_seconds[-1]
+        summary, codes = _summary(metrics, summarize_call, float(done * steps_per_update), sps)
         if evaluate is not None and eval_every and done % eval_every == 0:
             summary.update(summarize_evaluation(evaluate(parallel.unreplicate(state.learner.params)), target_return))
         history.append(summary)
         if log is not None:
             log(summary)
+        watch.check(codes, done - updates_per_call)  # stop: raises before anything non-finite is saved
         if after_call is not None:
             after_call(state, done)
         if summary.get("target_reached"):

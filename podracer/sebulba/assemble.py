@@ -63,7 +63,13 @@ def train(
     """
     main = parallel.is_main_process()
     step = parallel.device_map(
-        make_learner_step(agent, agent.optimizer, axis_names=(parallel.DEVICE_AXIS,), unroll=unroll),
+        make_learner_step(
+            agent,
+            agent.optimizer,
+            axis_names=(parallel.DEVICE_AXIS,),
+            unroll=unroll,
+            skip_nonfinite=schedule.on_nonfinite == "skip",
+        ),
         layout.learner_devices,
     )
     step = multihost.arrive_before_first_call(step, "the compiled learner step")

@@ -15,7 +15,7 @@ import jax
 import numpy as np
 
 from podracer import lifetime, parallel
-from podracer.runkit import Cadence, StopSnapshot
+from podracer.runkit import Cadence, NonfiniteWatch, StopSnapshot
 from podracer.sebulba.pipeline import ParamStore, StopAwareQueue, Stopped
 from podracer.types import LearnerState
 
@@ -36,6 +36,7 @@ class Schedule(NamedTuple):
     checkpoint_every_seconds: float | None = None  # also save once this many seconds have passed since the last save
     frame_skip: int = 1  # frames per env step (4 for Atari), for frames/s
     eval_every: int | None = None  # updates between evaluations (None: none)
+    on_nonfinite: str = "stop"  # a non-finite update: stop the run, skip it (the learner step discards it), continue
 
 
 def learn(
@@ -62,7 +63,10 @@ def learn(
     (``updates``). A stop that abandons the step in flight saves the last completed update's host copy
     (:class:`~podracer.runkit.StopSnapshot`; ``save(copy, updates, replicated=False)``). ``evaluate(state)``
     runs every ``schedule.eval_every`` updates; its entries join a summary logged at once, and the
-    loop ends when it holds a true ``target_reached``.
+    loop ends when it holds a true ``target_reached``. An update whose loss, gradients or parameters are not finite
+    (``schedule.on_nonfinite``, :class:`~podracer.runkit.NonfiniteWatch`) raises
+    :class:`~podracer.runkit.Diverged` under ``stop``, before its parameters reach the actors or a checkpoint (the
+    last finite update is saved as at any end); summaries count such updates in ``nonfinite_updates``.
     """
     status, log, history = ({} if status is None else status), (log or (lambda summary: None)), []
     first, cadence = updates, Cadence(schedule.checkpoint_every, schedule.checkpoint_every_seconds, updates)
@@ -70,6 +74,7 @@ def learn(
     window, clock = _Window(), _Clock(updates * schedule.steps_per_update)
     abandoned = (lambda copy, done: save(copy, done, replicated=False)) if save is not None else None
     snapshot = StopSnapshot(parallel.host_entry, abandoned, lambda: cadence.saved, enabled=save is not None)
+    nonfinite = NonfiniteWatch(schedule.on_nonfinite, parallel.is_main_process())
     try:
         while updates < schedule.num_updates and not stop.is_set():
             status["doing"] = "waiting for trajectories"
@@ -79,7 +84,10 @@ def learn(
                 break
             status["doing"] = f"update {updates + 1}" + (" (compiling the learner step)" if updates == first else "")
             learn_start = time.perf_counter()
-            state, metrics = step(state, rollout.trajectory)
+            new_state, metrics = step(state, rollout.trajectory)
+            code = jax.device_get(parallel.unreplicate(metrics.pop("nonfinite", 0.0)))  # waits for the step
+            window.nonfinite += nonfinite.check([code], updates)  # stop: raises; the last finite state is saved
+            state = new_state
             updates += 1
             if updates == first + 1:  # compiled: steps/s count from here (unless this update is logged now)
                 status["compiled_seconds"] = clock.compiled(state, learn_start, updates, schedule)
@@ -148,6 +156,7 @@ class _Window:
         self.actor = {"env": 0.0, "act": 0.0, "ship": 0.0, "put_wait": 0.0}
         self.lags: list[int] = []
         self.evaluation: dict[str, float] = {}
+        self.nonfinite = 0  # updates whose loss, gradients or parameters were not finite
 
     def add(self, rollout, metrics, waited, learn_seconds, lag):
         self.returns.extend(rollout.episode_returns)
@@ -167,6 +176,7 @@ class _Window:
         out["episode_length"] = float(np.mean(self.lengths)) if self.lengths else float("nan")
         out["episodes"] = float(len(self.returns))
         out.update({k: float(np.mean(v)) for k, v in metrics.items()})
+        out["nonfinite_updates"] = self.nonfinite
         out["learner_wait_s"] = self.learner_wait
         out["learn_s"] = self.learn
         out.update({f"actor_{k}_s": v for k, v in self.actor.items()})
