@@ -7,6 +7,8 @@ an agent is made one way whatever asks for it.
 
 from __future__ import annotations
 
+import json
+
 import math
 import os
 from collections.abc import Callable
@@ -87,9 +89,14 @@ def run_facts_from(metadata: dict) -> RunFacts | None:
     )
 
 
-def run_metadata(config, mode: str, env: str, run: RunFacts) -> dict:
-    """What every checkpoint of a run records: the mode, the environment, the seed, the rollout, the normalisation
-    and the agent (:func:`agent_metadata`)."""
+# Agent hyper-parameters that shape the saved state: a resumed run keeps its checkpoint's.
+STATE_SHAPING = ("hidden_sizes", "torso", "core", "core_size", "shared_torso", "layer_norm", "replay_capacity")
+
+
+def run_metadata(config, mode: str, env: str, run: RunFacts, counts: dict | None = None) -> dict:
+    """What every checkpoint of a run records: the mode, the environment, the seed, the rollout, the normalisation,
+    the agent (:func:`agent_metadata`) and what a resume must share with it (:func:`resume_identity`; ``counts``:
+    the mode's flags that set the saved state's sizes and the env-step count, by flag)."""
     return {
         "mode": mode,
         "env": env,
@@ -97,7 +104,20 @@ def run_metadata(config, mode: str, env: str, run: RunFacts) -> dict:
         "rollout_length": config.rollout_length,
         "normalize": normalization(config),
         **agent_metadata(config.agent, run),
+        "resume_identity": resume_identity(config, mode, env, counts or {}),
     }
+
+
+def resume_identity(config, mode: str, env: str, counts: dict) -> dict:
+    """What a resumed run must share with its checkpoint, by flag, as JSON writes it: the mode, ``--env``,
+    ``--agent``, ``--rollout-length``, normalisation, the agent's :data:`STATE_SHAPING` flags and ``counts``."""
+    hyper = hyperparameters(config.agent)
+    identity = {"mode": mode, "--env": env, "--agent": agents.name_of(config.agent)}
+    identity["--rollout-length"] = config.rollout_length
+    identity["--normalize-observations"] = config.normalize_observations
+    identity["--normalize-rewards"] = config.normalize_rewards
+    identity.update({"--" + name.replace("_", "-"): hyper[name] for name in STATE_SHAPING if name in hyper})
+    return json.loads(json.dumps({**identity, **counts}))
 
 
 def newest_checkpoint(config):

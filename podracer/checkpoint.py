@@ -26,7 +26,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from podracer import disk, parallel
+from podracer import disk
+from podracer import parallel
+from podracer.resume_identity import check_resume_identity
 from podracer.types import LearnerState
 
 _STEP = re.compile(r"^step_(\d+)$")
@@ -373,11 +375,7 @@ def prepare(directory: str, *, resume: str | bool, identity: dict[str, Any]) -> 
     if not found:
         raise ValueError(f"--resume: no checkpoint in {directory!r} to resume from.")
     saved, newest = newest_metadata(directory)
-    differ = {k: saved.get(k) for k, v in identity.items() if saved.get(k) != v}
-    if differ:
-        got = ", ".join(f"{k} {v!r}" for k, v in differ.items())
-        want = ", ".join(f"{k} {identity[k]!r}" for k in differ)
-        raise ValueError(f"--resume: {directory!r} holds a checkpoint of {got}, not {want}.")
+    check_resume_identity(directory, saved, identity)
     return newest
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import jax
 
-from podracer import anakin, checkpoint, envs, lifetime, parallel, play, preflight
+from podracer import anakin, checkpoint, envs, lifetime, parallel, play, preflight, runlock
 from podracer import logging as logging_lib
 from podracer import sweep as sweep_lib
 from podracer.agents.base import Agent
@@ -63,6 +63,16 @@ def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> a
     ``config.checkpoint_dir`` is set). Call :func:`podracer.multihost.initialize` first in a
     multi-process run (the example's entry point does, from the config's multi-process fields).
     """
+    with runlock.hold(_written(config), enabled=parallel.is_main_process()):  # before anything is written there
+        return _start_anakin(config, stop)
+
+
+def _written(config) -> dict[str, str | None]:
+    """The directories a run writes to, by flag: one run at a time in each (:mod:`podracer.runlock`)."""
+    return {"--checkpoint-dir": config.checkpoint_dir, "--log-dir": config.log_dir}
+
+
+def _start_anakin(config: AnakinConfig, stop) -> anakin.RunResult:
     lifetime.starting(newest_checkpoint(config))
     env = envs.make(config.env)
     num_global = parallel.num_global_devices()
@@ -71,10 +81,11 @@ def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> a
     check_normalizable(config, env.spec())
     agent = make_agent(config.agent, env.spec(), normalization(config), run)
     preflight.check_anakin(config, env, agent, per_device)
-    metadata = run_metadata(config, "anakin", config.env, run)
+    counts = {"--num-envs-per-device": per_device, "devices (--cpu-devices on a CPU)": num_global}
+    metadata = run_metadata(config, "anakin", config.env, run, {**counts, "--num-processes": parallel.process_count()})
     resume_step, main = None, parallel.is_main_process()
     if config.checkpoint_dir:  # checked before anything is compiled
-        identity = {k: metadata[k] for k in ("mode", "env", "agent", "rollout_length", "normalize")}
+        identity = metadata["resume_identity"]
         resume_step = checkpoint.prepare(config.checkpoint_dir, resume=config.resume, identity=identity)
         if main:
             checkpoint.mark_running(config.checkpoint_dir)
@@ -188,6 +199,11 @@ def train_sebulba(
     ``make_env(seed, num_envs)`` builds each environment group of each actor thread
     (default: :func:`host_env_factory`). Returns the learner state and one summary per log line.
     """
+    with runlock.hold(_written(config), enabled=parallel.is_main_process()):
+        return _start_sebulba(config, make_env, stop, log)
+
+
+def _start_sebulba(config: SebulbaConfig, make_env, stop, log) -> sebulba_learner.SebulbaResult:
     lifetime.starting(newest_checkpoint(config))
     stop = stop or threading.Event()
     make_env = make_env or host_env_factory(config)
@@ -242,7 +258,9 @@ def _run_sebulba(config, agent: Agent, run: RunFacts, layout, groups, first_acto
     state = init_learner_state(
         agent, agent.optimizer, learner_key, observation, rollout_length=config.rollout_length, action_mask=mask
     )
-    metadata = run_metadata(config, "sebulba", getattr(first_env, "task_id", config.env), run)
+    per_actor = run.envs_per_learner * len(parallel.local_devices(layout.learner_devices))
+    counts = {"--num-envs-per-actor": per_actor, "--num-processes": parallel.process_count()}
+    metadata = run_metadata(config, "sebulba", getattr(first_env, "task_id", config.env), run, counts)
     state, updates, save = sebulba_checkpoints(config, metadata, state, steps_per_update)
     unroll = should_unroll(observation_rank(spec), layout.learner_devices[0].platform)
     if parallel.is_main_process():
@@ -276,6 +294,7 @@ def _run_sebulba(config, agent: Agent, run: RunFacts, layout, groups, first_acto
 
 def run_sebulba(config: SebulbaConfig, stop: threading.Event | None = None) -> sebulba_learner.SebulbaResult:
     """The command line's Sebulba run: console progress and, with ``log_dir``, JSONL and TensorBoard."""
-    logger = _logger(config, config.total_env_steps, ("fps", "learner_wait_s", "actor_put_wait_s", "policy_lag"))
-    with logger:
-        return train_sebulba(config, log=logger, stop=stop)
+    with runlock.hold(_written(config), enabled=parallel.is_main_process()):  # before the logger opens its files
+        logger = _logger(config, config.total_env_steps, ("fps", "learner_wait_s", "actor_put_wait_s", "policy_lag"))
+        with logger:
+            return train_sebulba(config, log=logger, stop=stop)

@@ -263,7 +263,7 @@ def sebulba_checkpoints(config, metadata: dict, state, steps_per_update: int):
     updates, replicated=True)`` for the learner loop (None without a directory)."""
     if not config.checkpoint_dir:
         return state, 0, None
-    identity = {k: metadata[k] for k in ("mode", "env", "agent", "normalize")}
+    identity = metadata["resume_identity"]
     updates = 0
     if checkpoint.prepare(config.checkpoint_dir, resume=config.resume, identity=identity) is not None:
         state, _ = checkpoint.restore(config.checkpoint_dir, state)

@@ -119,7 +119,9 @@ def test_normalized_runs_resume_exactly_and_evaluate_plays_with_the_saved_statis
     assert not np.allclose(jax.tree.leaves(extras)[0], jax.tree.leaves(raw)[0])  # the statistics matter
 
     with pytest.raises(
-        ValueError, match=r"--resume: '.*whole' holds a checkpoint of normalize 'observations\+rewards'"
+        ValueError,
+        match=r"--resume: '.*whole' holds a checkpoint of another run: --normalize-observations True there, "
+        r"False here; --normalize-rewards True there, False here\. Resume with its settings",
     ):
         experiment.train_anakin(
             dataclasses.replace(

@@ -1,0 +1,150 @@
+"""One writer per directory: a second run on a directory that a live run holds is refused in one line naming the
+holder; the lock dies with its process, however it ends."""
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import socket
+import sys
+
+import jax
+import pytest
+
+from podracer import runlock
+from podracer.agents import A2CConfig
+from podracer.config import AnakinConfig
+from podracer.experiment import train_anakin
+from podracer.resume_identity import check_resume_identity
+
+HOLD = """
+import sys, time
+from podracer import runlock
+with runlock.hold({"--checkpoint-dir": sys.argv[1]}):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+def _holder(directory):
+    """A process that holds ``directory``'s lock until it is killed."""
+    process = subprocess.Popen([sys.executable, "-c", HOLD, str(directory)], stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == "held"
+    return process
+
+
+def test_a_second_run_is_refused_naming_the_holder_until_the_holder_dies(tmp_path):
+    directory = tmp_path / "run"
+    process = _holder(directory)
+    try:
+        config = AnakinConfig(env="catch", agent=A2CConfig(), num_envs=16, num_updates=2, updates_per_call=1)
+        with pytest.raises(ValueError) as refused:
+            train_anakin(dataclasses.replace(config, checkpoint_dir=str(directory), resume="auto"))
+        message = str(refused.value)
+        assert message.startswith(f"--checkpoint-dir {str(directory)!r} is in use by another run (process ")
+        assert f"process {process.pid} on " in message and "choose another --checkpoint-dir." in message
+        assert "\n" not in message
+        with pytest.raises(ValueError, match=r"^--log-dir .* is in use by another run"):  # the log directory too
+            train_anakin(dataclasses.replace(config, log_dir=str(directory)))
+        assert not (directory / "metrics.jsonl").exists()  # refused before anything was written
+        assert runlock.holder(str(directory))["pid"] == process.pid
+    finally:
+        process.send_signal(signal.SIGKILL)  # dies without releasing anything: the kernel drops the lock
+        process.wait()
+    train_anakin(dataclasses.replace(config, checkpoint_dir=str(directory), log_dir=str(directory), resume="auto"))
+    assert (directory / "step_2.json").exists() and len((directory / "metrics.jsonl").read_text().splitlines()) == 2
+    assert runlock.holder(str(directory)) == {}  # released at the end
+
+
+def test_a_process_enters_its_own_lock_again_and_one_path_under_two_flags_is_locked_once(tmp_path):
+    with runlock.hold({"--checkpoint-dir": str(tmp_path), "--log-dir": str(tmp_path / ".." / tmp_path.name)}):
+        with runlock.hold({"--log-dir": str(tmp_path)}):
+            assert runlock.holder(str(tmp_path))["pid"] == os.getpid()
+        assert runlock.holder(str(tmp_path))["pid"] == os.getpid()  # the outer hold still has it
+        refused = subprocess.run(
+            [sys.executable, "-c", HOLD, str(tmp_path)], capture_output=True, text=True, timeout=120
+        )
+        assert refused.returncode == 1 and "is in use by another run" in refused.stderr.splitlines()[-1]
+    assert runlock.holder(str(tmp_path)) == {}
+    with runlock.hold({"--checkpoint-dir": str(tmp_path)}, enabled=False):  # another process of a run: no lock
+        assert runlock.holder(str(tmp_path)) == {}
+
+
+def test_without_flock_a_record_of_a_process_that_is_gone_is_stale_and_a_live_one_refuses(tmp_path, monkeypatch):
+    def no_flock(fd, operation):
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(runlock.fcntl, "flock", no_flock)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    record = {"host": socket.gethostname(), "pid": int(gone.stdout), "started": "then", "command": "podracer anakin"}
+    (tmp_path / runlock.LOCK_NAME).write_text(json.dumps(record))
+    with runlock.hold({"--checkpoint-dir": str(tmp_path)}):
+        assert runlock.holder(str(tmp_path))["pid"] == os.getpid()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        (tmp_path / runlock.LOCK_NAME).write_text(json.dumps({**record, "pid": live.pid}))
+        with pytest.raises(ValueError, match=rf"in use by another run \(process {live.pid} on .*podracer anakin\)"):
+            with runlock.hold({"--checkpoint-dir": str(tmp_path)}):
+                pass
+    finally:
+        live.kill()
+        live.wait()
+
+
+@pytest.mark.slow
+def test_two_command_lines_on_one_directory_the_second_refused_and_the_firsts_records_intact(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    directory = str(tmp_path / "run")
+    flags = "--env catch --num-envs 32 --num-updates 4000 --updates-per-call 20 --cpu-devices 2 --resume auto"
+    argv = [sys.executable, "-u", "-m", "podracer.cli", "anakin", *flags.split()]
+    argv += ["--checkpoint-dir", directory, "--log-dir", directory, "--checkpoint-every", "20"]
+    first = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        for line in first.stdout:  # training, with a checkpoint and a metrics line written
+            if "env steps" in line and "%" in line:
+                break
+        second = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
+        assert second.returncode == 2, second.stderr
+        errors = [line for line in second.stderr.splitlines() if "error" in line.lower()]
+        assert len(errors) == 1 and errors[0].startswith(
+            f"podracer anakin: error: --checkpoint-dir {directory!r} is in use by another run (process {first.pid} on "
+        ), second.stderr
+        assert first.poll() is None  # the first run goes on
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=120)
+    assert first.returncode == 143
+    steps = [json.loads(line)["env_steps"] for line in open(os.path.join(directory, "metrics.jsonl"))]
+    assert len(steps) >= 1 and steps == sorted(set(steps)), steps  # one series, every line once
+
+
+def test_a_resume_that_does_not_match_its_run_is_refused_naming_each_flag_and_both_values(tmp_path):
+    directory = str(tmp_path / "run")
+    first = AnakinConfig(
+        env="catch",
+        agent=A2CConfig(),
+        num_envs_per_device=4,
+        num_updates=2,
+        updates_per_call=1,
+        checkpoint_dir=directory,
+    )
+    train_anakin(first)
+    recorded = json.loads((tmp_path / "run" / "step_2.json").read_text())["resume_identity"]
+    assert recorded["--num-envs-per-device"] == 4 and recorded["--hidden-sizes"] == [64, 64]
+    assert recorded["devices (--cpu-devices on a CPU)"] == len(jax.devices()) and recorded["--num-processes"] == 1
+    again = dataclasses.replace(first, resume="auto", num_updates=4)
+    with pytest.raises(ValueError) as refused:
+        train_anakin(dataclasses.replace(again, num_envs_per_device=8, agent=A2CConfig().replace(hidden_sizes=(32,))))
+    assert str(refused.value) == (
+        f"--resume: {directory!r} holds a checkpoint of another run: --hidden-sizes 64 64 there, 32 here; "
+        "--num-envs-per-device 4 there, 8 here. Resume with its settings, or choose another --checkpoint-dir."
+    )
+    other = {**recorded, "devices (--cpu-devices on a CPU)": 2}
+    with pytest.raises(ValueError, match=r"devices \(--cpu-devices on a CPU\) 2 there, 8 here\. Resume"):
+        check_resume_identity(directory, {"resume_identity": other}, recorded)
+    # a checkpoint written before the identity was recorded: what it did record still counts
+    older = {"mode": "anakin", "env": "catch", "agent": "a2c", "rollout_length": 16, "normalize": "observations"}
+    with pytest.raises(ValueError, match=r"another run: --normalize-observations True there, False here\. Resume"):
+        check_resume_identity(directory, older, recorded)
+    assert train_anakin(again).history[-1]["env_steps"] == 4 * 4 * 16 * len(jax.devices())  # the same run resumes
