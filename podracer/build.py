@@ -7,6 +7,7 @@ an agent is made one way whatever asks for it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import math
@@ -14,11 +15,13 @@ import os
 from collections.abc import Callable
 
 from podracer import agents, anakin, checkpoint, envs, parallel
+from podracer import logging as logging_lib
 from podracer import normalize as normalize_lib
 from podracer import sweep as sweep_lib
 from podracer.agents.base import Agent, hyperparameters, with_hyperparameters
 from podracer.config import AnakinConfig, SebulbaConfig
 from podracer.envs.base import HostEnv, example_observation
+from podracer.logging import Logger, make_logger
 from podracer.types import RunFacts
 
 
@@ -118,6 +121,22 @@ def resume_identity(config, mode: str, env: str, counts: dict) -> dict:
     identity["--normalize-rewards"] = config.normalize_rewards
     identity.update({"--" + name.replace("_", "-"): hyper[name] for name in STATE_SHAPING if name in hyper})
     return json.loads(json.dumps({**identity, **counts}))
+
+
+def run_logger(config, total_env_steps: int, console_keys: tuple[str, ...], resuming: bool) -> Logger:
+    """The run's logger: console progress on process 0 and, with ``--log-dir``, JSONL and TensorBoard (a run that
+    does not resume adds no second series there: :func:`podracer.logging.start_fresh`)."""
+    if parallel.is_main_process() and not resuming:
+        logging_lib.start_fresh(config.log_dir, config.resume)
+    return make_logger(
+        config.log_dir,
+        is_main=parallel.is_main_process(),
+        total_env_steps=total_env_steps,
+        console_keys=console_keys + (("eval_return", "eval_return_min") if config.eval_every else ()),
+        wandb_project=config.wandb_project,
+        wandb_config=dataclasses.asdict(config),
+        process=parallel.process_index(),
+    )
 
 
 def newest_checkpoint(config):

@@ -7,7 +7,6 @@ builders it shares with :mod:`podracer.evaluate` live in :mod:`podracer.build`.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 from collections.abc import Callable
@@ -27,30 +26,18 @@ from podracer.build import (
     make_sweep,
     newest_checkpoint,
     normalization,
+    run_logger,
     run_metadata,
     sebulba_run_facts,
 )
 from podracer.config import AnakinConfig, SebulbaConfig
 from podracer.envs.base import HostEnv, example_action_mask, example_observation, observation_rank
 from podracer.learner import init_learner_state, should_unroll
-from podracer.logging import Logger, make_logger
+from podracer.logging import Logger
 from podracer.runkit import AnakinCheckpoints, Progress, sebulba_checkpoints
 from podracer.sebulba import assemble
 from podracer.sebulba import learner as sebulba_learner
 from podracer.types import RunFacts
-
-
-def _logger(config, total_env_steps: int, console_keys: tuple[str, ...]) -> Logger:
-    """The run's logger: console progress on process 0 and, with ``--log-dir``, JSONL and TensorBoard."""
-    return make_logger(
-        config.log_dir,
-        is_main=parallel.is_main_process(),
-        total_env_steps=total_env_steps,
-        console_keys=console_keys + (("eval_return", "eval_return_min") if config.eval_every else ()),
-        wandb_project=config.wandb_project,
-        wandb_config=dataclasses.asdict(config),
-        process=parallel.process_index(),
-    )
 
 
 # ----------------------------------------------------------------------------------------- Anakin
@@ -139,7 +126,8 @@ def _train_anakin(config: AnakinConfig, env, agent: Agent, run: RunFacts, metada
         checkpoint.check_start_room(config.checkpoint_dir, per_save)
     saver = AnakinCheckpoints(config, metadata, steps_per_update, resume_step or 0, final_entries(config, metadata))
     several = config.num_seeds > 1 or sweep
-    logger = _logger(config, config.num_updates * steps_per_update, ("episode_return_min",) if several else ())
+    keys = ("episode_return_min",) if several else ()
+    logger = run_logger(config, config.num_updates * steps_per_update, keys, resume_step is not None)
     logger.add_fields(preflight.opponent_field(env))
     if main:
         print(
@@ -295,6 +283,8 @@ def _run_sebulba(config, agent: Agent, run: RunFacts, layout, groups, first_acto
 def run_sebulba(config: SebulbaConfig, stop: threading.Event | None = None) -> sebulba_learner.SebulbaResult:
     """The command line's Sebulba run: console progress and, with ``log_dir``, JSONL and TensorBoard."""
     with runlock.hold(_written(config), enabled=parallel.is_main_process()):  # before the logger opens its files
-        logger = _logger(config, config.total_env_steps, ("fps", "learner_wait_s", "actor_put_wait_s", "policy_lag"))
+        resuming = config.resume != "no" and bool(checkpoint.steps(config.checkpoint_dir or ""))
+        keys = ("fps", "learner_wait_s", "actor_put_wait_s", "policy_lag")
+        logger = run_logger(config, config.total_env_steps, keys, resuming)
         with logger:
             return train_sebulba(config, log=logger, stop=stop)

@@ -88,6 +88,24 @@ def keep_records_until(path: str, env_steps: float) -> int:
     return len(lines) - len(kept)
 
 
+def start_fresh(log_dir: str | None, resume: str) -> None:
+    """A run starts fresh in ``log_dir`` (nothing to resume from): its ``metrics.jsonl`` never gets a second series.
+    Records already there are refused in one line for a run not asked to resume (``--resume no``); under ``--resume
+    auto`` they are an earlier attempt's that saved no checkpoint, and are dropped, as a resume drops the lines after
+    its checkpoint."""
+    path = os.path.join(log_dir or "", "metrics.jsonl")
+    if not log_dir or not os.path.exists(path) or os.path.getsize(path) == 0:
+        return
+    if resume == "no":
+        with open(path, encoding="utf-8") as f:
+            count = sum(1 for line in f if line.strip())
+        raise ValueError(
+            f"--log-dir {log_dir!r} already holds the records of another run ({count} lines in metrics.jsonl): a "
+            "fresh run there would add a second series; choose another --log-dir (or --resume that run)."
+        )
+    open(path, "w", encoding="utf-8").close()
+
+
 def new_run_id() -> str:
     """A run's identity in its logs: start time, host, process id and 4 random hex digits
     (``20261124-101502-myhost-4242-9f3a``), so two runs started in the same second stay apart."""

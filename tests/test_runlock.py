@@ -148,3 +148,21 @@ def test_a_resume_that_does_not_match_its_run_is_refused_naming_each_flag_and_bo
     with pytest.raises(ValueError, match=r"another run: --normalize-observations True there, False here\. Resume"):
         check_resume_identity(directory, older, recorded)
     assert train_anakin(again).history[-1]["env_steps"] == 4 * 4 * 16 * len(jax.devices())  # the same run resumes
+
+
+def test_a_fresh_run_never_adds_a_second_series_to_a_log_directory(tmp_path):
+    logs, directory = tmp_path / "logs", str(tmp_path / "ck")
+    config = AnakinConfig(env="catch", agent=A2CConfig(), num_envs=16, num_updates=2, updates_per_call=1)
+    train_anakin(dataclasses.replace(config, log_dir=str(logs)))
+    with pytest.raises(ValueError) as refused:
+        train_anakin(dataclasses.replace(config, log_dir=str(logs)))
+    assert str(refused.value) == (
+        f"--log-dir {str(logs)!r} already holds the records of another run (2 lines in metrics.jsonl): a fresh run "
+        "there would add a second series; choose another --log-dir (or --resume that run)."
+    )
+    # a requeued job whose earlier attempt saved no checkpoint: --resume auto starts fresh, over those records
+    requeued = dataclasses.replace(config, log_dir=str(logs), checkpoint_dir=directory, resume="auto", num_updates=3)
+    train_anakin(requeued)
+    records = [json.loads(line) for line in (logs / "metrics.jsonl").read_text().splitlines()]
+    assert [r["env_steps"] for r in records] == [16 * 16 * k for k in (1, 2, 3)]
+    assert len({r["run_id"] for r in records}) == 1
