@@ -145,6 +145,15 @@ def newest_checkpoint(config):
     return None if not directory else lambda: checkpoint.describe_newest(directory)
 
 
+def run_ended(config):
+    """What every exit path of a run does (:func:`podracer.lifetime.starting`): process 0 writes its checkpoint
+    directory's ``finished.json``, so that a preview beside it ends (None without a directory)."""
+    directory = config.checkpoint_dir
+    if not directory or not parallel.is_main_process():
+        return None
+    return lambda: checkpoint.mark_finished(directory)
+
+
 def anakin_run_facts(config: AnakinConfig, num_global_devices: int) -> RunFacts:
     """The facts an agent is told of an Anakin run over ``num_global_devices`` devices: each device learns from its
     own environments."""

@@ -26,6 +26,7 @@ from podracer.build import (
     make_sweep,
     newest_checkpoint,
     normalization,
+    run_ended,
     run_logger,
     run_metadata,
     sebulba_run_facts,
@@ -60,7 +61,7 @@ def _written(config) -> dict[str, str | None]:
 
 
 def _start_anakin(config: AnakinConfig, stop) -> anakin.RunResult:
-    lifetime.starting(newest_checkpoint(config))
+    lifetime.starting(newest_checkpoint(config), run_ended(config))
     env = envs.make(config.env)
     num_global = parallel.num_global_devices()
     run = anakin_run_facts(config, num_global)
@@ -192,7 +193,7 @@ def train_sebulba(
 
 
 def _start_sebulba(config: SebulbaConfig, make_env, stop, log) -> sebulba_learner.SebulbaResult:
-    lifetime.starting(newest_checkpoint(config))
+    lifetime.starting(newest_checkpoint(config), run_ended(config))
     stop = stop or threading.Event()
     make_env = make_env or host_env_factory(config)
     actor_ids = config.actor_devices or (0,)

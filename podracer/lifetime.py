@@ -41,14 +41,27 @@ STOP_SECONDS = 25.0
 STOP_SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM", signal.SIGUSR1: "SIGUSR1"}
 
 _lock = threading.Lock()
-_last = {"save": None, "finishing": False, "signal": None, "newest": None}
+_last = {"save": None, "finishing": False, "signal": None, "newest": None, "ended": None}
 
 
-def starting(newest=None) -> None:
+def starting(newest=None, ended=None) -> None:
     """A run begins: nothing registered yet, nothing finishing. ``newest()`` names the run's newest complete
-    checkpoint (or says there is none), for the line of a stop whose save does not finish in time."""
+    checkpoint (or says there is none), for the line of a stop whose save does not finish in time; ``ended()``
+    runs on every exit path of this module (an abandoned step, an overdue stop, a second Ctrl-C, the exit after a
+    stop), as the run's own ``finally`` runs it on the others: it writes the run's ``finished.json``."""
     with _lock:
-        _last["save"], _last["finishing"], _last["newest"] = None, False, newest
+        _last["save"], _last["finishing"], _last["newest"], _last["ended"] = None, False, newest, ended
+
+
+def _exit(status: int) -> None:
+    """Ends the process now with ``status``, after the run's ``ended()`` (:func:`starting`), whatever it raises."""
+    ended = _last["ended"]
+    if ended is not None:
+        try:
+            ended()
+        except Exception:  # noqa: BLE001 - the process ends all the same
+            pass
+    os._exit(status)
 
 
 def completed(save) -> None:
@@ -113,13 +126,13 @@ def _abandon(program: str) -> None:
                 file=sys.stderr,
                 flush=True,
             )
-            os._exit(exit_status())
+            _exit(exit_status())
     print(
         f"{program}: stopped by {stop_reason()}" + ("; saved the last completed update." if save else "."),
         file=sys.stderr,
         flush=True,
     )
-    os._exit(exit_status())
+    _exit(exit_status())
 
 
 def _newest() -> str | None:
@@ -146,7 +159,7 @@ def _overdue(program: str, bound: float) -> None:
             file=sys.stderr,
             flush=True,
         )
-    os._exit(exit_status())
+    _exit(exit_status())
 
 
 EXIT_AFTER_STOP_SECONDS = 5.0  # how long a stopped run may take to exit once it has said it stopped
@@ -156,7 +169,7 @@ def exit_soon(status: int, seconds: float | None = None) -> None:
     """A stopped run has said it stopped: the process ends with ``status`` within ``seconds``
     (:data:`EXIT_AFTER_STOP_SECONDS`) even if a thread of a dependency (envpool's, JAX's) holds the interpreter's
     exit."""
-    timer = threading.Timer(EXIT_AFTER_STOP_SECONDS if seconds is None else seconds, os._exit, args=(status,))
+    timer = threading.Timer(EXIT_AFTER_STOP_SECONDS if seconds is None else seconds, _exit, args=(status,))
     timer.daemon = True
     timer.start()
 
@@ -191,7 +204,7 @@ def stop_on_signals(
                 _last["signal"] = signum
         if not first:
             if signum == signal.SIGINT:
-                os._exit(exit_status())
+                _exit(exit_status())
             return
         interrupted.set()
         stop.set()

@@ -29,6 +29,9 @@ class PreviewConfig:
     poll_seconds: float = 2.0  # how often to look for a new checkpoint
     seed: int = 0  # seed of the environment the episode is played on
     max_steps: int = 10_000  # an episode longer than this is cut
+    # seconds to wait for --checkpoint-dir to hold a first checkpoint (a run not started yet); None: as long as it
+    # takes (said once); 0: fail at once when there is none
+    wait: float | None = None
     imports: Imports = ()
 
     def __post_init__(self):
@@ -39,6 +42,8 @@ class PreviewConfig:
             raise ValueError(f"--poll-seconds must be > 0, got {self.poll_seconds}.")
         if self.max_steps < 1:
             raise ValueError(f"--max-steps must be >= 1, got {self.max_steps}.")
+        if self.wait is not None and not self.wait >= 0:
+            raise ValueError(f"--wait must be >= 0, got {self.wait}.")
 
 
 def watch(config: PreviewConfig, *, report: Callable[[str], None] = print, timeout: float | None = None) -> list[int]:
@@ -50,13 +55,19 @@ def watch(config: PreviewConfig, *, report: Callable[[str], None] = print, timeo
         evaluate.check_output_file(config.gif, "--gif")
     gif = config.gif or os.path.join(config.checkpoint_dir, "preview.gif")
     played: list[int] = []
-    drawable = True
-    start = time.monotonic()
+    drawable, waiting, start = True, False, time.monotonic()
     while timeout is None or time.monotonic() - start < timeout:
+        if os.path.isfile(config.checkpoint_dir):
+            raise ValueError(f"--checkpoint-dir {config.checkpoint_dir!r} is a file, not a directory.")
         finished = os.path.exists(os.path.join(config.checkpoint_dir, FINISHED))  # read first: no step is missed
         found = checkpoint.steps(config.checkpoint_dir)
         if found and (not played or found[-1] > played[-1]):
-            returns, frames = _play(evaluate, config, drawable)
+            try:
+                returns, frames = _play(evaluate, config, drawable)
+            except Exception:  # the run rotated the checkpoint away while it was read: take the newest again
+                if found[-1] in checkpoint.steps(config.checkpoint_dir):
+                    raise
+                continue
             drawable = frames is not None
             played.append(found[-1])
             line = f"checkpoint step_{found[-1]}: return {float(returns[0]):.2f}"
@@ -68,8 +79,22 @@ def watch(config: PreviewConfig, *, report: Callable[[str], None] = print, timeo
         if finished:
             report(f"the run has ended; played {len(played)} checkpoint(s).")
             return played
+        if not found:
+            waiting = _wait_for_a_checkpoint(config, time.monotonic() - start, waiting, report)
         time.sleep(config.poll_seconds)
     return played
+
+
+def _wait_for_a_checkpoint(config: PreviewConfig, waited: float, said: bool, report) -> bool:
+    """No checkpoint yet: past ``--wait`` a one-line error; else said once (returns that it was said)."""
+    directory = config.checkpoint_dir
+    if config.wait is not None and waited >= config.wait:
+        where = "does not exist" if not os.path.isdir(directory) else "holds no checkpoint"
+        raise ValueError(f"--checkpoint-dir {directory!r} {where} (after --wait {config.wait:g} s).")
+    if not said:
+        where = "does not exist yet" if not os.path.isdir(directory) else "holds no checkpoint yet"
+        report(f"{directory} {where}: waiting for a run to save one there (--wait SECONDS to give up).")
+    return True
 
 
 def _play(evaluate, config: PreviewConfig, drawable: bool):
