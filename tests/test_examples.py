@@ -239,6 +239,8 @@ def test_ctrl_c_abandons_a_long_call_and_saves_the_last_completed_update(tmp_pat
     assert checkpoint.steps(str(tmp_path)) == [10000]
     assert checkpoint.read_metadata(str(tmp_path))["env_steps"] == 10000 * 16 * 16 * 2
     assert (tmp_path / "step_10000.run" / "process_0").is_dir()
+    # the abandoned call's exit path says the run has ended too: a preview beside it ends
+    assert json.loads((tmp_path / "finished.json").read_text()) == {"steps": [10000]}
 
 
 def test_sigterm_saves_the_last_completed_update(tmp_path):
