@@ -12,6 +12,7 @@ podracer.sebulba`` call it with their own names and take the same flags.
 from __future__ import annotations
 
 import math
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -83,6 +84,11 @@ def train(
         if isinstance(error, Diverged):  # every process of the run stopped at the same update
             print(f"{name}: error: {divergence_line(cfg, error)}", file=sys.stderr, flush=True)
             return 1
+        from podracer.sebulba.run import ActorFailed
+
+        if isinstance(error, ActorFailed):  # an environment that raised or hung: one line, the traceback in a file
+            print(f"{name}: error: {actor_failure_line(cfg, error)}", file=sys.stderr, flush=True)
+            return 1
         if parallel.process_count() > 1:
             multihost.abandon_run(name, error)
         raise
@@ -129,6 +135,41 @@ def divergence_line(cfg, error) -> str:
         f"{error}: the run stops; {kept}. Most likely at fault: {', '.join(suspects) or 'the learning rate'} "
         "(lower the rate, clip gradients, scale rewards); --on-nonfinite skip discards such updates instead."
     )
+
+
+def actor_failure_line(cfg, failure) -> str:
+    """What a Sebulba run stopped by an actor thread says (:class:`~podracer.sebulba.run.ActorFailed`): the
+    environment (``--env``) and its exception, or the stuck thread; the newest checkpoint; where the traceback is
+    (``--log-dir``'s ``traceback.txt``, else a temporary file), so that the console holds one line."""
+    import tempfile
+    import traceback
+
+    error = failure.error
+    if error is None:  # stopped answering: the watch's message names the thread and what it waits on
+        said = f"{failure} (--env {cfg.env})"
+    elif failure.doing == "environment":
+        said = f"the environment --env {cfg.env} raised {type(error).__name__}: {error} ({failure.thread})"
+    else:
+        said = f"{failure.thread} failed during {failure.doing or 'its work'}: {type(error).__name__}: {error}"
+    if cfg.checkpoint_dir:
+        from podracer import checkpoint
+
+        said += f"; the run stopped; its newest checkpoint is {checkpoint.describe_newest(cfg.checkpoint_dir)}"
+    else:
+        said += "; the run stopped (no --checkpoint-dir: nothing saved)"
+    if error is not None:
+        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        try:
+            path = os.path.join(cfg.log_dir, "traceback.txt") if cfg.log_dir else None
+            if path is None:
+                handle, path = tempfile.mkstemp(prefix="podracer-traceback-", suffix=".txt")
+                os.close(handle)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+            said += f"; its traceback is in {path}"
+        except OSError:
+            said += " (its traceback could not be written)"
+    return said + "."
 
 
 def settings_line(cfg) -> str:

@@ -28,6 +28,7 @@ from podracer.envs.base import EnvSpec, HostEpisodes, ImageLayout, actions_of, h
 from podracer.types import TimeStep
 
 PREFIX = "gymnasium:"
+CLOSE_SECONDS = 5.0  # how long closing an asynchronous batch waits for its workers before terminating them
 
 
 class GymnasiumEnv:
@@ -47,6 +48,9 @@ class GymnasiumEnv:
                 vector_kwargs = {"autoreset_mode": gymnasium.vector.AutoresetMode.NEXT_STEP}
                 if vectorization == "async":  # spawned, not forked: this process runs JAX's threads
                     vector_kwargs["context"] = "spawn"
+                    # A worker's exception comes back raised, and the run reports it in one line (its traceback in
+                    # a file): gymnasium's own logging of it would print the traceback on the console first.
+                    gymnasium.logger.min_level = max(gymnasium.logger.min_level, gymnasium.logger.ERROR + 10)
                 self._envs = gymnasium.make_vec(
                     env_id, num_envs=num_envs, vectorization_mode=vectorization, vector_kwargs=vector_kwargs, **kwargs
                 )
@@ -144,4 +148,14 @@ class GymnasiumEnv:
         return self.recv()
 
     def close(self) -> None:
-        self._envs.close()
+        """Closes the batch. Asynchronous workers get :data:`CLOSE_SECONDS` to finish a step in flight and are then
+        terminated (a worker whose environment hangs would hold ``close`` forever)."""
+        if not hasattr(self._envs, "step_wait"):
+            self._envs.close()
+            return
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # gymnasium's note about closing while a step is pending
+            try:
+                self._envs.close(timeout=CLOSE_SECONDS)
+            except Exception:  # noqa: BLE001 - a worker that failed or hung: end them all
+                self._envs.close(terminate=True)

@@ -140,6 +140,7 @@ def run_actor(
 
     status.now("environment")
     parts = [act_on(_reset(env), g) for g, env in enumerate(envs)]
+    status.now("environment")
     for env, part in zip(envs, parts):
         env.send(part[1])
     entry = _concat(parts)
@@ -154,6 +155,7 @@ def run_actor(
                 seconds["env"] += now - start
                 _episodes_ended(env, timestep, returns, lengths)
                 parts[g] = act_on(timestep, g)
+                status.now("environment")  # a send that raises is the environment's failure
                 env.send(parts[g][1])
                 seconds["act"] += time.perf_counter() - now
             entries.append(_concat(parts))

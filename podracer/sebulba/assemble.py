@@ -23,7 +23,7 @@ from podracer.runkit import Progress
 from podracer.sebulba.actor import make_act, run_actor
 from podracer.sebulba.learner import Schedule, SebulbaResult, learn
 from podracer.sebulba.pipeline import ActorStatus, ParamStore, StopAwareQueue
-from podracer.sebulba.run import run
+from podracer.sebulba.run import ActorFailed, run
 from podracer.types import LearnerState
 
 
@@ -94,7 +94,11 @@ def train(
     )
     with lifetime.Heartbeat(watch.progress.status, enabled=main) as heartbeat:
         watch.progress.heartbeat = heartbeat
-        return run(learner, threads, stop, watch=watch.stuck)
+        try:
+            return run(learner, threads, stop, watch=watch.stuck)
+        except ActorFailed as failure:  # what the thread was doing: its environment, inference, ...
+            failure.doing = {status.name: status.doing for status in statuses}.get(failure.thread)
+            raise
 
 
 def _actor_threads(agent, layout, actors, rollout_length, store, queue, stop):

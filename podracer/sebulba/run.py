@@ -18,6 +18,15 @@ R = TypeVar("R")
 JOIN_SECONDS = 30.0  # how long each thread gets to stop once the stop event is set
 
 
+class ActorFailed(RuntimeError):
+    """An actor thread ``thread`` raised ``error``, or stopped answering (``error`` None; ``thread`` "watch"): the run
+    stopped. ``doing``: what the thread was doing then (``environment``, ``inference``, ...), where known."""
+
+    def __init__(self, message: str, thread: str, error: BaseException | None = None):
+        super().__init__(message)
+        self.thread, self.error, self.doing = thread, error, None
+
+
 def run(
     learn: Callable[[], R],
     actors: dict[str, Callable[[], Any]],
@@ -28,9 +37,9 @@ def run(
     then sets ``stop`` and joins every thread; returns what ``learn`` returned.
 
     The first actor failure (any exception but :class:`~podracer.sebulba.pipeline.Stopped`)
-    sets ``stop`` and is raised here as ``RuntimeError("NAME failed: ...")``; a thread still
+    sets ``stop`` and is raised here as :class:`ActorFailed` (``"NAME failed: ..."``); a thread still
     alive after :data:`JOIN_SECONDS` is an error naming it. ``watch()`` runs every second
-    while the run lasts; a message from it (a stuck actor) stops the run and is raised here.
+    while the run lasts; a message from it (a stuck actor) stops the run and is raised here (:class:`ActorFailed`).
     """
     errors: list[tuple[str, BaseException]] = []
 
@@ -72,6 +81,6 @@ def run(
     if errors:
         name, error = errors[0]
         if name == "watch":
-            raise error
-        raise RuntimeError(f"{name} failed: {error!r}") from error
+            raise ActorFailed(str(error), name)
+        raise ActorFailed(f"{name} failed: {error!r}", name, error) from error
     return result
