@@ -20,6 +20,8 @@ import sys
 import time
 from collections.abc import Iterator
 
+from podracer import disk
+
 LOCK_NAME = ".podracer.lock"
 
 _held: dict[str, list] = {}  # real path -> [file descriptor, depth]: a process may enter its own lock again
@@ -67,7 +69,7 @@ def _describe(record: dict) -> str:
 
 
 def _acquire(directory: str, flag: str) -> int:
-    os.makedirs(directory, exist_ok=True)
+    disk.writable_directory(directory, f"{flag} {directory!r}")  # a file, or a path that cannot be written: one line
     fd = os.open(os.path.join(directory, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

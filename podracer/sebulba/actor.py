@@ -94,6 +94,13 @@ def _episodes_ended(env: HostEnv, timestep, returns: list, lengths: list) -> Non
         lengths.extend(env.stats.episode_length[timestep.last].tolist())
 
 
+def _send(env: HostEnv, action, status: ActorStatus) -> None:
+    """Starts ``env``'s step; the thread waits on its environment meanwhile (a send that raises is the environment's
+    failure)."""
+    status.now("environment")
+    env.send(action)
+
+
 def run_actor(
     *,
     envs: Sequence[HostEnv],
@@ -140,9 +147,8 @@ def run_actor(
 
     status.now("environment")
     parts = [act_on(_reset(env), g) for g, env in enumerate(envs)]
-    status.now("environment")
     for env, part in zip(envs, parts):
-        env.send(part[1])
+        _send(env, part[1], status)
     entry = _concat(parts)
     while not stop.is_set():
         seconds, entries, returns, lengths = {"env": 0.0, "act": 0.0, "ship": 0.0, "put_wait": 0.0}, [entry], [], []
@@ -155,8 +161,7 @@ def run_actor(
                 seconds["env"] += now - start
                 _episodes_ended(env, timestep, returns, lengths)
                 parts[g] = act_on(timestep, g)
-                status.now("environment")  # a send that raises is the environment's failure
-                env.send(parts[g][1])
+                _send(env, parts[g][1], status)
                 seconds["act"] += time.perf_counter() - now
             entries.append(_concat(parts))
         # Every group is stepping now (its next action sent): shipping overlaps with them.
