@@ -6,6 +6,8 @@ a logger with no sinks.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import math
 import os
@@ -73,6 +75,23 @@ def check_room(log_dir: str) -> None:
         )
 
 
+@contextlib.contextmanager
+def _disk_errors(log_dir: str, what: str):
+    """A device that fills while ``what`` is written (another writer took the room): one line naming it
+    (:class:`podracer.disk.DiskFull`), not the ``OSError``'s traceback."""
+    try:
+        yield
+    except OSError as error:
+        if error.errno != errno.ENOSPC:
+            raise
+        from podracer.disk import DiskFull
+
+        raise DiskFull(
+            f"--log-dir {log_dir!r}: the device is full (writing {what}); free some space and continue with "
+            "--resume (no line is lost or repeated)."
+        ) from None
+
+
 def keep_records_until(path: str, env_steps: float) -> int:
     """Drops the records of ``path`` (a ``metrics.jsonl``) after ``env_steps``: a run resumed from a checkpoint
     writes them again. Returns how many were dropped."""
@@ -131,41 +150,64 @@ class JsonlSink:
             for k, v in metrics.items()
         }
         record.update(self.identity)
-        check_room(os.path.dirname(os.path.abspath(self.path)))
-        if self.file is None:
-            self.file = open(self.path, "a", encoding="utf-8")
-        self.file.write(json.dumps(record) + "\n")
-        self.file.flush()
+        log_dir = os.path.dirname(os.path.abspath(self.path))
+        check_room(log_dir)
+        with _disk_errors(log_dir, self.path):
+            if self.file is None:
+                self.file = open(self.path, "a", encoding="utf-8")
+            self.file.write(json.dumps(record) + "\n")
+            self.file.flush()
 
     def close(self) -> None:
         if self.file is not None:
-            self.file.close()
+            file, self.file = self.file, None
+            try:
+                file.close()
+            except OSError:  # the line that could not be written was said when it failed
+                pass
 
 
 class TensorBoardSink:
     """TensorBoard event files in ``log_dir``; every metric is a scalar against ``env_steps``
-    (a list of values, such as per-seed returns, becomes ``name/0``, ``name/1``, ...)."""
+    (a list of values, such as per-seed returns, becomes ``name/0``, ``name/1``, ...).
+
+    Events are written in the calling thread (tensorboardX's ``EventsWriter``, not ``SummaryWriter``'s writer
+    thread): a device that fills is then one line (:class:`podracer.disk.DiskFull`), where the writer thread died
+    with a traceback and the next write waited forever for it."""
 
     def __init__(self, log_dir: str, run_id: str | None = None):
-        from tensorboardX import SummaryWriter
+        from tensorboardX.event_file_writer import EventsWriter
 
+        os.makedirs(log_dir, exist_ok=True)
+        self.log_dir = log_dir
         # The event file's name ends with the run id: two runs started in the same second on one host would
         # otherwise write to the same file name and one run's events would be lost.
-        self.writer = SummaryWriter(log_dir, filename_suffix=f".{run_id}" if run_id else "")
+        with _disk_errors(log_dir, "its TensorBoard events"):
+            self.writer = EventsWriter(os.path.join(log_dir, "events"), f".{run_id}" if run_id else "")
 
     def write(self, metrics: Mapping[str, float]) -> None:
-        step = int(metrics.get("env_steps", 0))
-        for name, value in metrics.items():
-            values = (
-                {f"{name}/{i}": v for i, v in enumerate(value)} if isinstance(value, (list, tuple)) else {name: value}
-            )
-            for tag, v in values.items():
-                if name != "env_steps" and math.isfinite(float(v)):
-                    self.writer.add_scalar(tag, float(v), step)
-        self.writer.flush()
+        from tensorboardX.proto.event_pb2 import Event
+        from tensorboardX.summary import scalar
+
+        step, now = int(metrics.get("env_steps", 0)), time.time()
+        check_room(self.log_dir)
+        with _disk_errors(self.log_dir, "its TensorBoard events"):
+            for name, value in metrics.items():
+                values = (
+                    {f"{name}/{i}": v for i, v in enumerate(value)}
+                    if isinstance(value, (list, tuple))
+                    else {name: value}
+                )
+                for tag, v in values.items():
+                    if name != "env_steps" and math.isfinite(float(v)):
+                        self.writer.write_event(Event(wall_time=now, step=step, summary=scalar(tag, float(v))))
+            self.writer.flush()
 
     def close(self) -> None:
-        self.writer.close()
+        try:
+            self.writer.close()
+        except OSError:  # the event that could not be written was said when it failed
+            pass
 
 
 class WandbSink:
@@ -211,14 +253,25 @@ class Logger:
                 sink.identity.update(fields)
 
     def close(self) -> None:
+        """Closes every sink, even when one fails (the first failure is raised once all are closed)."""
+        failed = None
         for sink in self.sinks:
-            sink.close()
+            try:
+                sink.close()
+            except Exception as error:  # noqa: BLE001 - the others still close
+                failed = failed or error
+        if failed is not None:
+            raise failed
 
     def __enter__(self) -> Logger:
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, kind, *exc) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - a run already failing says why in its own line
+            if kind is None:
+                raise
 
 
 def make_logger(

@@ -22,3 +22,60 @@ def test_two_runs_started_together_in_one_log_dir_keep_their_events_and_records_
     assert sorted(by_run.values()) == [[1.0, 1.0], [2.0, 2.0]]
     for run_id in by_run:  # each event file is named after its run
         assert sum(e.name.endswith(run_id) for e in events) == 1
+
+
+def _events(path):
+    """The ``Event`` records of a TensorBoard event file (TFRecord framing: length, its CRC, data, its CRC)."""
+    import struct
+
+    from tensorboardX.proto.event_pb2 import Event
+
+    data, out, at = path.read_bytes(), [], 0
+    while at < len(data):
+        (length,) = struct.unpack("Q", data[at : at + 8])
+        out.append(Event.FromString(data[at + 12 : at + 12 + length]))
+        at += 12 + length + 4
+    return out
+
+
+def test_tensorboard_events_hold_every_finite_scalar_against_env_steps(tmp_path):
+    with logging.make_logger(str(tmp_path), console=False, run_id="r1") as logger:
+        logger({"env_steps": 100, "episode_return": 1.5, "loss": float("nan"), "per_seed": [2.0, 3.0]})
+        logger({"env_steps": 200, "episode_return": 2.5, "loss": 0.25, "per_seed": [4.0, 5.0]})
+    (path,) = tmp_path.glob("events.out.tfevents.*.r1")
+    scalars = [(e.step, v.tag, v.simple_value) for e in _events(path) for v in e.summary.value]
+    assert scalars == [
+        (100, "episode_return", 1.5),
+        (100, "per_seed/0", 2.0),
+        (100, "per_seed/1", 3.0),
+        (200, "episode_return", 2.5),
+        (200, "loss", 0.25),
+        (200, "per_seed/0", 4.0),
+        (200, "per_seed/1", 5.0),
+    ]
+
+
+def test_a_device_that_fills_under_a_sink_is_one_line_naming_the_log_dir(tmp_path, monkeypatch):
+    """Another writer took the room: the write fails with ENOSPC (here /dev/full), and the run's error is one line;
+    closing the logger afterwards neither raises again nor waits."""
+    import pytest
+    import tensorboardX.record_writer
+
+    from podracer.disk import DiskFull
+
+    (tmp_path / "jsonl").mkdir()
+    os_link = tmp_path / "jsonl" / "metrics.jsonl"
+    os_link.symlink_to("/dev/full")
+    logger = logging.make_logger(str(tmp_path / "jsonl"), console=False)
+    with pytest.raises(DiskFull) as full:
+        with logger:
+            logger({"env_steps": 100, "episode_return": 1.0})
+    assert str(full.value) == (
+        f"--log-dir {str(tmp_path / 'jsonl')!r}: the device is full (writing {os_link}); free some space and "
+        "continue with --resume (no line is lost or repeated)."
+    )
+    monkeypatch.setattr(tensorboardX.record_writer, "open_file", lambda path: open("/dev/full", "wb"))
+    sink = logging.TensorBoardSink(str(tmp_path / "tb"))
+    with pytest.raises(DiskFull, match=r"the device is full \(writing its TensorBoard events\)"):
+        sink.write({"env_steps": 100, "episode_return": 1.0})
+    sink.close()
