@@ -187,12 +187,10 @@ def transition_items(trajectory: Trajectory, n: int, discount: float):
     return flat, mask.reshape(-1) > 0
 
 
-def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig(), run: RunFacts | None = None) -> Agent:
-    """Double DQN with n-step returns and (prioritized) replay; see the module docstring."""
-    import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
-
-    require_actions(spec, "dqn", "discrete")
-    network = QNetwork(
+def make_q_network(spec: EnvSpec, config, layer_norm: bool = False) -> QNetwork:
+    """The feed-forward Q-network of ``config`` (its ``hidden_sizes`` and ``torso``) for ``spec``'s observations
+    (``layer_norm``: PQN's)."""
+    return QNetwork(
         spec.num_actions,
         len(spec.observation.shape),
         config.hidden_sizes,
@@ -200,7 +198,16 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig(), run: RunFacts | Non
         image=image_layout(spec),
         obs_shape=tuple(spec.observation.shape),
         cell_actions=spec.cell_actions,
+        layer_norm=layer_norm,
     )
+
+
+def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig(), run: RunFacts | None = None) -> Agent:
+    """Double DQN with n-step returns and (prioritized) replay; see the module docstring."""
+    import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
+
+    require_actions(spec, "dqn", "discrete")
+    network = make_q_network(spec, config)
 
     linear = config.epsilon_schedule == "linear"
     if linear and run is None:

@@ -36,10 +36,10 @@ from podracer.agents.base import (
     require_actions,
     transitions,
 )
-from podracer.agents.dqn import epsilon_greedy, linear_epsilon
-from podracer.networks import QNetwork, RecurrentNetwork, TorsoName, lstm_initial_state, reset_state
+from podracer.agents.dqn import epsilon_greedy, linear_epsilon, make_q_network
+from podracer.networks import RecurrentNetwork, TorsoName, lstm_initial_state, reset_state
 from podracer.optim import OptimizerConfig, adam, on_policy_steps, optimizer_field
-from podracer.types import EnvSpec, RunFacts, Trajectory, image_layout
+from podracer.types import EnvSpec, RunFacts, Trajectory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,16 +109,7 @@ def make_pqn(spec: EnvSpec, config: PQNConfig = PQNConfig(), run: RunFacts | Non
         torso = make_torso(spec, config.torso, config.hidden_sizes, "relu", config.layer_norm)
         network = RecurrentNetwork(spec.num_actions, torso, config.core_size, heads="q")
     else:
-        network = QNetwork(
-            spec.num_actions,
-            len(spec.observation.shape),
-            config.hidden_sizes,
-            torso=config.torso,
-            image=image_layout(spec),
-            obs_shape=tuple(spec.observation.shape),
-            cell_actions=spec.cell_actions,
-            layer_norm=config.layer_norm,
-        )
+        network = make_q_network(spec, config, config.layer_norm)
     decay_steps = config.epsilon_fraction * run.total_env_steps
 
     def initial_state(batch):
