@@ -159,7 +159,31 @@ def error_hook():
     return getattr(_errors, "on_parse_error", None)
 
 
+def check_process_id(num_processes: int | None, process_id: int | None) -> None:
+    """A clear error for a process count below 1 or a process id outside 0 ... num_processes - 1."""
+    if num_processes is not None and num_processes < 1:
+        raise ValueError(f"--num-processes must be >= 1, got {num_processes}.")
+    if num_processes is not None and process_id is not None and not 0 <= process_id < num_processes:
+        raise ValueError(
+            f"--process-id {process_id} is out of range for {num_processes} processes "
+            f"(expected 0 ... {num_processes - 1})."
+        )
+
+
+def check_coordinator(address: str | None) -> None:
+    """``--coordinator`` is ``HOST:PORT`` with a port in 1 ... 65535 (``None``: none given)."""
+    if address is None:
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"--coordinator must be HOST:PORT, got {address!r}.")
+    if not 1 <= int(port) <= 65535:
+        raise ValueError(f"--coordinator {address!r}: port {int(port)} is out of range (1 ... 65535).")
+
+
 __all__ = [
+    "check_coordinator",
+    "check_process_id",
     "RESUME_CHOICES",
     "UsageError",
     "flag_values",

@@ -15,27 +15,7 @@ import time
 
 import jax
 
-
-def check_process_id(num_processes: int | None, process_id: int | None) -> None:
-    """A clear error for a process count below 1 or a process id outside 0 ... num_processes - 1."""
-    if num_processes is not None and num_processes < 1:
-        raise ValueError(f"--num-processes must be >= 1, got {num_processes}.")
-    if num_processes is not None and process_id is not None and not 0 <= process_id < num_processes:
-        raise ValueError(
-            f"--process-id {process_id} is out of range for {num_processes} processes "
-            f"(expected 0 ... {num_processes - 1})."
-        )
-
-
-def check_coordinator(address: str | None) -> None:
-    """``--coordinator`` is ``HOST:PORT`` with a port in 1 ... 65535 (``None``: none given)."""
-    if address is None:
-        return
-    host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise ValueError(f"--coordinator must be HOST:PORT, got {address!r}.")
-    if not 1 <= int(port) <= 65535:
-        raise ValueError(f"--coordinator {address!r}: port {int(port)} is out of range (1 ... 65535).")
+from podracer.command_line import check_coordinator, check_process_id  # the flags' checks
 
 
 # How fast a multi-process run notices a process that is gone: podracer's own watch ends every other
@@ -302,6 +282,8 @@ def _watch_peers(period: float = WATCH_PERIOD_SECONDS) -> None:
                 asked = time.monotonic()  # a value read from here on was written no earlier than this
                 client.key_value_set(f"podracer/alive/{me}", str(beat), allow_overwrite=True)
                 values = {p: _try_get(client, f"podracer/alive/{p}") for p in others}
+                if (waited := _try_get(client, f"podracer/late/{me}")) is not None:  # the others gave up on this one
+                    return _late(waited)
                 now = _RUN.answered = time.monotonic()
                 for p, value in values.items():
                     if value != seen[p][0]:
@@ -353,18 +335,40 @@ def all_arrive(what: str, timeout: int | None = None) -> None:
     try:
         client.wait_at_barrier(name, int(timeout * 1000))
     except Exception as error:  # noqa: BLE001 - DEADLINE_EXCEEDED, or the barrier failed for another process
-        late = [p for p in range(count) if p != me and _try_get(client, f"{name}/{p}") is None]
+        try:
+            late = [p for p in range(count) if p != me and _try_get(client, f"{name}/{p}") is None]
+        except Exception:  # noqa: BLE001 - the coordinator is gone with the process that ran it
+            late = None
+        if late == [] and _RUN.peers:  # every other process was there first and gave up: this one is the late one
+            _late(f"{what}|{timeout}")
         gone = set(_gone_processes() or [])
-        alive = [p for p in late if p not in gone]
+        alive = [p for p in late or [] if p not in gone]
         if not alive:
             raise LateProcesses(
                 f"{_lost(_gone_processes())}; ending this process ({str(error).splitlines()[0][:200]})"
             ) from None
+        for p in alive:  # tell the late ones why the run ends, before this process does (their watch reads it)
+            client.key_value_set(f"podracer/late/{p}", f"{what}|{timeout}", allow_overwrite=True)
+        time.sleep(4 * WATCH_PERIOD_SECONDS)
         raise LateProcesses(
             f"process {', '.join(map(str, alive))} did not reach {what} within {timeout} s (--distributed-timeout) "
             f"and is still alive: it may still be starting or compiling on a busy machine; raise "
             f"--distributed-timeout on every process, or check that every process runs the same command."
         ) from None
+
+
+def _late(waited: str) -> None:
+    """Ends this process (status 2, one line): the others waited ``--distributed-timeout`` for it at a point of the
+    start-up (``waited``: "WHAT|SECONDS") and gave up; it is the late one, not they."""
+    what, _, seconds = waited.rpartition("|")
+    print(
+        f"podracer: error: this process (process {jax.process_index()}) reached {what} more than {seconds} s "
+        "(--distributed-timeout) after the others, which have ended the run: it was still starting or compiling on "
+        "a busy machine; raise --distributed-timeout on every process.",
+        file=sys.stderr,
+        flush=True,
+    )
+    os._exit(2)
 
 
 def arrive_before_first_call(fn, what: str):
