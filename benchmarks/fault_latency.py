@@ -13,7 +13,8 @@ depend on the machine and its load, so they live here. The machine's load averag
 with each measurement. A stop of a run with a checkpoint directory is also judged: "saved" when it left a
 complete checkpoint and said so, "said" when it said in one line that the save did not finish and named the
 newest complete checkpoint, "nothing to save" when it was stopped before its first update completed and said so,
-"neither" otherwise; and whether it exited within the stop's bound plus 5 s.
+"neither" otherwise; and whether it exited within the stop's bound plus 5 s. Runs that end themselves (a non-finite
+update, an environment that raises or hangs) are judged by whether they said so in one line.
 """
 
 from __future__ import annotations
@@ -84,12 +85,23 @@ CASES = {
     "kill-process-1": "kill -9 of process 1 of a 2-process Anakin run: until process 0 exits",
     "kill-process-0": "kill -9 of process 0 of a 2-process Anakin run: until process 1 exits",
     "unreachable-coordinator": "a process whose coordinator never answers, --distributed-timeout 2",
+    "diverging-anakin": "an Anakin run whose second update is not finite: from its first progress line",
+    "diverging-sebulba": "a Sebulba run whose second update is not finite: from its start",
+    "raising-env-sebulba": "a Sebulba environment that raises (gymnasium, async): from the run's start",
+    "hanging-env-sebulba": "a Sebulba environment that hangs (gymnasium, async), --actor-timeout 10: from the start",
 }
+ONE_LINE_CASES = ("diverging-anakin", "diverging-sebulba", "raising-env-sebulba", "hanging-env-sebulba")
+# Adam's first step at a warm-up's learning rate of 0 is finite, the second (1e30 / 1000) is not.
+DIVERGING = ["--learning-rate", "1e30", "--max-grad-norm", "1e30", "--lr-warmup-steps", "1000"]  # with --agent a2c
+# tests/faulty_envs.py: gymnasium environments that raise or hang after 200 steps
+FAULTY = ["-m", "podracer.cli", "sebulba", "--gymnasium-vectorization", "async", "--num-envs-per-actor", "2"]
+FAULTY += ["--rollout-length", "8", "--total-env-steps", "1000000", "--actor-timeout", "10", "--cpu-devices", "2"]
 
 
 def _env():
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "tests"), env.get("PYTHONPATH", "")])  # faulty_envs
     return env
 
 
@@ -187,11 +199,35 @@ def measure(case: str, tmp: Path) -> tuple[float, int]:
             for p in pair:
                 if p.poll() is None:
                     p.kill()
+    if case in ONE_LINE_CASES:
+        return _one_line_stop(case, tmp)
     if case == "unreachable-coordinator":
         start = time.monotonic()
         proc = _start([*ANAKIN, *coordinator, "1", "--distributed-timeout", "2"], tmp)
         return _until_exit(proc, start)  # from the start: the figure includes Python's and JAX's start-up
     raise ValueError(f"unknown case {case!r}")
+
+
+def _one_line_stop(case: str, tmp: Path) -> tuple[float, int]:
+    """A run that ends itself (a non-finite update, a failing environment): seconds to its exit, and whether it said
+    so in one line (:data:`VERDICTS`: "one line", or the count of lines that read as errors)."""
+    directory = ["--checkpoint-dir", str(tmp / "ckpt")]
+    if case == "diverging-anakin":
+        proc = _start([*ANAKIN[:-2], "--updates-per-call", "1", "--agent", "a2c", *DIVERGING, *directory], tmp)
+        _wait_for_progress(proc, "| sps")
+        start = time.monotonic()
+    else:
+        start = time.monotonic()
+        if case == "diverging-sebulba":
+            proc = _start([*SEBULBA, *DIVERGING, *directory], tmp)
+        else:
+            task = "Raising-v0" if case == "raising-env-sebulba" else "Hanging-v0"
+            proc = _start([*FAULTY, "--env", f"gymnasium:faulty_envs:{task}", *directory], tmp)
+        threading.Thread(target=proc.stdout.read, daemon=True).start()
+    seconds, status = _until_exit(proc, start)
+    errors = [line for line in proc.stderr.read().splitlines() if "error" in line.lower() or "Traceback" in line]
+    VERDICTS.append("one line" if len(errors) == 1 else f"{len(errors)} lines")
+    return seconds, status
 
 
 def main(argv=None):
@@ -250,7 +286,7 @@ def _measure_cases(args) -> list[dict]:
                 "statuses": statuses,
                 "load_1min": loads,
                 "verdicts": verdicts,
-                "within_bound": sum(x <= bound for x in seconds),
+                "within_bound": None if case in ONE_LINE_CASES else sum(x <= bound for x in seconds),
             }
         )
     return rows
@@ -268,9 +304,13 @@ def _table(args, machine: str, rows: list[dict]) -> None:
     for row in rows:
         v = row["verdicts"]
         stops = f"{v.count('saved')} / {v.count('said')} / {v.count('neither')}" if v else "-"
+        if v and all("line" in x for x in v):  # a run that ended itself: did it say so in one line?
+            stops = f"one line: {v.count('one line')} of {len(v)}"
         lines.append(
             f"| {row['what']} | {row['median_s']:.1f} | {min(row['seconds']):.1f} | {max(row['seconds']):.1f} | "
-            f"{', '.join(map(str, row['statuses']))} | {stops} | {row['within_bound']} of {len(row['seconds'])} | "
+            f"{', '.join(map(str, row['statuses']))} | {stops} | "
+            + ("-" if row["within_bound"] is None else f"{row['within_bound']} of {len(row['seconds'])}")
+            + " | "
             f"{', '.join(f'{x:.1f}' for x in row['load_1min'])} |"
         )
     text = "\n".join(lines) + "\n"

@@ -150,6 +150,7 @@ BAD_INPUTS = [
     (E, "--checkpoint x --episodes 0", "--episodes must be >= 1, got 0."),
     (E, "--episodes 2", "the following arguments are required: --checkpoint"),
     (P, "--checkpoint-dir x --poll-seconds 0", "--poll-seconds must be > 0, got 0.0."),
+    (P, "--checkpoint-dir x --wait -1", "--wait must be >= 0, got -1.0."),
     (P, "--gif x.gif", "the following arguments are required: --checkpoint-dir"),
     (
         A,
