@@ -166,3 +166,26 @@ def test_a_fresh_run_never_adds_a_second_series_to_a_log_directory(tmp_path):
     records = [json.loads(line) for line in (logs / "metrics.jsonl").read_text().splitlines()]
     assert [r["env_steps"] for r in records] == [16 * 16 * k for k in (1, 2, 3)]
     assert len({r["run_id"] for r in records}) == 1
+
+
+@pytest.mark.slow
+def test_a_resume_on_another_device_count_is_refused_through_the_command_line(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    directory = str(tmp_path / "run")
+    flags = ["anakin", "--env", "catch", "--num-envs", "16", "--num-updates", "2", "--updates-per-call", "1"]
+    flags += ["--checkpoint-dir", directory, "--resume", "auto"]
+
+    def run(*more):
+        return subprocess.run(
+            [sys.executable, "-m", "podracer.cli", *flags, *more], capture_output=True, text=True, timeout=300, env=env
+        )
+
+    assert run("--cpu-devices", "2").returncode == 0
+    refused = run("--cpu-devices", "1", "--num-updates", "4")
+    assert refused.returncode == 2, refused.stderr
+    errors = [line for line in refused.stderr.splitlines() if "error" in line.lower()]
+    assert errors == [
+        f"podracer anakin: error: --resume: {directory!r} holds a checkpoint of another run: --num-envs-per-device 8 "
+        "there, 16 here; devices (--cpu-devices on a CPU) 2 there, 1 here. Resume with its settings, or choose "
+        "another --checkpoint-dir."
+    ], refused.stderr
