@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-
 import math
 import os
 from collections.abc import Callable

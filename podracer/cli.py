@@ -115,7 +115,7 @@ def divergence_line(cfg, error) -> str:
     finite, the flags most likely at fault with their values, and the newest checkpoint, which is finite."""
     from podracer.agents.base import hyperparameters
 
-    values = hyperparameters(cfg.agent) if hasattr(cfg, "agent") else {}
+    values = hyperparameters(cfg.agent)
     suspects = [
         f"--{name.replace('_', '-')} {values[name]:g}"
         for name in ("learning_rate", "max_grad_norm", "reward_scale")
