@@ -13,7 +13,7 @@ import math
 import os
 from collections.abc import Callable
 
-from podracer import agents, anakin, checkpoint, envs, parallel
+from podracer import agents, anakin, checkpoint, envs, parallel, startup
 from podracer import logging as logging_lib
 from podracer import normalize as normalize_lib
 from podracer import sweep as sweep_lib
@@ -135,6 +135,7 @@ def run_logger(config, total_env_steps: int, console_keys: tuple[str, ...], resu
         wandb_project=config.wandb_project,
         wandb_config=dataclasses.asdict(config),
         process=parallel.process_index(),
+        started=startup.LAUNCH,  # progress lines count from the launch
     )
 
 

@@ -362,6 +362,8 @@ def prepare(directory: str, *, resume: str | bool, identity: dict[str, Any]) -> 
     """
     resume = {True: "yes", False: "no"}.get(resume, resume)
     disk.writable_directory(directory, f"--checkpoint-dir {directory!r}")
+    if removed := disk.remove_unfinished(directory, parallel.process_index(), parallel.is_main_process()):
+        print(f"podracer: removed what saves cut short left in {directory}: {', '.join(removed)}", flush=True)
     found = steps(directory)
     if resume == "auto" and not found:
         return None

@@ -17,7 +17,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
-from podracer import compile_cache, config, lifetime, parallel
+from podracer import compile_cache, config, lifetime, parallel, startup
 from podracer import multihost
 
 COMMANDS = {
@@ -56,10 +56,12 @@ def train(
     adds to its last line.
     """
     cfg = config.parse(default, argv, prog=prog, description=description)
+    startup.mark("imports")
+    startup.count_programs()
     if cfg.process_id in (None, 0):
         print(f"{name}: {settings_line(cfg)}", flush=True)
     lifetime.quiet_dependencies()
-    stop, interrupted = lifetime.stop_on_signals(name)
+    stop, interrupted = lifetime.stop_on_signals(name, saving=bool(cfg.checkpoint_dir))
     parallel.set_cpu_device_count(cfg.cpu_devices or parallel.available_cores())
     try:
         if cfg.compile_cache:
@@ -79,8 +81,12 @@ def train(
         print(f"{name}: error: {error}", file=sys.stderr)
         return 2
     except Exception as error:  # noqa: BLE001 - in a multi-process run, most likely a process that is gone
-        from podracer.runkit import Diverged
+        from podracer.runkit import Diverged, Finished
 
+        if isinstance(error, Finished):  # --resume of a run that is done: nothing was compiled
+            if parallel.is_main_process():
+                print(f"{name}: {error}", flush=True)
+            return 0
         if isinstance(error, Diverged):  # every process of the run stopped at the same update
             print(f"{name}: error: {divergence_line(cfg, error)}", file=sys.stderr, flush=True)
             return 1
@@ -93,7 +99,7 @@ def train(
             multihost.abandon_run(name, error)
         raise
     if interrupted.is_set():
-        saved = ""
+        saved = "; nothing saved (no --checkpoint-dir)"
         if cfg.checkpoint_dir:  # what the stop left: the newest complete checkpoint, or that no update had completed
             from podracer import checkpoint
 
@@ -207,7 +213,7 @@ def _train_anakin(cfg, stop):
 def _report_anakin(cfg, result) -> int:
     from podracer import anakin
 
-    last = result.history[-1]
+    last, compiled = result.history[-1], startup.programs()
     final = last["episode_return"]
     if parallel.is_main_process():
         if cfg.num_seeds > 1 and not cfg.sweep:  # a sweep prints its own table
@@ -220,7 +226,7 @@ def _report_anakin(cfg, result) -> int:
             )
         print(
             f"final mean episode return {final:.3f}; steady state {result.env_steps_per_second:,.0f} env steps/s; "
-            f"compile {result.compile_seconds:.1f} s",
+            f"compile {compiled['seconds']:.1f} s: {startup.programs_said()}",
             flush=True,
         )
     return 0 if math.isfinite(final) else 1
@@ -246,9 +252,10 @@ def _train_sebulba(cfg, stop):
 
 
 def _report_sebulba(cfg, result) -> int:
-    final = result.history[-1]["episode_return"] if result.history else float("nan")  # nan: no episode ended
+    ended = [h["episode_return"] for h in result.history if h.get("episodes", 1) > 0]  # windows where episodes ended
     if parallel.is_main_process():
-        print(f"done: {result.updates} updates; final mean episode return {final:.2f}", flush=True)
+        said = f"final mean episode return {ended[-1]:.2f}" if ended else "no episode ended"
+        print(f"done: {result.updates} updates; {said}", flush=True)
     return 0
 
 

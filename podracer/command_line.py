@@ -181,7 +181,39 @@ def check_coordinator(address: str | None) -> None:
         raise ValueError(f"--coordinator {address!r}: port {int(port)} is out of range (1 ... 65535).")
 
 
+# What tells jax.distributed it runs in a cluster it can join by itself (--distributed): Slurm's step, Open MPI's
+# and MPICH's launchers, a TPU VM's workers, a Kubernetes pod (JAX's cluster detectors read these).
+CLUSTER_VARIABLES = (
+    "SLURM_JOB_ID",
+    "OMPI_MCA_orte_hnp_uri",
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_SIZE",
+    "TPU_WORKER_HOSTNAMES",
+    "MEGASCALE_COORDINATOR_ADDRESS",
+    "KUBERNETES_SERVICE_HOST",
+    "JAX_COORDINATOR_ADDRESS",
+)
+
+
+def check_cluster(environ=None) -> None:
+    """``--distributed`` outside a cluster that JAX detects (no :data:`CLUSTER_VARIABLES`, no TPU runtime): a
+    one-line ``ValueError`` saying what is missing and what to pass instead, before JAX waits for a coordinator."""
+    import os
+
+    environ = os.environ if environ is None else environ
+    if any(name in environ for name in CLUSTER_VARIABLES) or importlib.util.find_spec("libtpu") is not None:
+        return
+    raise ValueError(
+        "--distributed found no cluster to join: none of the variables Slurm sets for a task of a job step "
+        "(SLURM_JOB_ID, SLURM_NTASKS, SLURM_PROCID: run the command under srun), nor Open MPI's or a TPU VM's; "
+        "outside one, start every process with --coordinator HOST:PORT --num-processes N --process-id I, or drop "
+        "--distributed to train in one process."
+    )
+
+
 __all__ = [
+    "CLUSTER_VARIABLES",
+    "check_cluster",
     "check_coordinator",
     "check_process_id",
     "RESUME_CHOICES",

@@ -4,6 +4,8 @@ written, and sizes as people read them."""
 from __future__ import annotations
 
 import os
+import re
+import shutil
 
 
 class DiskFull(ValueError):
@@ -33,4 +35,23 @@ def writable_directory(directory: str, what: str, hint: str = "") -> None:
         raise ValueError(f"{what} is not writable{end}")
 
 
-__all__ = ["DiskFull", "size", "writable_directory"]
+UNFINISHED = re.compile(r"\.orbax-checkpoint-tmp|\.json\.tmp$")  # what a save cut short leaves behind
+
+
+def remove_unfinished(directory: str, process: int, main: bool) -> list[str]:
+    """Removes what saves cut short by a kill left in the checkpoint ``directory``: orbax's temporary folders and
+    half-written metadata (the main process: at the top; process ``process``: in its own part of each run state).
+    Returns their paths relative to ``directory``, sorted. Call it before the run writes there (its lock held)."""
+    if not os.path.isdir(directory):
+        return []
+    found = [name for name in os.listdir(directory) if main and UNFINISHED.search(name)]
+    for run in (name for name in os.listdir(directory) if name.endswith(".run")):
+        mine = f"process_{process}"
+        found += [os.path.join(run, n) for n in os.listdir(os.path.join(directory, run)) if n.startswith(mine + ".")]
+    for name in found:
+        path = os.path.join(directory, name)
+        shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.remove(path)
+    return sorted(found)
+
+
+__all__ = ["DiskFull", "remove_unfinished", "size", "writable_directory"]

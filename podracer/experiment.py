@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import jax
 
-from podracer import anakin, checkpoint, envs, lifetime, parallel, play, preflight, runlock
+from podracer import anakin, checkpoint, envs, lifetime, parallel, play, preflight, runlock, startup
 from podracer import logging as logging_lib
 from podracer import sweep as sweep_lib
 from podracer.agents.base import Agent
@@ -35,7 +35,7 @@ from podracer.config import AnakinConfig, SebulbaConfig
 from podracer.envs.base import HostEnv, example_action_mask, example_observation, observation_rank
 from podracer.learner import init_learner_state, should_unroll
 from podracer.logging import Logger
-from podracer.runkit import AnakinCheckpoints, Progress, sebulba_checkpoints
+from podracer.runkit import AnakinCheckpoints, Progress, check_unfinished, sebulba_checkpoints
 from podracer.sebulba import assemble
 from podracer.sebulba import learner as sebulba_learner
 from podracer.types import RunFacts
@@ -75,6 +75,7 @@ def _start_anakin(config: AnakinConfig, stop) -> anakin.RunResult:
     if config.checkpoint_dir:  # checked before anything is compiled
         identity = metadata["resume_identity"]
         resume_step = checkpoint.prepare(config.checkpoint_dir, resume=config.resume, identity=identity)
+        check_unfinished(config.checkpoint_dir, config.resume, config.num_updates, "--num-updates")
         if main:
             checkpoint.mark_running(config.checkpoint_dir)
     try:
@@ -89,7 +90,7 @@ def _anakin_evaluation(config: AnakinConfig, env, agent, sweep: anakin.Sweep | N
     ``--num-seeds``, per setting and seed with ``--sweep``."""
     if not config.eval_every:
         return None
-    entries = None if sweep is None else (sweep.expand(anakin.seed_keys(config.seed, config.num_seeds))[1], sweep.build)
+    entries = None if sweep is None else (sweep.values(config.num_seeds), sweep.build)
     return play.periodic_evaluation(env, agent, config.eval_episodes, config.seed, config.num_seeds, entries)
 
 
@@ -105,8 +106,9 @@ def _sebulba_evaluation(config: SebulbaConfig, make_env, agent):
 def _train_anakin(config: AnakinConfig, env, agent: Agent, run: RunFacts, metadata: dict, resume_step, stop):
     main, num_global, optimizer = parallel.is_main_process(), parallel.num_global_devices(), agent.optimizer
     per_device, steps_per_update = run.envs_per_learner, run.total_env_steps // run.num_updates
-    key = anakin.seed_keys(config.seed, config.num_seeds) if config.num_seeds > 1 else jax.random.key(config.seed)
+    key = anakin.run_key(config.seed, config.num_seeds)
     sweep = make_sweep(config, env.spec(), run)
+    startup.mark("environment")
     state = anakin.init(env, agent, optimizer, key, per_device, rollout_length=config.rollout_length, sweep=sweep)
     if sweep is not None and (bad := anakin.unsweepable(env, sweep, state, config.rollout_length)):
         raise ValueError(
@@ -210,6 +212,7 @@ def _start_sebulba(config: SebulbaConfig, make_env, stop, log) -> sebulba_learne
         probe.close()
     check_normalizable(config, spec)
     run = sebulba_run_facts(config, per_actor, layout)
+    check_unfinished(config.checkpoint_dir, config.resume, run.num_updates, "--total-env-steps")
     agent = make_agent(config.agent, spec, normalization(config), run)  # once: the estimate's and the run's
     preflight.check_sebulba(config, agent, spec, layout, num_actors, per_actor)
     # Actor i's group g gets seeds as if its batch were one envpool batch (envpool seeds env j with seed + j).
@@ -226,6 +229,7 @@ def _start_sebulba(config: SebulbaConfig, make_env, stop, log) -> sebulba_learne
 
 
 def _run_sebulba(config, agent: Agent, run: RunFacts, layout, groups, first_actor: int, stop, log, make_env):
+    startup.mark("environment")
     spec, first_env = groups[0][0].spec(), groups[0][0]
     if isinstance(log, Logger):
         log.add_fields(preflight.opponent_field(first_env))

@@ -175,7 +175,7 @@ def exit_soon(status: int, seconds: float | None = None) -> None:
 
 
 def stop_on_signals(
-    program: str, grace: float | None = None, bound: float | None = None
+    program: str, grace: float | None = None, bound: float | None = None, *, saving: bool = True
 ) -> tuple[threading.Event, threading.Event]:
     """Routes Ctrl-C, SIGTERM and SIGUSR1 (:data:`STOP_SIGNALS`) to ``stop`` instead of raising
     ``KeyboardInterrupt`` or ending the process somewhere in the run; returns ``(stop, interrupted)``. Call it in
@@ -185,7 +185,8 @@ def stop_on_signals(
     (:data:`GRACE_SECONDS`), it is abandoned: the update registered last with :func:`completed` is saved from
     the signal's thread and the process exits with :func:`exit_status`. The whole stop is bounded: ``bound``
     seconds (:data:`STOP_SECONDS`) after the signal the process exits whatever it is doing. A second Ctrl-C
-    exits at once; a second SIGTERM or SIGUSR1 (a scheduler repeating itself) changes nothing.
+    exits at once; a second SIGTERM or SIGUSR1 (a scheduler repeating itself) changes nothing. ``saving``: whether
+    the run saves (its first line says what the stop does).
 
     The signals are blocked before JAX and envpool start their worker threads, so those threads inherit the
     block: a signal delivered to one of them could break a blocking wait there and hang the run. A waiter
@@ -210,7 +211,9 @@ def stop_on_signals(
         stop.set()
         again = " (Ctrl-C again to quit at once)" if signum == signal.SIGINT else ""
         print(
-            f"{program}: {stop_reason()}: stopping: saving the last completed update{again} ...",
+            f"{program}: {stop_reason()}: stopping: "
+            + ("saving the last completed update" if saving else "nothing to save (no --checkpoint-dir)")
+            + f"{again} ...",
             file=sys.stderr,
             flush=True,
         )

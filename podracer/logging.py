@@ -29,13 +29,20 @@ def _finite_or_none(value: float):
 
 
 class ConsoleSink:
-    """One progress line per log step: env steps, env steps/s, mean episode return, and chosen extras."""
+    """One progress line per log step: seconds since ``started`` (``time.monotonic()``; default: the sink's creation),
+    env steps, env steps/s, mean episode return, and chosen extras."""
 
-    def __init__(self, total_env_steps: float | None = None, keys: Sequence[str] = (), stream: TextIO | None = None):
+    def __init__(
+        self,
+        total_env_steps: float | None = None,
+        keys: Sequence[str] = (),
+        stream: TextIO | None = None,
+        started: float | None = None,
+    ):
         self.total = total_env_steps
         self.keys = tuple(keys)
         self.stream = stream or sys.stdout
-        self.start = time.perf_counter()
+        self.start = time.monotonic() if started is None else started
 
     def write(self, metrics: Mapping[str, float]) -> None:
         steps = metrics.get("env_steps", float("nan"))
@@ -43,16 +50,25 @@ class ConsoleSink:
         if self.total:
             progress += f"/{self.total:,.0f} ({100 * steps / self.total:5.1f}%)"
         parts = [
-            f"[{time.perf_counter() - self.start:7.1f}s]",
+            f"[{time.monotonic() - self.start:7.1f}s]",
             f"env steps {progress}",
             f"sps {metrics.get('sps', float('nan')):>10,.0f}",
-            f"return {metrics.get('episode_return', float('nan')):8.3f}",
+            _return_shown(metrics),
         ]
         parts += [f"{k} {metrics[k]:.4g}" for k in self.keys if k in metrics]
         print(" | ".join(parts), file=self.stream, flush=True)
 
     def close(self) -> None:
         pass
+
+
+def _return_shown(metrics: Mapping[str, float]) -> str:
+    """The progress line's return: the window's mean episode return, or, when no episode ended in the window (an
+    episode longer than a log window), that, rather than ``nan``."""
+    value = metrics.get("episode_return", float("nan"))
+    if not math.isfinite(value) and metrics.get("episodes", 1) == 0:
+        return "return (no episode ended in this window)"
+    return f"return {value:8.3f}"
 
 
 # A log line is written only while its device has this much room: a full disk ends the run with one line
@@ -285,6 +301,7 @@ def make_logger(
     wandb_config: Mapping | None = None,
     run_id: str | None = None,
     process: int = 0,
+    started: float | None = None,
 ) -> Logger:
     """Console progress, and with ``log_dir`` also ``log_dir/metrics.jsonl`` and TensorBoard events; with
     ``wandb_project`` also a Weights & Biases run (its config: ``wandb_config``).
@@ -293,13 +310,13 @@ def make_logger(
     ``metrics.jsonl`` record carries ``run_id`` (default: :func:`new_run_id`) and ``process`` (the index of
     the process that wrote it), and the TensorBoard event file's name ends with the run id, so runs sharing a
     ``log_dir`` stay apart (:meth:`Logger.add_fields` adds more). On processes other than the main one the logger
-    writes nothing.
+    writes nothing. ``started``: when the console's clock starts (``time.monotonic()``; default: now).
     """
     if not is_main:
         return Logger()
     sinks: list[Sink] = []
     if console:
-        sinks.append(ConsoleSink(total_env_steps, console_keys))
+        sinks.append(ConsoleSink(total_env_steps, console_keys, started=started))
     if log_dir:
         run_id = run_id or new_run_id()
         sinks.append(JsonlSink(os.path.join(log_dir, "metrics.jsonl"), {"run_id": run_id, "process": process}))

@@ -15,7 +15,7 @@ import time
 
 import jax
 
-from podracer.command_line import check_coordinator, check_process_id  # the flags' checks
+from podracer.command_line import check_cluster, check_coordinator, check_process_id  # the flags' checks
 
 
 # How fast a multi-process run notices a process that is gone: podracer's own watch ends every other
@@ -55,6 +55,7 @@ def initialize(
     explicit = (coordinator_address, num_processes, process_id)
     if all(v is None for v in explicit):
         if auto_detect:
+            check_cluster()  # before JAX waits for a coordinator that is not there
             _no_preemption_service()
             with _deadline(timeout, "the coordinator JAX detected"):
                 jax.distributed.initialize(**knobs)

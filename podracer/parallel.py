@@ -249,17 +249,17 @@ def local_entries(tree):
 
 def host_entry(tree):
     """The first local device's entry of a tree stacked over devices as numpy copies (typed PRNG keys as their
-    raw data), read from the device buffers without running a computation: safe from a thread other than the one
-    that runs the next computation (a stop signal's)."""
+    raw data), brought to the host in one transfer without running a computation: no program to compile, and
+    safe from a thread other than the one that runs the next computation (a stop signal's)."""
 
     def first(x):
         x = jax.random.key_data(x) if _is_key(x) else x
         if isinstance(x, jax.Array):
-            shard = min(x.addressable_shards, key=lambda s: s.index[0].start or 0)
-            return np.array(shard.data)[0]
-        return np.array(x)[0]
+            return min(x.addressable_shards, key=lambda s: s.index[0].start or 0).data
+        return x
 
-    return jax.tree.map(first, tree)
+    leaves, treedef = jax.tree.flatten(jax.tree.map(first, tree))
+    return jax.tree.unflatten(treedef, [np.array(x)[0] for x in jax.device_get(leaves)])
 
 
 def unreplicate(tree):

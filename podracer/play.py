@@ -226,20 +226,27 @@ def periodic_evaluation(
     (:func:`make_evaluate`), with the same environment seeds at every evaluation (so equal parameters score
     equally); per seed when ``num_seeds > 1`` (parameters ``[S, ...]``); with ``sweep_entries``, ``(values, build)``
     of a sweep, per entry (``build(values) -> (agent, optimizer)``)."""
-    key = jax.random.key(seed + EVAL_SEED_OFFSET)
+    seed = seed + EVAL_SEED_OFFSET  # the key is made inside the program: no computation of its own to compile
     if sweep_entries is not None:
         values, build = sweep_entries
 
         def evaluate_entry(params, entry_values):
-            return make_evaluate(env, build(entry_values)[0], episodes)(params, key)
+            return make_evaluate(env, build(entry_values)[0], episodes)(params, jax.random.key(seed))
 
-        compiled = jax.jit(lambda params: jax.vmap(evaluate_entry)(params, values))
+        def evaluation(params):  # (the program's name in JAX's compile log)
+            return jax.vmap(evaluate_entry)(params, values)
+
+        compiled = jax.jit(evaluation)
         return lambda params: jax.device_get(compiled(params))
     evaluate = make_evaluate(env, agent, episodes)
     if num_seeds > 1:
         evaluate = jax.vmap(evaluate, in_axes=(0, None))
-    compiled = jax.jit(evaluate)
-    return lambda params: jax.device_get(compiled(params, key))
+
+    def evaluation(params):  # (the program's name in JAX's compile log)
+        return evaluate(params, jax.random.key(seed))
+
+    compiled = jax.jit(evaluation)
+    return lambda params: jax.device_get(compiled(params))
 
 
 def periodic_host_evaluation(

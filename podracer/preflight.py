@@ -24,9 +24,10 @@ def check_memory(needed: int, available: int | None, what: str) -> None:
 def anakin_memory(config, env, agent, optimizer, per_device: int) -> int:
     """Bytes of this process's Anakin run: every local device's state (seeds and settings included) and two
     rollouts' worth of time steps (the trajectory and what its loss keeps), estimated from shapes alone."""
-    state = jax.eval_shape(
-        lambda key: anakin.init_state(env, agent, optimizer, key, per_device, rollout_length=config.rollout_length),
-        jax.random.key(0),
+    state = jax.eval_shape(  # the key made inside: nothing computed
+        lambda: anakin.init_state(
+            env, agent, optimizer, jax.random.key(0), per_device, rollout_length=config.rollout_length
+        )
     )
     entries = config.num_seeds * max(len(config.sweep_points), 1)
     rollout = 2 * config.rollout_length * checkpoint.tree_bytes(state.rollout)
@@ -39,15 +40,14 @@ def sebulba_memory(config, agent, spec, layout: parallel.Layout, num_actors: int
     observation buffers, estimated from shapes alone."""
     optimizer = agent.optimizer
     state = jax.eval_shape(
-        lambda key: init_learner_state(
+        lambda: init_learner_state(
             agent,
             optimizer,
-            key,
+            jax.random.key(0),
             example_observation(spec),
             rollout_length=config.rollout_length,
             action_mask=example_action_mask(spec),
         ),
-        jax.random.key(0),
     )
     per_env_step = checkpoint.tree_bytes(example_observation(spec)) + 64  # and its reward, action, logits, ...
     trajectories = (config.queue_size + num_actors + 1) * (config.rollout_length + 1) * per_actor * per_env_step

@@ -24,7 +24,7 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
-from podracer import checkpoint, lifetime, parallel
+from podracer import checkpoint, lifetime, parallel, startup
 from podracer import logging as logging_lib
 from podracer.learner import nonfinite_names
 
@@ -41,6 +41,22 @@ class Diverged(RuntimeError):
         self.update, self.what, self.entry = update, what, entry
         where = "" if entry is None else f", seed entry {entry}"
         super().__init__(f"update {update} is not finite ({', '.join(what)}{where})")
+
+
+class Finished(Exception):
+    """``--resume`` found the run done (:func:`check_unfinished`): the command says so and exits 0."""
+
+
+def check_unfinished(directory: str | None, resume: str, num_updates: int, budget: str) -> None:
+    """Raises :class:`Finished`, before anything is compiled, when ``--resume`` (``yes`` or ``auto``) would continue a
+    run whose newest checkpoint in ``directory`` already holds its ``num_updates`` updates (``budget``: the flag that
+    sets the run's length)."""
+    done = checkpoint.steps(directory) if directory and resume != "no" else []
+    if done and done[-1] >= num_updates:
+        raise Finished(
+            f"the run in {directory} has finished: its newest checkpoint, {checkpoint.describe_newest(directory)}, "
+            f"holds all {num_updates:,} updates; nothing to train (to train on, raise {budget})."
+        )
 
 
 class NonfiniteWatch:
@@ -135,8 +151,10 @@ class Progress:
         *,
         what: str = "",
         describe: Callable[[], list[str]] | None = None,
+        first: str = "first call",
     ):
         self.total, self.steps, self.main, self.what, self.describe = total_steps, steps, main, what, describe
+        self.first = first  # the start-up's last phase: until the first progress line
         self.phase, self.start, self.first_steps = "starting", time.monotonic(), steps
         self.heartbeat: lifetime.Heartbeat | None = None
         self.warned = False
@@ -145,6 +163,8 @@ class Progress:
         """A feeder's progress: ``"compiling"``, then ``"compiled in S s"`` (the clock of the ETA starts there)."""
         compiling = text == "compiling"
         self.phase = "compiling" if compiling else "training"
+        if not compiling:
+            startup.mark("compile")
         if self.main:
             print(f"podracer: {'compiling ...' if compiling else text}", flush=True)
         self.start, self.first_steps = time.monotonic(), self.steps
@@ -167,6 +187,9 @@ class Progress:
         """``log`` preceded by :meth:`advanced` for every summary (its ``env_steps``)."""
 
         def write(summary):
+            startup.mark(self.first)
+            if self.main and (said := startup.line()):  # once, before the first progress line
+                print(f"podracer: {said}", flush=True)
             self.advanced(summary.get("env_steps", self.steps))
             if log is not None:
                 log(summary)
@@ -289,10 +312,12 @@ __all__ = [
     "AnakinCheckpoints",
     "Cadence",
     "Diverged",
+    "Finished",
     "NonfiniteWatch",
     "ON_NONFINITE",
     "Progress",
     "SLOW_RUN_SECONDS",
     "StopSnapshot",
+    "check_unfinished",
     "sebulba_checkpoints",
 ]

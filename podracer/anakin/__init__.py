@@ -24,7 +24,7 @@ from podracer.anakin.core import (
     make_update,
     unsweepable,
 )
-from podracer.anakin.loop import RunResult, make_multi_update, make_train, run, seed_keys
+from podracer.anakin.loop import RunResult, make_multi_update, make_train, run, run_key, seed_keys
 from podracer.play import make_evaluate, make_random_play, random_action
 from podracer.stats import interquartile_mean, summarize, summarize_evaluation, summarize_seeds
 
@@ -45,6 +45,7 @@ __all__ = [
     "make_update",
     "random_action",
     "run",
+    "run_key",
     "seed_keys",
     "summarize",
     "summarize_evaluation",

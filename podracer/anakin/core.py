@@ -57,10 +57,13 @@ class Sweep(NamedTuple):
     def expand(self, key: chex.PRNGKey) -> tuple[chex.PRNGKey, dict[str, chex.Array]]:
         """Keys ``[P x S]`` (every seed's key, once per setting) and each swept value ``[P x S]`` along them."""
         keys = key[None] if jnp.ndim(key) == 0 else key
-        values = {
-            name: jnp.asarray(np.repeat([point[name] for point in self.points], len(keys))) for name in self.points[0]
+        return jnp.concatenate([keys] * len(self.points)), self.values(len(keys))
+
+    def values(self, num_seeds: int) -> dict[str, chex.Array]:
+        """Each swept value ``[P x S]`` along :meth:`expand`'s keys, for ``num_seeds`` seeds (no computation)."""
+        return {
+            name: jnp.asarray(np.repeat([point[name] for point in self.points], num_seeds)) for name in self.points[0]
         }
-        return jnp.concatenate([keys] * len(self.points)), values
 
     def update(self, env: Environment, rollout_length: int, values: dict[str, chex.Array], **kwargs):
         """The per-device update of every entry: :func:`make_update` of each entry's setting, vmapped."""
@@ -241,18 +244,14 @@ def init(
     init_fn = functools.partial(
         init_state, env, agent, optimizer, num_envs=num_envs_per_device, rollout_length=rollout_length
     )
-    # The learner is the same on every device: made once, then copied; seed by seed, because a vmap
-    # over seeds of the networks' orthogonal initializers (batched QR decompositions) hangs XLA:CPU at
-    # times (always inside a device map over 2 or 4 devices, now and then on one device).
-    make_learner = jax.jit(
-        functools.partial(
-            init_learner, env, agent, optimizer, num_envs=num_envs_per_device, rollout_length=rollout_length
-        )
+    make_learner = functools.partial(
+        init_learner, env, agent, optimizer, num_envs=num_envs_per_device, rollout_length=rollout_length
     )
-    if jnp.ndim(key) == 1:
-        learner = jax.tree.map(lambda *xs: jnp.stack(xs), *[make_learner(k) for k in key])
-    else:
-        learner = make_learner(key)
+
+    def learners(key):  # (the program's name in JAX's compile log)
+        return _learners([(make_learner, key)])
+
+    learner = jax.jit(learners)(key)
 
     def per_device(k, learner):
         index = jax.lax.axis_index(parallel.DEVICE_AXIS)
@@ -263,20 +262,33 @@ def init(
     )
 
 
+def _learners(parts):
+    """The learners of ``parts``, ``(make_learner, keys)`` pairs (keys ``[S]``, or one key), traced into the caller's
+    program and concatenated along the seed axis. The learner is the same on every device: made once here, then
+    copied; seed after seed (``lax.map``), because a vmap over seeds of the networks' orthogonal initializers
+    (batched QR decompositions) hangs XLA:CPU at times (always inside a device map over 2 or 4 devices, now and
+    then on one device)."""
+    made = [make(keys) if jnp.ndim(keys) == 0 else jax.lax.map(make, keys) for make, keys in parts]
+    return made[0] if len(made) == 1 else jax.tree.map(lambda *xs: jnp.concatenate(xs), *made)
+
+
 def _init_sweep(env: Environment, sweep: Sweep, key, num_envs_per_device: int, devices, rollout_length: int):
-    """:func:`init` of a sweep: each entry's learner made with its setting's concrete values, seed by seed (see
-    :func:`init`), then every entry's acting state with its setting's (traced) agent, vmapped."""
-    keys, values = sweep.expand(key)
-    learners = []
-    for point in sweep.points:
-        agent, optimizer = sweep.build(point)
-        make_learner = jax.jit(
-            functools.partial(
+    """:func:`init` of a sweep: each entry's learner made with its setting's concrete values (see :func:`_learners`;
+    every setting in one program), then every entry's acting state with its setting's (traced) agent, vmapped."""
+    seeds = 1 if jnp.ndim(key) == 0 else len(key)
+    values = sweep.values(seeds)
+
+    def learners(key):
+        keys, parts = sweep.expand(key)[0], []
+        for i, point in enumerate(sweep.points):
+            agent, optimizer = sweep.build(point)
+            make = functools.partial(
                 init_learner, env, agent, optimizer, num_envs=num_envs_per_device, rollout_length=rollout_length
             )
-        )
-        learners += [make_learner(k) for k in keys[: len(keys) // len(sweep.points)]]
-    learner = jax.tree.map(lambda *xs: jnp.stack(xs), *learners)
+            parts.append((make, keys[i * seeds : (i + 1) * seeds]))
+        return keys, _learners(parts)
+
+    keys, learner = jax.jit(learners)(key)
 
     def per_device(keys, learner):
         index = jax.lax.axis_index(parallel.DEVICE_AXIS)

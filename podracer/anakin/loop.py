@@ -28,7 +28,28 @@ def seed_keys(seed: int, num_seeds: int) -> jax.Array:
     ``jax.random.key(i)``."""
     if num_seeds < 1:
         raise ValueError(f"num_seeds must be >= 1, got {num_seeds}.")
-    return jax.vmap(jax.random.key)(jnp.arange(seed, seed + num_seeds))
+    _check_seeds(seed, num_seeds)
+    return _keys(np.arange(seed, seed + num_seeds))
+
+
+def run_key(seed: int, num_seeds: int = 1) -> jax.Array:
+    """The key(s) of a run of ``num_seeds`` seeds from ``seed``: :func:`seed_keys` for several, ``jax.random.key(seed)``
+    for one (each made by one compiled program)."""
+    if num_seeds > 1:
+        return seed_keys(seed, num_seeds)
+    _check_seeds(seed, 1)
+    return _key(seed)
+
+
+def _check_seeds(seed: int, num_seeds: int) -> None:
+    if not 0 <= seed <= MAX_SEED - num_seeds + 1:
+        last = f" (and --num-seeds {num_seeds} after it)" if num_seeds > 1 else ""
+        raise ValueError(f"--seed must be between 0 and {MAX_SEED - num_seeds + 1}{last}, got {seed}.")
+
+
+MAX_SEED = 2**31 - 1  # seeds are int32 in the program that makes their keys
+_keys = jax.jit(jax.vmap(jax.random.key))  # one program for every seed's key
+_key = jax.jit(jax.random.key)
 
 
 def make_train(
@@ -74,9 +95,14 @@ def make_multi_update(update, num_updates: int):
 def _seeded_update(env, agent, optimizer, key, rollout_length: int, sweep: Sweep | None, skip_nonfinite: bool):
     """The per-device update of every seed of ``key`` (and every setting of ``sweep``)."""
     if sweep is not None:
-        return sweep.update(env, rollout_length, sweep.expand(key)[1], skip_nonfinite=skip_nonfinite)
+        return sweep.update(env, rollout_length, sweep.values(_num_keys(key)), skip_nonfinite=skip_nonfinite)
     update = make_update(env, agent, optimizer, rollout_length=rollout_length, skip_nonfinite=skip_nonfinite)
     return over_seeds(update, key)
+
+
+def _num_keys(key) -> int:
+    """How many seeds ``key`` holds: keys ``[S]``, or one key."""
+    return 1 if jnp.ndim(key) == 0 else len(key)
 
 
 def _compile(update, updates_per_call: int, devices, state):
@@ -178,7 +204,7 @@ def run(
     inside the program; ``continue`` trains on. Summaries count them in ``nonfinite_updates``.
     """
     seeded = jnp.ndim(key) == 1 or sweep is not None
-    num_seeds = len(sweep.expand(key)[0]) if sweep is not None else len(key) if seeded else 1  # entries, with a sweep
+    num_seeds = _num_keys(key) * (len(sweep.points) if sweep is not None else 1)  # entries, with a sweep
     steps_per_update = rollout_length * num_envs_per_device * parallel.num_global_devices(devices)
     progress = progress or (lambda event: None)
     progress("compiling")
@@ -195,12 +221,12 @@ def run(
             break
         start = time.perf_counter()
         state, metrics = p_multi(state)
-        metrics = jax.device_get(parallel.unreplicate(metrics))  # waits for the call
+        metrics = parallel.host_entry(metrics)  # waits for the call
         call_seconds.append(time.perf_counter() - start)
         done, sps = (call + 1) * updates_per_call, num_seeds * updates_per_call * steps_per_update / call_seconds[-1]
         summary, codes = _summary(metrics, summarize_call, float(done * steps_per_update), sps)
         if evaluate is not None and eval_every and done % eval_every == 0:
-            summary.update(summarize_evaluation(evaluate(parallel.unreplicate(state.learner.params)), target_return))
+            summary.update(summarize_evaluation(evaluate(parallel.host_entry(state.learner.params)), target_return))
         history.append(summary)
         if log is not None:
             log(summary)

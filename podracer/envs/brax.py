@@ -63,7 +63,7 @@ class BraxEnv:
 
     def spec(self) -> EnvSpec:
         if self._spec is None:  # traced, not run: brax's own observation_size runs a whole reset eagerly (seconds)
-            observation = self._observe(jax.eval_shape(self.env.reset, jax.random.key(0)).obs)
+            observation = self._observe(jax.eval_shape(lambda: self.env.reset(jax.random.key(0))).obs)
             if not hasattr(observation, "shape") or len(observation.shape) != 1:
                 raise ValueError(
                     f"{self.suite}:{self.name} has observations of {observation}; podracer takes vector observations."

@@ -149,7 +149,7 @@ class JumanjiEnv:
 
     def spec(self) -> EnvSpec:
         if self._spec is None:
-            observation = jax.eval_shape(self.env.reset, jax.random.key(0))[1].observation
+            observation = jax.eval_shape(lambda: self.env.reset(jax.random.key(0)))[1].observation
             leaves = jax.tree.leaves(observation)
             bounds = _leaf_bounds(self.env.observation_spec, observation)
             if len(bounds) != len(leaves):  # a layout this walk does not know: every field as it is

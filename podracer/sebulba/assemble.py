@@ -148,6 +148,7 @@ class _Watch:
             main,
             what="--total-env-steps",
             describe=self._describe,
+            first="first updates",
         )
 
     def stuck(self) -> str | None:

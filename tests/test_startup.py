@@ -1,0 +1,136 @@
+"""A run's start-up and its edges: the programs a preset's run compiles, the start-up line, a finished run resumed,
+``--distributed`` outside a cluster, windows without an episode, a stop with nothing to save, and what saves cut
+short leave behind."""
+
+import io
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from podracer import checkpoint, lifetime
+from podracer.command_line import CLUSTER_VARIABLES
+from podracer.logging import ConsoleSink
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _env(**extra):
+    env = {k: v for k, v in os.environ.items() if k not in CLUSTER_VARIABLES and k != "XLA_FLAGS"}
+    return {**env, "PYTHONUNBUFFERED": "1", **extra}
+
+
+def _podracer(*args, log_compiles=False, timeout=600):
+    env = _env(JAX_LOG_COMPILES="1") if log_compiles else _env()
+    command = [sys.executable, "-m", "podracer.cli", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+@pytest.mark.parametrize(
+    "preset, flags",
+    [
+        ("catch", ["--num-updates", "40", "--updates-per-call", "20", "--eval-every", "40", "--num-seeds", "2"]),
+        pytest.param(
+            "cartpole",
+            ["--num-updates", "100", "--eval-every", "100", "--num-seeds", "3"],
+            marks=[pytest.mark.slow, pytest.mark.suite("gymnax")],
+        ),
+    ],
+)
+def test_a_preset_run_compiles_each_program_once_and_says_its_start_up_once(preset, flags):
+    """At most 6 XLA programs, eager operations included (JAX's compile log): the seeds' keys, the learners, the
+    devices' states, the update, the evaluation (and gymnax's own at its import); the last line counts them. The
+    start-up line comes once, just before the first progress line, and names every phase."""
+    out = _podracer("anakin", "--preset", preset, "--cpu-devices", "2", "--no-compile-cache", *flags, log_compiles=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    compiled = [line for line in out.stderr.splitlines() if "Compiling " in line]
+    assert 1 <= len(compiled) <= 6, "\n".join(compiled)
+    lines = out.stdout.splitlines()
+    assert lines[-1].endswith(f": {len(compiled)} XLA programs"), lines[-1]
+    started = [i for i, line in enumerate(lines) if line.startswith("podracer: started in ")]
+    first = next(i for i, line in enumerate(lines) if "| env steps" in line)
+    assert started == [first - 1], out.stdout
+    assert all(f" {phase} " in lines[first - 1] for phase in ("imports", "environment", "compile", "first call"))
+
+
+def test_resume_auto_of_a_finished_run_says_so_exits_0_and_compiles_nothing(tmp_path):
+    """The same line serves every attempt of a requeued job, the last one after the run has ended too; and what
+    saves cut short by a kill left (orbax's temporary folders, half-written metadata) is removed and said."""
+    directory = tmp_path / "run"
+    args = ["anakin", "--preset", "catch", "--cpu-devices", "2", "--num-updates", "40", "--updates-per-call", "20"]
+    args += ["--checkpoint-dir", str(directory), "--resume", "auto"]
+    first = _podracer(*args)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert checkpoint.steps(str(directory)) == [40]
+    (directory / "step_60.orbax-checkpoint-tmp-1764160000").mkdir()
+    (directory / "step_60.orbax-checkpoint-tmp-1764160000" / "d").write_bytes(b"half")
+    (directory / "step_60.json.tmp").write_text("{")
+    (directory / "step_40.run" / "process_0.orbax-checkpoint-tmp-1764160001").mkdir()
+    again = _podracer(*args, log_compiles=True)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (
+        f"podracer anakin: the run in {directory} has finished: its newest checkpoint, {directory / 'step_40'}, "
+        "holds all 40 updates; nothing to train (to train on, raise --num-updates)." in again.stdout
+    ), again.stdout
+    assert "Compiling " not in again.stderr and "compiling" not in again.stdout, again.stderr[-3000:]
+    removed = (
+        "step_40.run/process_0.orbax-checkpoint-tmp-1764160001, step_60.json.tmp, "
+        "step_60.orbax-checkpoint-tmp-1764160000"
+    )
+    assert f"podracer: removed what saves cut short left in {directory}: {removed}" in again.stdout, again.stdout
+    assert sorted(p.name for p in directory.iterdir() if ".tmp" in p.name or "tmp-" in p.name) == []
+    assert sorted(p.name for p in (directory / "step_40.run").iterdir()) == ["process_0"]
+
+
+def test_distributed_outside_a_cluster_ends_in_one_line_naming_what_is_missing():
+    out = _podracer("anakin", "--distributed", "--env", "catch", "--num-updates", "20", timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip().splitlines() == [
+        "podracer anakin: error: --distributed found no cluster to join: none of the variables Slurm sets for a "
+        "task of a job step (SLURM_JOB_ID, SLURM_NTASKS, SLURM_PROCID: run the command under srun), nor Open MPI's "
+        "or a TPU VM's; outside one, start every process with --coordinator HOST:PORT --num-processes N "
+        "--process-id I, or drop --distributed to train in one process."
+    ]
+
+
+def test_a_window_without_an_episode_says_so_instead_of_nan():
+    stream = io.StringIO()
+    sink = ConsoleSink(1000, stream=stream)
+    sink.write({"env_steps": 100, "sps": 10.0, "episode_return": 12.5, "episodes": 2.0})
+    sink.write({"env_steps": 200, "sps": 10.0, "episode_return": float("nan"), "episodes": 0.0})
+    sink.write({"env_steps": 300, "sps": 10.0, "episode_return": float("nan"), "episodes": 3.0})  # diverged: said
+    first, empty, diverged = stream.getvalue().splitlines()
+    assert "return   12.500" in first
+    assert "return (no episode ended in this window)" in empty and "nan" not in empty
+    assert "return      nan" in diverged
+
+
+_STOPPED = """
+import sys
+from podracer import lifetime
+stop, _ = lifetime.stop_on_signals("prog", saving=sys.argv[1] == "yes")
+print("ready", flush=True)
+stop.wait()
+"""
+
+
+@pytest.mark.parametrize(
+    "saving, said",
+    [
+        ("yes", "prog: Ctrl-C: stopping: saving the last completed update (Ctrl-C again to quit at once) ..."),
+        ("no", "prog: Ctrl-C: stopping: nothing to save (no --checkpoint-dir) (Ctrl-C again to quit at once) ..."),
+    ],
+)
+def test_the_first_ctrl_c_line_says_what_the_stop_does(saving, said):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _STOPPED, saving], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env()
+    )
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)  # a hang guard
+    assert proc.returncode == 0, err
+    assert err.strip().splitlines() == [said]
+    assert lifetime.STOP_SIGNALS[signal.SIGINT] == "Ctrl-C"
