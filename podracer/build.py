@@ -16,7 +16,9 @@ from collections.abc import Callable
 from podracer import agents, anakin, checkpoint, envs, parallel, startup
 from podracer import logging as logging_lib
 from podracer import normalize as normalize_lib
+from podracer import population as population_lib
 from podracer import sweep as sweep_lib
+from podracer.anakin.population import Population
 from podracer.agents.base import Agent, hyperparameters, with_hyperparameters
 from podracer.config import AnakinConfig, SebulbaConfig
 from podracer.envs.base import HostEnv, example_observation
@@ -119,6 +121,8 @@ def resume_identity(config, mode: str, env: str, counts: dict) -> dict:
     identity["--normalize-observations"] = config.normalize_observations
     identity["--normalize-rewards"] = config.normalize_rewards
     identity.update({"--" + name.replace("_", "-"): hyper[name] for name in STATE_SHAPING if name in hyper})
+    if getattr(config, "population", None):  # the lanes and what they search shape the saved state
+        identity.update({"--population": config.population, "--pbt-search": list(config.pbt_search)})
     return json.loads(json.dumps({**identity, **counts}))
 
 
@@ -175,17 +179,22 @@ def sebulba_run_facts(config: SebulbaConfig, per_actor: int, layout: parallel.La
     return RunFacts(num_updates, envs_per_learner, config.rollout_length, config.total_env_steps)
 
 
-def make_sweep(config: AnakinConfig, spec, run: RunFacts | None = None) -> anakin.Sweep | None:
-    """The :class:`~podracer.anakin.Sweep` of ``--sweep`` (None without one): each setting's agent and optimizer
+def make_sweep(config: AnakinConfig, spec, run: RunFacts | None = None) -> anakin.Sweep | Population | None:
+    """The :class:`~podracer.anakin.Sweep` of ``--sweep``, or the :class:`~podracer.anakin.population.Population`
+    of ``--population`` (None without either): each setting's (or lane's) agent and optimizer from its values
     (``run``: the run's facts, where a decaying learning rate ends)."""
-    if not config.sweep:
+    if not config.sweep and not config.population:
         return None
 
     def build(values):
         agent = make_agent(sweep_lib.with_values(config.agent, values), spec, normalization(config), run)
         return agent, agent.optimizer
 
-    return anakin.Sweep(config.sweep_points, build)
+    if config.sweep:
+        return anakin.Sweep(config.sweep_points, build)
+    search = population_lib.parse_search(config.agent, config.pbt_search)
+    lanes = population_lib.starting_values(search, config.population, config.seed)
+    return Population(search, lanes, build, config.pbt_every, config.pbt_fraction, config.pbt_resample, config.seed)
 
 
 def final_entries(config: AnakinConfig, metadata: dict) -> list[tuple[str, dict]]:

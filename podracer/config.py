@@ -24,7 +24,7 @@ from typing import Annotated, Literal, TypeVar, Union
 
 import tyro
 
-from podracer import agents, envs, parallel, presets, sweep
+from podracer import agents, envs, parallel, population, presets, sweep
 from podracer import multihost
 from podracer.agents import A2CConfig, IMPALAConfig
 from podracer.agents.base import check_finite, flag
@@ -217,6 +217,13 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
     # NAME=V1,V2,... (repeat for a grid): train every setting x --num-seeds in one program; ends with a table of final
     # returns (mean, IQM, 95% bootstrap intervals) and, with --log-dir, sweep.csv and sweep.png
     sweep: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
+    # lanes of a population trained in one program with population-based training over --pbt-search
+    population: int | None = None
+    # NAME=[log:]LOW..HIGH (repeat): a hyper-parameter PBT searches, its range and scale (learning_rate=log:1e-4..1e-2)
+    pbt_search: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
+    pbt_every: int = 100  # updates between rankings (a multiple of --updates-per-call)
+    pbt_fraction: float = 0.25  # the bottom fraction of lanes copies a lane of the top fraction at each ranking
+    pbt_resample: float = 0.25  # chance that a copied value is drawn afresh from its range, else x0.8 or x1.25
 
     def __post_init__(self):
         super().__post_init__()
@@ -241,35 +248,17 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
                 "--checkpoint-every",
                 "updates per call (--updates-per-call)",
             )
-        if self.num_seeds > 1 and (
-            self.checkpoint_every is not None or self.checkpoint_every_seconds is not None or self.resume != "no"
-        ):
-            raise ValueError(
-                "--checkpoint-every, --checkpoint-every-seconds and --resume take one seed: drop --num-seeds (final "
-                "checkpoints of "
-                "several seeds go to --checkpoint-dir/seed_S)."
-            )
-        if self.sweep:
-            sweep.parse(self.agent, self.sweep)
-            if self.checkpoint_every is not None or self.checkpoint_every_seconds is not None or self.resume != "no":
-                raise ValueError(
-                    "--checkpoint-every, --checkpoint-every-seconds and --resume take one run: drop --sweep (a "
-                    "sweep's final checkpoints "
-                    "go to --checkpoint-dir/SETTING/seed_S)."
-                )
-            if self.target_return is not None:
-                raise ValueError(
-                    "--target-return stops one run: drop it or --sweep (a sweep trains every setting to the end)."
-                )
-            if self.log_dir and importlib.util.find_spec("matplotlib") is None:
-                raise ValueError(
-                    "--sweep with --log-dir plots sweep.png and needs matplotlib: pip install 'podracer[plot]'."
-                )
+        population.check_config(self)  # --num-seeds, --sweep and --population against each other and the rest
 
     @property
     def sweep_points(self) -> tuple[dict[str, float], ...]:
         """The settings of ``--sweep`` (the grid, last name fastest); ``()`` without one."""
         return sweep.parse(self.agent, self.sweep)
+
+    @property
+    def entries(self) -> int:
+        """How many learners the run trains together: seeds x settings, or the population's lanes."""
+        return self.population or self.num_seeds * max(len(self.sweep_points), 1)
 
     def envs_per_device(self, num_global_devices: int) -> int:
         """Environments on each device, checking that a total splits evenly."""
@@ -429,6 +418,9 @@ def parse(
         print(envs.listing())
         raise SystemExit(0)
     mode = _mode(cls)
+    if mode == "sebulba" and any(a.split("=")[0] in ("--population", "--pbt-search") for a in argv):
+        print(f"{prog}: error: {population.SEBULBA_REFUSAL}", file=sys.stderr, flush=True)
+        raise SystemExit(2)
     if mode and "list" in flag_values(argv, "--preset"):
         print(presets.listing(mode))
         raise SystemExit(0)

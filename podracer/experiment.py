@@ -15,6 +15,7 @@ import jax
 
 from podracer import anakin, checkpoint, envs, lifetime, parallel, play, preflight, runlock, startup
 from podracer import logging as logging_lib
+from podracer import population as population_lib
 from podracer import sweep as sweep_lib
 from podracer.agents.base import Agent
 from podracer.build import (
@@ -111,8 +112,9 @@ def _train_anakin(config: AnakinConfig, env, agent: Agent, run: RunFacts, metada
     startup.mark("environment")
     state = anakin.init(env, agent, optimizer, key, per_device, rollout_length=config.rollout_length, sweep=sweep)
     if sweep is not None and (bad := anakin.unsweepable(env, sweep, state, config.rollout_length)):
+        flag = "--pbt-search" if config.population else "--sweep"
         raise ValueError(
-            f"--sweep {', '.join(bad)}: sets shapes or loop counts of the compiled update, so its settings "
+            f"{flag} {', '.join(bad)}: sets shapes or loop counts of the compiled update, so its settings "
             "cannot share one program; sweep it over separate runs."
         )
     if resume_step is not None:
@@ -128,7 +130,7 @@ def _train_anakin(config: AnakinConfig, env, agent: Agent, run: RunFacts, metada
         )
         checkpoint.check_start_room(config.checkpoint_dir, per_save)
     saver = AnakinCheckpoints(config, metadata, steps_per_update, resume_step or 0, final_entries(config, metadata))
-    several = config.num_seeds > 1 or sweep
+    several = config.num_seeds > 1 or sweep is not None
     keys = ("episode_return_min",) if several else ()
     logger = run_logger(config, config.num_updates * steps_per_update, keys, resume_step is not None)
     logger.add_fields(preflight.opponent_field(env))
@@ -171,7 +173,10 @@ def _train_anakin(config: AnakinConfig, env, agent: Agent, run: RunFacts, metada
         )
     saver.finish(result)
     if main and sweep is not None and result.history:
-        print(sweep_lib.report(result.history, sweep.points, config.log_dir), flush=True)
+        if config.population:  # the best lane, its values, and with --log-dir its schedule
+            print(population_lib.report(result.history, sweep.names, config.log_dir)[0], flush=True)
+        else:
+            print(sweep_lib.report(result.history, sweep.points, config.log_dir), flush=True)
     return result
 
 

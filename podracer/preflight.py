@@ -29,7 +29,7 @@ def anakin_memory(config, env, agent, optimizer, per_device: int) -> int:
             env, agent, optimizer, jax.random.key(0), per_device, rollout_length=config.rollout_length
         )
     )
-    entries = config.num_seeds * max(len(config.sweep_points), 1)
+    entries = config.entries
     rollout = 2 * config.rollout_length * checkpoint.tree_bytes(state.rollout)
     return len(parallel.local_devices()) * entries * (checkpoint.tree_bytes(state) + rollout)
 
@@ -122,6 +122,11 @@ def anakin_banner(
         points = len(config.sweep_points)
         seeds = f", {points} settings x {config.num_seeds} seed(s) = {points * config.num_seeds} runs together" + (
             f" (seeds {config.seed} ... {config.seed + config.num_seeds - 1})" if config.num_seeds > 1 else ""
+        )
+    if config.population:
+        names = ", ".join(spec.partition("=")[0] for spec in config.pbt_search)
+        seeds = (
+            f", a population of {config.population} lanes searching {names} (ranked every {config.pbt_every} updates)"
         )
     resume = f"; resuming after {resume_step} updates" if resume_step is not None else ""
     return (

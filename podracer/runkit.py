@@ -24,7 +24,7 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
-from podracer import checkpoint, lifetime, parallel, startup
+from podracer import checkpoint, lifetime, parallel, population, startup
 from podracer import logging as logging_lib
 from podracer.learner import nonfinite_names
 
@@ -241,6 +241,10 @@ class AnakinCheckpoints:
         main thread runs the next call."""
         local = parallel.local_entries(state)
         learner = jax.tree.map(lambda x: x[0], local.learner) if parallel.is_main_process() else None
+        if learner is not None and local.population != ():  # a population: its best lane's learner
+            lanes = jax.tree.map(lambda x: x[0], local.population)
+            best = population.best_lane(lanes.fitness, lanes.return_sum, lanes.episodes)
+            learner = jax.tree.map(lambda x: x[best], learner)
         return local, learner
 
     def save(self, state, updates: int, snapshot=None) -> None:

@@ -40,6 +40,7 @@ class AnakinState(NamedTuple):
 
     learner: LearnerState
     rollout: RolloutState
+    population: chex.ArrayTree = ()  # a population's lanes (podracer.anakin.population.PopulationState); () otherwise
 
 
 class Sweep(NamedTuple):
@@ -64,6 +65,10 @@ class Sweep(NamedTuple):
         return {
             name: jnp.asarray(np.repeat([point[name] for point in self.points], num_seeds)) for name in self.points[0]
         }
+
+    def init(self, env: Environment, key, num_envs_per_device: int, devices, rollout_length: int) -> AnakinState:
+        """:func:`init` of the sweep: every entry's initial state, stacked ``[devices, entries, ...]``."""
+        return _init_sweep(env, self, key, num_envs_per_device, devices, rollout_length)
 
     def update(self, env: Environment, rollout_length: int, values: dict[str, chex.Array], **kwargs):
         """The per-device update of every entry: :func:`make_update` of each entry's setting, vmapped."""
@@ -239,8 +244,8 @@ def init(
     axis, and each seed's state is the one a single run with its key would start from. With a
     ``sweep``, the seed axis holds every setting with every seed (:meth:`Sweep.expand`).
     """
-    if sweep is not None:
-        return _init_sweep(env, sweep, key, num_envs_per_device, devices, rollout_length)
+    if sweep is not None:  # a Sweep, or a population (podracer.anakin.population.Population)
+        return sweep.init(env, key, num_envs_per_device, devices, rollout_length)
     init_fn = functools.partial(
         init_state, env, agent, optimizer, num_envs=num_envs_per_device, rollout_length=rollout_length
     )

@@ -225,6 +225,8 @@ def run(
         call_seconds.append(time.perf_counter() - start)
         done, sps = (call + 1) * updates_per_call, num_seeds * updates_per_call * steps_per_update / call_seconds[-1]
         summary, codes = _summary(metrics, summarize_call, float(done * steps_per_update), sps)
+        if hasattr(sweep, "summary"):  # a population: every lane's values and lineage
+            summary.update(sweep.summary(state))
         if evaluate is not None and eval_every and done % eval_every == 0:
             summary.update(summarize_evaluation(evaluate(parallel.host_entry(state.learner.params)), target_return))
         history.append(summary)
