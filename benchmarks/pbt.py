@@ -62,7 +62,7 @@ def _run(args: list[str], log_dir: str) -> tuple[list[dict], str]:
 def compare(task: str, lanes: int, repeats: int) -> dict:
     preset = TASKS[task]
     ways = {
-        "PBT": ["--population", str(lanes), "--pbt-every", "{per_call}"]
+        "PBT": ["--population", str(lanes)]
         + [f"--pbt-search={n}=log:{lo:g}..{hi:g}" for n, (lo, hi) in SEARCH.items()],
         "grid": _grid(lanes),
         "fixed (preset)": ["--num-seeds", str(lanes)],
@@ -71,21 +71,12 @@ def compare(task: str, lanes: int, repeats: int) -> dict:
     for r in range(repeats):
         for way, flags in ways.items():
             seed = FIRST_SEED + r * lanes
-            per_call = _preset_flag(preset, "updates-per-call")
-            flags = [f.replace("{per_call}", per_call) for f in flags]
             with tempfile.TemporaryDirectory() as log_dir:
                 records, _ = _run(["--preset", preset, "--seed", str(seed), *flags], log_dir)
             final = np.asarray(records[-1]["eval_return_per_seed"], np.float64)
             results[way].append({"seed": seed, "best": float(np.max(final)), "mean": float(np.mean(final))})
             print(json.dumps({"task": task, "way": way, **results[way][-1]}), flush=True)
     return results
-
-
-def _preset_flag(preset: str, name: str) -> str:
-    from podracer import presets
-
-    argv = presets.get(preset).argv()
-    return argv[argv.index(f"--{name}") + 1]
 
 
 def overhead(rounds: int) -> list[dict]:

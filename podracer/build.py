@@ -194,7 +194,8 @@ def make_sweep(config: AnakinConfig, spec, run: RunFacts | None = None) -> anaki
         return anakin.Sweep(config.sweep_points, build)
     search = population_lib.parse_search(config.agent, config.pbt_search)
     lanes = population_lib.starting_values(search, config.population, config.seed)
-    return Population(search, lanes, build, config.pbt_every, config.pbt_fraction, config.pbt_resample, config.seed)
+    every = config.pbt_every or config.updates_per_call
+    return Population(search, lanes, build, every, config.pbt_fraction, config.pbt_resample, config.seed)
 
 
 def final_entries(config: AnakinConfig, metadata: dict) -> list[tuple[str, dict]]:

@@ -221,7 +221,7 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
     population: int | None = None
     # NAME=[log:]LOW..HIGH (repeat): a hyper-parameter PBT searches, its range and scale (learning_rate=log:1e-4..1e-2)
     pbt_search: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
-    pbt_every: int = 100  # updates between rankings (a multiple of --updates-per-call)
+    pbt_every: int | None = None  # updates between rankings (a multiple of --updates-per-call); None: every call
     pbt_fraction: float = 0.25  # the bottom fraction of lanes copies a lane of the top fraction at each ranking
     pbt_resample: float = 0.25  # chance that a copied value is drawn afresh from its range, else x0.8 or x1.25
 

@@ -123,10 +123,11 @@ def check_config(config) -> None:
             "--population needs --pbt-search NAME=[log:]LOW..HIGH (for example learning_rate=log:1e-4..1e-2)."
         )
     parse_search(config.agent, config.pbt_search)
-    if config.pbt_every < 1 or config.pbt_every % config.updates_per_call:
+    every = config.pbt_every
+    if every is not None and (every < 1 or every % config.updates_per_call):
         raise ValueError(
-            f"--pbt-every {config.pbt_every} must be a positive multiple of the {config.updates_per_call} updates per "
-            "call (--updates-per-call)."
+            f"--pbt-every {every} must be a positive multiple of the {config.updates_per_call} updates per call "
+            "(--updates-per-call)."
         )
     if not 0 < config.pbt_fraction <= 0.5 or int(config.population * config.pbt_fraction) < 1:
         raise ValueError(

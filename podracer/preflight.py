@@ -124,10 +124,9 @@ def anakin_banner(
             f" (seeds {config.seed} ... {config.seed + config.num_seeds - 1})" if config.num_seeds > 1 else ""
         )
     if config.population:
-        names = ", ".join(spec.partition("=")[0] for spec in config.pbt_search)
-        seeds = (
-            f", a population of {config.population} lanes searching {names} (ranked every {config.pbt_every} updates)"
-        )
+        names, every = ", ".join(spec.partition("=")[0] for spec in config.pbt_search), config.pbt_every
+        seeds = f", a population of {config.population} lanes searching {names} (ranked every "
+        seeds += f"{every or config.updates_per_call} updates)"
     resume = f"; resuming after {resume_step} updates" if resume_step is not None else ""
     return (
         f"podracer anakin: {config.agent_name} on {config.env}{against(opponent)}, {num_global} device(s) in "
