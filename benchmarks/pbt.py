@@ -1,7 +1,8 @@
 """Population-based training against a grid sweep and against fixed settings at equal compute, and what PBT costs.
 
     python benchmarks/pbt.py --save                       # both parts: the comparison and the overhead
-    python benchmarks/pbt.py --tasks acrobot --repeats 3  # one task
+    python benchmarks/pbt.py --tasks acrobot --repeats 3 --rounds 0 --out benchmarks/results/pbt_acrobot
+    python benchmarks/pbt.py --tasks --rounds 5 --out benchmarks/results/pbt_overhead      # the overhead alone
 
 Comparison: on each task (a gymnax preset, PPO), three ways of spending the same env steps (``--lanes`` learners,
 each trained for the preset's budget, in one program): PBT (``--population LANES`` over ``--pbt-search``, ranked
@@ -107,7 +108,7 @@ def _iqm_interval(values) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    parser.add_argument("--tasks", nargs="*", default=list(TASKS), choices=list(TASKS), help="none: the overhead only")
     parser.add_argument("--lanes", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the overhead measurement (0: skip it)")
