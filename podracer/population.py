@@ -95,8 +95,12 @@ def check_config(config) -> None:
         )
     plots = config.sweep or config.population
     if plots and config.log_dir and importlib.util.find_spec("matplotlib") is None:
-        what = "--sweep" if config.sweep else "--population"
-        raise ValueError(f"{what} with --log-dir plots its ending and needs matplotlib: pip install 'podracer[plot]'.")
+        what = (
+            "--sweep with --log-dir plots sweep.png"
+            if config.sweep
+            else "--population with --log-dir plots pbt_schedule.png"
+        )
+        raise ValueError(f"{what} and needs matplotlib: pip install 'podracer[plot]'.")
     if config.sweep:
         parse(config.agent, config.sweep)
         if checkpoints or config.resume != "no":
