@@ -126,22 +126,30 @@ def main() -> None:
                 f"| {task} | {way} | {_iqm_interval([x['best'] for x in runs])} | "
                 f"{_iqm_interval([x['mean'] for x in runs])} | {each} |"
             )
-    lines = [
-        f"PBT, a grid sweep and fixed settings at equal compute ({args.lanes} learners x each preset's budget, "
-        f"{args.repeats} repeats) on {_report.cpu_model()} ({os.cpu_count()} cores); "
-        f"`python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}`",
-        "",
-        "Greedy return at the end (64 episodes); IQM over repeats [95 % bootstrap interval]. Search space: "
-        + ", ".join(f"{n} {lo:g}..{hi:g} (log)" for n, (lo, hi) in SEARCH.items()),
-        "",
-        "| task | way | best learner | mean of the learners | best learner, each repeat |",
-        "|---|---|---:|---:|---|",
-        *rows,
-    ]
+    lines = (
+        []
+        if not args.tasks
+        else [
+            f"PBT, a grid sweep and fixed settings at equal compute ({args.lanes} learners x each preset's budget, "
+            f"{args.repeats} repeats) on {_report.cpu_model()} ({os.cpu_count()} cores); "
+            f"`python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}`",
+            "",
+            "Greedy return at the end (64 episodes); IQM over repeats [95 % bootstrap interval]. Search space: "
+            + ", ".join(f"{n} {lo:g}..{hi:g} (log)" for n, (lo, hi) in SEARCH.items()),
+            "",
+            "| task | way | best learner | mean of the learners | best learner, each repeat |",
+            "|---|---|---:|---:|---|",
+            *rows,
+        ]
+    )
     if args.rounds:
         data["overhead"] = overhead(args.rounds)
         ratios = [x["time_ratio"] for x in data["overhead"]]
         lines += [
+            ""
+            if lines
+            else f"On {_report.cpu_model()} ({os.cpu_count()} cores); `python benchmarks/{Path(__file__).name} "
+            f"{' '.join(sys.argv[1:])}`",
             "",
             f"Overhead: 64 PBT lanes against 64 vmapped seeds on Catch (A2C, 16 envs per device, 240 updates): "
             f"wall-time ratio (steady state) median {statistics.median(ratios):.3f} over {len(ratios)} rounds "
