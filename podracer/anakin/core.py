@@ -294,13 +294,23 @@ def _init_sweep(env: Environment, sweep: Sweep, key, num_envs_per_device: int, d
         return keys, _learners(parts)
 
     keys, learner = jax.jit(learners)(key)
+    return init_entries(env, sweep.build, keys, learner, values, num_envs_per_device, devices, rollout_length)
+
+
+def init_entries(
+    env, build, keys, learner, values, num_envs_per_device: int, devices, rollout_length: int, finish=None
+):
+    """Every entry's acting state on every device, ``[devices, entries, ...]``: :func:`init_state` of each entry's
+    key ``keys [E]``, learner ``learner [E, ...]`` and agent ``build(values)`` (``values``: name -> ``[E]``, traced),
+    vmapped over the entries; ``finish(state, entry_values)``, when given, completes an entry's state (a
+    population's lane)."""
 
     def per_device(keys, learner):
         index = jax.lax.axis_index(parallel.DEVICE_AXIS)
 
         def one(k, learner, entry_values):
-            agent, optimizer = sweep.build(entry_values)
-            return init_state(
+            agent, optimizer = build(entry_values)
+            state = init_state(
                 env,
                 agent,
                 optimizer,
@@ -310,6 +320,7 @@ def _init_sweep(env: Environment, sweep: Sweep, key, num_envs_per_device: int, d
                 rollout_length=rollout_length,
                 learner=learner,
             )
+            return state if finish is None else finish(state, entry_values)
 
         return jax.vmap(one)(keys, learner, values)
 

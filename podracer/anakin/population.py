@@ -28,7 +28,7 @@ import optax
 
 from podracer import parallel
 from podracer.agents.base import Agent
-from podracer.anakin.core import AnakinState, init_learner, init_state, make_update
+from podracer.anakin.core import AnakinState, init_entries, init_learner, make_update
 from podracer.envs.base import Environment
 from podracer.population import PERTURB, Range
 
@@ -87,30 +87,13 @@ class Population(NamedTuple):
 
         keys, learner = jax.jit(learners)(key)
 
-        def per_device(keys, learner):
-            index = jax.lax.axis_index(parallel.DEVICE_AXIS)
+        def lane(state: AnakinState, values) -> AnakinState:
+            none, zero = jnp.int32(-1), jnp.float32(0.0)
+            lanes = PopulationState(values, jnp.int32(0), zero, zero, jnp.float32(jnp.nan), none, none)
+            return AnakinState(state.learner, state.rollout, lanes)
 
-            def one(k, learner, values):
-                agent, optimizer = self.build(values)
-                state = init_state(
-                    env,
-                    agent,
-                    optimizer,
-                    k,
-                    num_envs_per_device,
-                    actor_index=index,
-                    rollout_length=rollout_length,
-                    learner=learner,
-                )
-                none = jnp.int32(-1)
-                zero = jnp.float32(0.0)
-                lane = PopulationState(values, jnp.int32(0), zero, zero, jnp.float32(jnp.nan), none, none)
-                return AnakinState(state.learner, state.rollout, lane)
-
-            return jax.vmap(one)(keys, learner, self.values())
-
-        return parallel.device_map(per_device, devices)(
-            parallel.replicate(keys, devices), parallel.replicate(learner, devices)
+        return init_entries(
+            env, self.build, keys, learner, self.values(), num_envs_per_device, devices, rollout_length, finish=lane
         )
 
     def update(self, env: Environment, rollout_length: int, values=None, *, skip_nonfinite: bool = False, **kwargs):
