@@ -62,6 +62,7 @@ class Sweep(NamedTuple):
 
     def values(self, num_seeds: int) -> dict[str, chex.Array]:
         """Each swept value ``[P x S]`` along :meth:`expand`'s keys, for ``num_seeds`` seeds (no computation)."""
+
         return {
             name: jnp.asarray(np.repeat([point[name] for point in self.points], num_seeds)) for name in self.points[0]
         }
@@ -341,7 +342,8 @@ def unsweepable(env: Environment, sweep: Sweep, state: AnakinState, rollout_leng
             return make_update(env, *sweep.build(values), rollout_length=rollout_length, axis_names=())(state)
 
         try:
-            jax.eval_shape(trace, entry, jnp.asarray(sweep.points[0][name]))
+            value = jax.eval_shape(lambda name=name: jnp.asarray(sweep.points[0][name]))  # its shape: nothing run
+            jax.eval_shape(trace, entry, value)
         except TypeError:  # jax.errors.ConcretizationTypeError and the like, or a Python op a tracer lacks
             bad.append(name)
     return bad

@@ -65,7 +65,7 @@ class Population(NamedTuple):
 
     def values(self, num_seeds: int = 1) -> dict[str, chex.Array]:
         """Every lane's starting values ``[lanes]`` (one key: a population trains one seed)."""
-        return {name: jnp.asarray([p[name] for p in self.points], jnp.float32) for name in self.names}
+        return {name: jnp.asarray(np.asarray([p[name] for p in self.points], np.float32)) for name in self.names}
 
     def expand(self, key: chex.PRNGKey) -> tuple[chex.PRNGKey, dict[str, chex.Array]]:
         """Every lane's key (split from the run's one key) and starting values."""
