@@ -1,37 +1,50 @@
-"""podracer: Anakin and Sebulba reinforcement learning in JAX."""
+"""podracer: Anakin and Sebulba reinforcement learning in JAX.
 
-from podracer import agents, anakin, config, envs, learner, logging, networks, parallel
-from podracer.agents import Agent
-from podracer.anakin import AnakinState, RolloutState
-from podracer.config import AnakinConfig, RunConfig, SebulbaConfig
-from podracer.envs import EnvSpec, Environment, HostEnv
-from podracer.learner import make_learner_step, make_optimizer
-from podracer.types import EpisodeStats, LearnerState, TimeStep, Trajectory
+The names below are imported on first use (PEP 562), so that ``import podracer`` and ``podracer --help`` or
+``--version`` do not start JAX: ``podracer.AnakinConfig`` or ``from podracer import Agent`` import their module then.
+"""
 
-__version__ = "0.1.0"
+from __future__ import annotations
 
-__all__ = [
-    "Agent",
-    "AnakinConfig",
-    "AnakinState",
-    "EnvSpec",
-    "Environment",
-    "EpisodeStats",
-    "HostEnv",
-    "LearnerState",
-    "RolloutState",
-    "RunConfig",
-    "SebulbaConfig",
-    "TimeStep",
-    "Trajectory",
-    "agents",
-    "anakin",
-    "config",
-    "envs",
-    "learner",
-    "logging",
-    "make_learner_step",
-    "make_optimizer",
-    "networks",
-    "parallel",
-]
+import importlib
+
+__version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it; podracer --version prints it)
+
+DISTRIBUTION = "podracer-rl"  # the name on the package index: pip install podracer-rl
+
+# name -> the module that defines it; a submodule maps to itself
+_WHERE = {
+    "Agent": "podracer.agents",
+    "AnakinConfig": "podracer.config",
+    "AnakinState": "podracer.anakin",
+    "EnvSpec": "podracer.envs",
+    "Environment": "podracer.envs",
+    "EpisodeStats": "podracer.types",
+    "HostEnv": "podracer.envs",
+    "LearnerState": "podracer.types",
+    "RolloutState": "podracer.anakin",
+    "RunConfig": "podracer.config",
+    "SebulbaConfig": "podracer.config",
+    "TimeStep": "podracer.types",
+    "Trajectory": "podracer.types",
+    "make_learner_step": "podracer.learner",
+    "make_optimizer": "podracer.learner",
+}
+_SUBMODULES = ("agents", "anakin", "config", "envs", "learner", "logging", "networks", "parallel")
+
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        return importlib.import_module(f"podracer.{name}")
+    if name in _WHERE:
+        value = getattr(importlib.import_module(_WHERE[name]), name)
+        globals()[name] = value  # later lookups do not come back here
+        return value
+    raise AttributeError(f"module 'podracer' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+__all__ = sorted([*_WHERE, *_SUBMODULES])

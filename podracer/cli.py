@@ -17,8 +17,10 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
-from podracer import compile_cache, config, lifetime, parallel, startup
-from podracer import multihost
+from podracer import __version__, DISTRIBUTION, startup
+
+# Nothing that imports JAX is imported here: ``podracer --help`` and ``--version`` print at once; a command imports
+# what it needs (the config tree, the devices) when it runs.
 
 COMMANDS = {
     "anakin": "train in Anakin mode: JAX environments and the learner in one program per device",
@@ -28,7 +30,7 @@ COMMANDS = {
 }
 
 USAGE = (
-    "usage: podracer {anakin,sebulba,evaluate,preview} [FLAGS ...]\n\n"
+    "usage: podracer {anakin,sebulba,evaluate,preview} [FLAGS ...] | --version\n\n"
     + "\n".join(f"  {name:9s} {text}" for name, text in COMMANDS.items())
     + ("\n\n`podracer COMMAND --help` lists a command's flags.")
 )
@@ -55,6 +57,8 @@ def train(
     the outcome in the main process and returns the exit status; ``stopped`` is what a run stopped by a signal
     adds to its last line.
     """
+    from podracer import compile_cache, config, lifetime, multihost, parallel
+
     cfg = config.parse(default, argv, prog=prog, description=description)
     startup.mark("imports")
     startup.count_programs()
@@ -181,7 +185,7 @@ def actor_failure_line(cfg, failure) -> str:
 def settings_line(cfg) -> str:
     """What a training run uses, said before it starts: its preset's flags (``--preset``), or, without one, the
     agent's settings in full and the presets there are for its environment."""
-    from podracer import presets
+    from podracer import config, presets
     from podracer.agents.base import hyperparameters
 
     mode = "anakin" if isinstance(cfg, config.AnakinConfig) else "sebulba"
@@ -211,7 +215,7 @@ def _train_anakin(cfg, stop):
 
 
 def _report_anakin(cfg, result) -> int:
-    from podracer import anakin
+    from podracer import anakin, parallel
 
     last, compiled = result.history[-1], startup.programs()
     final = last["episode_return"]
@@ -237,11 +241,16 @@ def anakin(
     *,
     prog: str = "podracer anakin",
     name: str = "podracer anakin",
-    default=config.AnakinConfig,
+    default=None,
     description: str = ANAKIN_DESCRIPTION,
     report: Callable[[object, object], int] = _report_anakin,
 ) -> int:
-    """``podracer anakin``: train with ``default``'s settings changed by the command line; the exit status."""
+    """``podracer anakin``: train with ``default``'s settings (:class:`~podracer.config.AnakinConfig`'s when None)
+    changed by the command line; the exit status."""
+    if default is None:
+        from podracer import config
+
+        default = config.AnakinConfig
     return train(default, argv, prog=prog, name=name, description=description, run=_train_anakin, report=report)
 
 
@@ -252,6 +261,8 @@ def _train_sebulba(cfg, stop):
 
 
 def _report_sebulba(cfg, result) -> int:
+    from podracer import parallel
+
     ended = [h["episode_return"] for h in result.history if h.get("episodes", 1) > 0]  # windows where episodes ended
     if parallel.is_main_process():
         said = f"final mean episode return {ended[-1]:.2f}" if ended else "no episode ended"
@@ -263,6 +274,8 @@ def sebulba(
     argv: Sequence[str] | None = None, *, prog: str = "podracer sebulba", name: str = "podracer sebulba"
 ) -> int:
     """``podracer sebulba``: train in Sebulba mode; the exit status."""
+    from podracer import config
+
     return train(
         config.SebulbaConfig,
         argv,
@@ -281,6 +294,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return 0 if argv else 2
+    if argv[0] == "--version":
+        print(f"podracer {__version__} (pip install {DISTRIBUTION})")
+        return 0
     command, rest = argv[0], argv[1:]
     if command == "anakin":
         return anakin(rest)

@@ -150,7 +150,7 @@ class RunConfig:
     # learn from rewards divided by a running estimate of the discounted return's standard deviation (the agent's
     # --discount), clipped to [-10, 10]
     normalize_rewards: bool = False
-    # also log to this Weights & Biases project (pip install 'podracer[wandb]'; WANDB_MODE=offline needs no network)
+    # also log to this Weights & Biases project (pip install 'podracer-rl[wandb]'; WANDB_MODE=offline needs no network)
     wandb_project: str | None = None
     # keep compiled programs on disk (JAX's persistent compilation cache): a run with the same settings skips
     # compilation
@@ -178,7 +178,7 @@ class RunConfig:
         if self.target_return is not None and self.eval_every is None:
             raise ValueError("--target-return needs --eval-every.")
         if self.wandb_project and importlib.util.find_spec("wandb") is None:
-            raise ValueError("--wandb-project needs wandb: pip install 'podracer[wandb]'.")
+            raise ValueError("--wandb-project needs wandb: pip install 'podracer-rl[wandb]'.")
         if (
             self.checkpoint_every is not None or self.checkpoint_every_seconds is not None or self.resume != "no"
         ) and not self.checkpoint_dir:

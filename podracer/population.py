@@ -100,7 +100,7 @@ def check_config(config) -> None:
             if config.sweep
             else "--population with --log-dir plots pbt_schedule.png"
         )
-        raise ValueError(f"{what} and needs matplotlib: pip install 'podracer[plot]'.")
+        raise ValueError(f"{what} and needs matplotlib: pip install 'podracer-rl[plot]'.")
     if config.sweep:
         parse(config.agent, config.sweep)
         if checkpoints or config.resume != "no":

@@ -171,7 +171,7 @@ def plot(history: Sequence[dict], points: Sequence[Mapping[str, float]], path: s
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise ValueError("the sweep's plot needs matplotlib: pip install 'podracer[plot]'.") from None
+        raise ValueError("the sweep's plot needs matplotlib: pip install 'podracer-rl[plot]'.") from None
     steps = np.array([h["env_steps"] for h in history])
     curves = np.array([h["episode_return_per_seed"] for h in history], np.float64).reshape(
         len(history), len(points), -1

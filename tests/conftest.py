@@ -119,7 +119,9 @@ def pytest_collection_modifyitems(config, items):
             package = mark.args[0]
             if importlib.util.find_spec(package) is None:
                 extra = mark.kwargs.get("extra", package)
-                item.add_marker(pytest.mark.skip(reason=f"{package} is not installed: pip install 'podracer[{extra}]'"))
+                item.add_marker(
+                    pytest.mark.skip(reason=f"{package} is not installed: pip install 'podracer-rl[{extra}]'")
+                )
 
 
 @pytest.fixture

@@ -29,6 +29,28 @@ def test_the_console_script_lists_its_four_commands():
         assert f"\n  {command} " in run.stdout
 
 
+def test_version_and_help_print_without_importing_jax():
+    """``podracer --version`` and ``--help`` import nothing heavy (``import podracer`` is lazy): the version is the one
+    pyproject.toml reads, the distribution's name is the one on the package index."""
+    probe = (
+        "import sys; from podracer import cli; status = cli.main(sys.argv[1:]); "
+        "print('imported:', sorted(m for m in ('jax', 'flax', 'optax', 'tyro', 'numpy') if m in sys.modules)); "
+        "sys.exit(status)"
+    )
+    import podracer
+
+    version = f"podracer {podracer.__version__} (pip install podracer-rl)"
+    for argv, said in ((["--version"], version), (["--help"], "usage: podracer")):
+        run = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.startswith(said) and run.stdout.rstrip().endswith("imported: []"), run.stdout
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert 'name = "podracer-rl"' in pyproject and 'version = { attr = "podracer.__version__" }' in pyproject
+    assert podracer.AnakinConfig is config.AnakinConfig
+    with pytest.raises(AttributeError, match="module 'podracer' has no attribute 'Anakin'"):
+        podracer.Anakin
+
+
 def test_usage_and_unknown_commands(capsys):
     assert cli.main([]) == 2 and capsys.readouterr().out.startswith("usage: podracer")
     assert cli.main(["anakn"]) == 2

@@ -253,7 +253,7 @@ def test_wandb_without_the_package_is_a_one_line_error(monkeypatch, capsys):
     with pytest.raises(SystemExit) as exit_info:
         config.parse(A, ["--wandb-project", "p"], prog="prog")
     assert exit_info.value.code == 2
-    assert "prog: error: --wandb-project needs wandb: pip install 'podracer[wandb]'." in capsys.readouterr().err
+    assert "prog: error: --wandb-project needs wandb: pip install 'podracer-rl[wandb]'." in capsys.readouterr().err
 
 
 def test_a_sweep_plot_without_matplotlib_is_a_one_line_error_before_training(monkeypatch, capsys):
@@ -265,7 +265,7 @@ def test_a_sweep_plot_without_matplotlib_is_a_one_line_error_before_training(mon
         config.parse(A, ["--sweep", "learning_rate=1e-3,3e-3", "--log-dir", "x"], prog="prog")
     assert exit_info.value.code == 2
     assert (
-        "prog: error: --sweep with --log-dir plots sweep.png and needs matplotlib: pip install 'podracer[plot]'."
+        "prog: error: --sweep with --log-dir plots sweep.png and needs matplotlib: pip install 'podracer-rl[plot]'."
         in capsys.readouterr().err
     )
     assert config.parse(A, ["--sweep", "learning_rate=1e-3,3e-3"]).sweep  # without --log-dir: the table only

@@ -126,7 +126,7 @@ def test_a_missing_suite_names_the_extra_to_install(monkeypatch, capsys):
             config.parse(cls, ["--env", "gymnax:CartPole-v1"], prog="prog")
         assert exit_info.value.code == 2
         assert (
-            "prog: error: --env: gymnax: environments need gymnax: pip install 'podracer[gymnax]'."
+            "prog: error: --env: gymnax: environments need gymnax: pip install 'podracer-rl[gymnax]'."
             in capsys.readouterr().err
         )
 
@@ -150,7 +150,9 @@ def test_every_suite_names_its_extra_when_its_package_is_missing(suite, package,
         rf"'podracer\[{suite}\]'\.$",
     ):
         envs.check(f"{suite}:Anything")
-    assert f"{suite}: not installed (environments need {package}: pip install 'podracer[{suite}]'.)" in envs.listing()
+    assert (
+        f"{suite}: not installed (environments need {package}: pip install 'podracer-rl[{suite}]'.)" in envs.listing()
+    )
 
 
 @pytest.mark.suite("gymnax")
