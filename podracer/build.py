@@ -158,6 +158,19 @@ def run_ended(config):
     return lambda: checkpoint.mark_finished(directory)
 
 
+def anakin_budget(config: AnakinConfig) -> AnakinConfig:
+    """``config`` with ``--total-env-steps`` turned into ``num_updates`` on this run's devices: rounded up to whole host
+    calls, so that every call runs the one compiled program (``config`` itself without the flag)."""
+    if config.total_env_steps is None:
+        return config
+    per_call = (
+        config.rollout_length * config.envs_per_device(parallel.num_global_devices()) * parallel.num_global_devices()
+    )
+    per_call *= config.updates_per_call
+    calls = -(-config.total_env_steps // per_call)
+    return dataclasses.replace(config, num_updates=calls * config.updates_per_call)
+
+
 def anakin_run_facts(config: AnakinConfig, num_global_devices: int) -> RunFacts:
     """The facts an agent is told of an Anakin run over ``num_global_devices`` devices: each device learns from its
     own environments."""

@@ -213,6 +213,9 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
     num_envs: int | None = None
     rollout_length: int = 16  # environment steps per rollout (per update)
     num_updates: int = 240  # learner updates in the run
+    # the run's budget in environment steps per seed (all devices together), as in Sebulba; overrides --num-updates,
+    # rounded up to whole host calls (--updates-per-call updates each; the banner says by how much)
+    total_env_steps: int | None = None
     updates_per_call: int = 20  # updates scanned on the device per host call; one log line per call
     # NAME=V1,V2,... (repeat for a grid): train every setting x --num-seeds in one program; ends with a table of final
     # returns (mean, IQM, 95% bootstrap intervals) and, with --log-dir, sweep.csv and sweep.png
@@ -237,6 +240,7 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
         _at_least(
             self, 1, "num_seeds", "num_envs_per_device", "num_envs", "rollout_length", "num_updates", "updates_per_call"
         )
+        _at_least(self, 1, "total_env_steps")
         _check_burn_in(self.agent, self.rollout_length)
         parallel.check_divisible(
             self.num_updates, self.updates_per_call, "--num-updates", "updates per call (--updates-per-call)"

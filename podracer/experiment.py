@@ -19,6 +19,7 @@ from podracer import population as population_lib
 from podracer import sweep as sweep_lib
 from podracer.agents.base import Agent
 from podracer.build import (
+    anakin_budget,
     anakin_run_facts,
     check_normalizable,
     final_entries,
@@ -48,12 +49,11 @@ from podracer.types import RunFacts
 def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> anakin.RunResult:
     """Runs ``config`` on every device of every process; only process 0 logs and writes checkpoints.
 
-    A set ``stop`` ends the run after the host call in flight (with a checkpoint when
-    ``config.checkpoint_dir`` is set). Call :func:`podracer.multihost.initialize` first in a
-    multi-process run (the example's entry point does, from the config's multi-process fields).
+    A set ``stop`` ends the run after the host call in flight (with a checkpoint when ``config.checkpoint_dir`` is
+    set). Call :func:`podracer.multihost.initialize` first in a multi-process run (``podracer anakin`` does).
     """
     with runlock.hold(_written(config), enabled=parallel.is_main_process()):  # before anything is written there
-        return _start_anakin(config, stop)
+        return _start_anakin(anakin_budget(config), stop)
 
 
 def _written(config) -> dict[str, str | None]:

@@ -128,11 +128,18 @@ def anakin_banner(
         seeds = f", a population of {config.population} lanes searching {names} (ranked every "
         seeds += f"{every or config.updates_per_call} updates)"
     resume = f"; resuming after {resume_step} updates" if resume_step is not None else ""
+    steps = config.num_updates * config.rollout_length * per_device * num_global
+    budget = f" = {steps:,} env steps" if config.total_env_steps else ""
+    if config.total_env_steps and steps != config.total_env_steps:  # rounded up to whole host calls
+        budget += (
+            f" (--total-env-steps {config.total_env_steps:,} + {steps - config.total_env_steps:,}: whole calls of "
+            f"--updates-per-call {config.updates_per_call})"
+        )
     return (
         f"podracer anakin: {config.agent_name} on {config.env}{against(opponent)}, {num_global} device(s) in "
         f"{parallel.process_count()} "
         f"process(es) [{jax.default_backend()}], {per_device} envs per device, rollout {config.rollout_length}, "
-        f"{config.num_updates} updates{seeds}{resume}"
+        f"{config.num_updates} updates{budget}{seeds}{resume}"
     )
 
 

@@ -134,3 +134,26 @@ def test_evaluate_and_preview_help_is_plain_text(command, capsys):
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     assert out.startswith(f"usage: podracer {command}") and "``" not in out and "{None}|" not in out
+
+
+def test_total_env_steps_in_anakin_stops_at_the_budget_rounded_up_to_whole_calls(tmp_path, capsys):
+    """``--total-env-steps`` is Anakin's budget too: D devices x 8 envs x rollout 4 env steps per update, 5 updates per
+    call: 3,000 steps round up to whole calls, and the banner says by how much."""
+    import json
+    import math
+
+    from podracer import parallel
+
+    flags = ["--num-envs-per-device", "8", "--rollout-length", "4", "--updates-per-call", "5", "--no-compile-cache"]
+    assert cli.main(["anakin", *flags, "--total-env-steps", "3000", "--log-dir", str(tmp_path)]) == 0
+    per_update = parallel.num_global_devices() * 8 * 4
+    updates = 5 * math.ceil(3000 / (5 * per_update))
+    steps = updates * per_update
+    out = capsys.readouterr().out
+    said = f"{updates} updates = {steps:,} env steps (--total-env-steps 3,000 + {steps - 3000:,}: whole calls of "
+    assert said + "--updates-per-call 5)" in out, out
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["env_steps"] for r in records if "episode_return" in r][-1] == steps
+    with pytest.raises(SystemExit):
+        config.parse(config.AnakinConfig, ["--total-env-steps", "0"], prog="prog")
+    assert capsys.readouterr().err.strip() == "prog: error: --total-env-steps must be >= 1, got 0."
