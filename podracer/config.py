@@ -60,7 +60,8 @@ AnakinEnvName = Annotated[
     tyro.conf.arg(
         metavar="NAME",
         help=f"JAX environment: {', '.join(envs.names())}, one registered with podracer.envs.register, or "
-        f"SUITE:NAME ({', '.join(f'{s}:...' for s in sorted(envs.SUITES))}); --env list shows them",
+        f"SUITE:NAME ({', '.join(f'{s}:...' for s in sorted(envs.SUITES))}); --env list shows them, --env list:TEXT "
+        "one suite or the names containing TEXT",
     ),
 ]
 
@@ -277,8 +278,8 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
 
     # envpool task id or short name (Pong, Breakout, CartPole, HalfCheetah-v4); gymnasium:ID, any registered gymnasium
     # environment (gymnasium:CartPole-v1, gymnasium:my_package:MyTask-v0); or a JAX environment stepped on the host:
-    # jax:NAME (jax:memory, jax:catch, jax:cartpole) or SUITE:NAME (gymnax:CartPole-v1, brax:ant); --env list shows the
-    # JAX ones
+    # jax:NAME (jax:memory, jax:catch, jax:cartpole) or SUITE:NAME (gymnax:CartPole-v1, brax:ant); --env list shows them
+    # (envpool's ids first), --env list:TEXT one suite or the names containing TEXT
     env: str = "Pong"
     # the agent and its hyper-parameters; on the command line without --agent: impala for Atari games, ppo for every
     # other environment
@@ -418,10 +419,13 @@ def parse(
             "Choose the agent with --agent NAME (or NAME alone); --agent NAME --help lists its flags."
         )
     markers = (tyro.conf.OmitSubcommandPrefixes, tyro.conf.OmitArgPrefixes, tyro.conf.CascadeSubcommandArgs)
-    if "env" in {f.name for f in dataclasses.fields(cls)} and "list" in flag_values(argv, "--env"):
-        print(envs.listing())
-        raise SystemExit(0)
     mode = _mode(cls)
+    listed = [v for v in flag_values(argv, "--env") if v == "list" or v.startswith("list:")]
+    if "env" in {f.name for f in dataclasses.fields(cls)} and listed:
+        from podracer.envs import catalog
+
+        print(catalog.listing(mode or "anakin", listed[-1].removeprefix("list").removeprefix(":")))
+        raise SystemExit(0)
     if mode == "sebulba" and any(a.split("=")[0] in ("--population", "--pbt-search") for a in argv):
         print(f"{prog}: error: {population.SEBULBA_REFUSAL}", file=sys.stderr, flush=True)
         raise SystemExit(2)

@@ -147,7 +147,7 @@ def test_every_suite_names_its_extra_when_its_package_is_missing(suite, package,
     with pytest.raises(
         ValueError,
         match=rf"^{suite}: environments need {package}: pip install "
-        rf"'podracer\[{suite}\]'\.$",
+        rf"'podracer-rl\[{suite}\]'\.$",
     ):
         envs.check(f"{suite}:Anything")
     assert (
@@ -161,7 +161,27 @@ def test_env_list_prints_every_name(capsys):
         config.parse(AnakinConfig, ["--env", "list"], prog="prog")
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
-    assert "catch" in out and "gymnax:CartPole-v1" in out and "gymnax:Breakout-MinAtar" in out
+    assert "gymnax:CartPole-v1" in out and "gymnax:Breakout-MinAtar" in out
+    lines = out.splitlines()
+    assert "  catch      bsuite Catch: 10 rows, 5 columns, 3 actions" in lines  # one per line, described
+    assert "gymnax: classic control, bsuite and MinAtar" in lines  # each suite with its line
+    assert max(map(len, lines)) <= 120  # names in columns, not a suite per line
+
+    def listed(mode, flag):
+        with pytest.raises(SystemExit) as exit_info:
+            config.parse(AnakinConfig if mode == "anakin" else SebulbaConfig, ["--env", flag], prog="prog")
+        assert exit_info.value.code == 0
+        return capsys.readouterr().out.splitlines()
+
+    only = listed("anakin", "list:gymnax")  # one suite
+    assert only[0] == "gymnax: classic control, bsuite and MinAtar" and "catch" not in " ".join(only)
+    breakout = " ".join(listed("anakin", "list:breakout")).split()  # names containing the text, in every suite
+    assert "gymnax:Breakout-MinAtar" in breakout and "gymnax:CartPole-v1" not in breakout
+    assert listed("anakin", "list:zzz") == ["no environment matches 'zzz' (--env list shows them all)"]
+    host = listed("sebulba", "list")  # Sebulba's: envpool's ids first, then what it steps on the host
+    assert host[0].startswith("envpool ") and "short names: pong = Pong-v5" in host[0]
+    words = " ".join(host).split()
+    assert {"Pong-v5", "Breakout-v5", "CartpoleBalance-v1", "jax:catch", "gymnax:CartPole-v1"} <= set(words)
 
 
 def test_a_registered_environment_works_by_name_in_both_modes_and_trains(monkeypatch):

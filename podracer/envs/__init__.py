@@ -199,16 +199,12 @@ def names() -> list[str]:
     return sorted(_JAX_ENVS)
 
 
-def listing() -> str:
-    """What ``--env list`` prints: the built-in and registered names, then each suite's (or how to install it)."""
-    lines = ["JAX environments: " + ", ".join(names())]
-    for suite in sorted(SUITES):
-        try:
-            module = _suite(suite)
-            lines.append(f"{suite}: " + ", ".join(f"{suite}:{n}" for n in module.names()))
-        except ValueError as error:
-            lines.append(f"{suite}: not installed ({str(error).split(': ', 1)[-1]})")
-    return "\n".join(lines)
+def listing(mode: str = "anakin", pattern: str = "") -> str:
+    """What ``--env list[:PATTERN]`` prints (:mod:`podracer.envs.catalog`): one environment per line or column,
+    grouped by suite with its description; Sebulba's (``mode="sebulba"``) leads with envpool's task ids."""
+    from podracer.envs import catalog
+
+    return catalog.listing(mode, pattern)
 
 
 __all__ = [
