@@ -12,6 +12,7 @@ import pytest
 
 from podracer import build, config, envs, experiment
 from podracer.config import AnakinConfig, SebulbaConfig
+from podracer.envs import catalog
 from podracer.envs.gymnax import GymnaxEnv
 
 
@@ -151,7 +152,8 @@ def test_every_suite_names_its_extra_when_its_package_is_missing(suite, package,
     ):
         envs.check(f"{suite}:Anything")
     assert (
-        f"{suite}: not installed (environments need {package}: pip install 'podracer-rl[{suite}]'.)" in envs.listing()
+        f"{suite}: not installed (environments need {package}: pip install 'podracer-rl[{suite}]'.)"
+        in catalog.listing()
     )
 
 

@@ -199,14 +199,6 @@ def names() -> list[str]:
     return sorted(_JAX_ENVS)
 
 
-def listing(mode: str = "anakin", pattern: str = "") -> str:
-    """What ``--env list[:PATTERN]`` prints (:mod:`podracer.envs.catalog`): one environment per line or column,
-    grouped by suite with its description; Sebulba's (``mode="sebulba"``) leads with envpool's task ids."""
-    from podracer.envs import catalog
-
-    return catalog.listing(mode, pattern)
-
-
 __all__ = [
     "AutoReset",
     "CartPole",
@@ -220,7 +212,6 @@ __all__ = [
     "first_timestep",
     "check",
     "is_jax_on_host",
-    "listing",
     "make_host",
     "make",
     "names",
