@@ -62,6 +62,12 @@ def train(
     cfg = config.parse(default, argv, prog=prog, description=description)
     startup.mark("imports")
     startup.count_programs()
+    if cfg.process_id in (None, 0) and not cfg.distributed:  # the main process (--distributed: known once started)
+        try:
+            cfg = _log_dir(cfg, name)
+        except ValueError as error:
+            print(f"{name}: error: {error}", file=sys.stderr, flush=True)
+            return 2
     if cfg.process_id in (None, 0):
         print(f"{name}: {settings_line(cfg)}", flush=True)
     lifetime.quiet_dependencies()
@@ -77,6 +83,8 @@ def train(
             auto_detect=cfg.distributed,
             timeout=cfg.distributed_timeout,
         )
+        if cfg.distributed and parallel.is_main_process():
+            cfg = _log_dir(cfg, name)
         result = run(cfg, stop)
     # a layout that does not fit the devices found, an unknown task, a checkpoint directory that does not fit
     except ValueError as error:
@@ -118,6 +126,16 @@ def train(
         lifetime.exit_soon(lifetime.exit_status())  # said it stopped: nothing may hold the process past this
         return lifetime.exit_status()
     return report(cfg, result)
+
+
+def _log_dir(cfg, name: str):
+    """``cfg`` with its log directory settled (:func:`podracer.command_line.settle_log_dir`), said when it is new."""
+    from podracer import command_line
+
+    cfg, said = command_line.settle_log_dir(cfg)
+    if said:
+        print(f"{name}: {said}", flush=True)
+    return cfg
 
 
 def divergence_line(cfg, error) -> str:

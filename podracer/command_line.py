@@ -5,17 +5,19 @@ notation."""
 from __future__ import annotations
 
 import importlib.util  # noqa: F401 (import_module reads importlib.util)
+import os
 import sys
 from collections.abc import Sequence
 
 from podracer import agents
+from podracer.disk import writable_directory
 
 
 def import_module(target: str):
     """Imports ``--import``'s ``target``: a module name (``my_package.tasks``) or a Python file
     (``examples/own_env.py``,
-    imported as a module named after the file). A module that cannot be found, or that raises ``ValueError`` (a
-    registration refused), is a one-line ``ValueError``."""
+    imported as a module named after the file). A module that cannot be found, has a syntax error or raises while
+    it is imported (a registration refused, a bug) is a one-line ``ValueError``."""
     import importlib
     import os
 
@@ -42,6 +44,14 @@ def import_module(target: str):
         if str(error).startswith("--import"):
             raise
         raise ValueError(f"--import {target}: {error}") from None
+    except SyntaxError as error:
+        raise ValueError(f"--import {target}: a syntax error at line {error.lineno}: {error.msg}.") from None
+    except Exception as error:  # noqa: BLE001 - the module's own fault, said in one line with where it happened
+        import traceback
+
+        frames = [f for f in traceback.extract_tb(error.__traceback__) if "importlib" not in f.filename]
+        where = f" (line {frames[-1].lineno} of {frames[-1].filename})" if frames else ""
+        raise ValueError(f"--import {target}: importing it raised {type(error).__name__}: {error}{where}.") from None
 
 
 def import_requested(argv: Sequence[str]) -> None:
@@ -211,7 +221,48 @@ def check_cluster(environ=None) -> None:
     )
 
 
+RUNS_DIR = "PODRACER_RUNS_DIR"  # where the command line's default log directories go; unset: ./runs
+
+
+def default_log_dir(env: str, agent: str, seed: int, root: str | None = None) -> str:
+    """A new directory ``ROOT/ENV__AGENT__SEED__TIME`` (``$PODRACER_RUNS_DIR``, else ``runs``), made now: two runs
+    started in the same second get ``-2``, ``-3`` ... (made atomically, so that each directory has one writer)."""
+    import re
+    import time
+
+    root = root or os.environ.get(RUNS_DIR) or "runs"
+    writable_directory(root, f"the runs directory {root!r}", f"pass --log-dir, --no-log-dir or set ${RUNS_DIR}")
+    stem = "__".join((re.sub(r"[^A-Za-z0-9._-]+", "-", env), agent, str(seed), time.strftime("%Y%m%d-%H%M%S")))
+    for attempt in range(1, 1000):
+        path = os.path.join(root, stem if attempt == 1 else f"{stem}-{attempt}")
+        try:
+            os.mkdir(path)
+            return path
+        except FileExistsError:
+            continue
+    raise ValueError(f"the runs directory {root!r} holds 999 runs named {stem}: pass --log-dir.")
+
+
+def settle_log_dir(cfg):
+    """``cfg`` with its log directory settled for the command line (the main process): ``--log-dir`` checked (a file,
+    or not writable: one line), else a new :func:`default_log_dir` unless ``--no-log-dir``; and the line to say."""
+    import dataclasses
+
+    if cfg.log_dir:
+        if cfg.no_log_dir:
+            raise ValueError("--log-dir and --no-log-dir: pass one of them.")
+        writable_directory(cfg.log_dir, f"--log-dir {cfg.log_dir!r}")
+        return cfg, None
+    if cfg.no_log_dir:
+        return cfg, None
+    path = default_log_dir(cfg.env, cfg.agent_name, cfg.seed)
+    return dataclasses.replace(cfg, log_dir=path), f"logging to {path} (metrics.jsonl, TensorBoard; --no-log-dir: none)"
+
+
 __all__ = [
+    "RUNS_DIR",
+    "default_log_dir",
+    "settle_log_dir",
     "CLUSTER_VARIABLES",
     "check_cluster",
     "check_coordinator",

@@ -25,6 +25,7 @@ from typing import Annotated, Literal, TypeVar, Union
 import tyro
 
 from podracer import agents, envs, parallel, population, presets, sweep
+from podracer.envs import catalog
 from podracer import multihost
 from podracer.agents import A2CConfig, IMPALAConfig
 from podracer.agents.base import check_finite, flag
@@ -41,6 +42,8 @@ from podracer.command_line import (  # noqa: F401 (UsageError, import_module: re
 )
 
 T = TypeVar("T")
+MAX_SEED = 2**31 - 1  # --seed (and the last of --num-seeds) fits an int32
+MAX_EPISODES = 65_536  # --eval-episodes, evaluate's --episodes: played at once, one environment each
 
 
 def agent_choice(classes: dict[str, type]):
@@ -117,7 +120,10 @@ class RunConfig:
     """What every run has, in either mode."""
 
     seed: int = 0  # random seed
-    log_dir: str | None = None  # write DIR/metrics.jsonl and TensorBoard events there
+    # write DIR/metrics.jsonl and TensorBoard events there; on the command line, without it: a new
+    # runs/ENV__AGENT__SEED__TIME ($PODRACER_RUNS_DIR instead of runs)
+    log_dir: str | None = None
+    no_log_dir: Annotated[bool, tyro.conf.FlagCreatePairsOff] = False  # the command line writes no log directory
     # save the learner there (orbax; python -m podracer.evaluate plays it) at the end, on Ctrl-C and every
     # --checkpoint-every updates; the newest 3 are kept
     checkpoint_dir: str | None = None
@@ -170,7 +176,13 @@ class RunConfig:
                 flag, got = name.replace("_", "-"), getattr(self, name)
                 raise ValueError(f"--{flag}: invalid choice: {got!r} (choose from {', '.join(choices)}).")
         check_finite(self)
+        if not 0 <= self.seed <= MAX_SEED:  # seeds are int32 in the programs that make their keys
+            raise ValueError(f"--seed must be between 0 and {MAX_SEED}, got {self.seed}.")
         _at_least(self, 1, "checkpoint_every", "cpu_devices", "distributed_timeout")
+        if self.eval_episodes > MAX_EPISODES:
+            raise ValueError(
+                f"--eval-episodes must be <= {MAX_EPISODES:,} (one environment each), got {self.eval_episodes}."
+            )
         if self.checkpoint_every_seconds is not None and not self.checkpoint_every_seconds > 0:
             raise ValueError(f"--checkpoint-every-seconds must be > 0, got {self.checkpoint_every_seconds}.")
         multihost.check_process_id(self.num_processes, self.process_id)
@@ -325,18 +337,8 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
         super().__post_init__()
         if self.preset is not None:
             presets.get(self.preset, "sebulba")
-        _at_least(
-            self,
-            1,
-            "total_env_steps",
-            "actor_threads",
-            "num_envs_per_actor",
-            "num_envs",
-            "rollout_length",
-            "queue_size",
-            "log_every",
-            "env_groups",
-        )
+        positive = ("total_env_steps", "actor_threads", "num_envs_per_actor", "num_envs", "rollout_length")
+        _at_least(self, 1, *positive, "queue_size", "log_every", "env_groups")
         _at_least(self, 0, "envpool_threads")
         if not self.actor_timeout > 0:
             raise ValueError(f"--actor-timeout must be > 0, got {self.actor_timeout}.")
@@ -420,12 +422,8 @@ def parse(
         )
     markers = (tyro.conf.OmitSubcommandPrefixes, tyro.conf.OmitArgPrefixes, tyro.conf.CascadeSubcommandArgs)
     mode = _mode(cls)
-    listed = [v for v in flag_values(argv, "--env") if v == "list" or v.startswith("list:")]
-    if "env" in {f.name for f in dataclasses.fields(cls)} and listed:
-        from podracer.envs import catalog
-
-        print(catalog.listing(mode or "anakin", listed[-1].removeprefix("list").removeprefix(":")))
-        raise SystemExit(0)
+    if "env" in {f.name for f in dataclasses.fields(cls)}:
+        catalog.list_if_asked(flag_values(argv, "--env"), mode or "anakin")  # --env list[:TEXT]: exits 0
     if mode == "sebulba" and any(a.split("=")[0] in ("--population", "--pbt-search") for a in argv):
         print(f"{prog}: error: {population.SEBULBA_REFUSAL}", file=sys.stderr, flush=True)
         raise SystemExit(2)
@@ -445,5 +443,5 @@ def parse(
         with hook(one_line):
             return cli()
     except UsageError as error:
-        print(f"{prog}: error: {error}", file=sys.stderr, flush=True)
+        print(f"{prog}: error: {presets.blame(str(error), argv)}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None

@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from podracer.config import Imports
+from podracer.config import MAX_EPISODES, Imports
 
 from podracer.play import PALETTE_SIZE, palette, picture, play_host, play_jax  # noqa: F401 (re-exported)
 
@@ -32,8 +32,11 @@ class EvaluateConfig:
     imports: Imports = ()
 
     def __post_init__(self):
-        if self.episodes < 1:
-            raise ValueError(f"--episodes must be >= 1, got {self.episodes}.")
+        if not 1 <= self.episodes <= MAX_EPISODES:
+            raise ValueError(
+                f"--episodes must be between 1 and {MAX_EPISODES:,} (one environment each, all at once), "
+                f"got {self.episodes}."
+            )
 
 
 def _agent_for(metadata, spec):
@@ -194,8 +197,14 @@ def check_output_file(path: str, flag: str) -> None:
 
     parent = os.path.dirname(os.path.abspath(path))
     disk.writable_directory(parent, f"{flag} {path!r}: directory {parent!r}")
-    if os.path.exists(path) and not os.access(path, os.W_OK):
-        raise ValueError(f"{flag} {path!r} cannot be written.")
+    existed = os.path.exists(path)
+    try:  # the one sure test (as root, os.access says yes to /proc and read-only mounts)
+        with open(path, "ab"):
+            pass
+    except OSError as error:
+        raise ValueError(f"{flag} {path!r} cannot be written: {error.strerror}.") from None
+    if not existed:
+        os.remove(path)
 
 
 def write_gif(frames, path: str, fps: int = 15) -> None:

@@ -39,6 +39,8 @@ def set_cpu_device_count(count: int) -> None:
         raise ValueError(f"The number of CPU devices must be >= 1, got {count}.")
     started = jax_private("xla_bridge", "backends_are_initialized")
     if started is not None and started():
+        if len(jax.devices("cpu")) == count:  # started with these devices already (a second run in this process)
+            return
         raise RuntimeError("set_cpu_device_count must be called before JAX initialises its backends.")
     flags = [
         f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform_device_count")
@@ -335,6 +337,12 @@ def resolve_layout(actor_ids: Sequence[int] | None, learner_ids: Sequence[int] |
             )
         if len(set(ids)) != len(ids):
             raise ValueError(f"{name} {list(ids)} lists a device twice.")
+    shared = sorted(set(actor_ids) & set(learner_ids))
+    if shared and n > 1:  # one device alone is shared of necessity; with more, a shared one is a mistake
+        raise ValueError(
+            f"--actor-devices {list(actor_ids)} and --learner-devices {list(learner_ids)} share device {shared[0]}: "
+            f"give each group its own of this process's {n} devices (or leave --learner-devices out: the others)."
+        )
     check_divisible(num_envs, len(learner_ids), "--num-envs-per-actor", "learner devices")
     learners = []
     for process in range(jax.process_count()):

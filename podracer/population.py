@@ -10,6 +10,7 @@ starting values (drawn from the ranges with ``--seed``), and at the end the best
 from __future__ import annotations
 
 import csv
+import importlib.util
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -18,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from podracer.agents.base import flag, with_hyperparameters
-from podracer.sweep import _field_type, sweepable
+from podracer.sweep import PLOT_NEEDS, _field_type, sweepable
 
 SEBULBA_REFUSAL = (
     "--population trains in Anakin only (podracer anakin --population N --pbt-search ...): Sebulba's learner "
@@ -83,8 +84,6 @@ def parse_search(agent_config, specs: Sequence[str]) -> tuple[Range, ...]:
 def check_config(config) -> None:
     """An Anakin config's ``--num-seeds``, ``--sweep`` and ``--population`` against each other and the run's other
     flags: one-line ``ValueError`` s naming the flags."""
-    import importlib.util
-
     from podracer.sweep import parse
 
     checkpoints = config.checkpoint_every is not None or config.checkpoint_every_seconds is not None
@@ -93,14 +92,6 @@ def check_config(config) -> None:
             "--checkpoint-every, --checkpoint-every-seconds and --resume take one seed: drop --num-seeds (final "
             "checkpoints of several seeds go to --checkpoint-dir/seed_S)."
         )
-    plots = config.sweep or config.population
-    if plots and config.log_dir and importlib.util.find_spec("matplotlib") is None:
-        what = (
-            "--sweep with --log-dir plots sweep.png"
-            if config.sweep
-            else "--population with --log-dir plots pbt_schedule.png"
-        )
-        raise ValueError(f"{what} and needs matplotlib: pip install 'podracer-rl[plot]'.")
     if config.sweep:
         parse(config.agent, config.sweep)
         if checkpoints or config.resume != "no":
@@ -203,8 +194,12 @@ def report(history: Sequence[dict], names: Sequence[str], log_dir: str | None) -
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
-        _plot(rows, names, os.path.join(log_dir, "pbt_schedule.png"))
-        text += f"\npbt: wrote {path} and {os.path.join(log_dir, 'pbt_schedule.png')}"
+        picture = os.path.join(log_dir, "pbt_schedule.png")
+        if importlib.util.find_spec("matplotlib") is None:
+            text += f"\npbt: wrote {path} (not {picture}: {PLOT_NEEDS})"
+        else:
+            _plot(rows, names, picture)
+            text += f"\npbt: wrote {path} and {picture}"
     return text, best
 
 

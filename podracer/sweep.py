@@ -15,6 +15,7 @@ percentile bootstrap interval over seeds, and the learning curves.
 from __future__ import annotations
 
 import csv
+import importlib.util
 import dataclasses
 import itertools
 import math
@@ -162,6 +163,9 @@ def format_table(rows: Sequence[dict], what: str) -> str:
     return "\n".join(lines)
 
 
+PLOT_NEEDS = "drawing it needs matplotlib: pip install 'podracer-rl[plot]'"
+
+
 def plot(history: Sequence[dict], points: Sequence[Mapping[str, float]], path: str) -> None:
     """Learning curves: per setting, the mean training return over seeds against env steps, with the
     band from its lowest to its highest seed (and greedy evaluations as points, where the run made them)."""
@@ -210,8 +214,12 @@ def report(history: Sequence[dict], points: Sequence[Mapping[str, float]], log_d
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
-        plot(history, points, os.path.join(log_dir, "sweep.png"))
-        text += f"\nsweep: wrote {os.path.join(log_dir, 'sweep.csv')} and {os.path.join(log_dir, 'sweep.png')}"
+        table_path, picture = os.path.join(log_dir, "sweep.csv"), os.path.join(log_dir, "sweep.png")
+        if importlib.util.find_spec("matplotlib") is None:  # a plain install: the table, and how to get the picture
+            text += f"\nsweep: wrote {table_path} (not {picture}: {PLOT_NEEDS})"
+        else:
+            plot(history, points, picture)
+            text += f"\nsweep: wrote {table_path} and {picture}"
     else:
         text += "\nsweep: pass --log-dir to keep the table (sweep.csv) and the learning curves (sweep.png)"
     return text

@@ -17,6 +17,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import tempfile  # noqa: E402
 
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="podracer-test-cache-")
+# Commands run without --log-dir write runs/ENV__AGENT__SEED__TIME: here, not in the checkout.
+os.environ["PODRACER_RUNS_DIR"] = tempfile.mkdtemp(prefix="podracer-test-runs-")
 
 import jax  # noqa: E402
 import pytest  # noqa: E402

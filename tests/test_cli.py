@@ -145,6 +145,7 @@ def test_total_env_steps_in_anakin_stops_at_the_budget_rounded_up_to_whole_calls
     from podracer import parallel
 
     flags = ["--num-envs-per-device", "8", "--rollout-length", "4", "--updates-per-call", "5", "--no-compile-cache"]
+    flags += ["--cpu-devices", "8"]  # the tests' devices (conftest)
     assert cli.main(["anakin", *flags, "--total-env-steps", "3000", "--log-dir", str(tmp_path)]) == 0
     per_update = parallel.num_global_devices() * 8 * 4
     updates = 5 * math.ceil(3000 / (5 * per_update))
@@ -157,3 +158,75 @@ def test_total_env_steps_in_anakin_stops_at_the_budget_rounded_up_to_whole_calls
     with pytest.raises(SystemExit):
         config.parse(config.AnakinConfig, ["--total-env-steps", "0"], prog="prog")
     assert capsys.readouterr().err.strip() == "prog: error: --total-env-steps must be >= 1, got 0."
+
+
+# Bad input that only a command meets (files, devices, imports, a preset's file): (argv, the one error line's text);
+# {file} is an existing file, {raises} and {syntax} modules that fail to import.
+COMMAND_BAD_INPUTS = [
+    (["anakin", "--log-dir", "{file}"], "--log-dir '{file}' is a file, not a directory."),
+    (["anakin", "--log-dir", "/proc/podracer-logs"], "--log-dir '/proc/podracer-logs' cannot be created: "),
+    (["anakin", "--log-dir", "x", "--no-log-dir"], "--log-dir and --no-log-dir: pass one of them."),
+    (["anakin", "--import", "{raises}"], "--import {raises}: importing it raised RuntimeError: boom (line 2 of "),
+    (["sebulba", "--import", "{syntax}"], "--import {syntax}: a syntax error at line 1: "),
+    (["anakin", "--preset", "misspelt"], "--preset misspelt: mine.toml gives --learning-rat, which is not a flag"),
+    (["evaluate", "--checkpoint", "x", "--gif", "/proc/podracer.gif"], "--gif '/proc/podracer.gif' cannot be written"),
+    (
+        [
+            "sebulba",
+            "--env",
+            "CartPole-v1",
+            "--actor-devices",
+            "0",
+            "--learner-devices",
+            "0",
+            "1",
+            "--cpu-devices",
+            "8",
+        ],
+        "--actor-devices [0] and --learner-devices [0, 1] share device 0: give each group its own",
+    ),
+]
+
+
+@pytest.mark.parametrize("argv, message", COMMAND_BAD_INPUTS, ids=[" ".join(a) for a, _ in COMMAND_BAD_INPUTS])
+def test_a_commands_bad_input_is_one_line_and_exit_2(argv, message, tmp_path, monkeypatch, capsys):
+    from podracer import presets
+
+    names = {"file": tmp_path / "a-file", "raises": tmp_path / "raises.py", "syntax": tmp_path / "syntax.py"}
+    names["file"].write_text("")
+    names["raises"].write_text('"""A module with a bug."""\nraise RuntimeError("boom")\n')
+    names["syntax"].write_text("def f(:\n")
+    real = presets.load()  # a preset file with a misspelt key, as if beside podracer's own
+    mine = presets._parse("mine", '[misspelt]\nmode = "anakin"\nnote = ""\nflags = { learning-rat = 0.1 }\n')
+    monkeypatch.setattr(presets, "load", lambda: {**real, **mine})
+    argv = [token.format(**names) for token in argv]
+    try:
+        status = cli.main(argv)
+    except SystemExit as exit_info:
+        status = exit_info.code
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert status == 2 and len(errors) == 1, errors
+    assert errors[0].startswith(f"podracer {argv[0]}: error: ") and message.format(**names) in errors[0], errors
+
+
+def test_without_log_dir_a_run_writes_runs_env_agent_seed_time_and_says_so_first(tmp_path, monkeypatch, capsys):
+    """As CleanRL and SB3 do: a record of every run unless --no-log-dir; two runs in the same second get two
+    directories (each has one writer)."""
+    import re
+
+    monkeypatch.setenv("PODRACER_RUNS_DIR", str(tmp_path / "runs"))
+    flags = ["--env", "catch", "--num-envs-per-device", "2", "--rollout-length", "10", "--num-updates", "2"]
+    flags += ["--updates-per-call", "1", "--seed", "3", "--no-compile-cache", "--cpu-devices", "8"]
+    assert cli.main(["anakin", *flags]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    match = re.fullmatch(r"podracer anakin: logging to (\S+) \(metrics.jsonl, TensorBoard; --no-log-dir: none\)", first)
+    assert match, first
+    made = Path(match.group(1))
+    assert made.parent == tmp_path / "runs" and re.fullmatch(r"catch__a2c__3__\d{8}-\d{6}", made.name)
+    assert (made / "metrics.jsonl").stat().st_size > 0 and list(made.glob("events.out.tfevents.*"))
+    assert cli.main(["anakin", *flags, "--no-log-dir"]) == 0
+    assert "logging to" not in capsys.readouterr().out and list((tmp_path / "runs").iterdir()) == [made]
+    from podracer import command_line
+
+    twins = {command_line.default_log_dir("gymnax:CartPole-v1", "ppo", 0, str(tmp_path)) for _ in range(3)}
+    assert len(twins) == 3 and all(Path(p).name.startswith("gymnax-CartPole-v1__ppo__0__") for p in twins)

@@ -147,7 +147,11 @@ BAD_INPUTS = [
     (S, "--env jax:pong", "Unknown JAX environment 'pong'"),
     (S, "--agent r2d2 --core lstm", "unrecognized arguments: --core lstm"),
     (A, "--torso resnet", "--torso: invalid choice: 'resnet' (choose from auto, mlp, impala, nature, board)."),
-    (E, "--checkpoint x --episodes 0", "--episodes must be >= 1, got 0."),
+    (
+        E,
+        "--checkpoint x --episodes 0",
+        "--episodes must be between 1 and 65,536 (one environment each, all at once), got 0.",
+    ),
     (E, "--episodes 2", "the following arguments are required: --checkpoint"),
     (P, "--checkpoint-dir x --poll-seconds 0", "--poll-seconds must be > 0, got 0.0."),
     (P, "--checkpoint-dir x --wait -1", "--wait must be >= 0, got -1.0."),
@@ -180,6 +184,14 @@ BAD_INPUTS = [
         "--checkpoint-every, --checkpoint-every-seconds and --resume take one run: drop --sweep",
     ),
     (S, "--sweep discount=0.9,0.99", "unrecognized arguments: --sweep"),
+    (A, "--seed 1180591620717411303424", "--seed must be between 0 and 2147483647, got 1180591620717411303424."),
+    (S, "--seed -1", "--seed must be between 0 and 2147483647, got -1."),
+    (A, "--eval-episodes 100000", "--eval-episodes must be <= 65,536 (one environment each), got 100000."),
+    (
+        E,
+        "--checkpoint x --episodes 1000000000",
+        "--episodes must be between 1 and 65,536 (one environment each, all at once), got 1000000000.",
+    ),
 ]
 
 
@@ -256,19 +268,24 @@ def test_wandb_without_the_package_is_a_one_line_error(monkeypatch, capsys):
     assert "prog: error: --wandb-project needs wandb: pip install 'podracer-rl[wandb]'." in capsys.readouterr().err
 
 
-def test_a_sweep_plot_without_matplotlib_is_a_one_line_error_before_training(monkeypatch, capsys):
+def test_a_sweep_without_matplotlib_writes_its_table_and_says_how_to_get_the_plot(monkeypatch, tmp_path):
+    """A plain install (no matplotlib) runs a sweep with a log directory (the command line's default one included):
+    its table is written and the report says what the picture needs, instead of a refusal or a traceback."""
     import importlib.util
+
+    from podracer import sweep
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
-    with pytest.raises(SystemExit) as exit_info:
-        config.parse(A, ["--sweep", "learning_rate=1e-3,3e-3", "--log-dir", "x"], prog="prog")
-    assert exit_info.value.code == 2
-    assert (
-        "prog: error: --sweep with --log-dir plots sweep.png and needs matplotlib: pip install 'podracer-rl[plot]'."
-        in capsys.readouterr().err
+    assert config.parse(A, ["--sweep", "learning_rate=1e-3,3e-3", "--log-dir", str(tmp_path)]).sweep
+    points = [{"learning_rate": 1e-3}, {"learning_rate": 3e-3}]
+    history = [{"env_steps": 100, "episode_return_per_seed": [0.5, 0.7]}]
+    text = sweep.report(history, points, str(tmp_path))
+    assert text.splitlines()[-1] == (
+        f"sweep: wrote {tmp_path / 'sweep.csv'} (not {tmp_path / 'sweep.png'}: drawing it needs matplotlib: "
+        "pip install 'podracer-rl[plot]')"
     )
-    assert config.parse(A, ["--sweep", "learning_rate=1e-3,3e-3"]).sweep  # without --log-dir: the table only
+    assert (tmp_path / "sweep.csv").is_file() and not (tmp_path / "sweep.png").exists()
 
 
 @pytest.mark.parametrize(

@@ -92,6 +92,14 @@ def _host_sections(pattern: str) -> list[list[str]]:
     return sections + jax
 
 
+def list_if_asked(env_values: list[str], mode: str) -> None:
+    """``--env list`` or ``--env list:TEXT`` among a command line's ``--env`` values: prints the listing and exits 0."""
+    listed = [value for value in env_values if value == "list" or value.startswith("list:")]
+    if listed:
+        print(listing(mode, listed[-1].removeprefix("list").removeprefix(":")))
+        raise SystemExit(0)
+
+
 def listing(mode: str = "anakin", pattern: str = "") -> str:
     """What ``--env list[:PATTERN]`` prints for ``mode`` ("anakin" or "sebulba"); a one-line note when nothing
     matches."""
@@ -103,4 +111,4 @@ def listing(mode: str = "anakin", pattern: str = "") -> str:
     return "\n".join([*lines, "", "--env list:TEXT shows one suite (list:gymnax) or the names that contain TEXT."])
 
 
-__all__ = ["DESCRIPTIONS", "columns", "first_line", "listing"]
+__all__ = ["DESCRIPTIONS", "columns", "first_line", "list_if_asked", "listing"]

@@ -147,4 +147,20 @@ def _agent_given(argv: Sequence[str], agent_names: Sequence[str]) -> str | None:
     return None
 
 
-__all__ = ["MODES", "Preset", "expand", "for_env", "get", "listing", "load", "names"]
+def blame(message: str, argv: Sequence[str]) -> str:
+    """A usage error about a flag that the preset put on the command line (``argv`` as :func:`expand` left it, ending
+    in ``--preset NAME``) names the preset and its file, for a misspelt key in its TOML; others are left as they are."""
+    unknown = message.removeprefix("unrecognized arguments: ").split(" (")[0].split()
+    if not message.startswith("unrecognized arguments: ") or list(argv[-2:-1]) != ["--preset"]:
+        return message
+    preset = get(argv[-1])
+    theirs = [token for token in unknown if token in preset.argv()]
+    if not theirs:
+        return message
+    return (
+        f"--preset {preset.name}: {preset.suite}.toml gives {theirs[0]}, which is not a flag of this command (a "
+        "misspelt key? flag names as on the command line, without the dashes)."
+    )
+
+
+__all__ = ["MODES", "Preset", "blame", "expand", "for_env", "get", "listing", "load", "names"]
