@@ -113,10 +113,11 @@ def spell_resume_flag(argv: list[str]) -> list[str]:
     return out
 
 
-def plain_help(show) -> None:
+def plain_help(show, arrange=None) -> None:
     """Runs ``show()`` (tyro printing a help page and exiting) and prints the page without tyro's own notation:
     ``{None}|STR`` is ``STR`` (the default, None, says the flag may be left out) and "(source subcommand: a2c)"
-    says whose flags follow. Each replacement keeps its width, so the page's boxes stay aligned."""
+    says whose flags follow. Each replacement keeps its width, so the page's boxes stay aligned. ``arrange``, when
+    given, lays the page out again (:func:`podracer.helptext.arrange`)."""
     import contextlib
     import io
     import re
@@ -131,7 +132,7 @@ def plain_help(show) -> None:
         text = re.sub(
             r"\(source subcommand: ([\w-]+)\)", lambda m: f"flags of --agent {m.group(1)}:".ljust(len(m.group(0))), text
         )
-        sys.stdout.write(text)
+        sys.stdout.write(arrange(text) if arrange and done.code == 0 else text)
         sys.stdout.flush()
         raise done from None
 

@@ -24,7 +24,7 @@ from typing import Annotated, Literal, TypeVar, Union
 
 import tyro
 
-from podracer import agents, envs, parallel, population, presets, sweep
+from podracer import agents, envs, helptext, parallel, population, presets, sweep
 from podracer.envs import catalog
 from podracer import multihost
 from podracer.agents import A2CConfig, IMPALAConfig
@@ -124,7 +124,7 @@ class RunConfig:
     # runs/ENV__AGENT__SEED__TIME ($PODRACER_RUNS_DIR instead of runs)
     log_dir: str | None = None
     no_log_dir: Annotated[bool, tyro.conf.FlagCreatePairsOff] = False  # the command line writes no log directory
-    # save the learner there (orbax; python -m podracer.evaluate plays it) at the end, on Ctrl-C and every
+    # save the learner there (orbax; podracer evaluate plays it) at the end, on Ctrl-C and every
     # --checkpoint-every updates; the newest 3 are kept
     checkpoint_dir: str | None = None
     # updates between checkpoints; None: only at the end and on a stop (Ctrl-C, SIGTERM, SIGUSR1)
@@ -437,7 +437,7 @@ def parse(
         hook = error_hook()
         cli = functools.partial(tyro.cli, cls, args=argv, prog=prog, description=description, config=markers, **kwargs)
         if any(a in ("-h", "--help") for a in argv):
-            plain_help(cli)
+            plain_help(cli, mode and helptext.layout(mode, prog, description, argv, cls, agents.names()))
         if hook is None:  # a tyro without the hook: its own (boxed) messages
             return cli()
         with hook(one_line):

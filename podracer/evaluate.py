@@ -1,4 +1,4 @@
-"""Watch a trained agent: ``python -m podracer.evaluate --checkpoint DIR --episodes N [--gif out.gif]``.
+"""Watch a trained agent: ``podracer evaluate --checkpoint DIR --episodes N [--gif out.gif]``.
 
 Rebuilds the agent from the checkpoint's metadata (Sebulba: envpool; Anakin: the JAX
 environment), plays ``N`` episodes (one per environment, all at once), prints their
@@ -21,7 +21,7 @@ from podracer.play import PALETTE_SIZE, palette, picture, play_host, play_jax  #
 
 @dataclasses.dataclass(frozen=True)
 class EvaluateConfig:
-    """``python -m podracer.evaluate``: play a saved agent."""
+    """``podracer evaluate``: play a saved agent."""
 
     checkpoint: str  # a --checkpoint-dir of a run
     episodes: int = 5  # episodes to play, one per environment, all at once

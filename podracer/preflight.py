@@ -153,8 +153,8 @@ def sebulba_banner(
     updates: int,
     unroll: bool,
 ) -> str:
-    """What a Sebulba run says before it starts: the agent, the task, the device layout; a shared device; the
-    CPU's pace for images."""
+    """What a Sebulba run says before it starts: the agent, the task, the device layout; the CPU's pace for images
+    (devices shared by actors and the learner are refused: :func:`podracer.parallel.resolve_layout`)."""
     opponent = against(getattr(first_env, "opponent_name", None))
     lines = [
         f"podracer sebulba: {config.agent_name} on {env_name}{opponent}; actor devices "
@@ -162,12 +162,6 @@ def sebulba_banner(
         f"({num_groups} group(s)); learner devices {[d.id for d in layout.learner_devices]} in "
         f"{parallel.process_count()} process(es)" + (f"; resuming after {updates} updates" if updates else "")
     ]
-    shared = sorted({d.id for d in layout.actor_devices} & {d.id for d in layout.learner_devices})
-    if shared and len(parallel.local_devices()) > 1:  # on one device sharing is the only layout
-        lines.append(
-            f"podracer sebulba: device(s) {shared} both act and learn (--actor-devices and --learner-devices "
-            "overlap): inference and learning take turns there"
-        )
     if unroll:  # image observations with a convolutional torso, learned on the CPU
         lines.append(
             "podracer sebulba: image observations on the CPU: every actor and learner step runs the "

@@ -1,5 +1,7 @@
 """Every bad input fails at start-up, in the command-line parser, with a one-line error naming the flag (exit 2)."""
 
+import dataclasses
+
 import pytest
 
 from podracer import config
@@ -239,22 +241,35 @@ def test_every_agent_field_is_a_flag_of_both_modes_with_the_agents_own_defaults(
 
 
 def test_help_names_the_program_and_takes_choices_from_the_registries(capsys):
-    from podracer import agents, envs
+    from podracer import agents, envs, helptext
     from podracer.networks import TORSOS
 
     with pytest.raises(SystemExit) as exit_info:
         config.parse(A, ["--help"], prog="examples/anakin_catch.py")
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
-    assert out.startswith("usage: examples/anakin_catch.py")
-    assert "{None}|" not in out and "source subcommand" not in out and "flags of --agent a2c:" in out
-    assert "{" + ",".join(agents.names()) + "}" in out and ", ".join(envs.names()) in out and "--env list" in out
+    assert out.startswith("usage: examples/anakin_catch.py [--agent NAME] [--env NAME]")
+    assert ", ".join(agents.names()) in out and ", ".join(envs.names()) in out and "--env list" in out
+    # a researcher's order: what to train, how long, seeds and logging; plumbing later; the agent's own group last
+    titles = [line for line in out.splitlines() if line.endswith(":") and not line.startswith(" ")]
+    assert titles == [
+        *(f"{t}:" for t, _ in helptext.GROUPS),
+        "a2c hyper-parameters (--agent a2c):",
+        "agents (--agent NAME):",
+    ]
+    for notation in ("{None}|", "source subcommand", "(default: None)", "[INT [INT ...]]", " options", "-h, --help"):
+        assert notation not in out, notation
+    flags = {line.split()[0].rstrip(",") for line in out.splitlines() if line.startswith("  --")}
+    fields = {f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(A) if f.name not in ("agent", "imports")}
+    assert fields | {"--agent", "--import", "--learning-rate", "--td-lambda"} <= flags  # nothing left out
     with pytest.raises(SystemExit):
         config.parse(S, ["--agent", "ppo", "--help"], prog="python -m podracer.sebulba")
     out = capsys.readouterr().out
-    assert out.startswith("usage: python -m podracer.sebulba ppo") and "{" + ",".join(TORSOS) + "}" in out
+    assert out.startswith("usage: python -m podracer.sebulba --agent ppo") and "{" + ",".join(TORSOS) + "}" in out
     assert out.count("(default: 0.003)") == 1  # PPO's learning rate, shown once
-    assert "{None}|" not in out and "--checkpoint-dir STR" in out  # plain help: no tyro notation for optional flags
+    assert "--checkpoint-dir DIR" in out and "ppo hyper-parameters (--agent ppo):" in out
+    assert "Anakin" not in out  # Sebulba's page speaks in Sebulba's terms
+    assert "--total-env-steps INT" in out.split("how long:")[1].split("seeds, evaluation")[0]
 
 
 def test_wandb_without_the_package_is_a_one_line_error(monkeypatch, capsys):

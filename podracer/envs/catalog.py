@@ -66,7 +66,8 @@ def _jax_sections(pattern: str, prefix: str = "") -> list[list[str]]:
         try:
             module = envs._suite(suite)
             names = [f"{suite}:{name}" for name in module.names()]
-            title = f"{suite}: {DESCRIPTIONS.get(suite) or first_line(module.__doc__)}"
+            about = DESCRIPTIONS.get(suite) or first_line(module.__doc__) or "a registered suite (envs.register_suite)"
+            title = f"{suite}: {about}"
         except ValueError as error:
             names, title = [], f"{suite}: not installed ({str(error).split(': ', 1)[-1]})"
         sections.append(_section(title, names, pattern) if names else ([title] if pattern in ("", suite) else []))

@@ -1,0 +1,200 @@
+"""Help pages in a researcher's order: what to train, how long, seeds and logging first; the run's plumbing later;
+the agent's hyper-parameters in a group titled by the agent; no tyro notation.
+
+tyro writes the page (every flag, its metavar and its help from the config's comments); :func:`arrange` reads
+that page's entries and lays them out again in the groups below. A flag no group names goes to "more", so a field
+added to a config is never left out of ``--help``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import textwrap
+
+# (title, flags): each training command's groups, in order; a flag a mode lacks is skipped
+GROUPS = (
+    ("what to train", ("env", "agent", "preset", "import")),
+    ("how long", ("total-env-steps", "num-updates", "updates-per-call")),
+    (
+        "seeds, evaluation and logging",
+        (
+            "seed",
+            "num-seeds",
+            "log-dir",
+            "no-log-dir",
+            "wandb-project",
+            "log-every",
+            "eval-every",
+            "eval-episodes",
+            "target-return",
+        ),
+    ),
+    (
+        "environments and rollouts",
+        (
+            "num-envs-per-device",
+            "num-envs-per-actor",
+            "num-envs",
+            "rollout-length",
+            "normalize-observations",
+            "normalize-rewards",
+            "gymnasium-vectorization",
+            "envpool-threads",
+            "env-groups",
+        ),
+    ),
+    (
+        "sweeps and populations",
+        (
+            "sweep",
+            "population",
+            "pbt-search",
+            "pbt-every",
+            "pbt-fraction",
+            "pbt-resample",
+        ),
+    ),
+    (
+        "checkpoints and faults",
+        (
+            "checkpoint-dir",
+            "checkpoint-every",
+            "checkpoint-every-seconds",
+            "resume",
+            "on-nonfinite",
+            "actor-timeout",
+        ),
+    ),
+    (
+        "devices, processes and compilation",
+        (
+            "actor-devices",
+            "learner-devices",
+            "actor-threads",
+            "queue-size",
+            "cpu-devices",
+            "coordinator",
+            "num-processes",
+            "process-id",
+            "distributed",
+            "distributed-timeout",
+            "compile-cache",
+            "compile-cache-dir",
+        ),
+    ),
+)
+HELP_COLUMN = 26  # where the help text starts; a longer flag puts it on the next line
+ENTRY = re.compile(r"^  (-h, --help|--[\w-]+(?:, --no-[\w-]+)?)(?: (\S+(?: \S+)*?))?(?: {2,}(\S.*))?$")
+
+
+def entries(page: str) -> tuple[dict[str, tuple[str, str]], list[str]]:
+    """The flags of a tyro help page: name (without dashes) -> (its flags and metavar, its help), in page order;
+    and the page's subcommand lines (``name  description``)."""
+    found: dict[str, tuple[str, str]] = {}
+    subcommands: list[str] = []
+    current = None
+    for raw in page.splitlines():
+        line = raw.rstrip()
+        stripped = line.strip()
+        if not stripped or set(stripped) <= {"-"} or line.startswith(" ") and not line.startswith("  "):
+            current = None if not stripped or set(stripped) <= {"-"} else current
+            continue
+        match = ENTRY.match(line)
+        if match and not re.search(r", --(?!no-)", match.group(1)):  # not a group's summary line
+            flags, metavar, text = match.groups()
+            name = flags.split(",")[0].removeprefix("--").removeprefix("-h, --")
+            current = name
+            found[name] = (flags + (f" {metavar}" if metavar else ""), text or "")
+        elif stripped.startswith("• "):
+            subcommands.append(stripped.removeprefix("• "))
+            current = "•"
+        elif current == "•" and subcommands and line.startswith("    "):
+            subcommands[-1] += " " + stripped
+        elif current and current in found and line.startswith("    "):
+            head, text = found[current]
+            found[current] = (head, f"{text} {stripped}".strip())
+    return found, subcommands
+
+
+def _plain(head: str, text: str, mode: str) -> tuple[str, str]:
+    """One entry without tyro's notation and without words meant for the other mode."""
+    head = re.sub(r"\{?\[(\w+) \[\1 \.\.\.\]\]\}?", r"\1 ...", head)
+    head = re.sub(r"^(--[\w-]+-dir) STR$", r"\1 DIR", head)
+    head = re.sub(r"^--(preset|wandb-project) STR$", r"--\1 NAME", head)
+    text = re.sub(r"\s*\(default: None\)", "", text)
+    if ", --no-" not in head:  # a flag without a pair: given, it is on
+        text = re.sub(r"\s*\(default: False\)", "", text)
+    other = "Sebulba" if mode == "anakin" else "Anakin"
+    text = re.sub(rf"\s*\({other}: [^()]*\)", "", text)
+    text = re.sub(rf"\({mode.capitalize()}: ([^()]*)\)", r"(\1)", text)
+    return head, text
+
+
+def _lines(head: str, text: str, width: int) -> list[str]:
+    wrapped = textwrap.wrap(text, max(30, width - HELP_COLUMN), break_on_hyphens=False) or [""]
+    first = f"  {head}"
+    if len(first) + 2 > HELP_COLUMN:
+        return [first, *(" " * HELP_COLUMN + w for w in wrapped if w)]
+    return [first.ljust(HELP_COLUMN) + wrapped[0], *(" " * HELP_COLUMN + w for w in wrapped[1:])]
+
+
+def arrange(
+    page: str, *, usage: str, description: str, mode: str, agent: str, agents: list[str], default_agent: str = ""
+) -> str:
+    """``page`` (tyro's help of a training command with ``agent`` chosen) in :data:`GROUPS`' order, then the agent's
+    hyper-parameters, then the agents to choose from."""
+    width = min(shutil.get_terminal_size((100, 24)).columns, 110)
+    found, subcommands = entries(page)
+    found.pop("help", None)
+    found["agent"] = (
+        "--agent NAME",
+        f"the agent: {', '.join(agents)} (default: {default_agent or agent}); its hyper-parameters follow, "
+        "--agent NAME --help shows another's",
+    )
+    out = [usage, "", *textwrap.wrap(description, width, break_on_hyphens=False), ""]
+    shown = set()
+    for title, names in GROUPS:
+        present = [name for name in names if name in found]
+        if not present:
+            continue
+        out.append(f"{title}:")
+        for name in present:
+            out += _lines(*_plain(*found[name], mode), width)
+            shown.add(name)
+        out.append("")
+    rest = [name for name in found if name not in shown]
+    if rest:
+        out.append(f"{agent} hyper-parameters (--agent {agent}):")
+        for name in rest:
+            out += _lines(*_plain(*found[name], mode), width)
+        out.append("")
+    if subcommands:
+        out.append("agents (--agent NAME):")
+        for line in subcommands:
+            name, _, text = line.partition(" ")
+            out += _lines(name, text.strip(), width)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def layout(mode: str, prog: str, description: str, argv: list[str], cls: type, agent_names: list[str]):
+    """The ``arrange`` of a training command's ``--help`` (:func:`podracer.command_line.plain_help`)."""
+    import dataclasses
+    import functools
+
+    from podracer import agents, presets
+
+    agent = presets._agent_given(argv, agent_names)
+    chooses = "impala for Atari games, ppo for every other --env" if hasattr(cls, "command_line_agent") else ""
+    if agent is None:
+        default = next(f.default for f in dataclasses.fields(cls) if f.name == "agent")
+        agent = agents.name_of(default)
+    chosen = f"--agent {agent}" if presets._agent_given(argv, agent_names) else "[--agent NAME]"
+    usage = f"usage: {prog} {chosen} [--env NAME] [--preset NAME] [--total-env-steps N] [FLAGS ...]"
+    about = description.split(". Choose the agent")[0].rstrip(".") + "."
+    return functools.partial(
+        arrange, usage=usage, description=about, mode=mode, agent=agent, agents=agent_names, default_agent=chooses
+    )
+
+
+__all__ = ["GROUPS", "arrange", "entries", "layout"]
