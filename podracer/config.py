@@ -437,7 +437,7 @@ def parse(
         hook = error_hook()
         cli = functools.partial(tyro.cli, cls, args=argv, prog=prog, description=description, config=markers, **kwargs)
         if any(a in ("-h", "--help") for a in argv):
-            plain_help(cli, mode and helptext.layout(mode, prog, description, argv, cls, agents.names()))
+            plain_help(cli, helptext.layout(mode, prog, description, argv, cls, agents.names()))
         if hook is None:  # a tyro without the hook: its own (boxed) messages
             return cli()
         with hook(one_line):

@@ -177,10 +177,14 @@ def arrange(
     return "\n".join(out).rstrip() + "\n"
 
 
-def layout(mode: str, prog: str, description: str, argv: list[str], cls: type, agent_names: list[str]):
-    """The ``arrange`` of a training command's ``--help`` (:func:`podracer.command_line.plain_help`)."""
+def layout(mode: str | None, prog: str, description: str | None, argv: list[str], cls: type, agent_names: list[str]):
+    """How a command's ``--help`` page is laid out (:func:`podracer.command_line.plain_help`): a training command's
+    (``mode`` "anakin" or "sebulba") by :func:`arrange`, another's by :func:`simple`."""
     import dataclasses
     import functools
+
+    if mode is None:
+        return functools.partial(simple, prog=prog, description=description or "")
 
     from podracer import agents, presets
 
@@ -191,10 +195,22 @@ def layout(mode: str, prog: str, description: str, argv: list[str], cls: type, a
         agent = agents.name_of(default)
     chosen = f"--agent {agent}" if presets._agent_given(argv, agent_names) else "[--agent NAME]"
     usage = f"usage: {prog} {chosen} [--env NAME] [--preset NAME] [--total-env-steps N] [FLAGS ...]"
-    about = description.split(". Choose the agent")[0].rstrip(".") + "."
+    about = (description or "").split(". Choose the agent")[0].rstrip(".") + "."
     return functools.partial(
         arrange, usage=usage, description=about, mode=mode, agent=agent, agents=agent_names, default_agent=chooses
     )
 
 
-__all__ = ["GROUPS", "arrange", "entries", "layout"]
+def simple(page: str, *, prog: str, description: str) -> str:
+    """A command without an agent (``podracer evaluate``, ``preview``): its usage, its description and its flags in
+    one group, in the same plain notation."""
+    width = min(shutil.get_terminal_size((100, 24)).columns, 110)
+    found, _ = entries(page)
+    found.pop("help", None)
+    out = [f"usage: {prog} [FLAGS ...]", "", *textwrap.wrap(description, width, break_on_hyphens=False), "", "flags:"]
+    for head, text in found.values():
+        out += _lines(*_plain(head, text, "evaluate"), width)
+    return "\n".join(out).rstrip() + "\n"
+
+
+__all__ = ["GROUPS", "arrange", "entries", "layout", "simple"]
