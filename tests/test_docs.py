@@ -1,5 +1,5 @@
 """The documentation keeps up with the code: the reference covers every public module, and each help block in docs/
-is the command's real --help (docs/generate_help.py writes them)."""
+is the command's real --help (tools/generate_help.py writes them)."""
 
 import importlib.util
 import re
@@ -34,7 +34,7 @@ def test_the_reference_covers_every_public_module_once():
 
 
 def _generator():
-    spec = importlib.util.spec_from_file_location("generate_help", ROOT / "docs" / "generate_help.py")
+    spec = importlib.util.spec_from_file_location("generate_help", ROOT / "tools" / "generate_help.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -47,5 +47,5 @@ def test_each_help_block_is_the_commands_real_help(page, monkeypatch):
     blocks = generate.blocks((ROOT / "docs" / page).read_text())
     assert blocks, f"docs/{page} has no generated help block"
     for command, block in blocks:
-        assert block == generate.render(command), f"docs/{page}: {command} differs; run python docs/generate_help.py"
+        assert block == generate.render(command), f"docs/{page}: {command} differs; run python tools/generate_help.py"
         assert max(map(len, block.splitlines())) <= 101, f"docs/{page}: {command} is wider than the page"

@@ -1,7 +1,7 @@
 """The docs' help blocks, generated: every ``<!-- help: podracer COMMAND ... -->`` line in ``docs/*.md`` is followed
 by a ``text`` code block holding that command's ``--help`` output, 100 columns wide.
 
-``python docs/generate_help.py`` rewrites the blocks; ``--check`` exits 1 naming the blocks that differ
+``python tools/generate_help.py`` rewrites the blocks; ``--check`` exits 1 naming the blocks that differ
 (``tests/test_docs_help.py`` runs the check, so that a usage block cannot drift from the real ``--help``).
 """
 
@@ -14,7 +14,7 @@ import pathlib
 import re
 import sys
 
-DOCS = pathlib.Path(__file__).resolve().parent
+DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
 MARKER = re.compile(r"^<!-- help: (podracer [^>]*?) -->\n```text\n(.*?)```\n", re.M | re.S)
 WIDTH = "100"
 
