@@ -49,3 +49,15 @@ def test_each_help_block_is_the_commands_real_help(page, monkeypatch):
     for command, block in blocks:
         assert block == generate.render(command), f"docs/{page}: {command} differs; run python tools/generate_help.py"
         assert max(map(len, block.splitlines())) <= 101, f"docs/{page}: {command} is wider than the page"
+
+
+def test_the_benchmarks_page_leads_with_the_generated_reproduction_table_and_its_curves():
+    pytest.importorskip("mkdocs")  # the docs extra
+    spec = importlib.util.spec_from_file_location("mkdocs_hooks", ROOT / "tools" / "mkdocs_hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    assert page.index("<!-- reproduce-table -->") < page.index("## Throughput")  # first, before the throughput
+    shown = hooks.on_page_markdown(page, None, None, None)
+    saved = (ROOT / "benchmarks" / "results" / "reproduce.md").read_text()
+    assert saved in shown and "(results/reproduce_cartpole.png)" in shown and "<!--" not in shown.split("## Env")[0]

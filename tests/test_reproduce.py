@@ -50,3 +50,37 @@ def test_a_quick_row_trains_measures_random_play_and_writes_only_when_asked(tmp_
         [sys.executable, str(BENCHMARKS / "reproduce.py"), "--rows", "nope"], capture_output=True, text=True, timeout=60
     )
     assert bad.returncode == 2 and "--rows: unknown row(s) nope; choose from cartpole, " in bad.stderr
+
+
+def test_a_row_is_compared_only_at_its_published_budget():
+    """Within 5 % of the figure's env steps a row reaches it or not; at another budget it is not compared, and the
+    table says the ratio."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import reproduce
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    assert reproduce.reached(-130.0, 1_000_000, 1_024_000, -120.0) is True  # 1.02x, the interval reaches it
+    assert reproduce.reached(-130.0, 1_000_000, 1_024_000, -140.0) is False
+    assert reproduce.reached(-172.2, 100_000, 1_228_800, -158.2) is None  # 12.3x: another budget
+    assert reproduce.reached(None, None, 1_000, 1.0) is None
+    row = {
+        "task": "gymnax:Pendulum-v1",
+        "agent": "ppo",
+        "preset": "pendulum",
+        "key": "pendulum",
+        "seeds": 5,
+        "env_steps": 1_228_800,
+        "iqm": -176.2,
+        "ci_low": -287.2,
+        "ci_high": -158.2,
+        "random": -1237.2,
+        "published": -172.2,
+        "published_env_steps": 100_000,
+        "published_source": "zoo",
+        "wall_s": 42.0,
+        "env_steps_per_s": 182_289.0,
+        "reached": True,
+    }  # saved under the old rule: judged again
+    line = reproduce.table([row]).splitlines()[2]
+    assert line.endswith("| -172.2 (100,000) | 12.29x | not compared | 42 | 182,289 |"), line
