@@ -40,7 +40,7 @@ def _generator():
     return module
 
 
-@pytest.mark.parametrize("page", ["anakin.md", "sebulba.md"])
+@pytest.mark.parametrize("page", ["anakin.md", "sebulba.md", "api.md"])
 def test_each_help_block_is_the_commands_real_help(page, monkeypatch):
     monkeypatch.setenv("COLUMNS", "100")
     generate = _generator()

@@ -1,5 +1,6 @@
 """The docs' help blocks, generated: every ``<!-- help: podracer COMMAND ... -->`` line in ``docs/*.md`` is followed
-by a ``text`` code block holding that command's ``--help`` output, 100 columns wide.
+by a ``text`` code block holding that command's ``--help`` output, 100 columns wide (``<!-- help: config tree -->``:
+the config tree's nodes and fields).
 
 ``python tools/generate_help.py`` rewrites the blocks; ``--check`` exits 1 naming the blocks that differ
 (``tests/test_docs_help.py`` runs the check, so that a usage block cannot drift from the real ``--help``).
@@ -15,12 +16,41 @@ import re
 import sys
 
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
-MARKER = re.compile(r"^<!-- help: (podracer [^>]*?) -->\n```text\n(.*?)```\n", re.M | re.S)
+MARKER = re.compile(r"^<!-- help: (podracer [^>]*?|config tree) -->\n```text\n(.*?)```\n", re.M | re.S)
 WIDTH = "100"
 
 
+def config_tree() -> str:
+    """The config tree as the API page shows it: each node's own fields, the agents' configs, the optimizer's."""
+    import dataclasses
+    import textwrap
+
+    from podracer import agents, config
+    from podracer.evaluate import EvaluateConfig
+    from podracer.optim import OptimizerConfig
+
+    base = {f.name for f in dataclasses.fields(config.RunConfig)}
+
+    def node(label: str, cls, skip=frozenset()) -> list[str]:
+        names = ", ".join(f.name for f in dataclasses.fields(cls) if f.name not in skip)
+        lines = textwrap.wrap(names, 100 - 23, break_on_hyphens=False)
+        return [f"{label:23s}{lines[0]}", *(" " * 23 + line for line in lines[1:])]
+
+    classes = agents.config_classes(built_in=True)
+    lines = node("RunConfig", config.RunConfig)
+    lines += node("├── AnakinConfig", config.AnakinConfig, base) + node("└── SebulbaConfig", config.SebulbaConfig, base)
+    names = textwrap.wrap(" | ".join(cls.__name__ for cls in classes.values()), 100 - 23)
+    lines += [f"{'agent (one of):':23s}{names[0]}", *(" " * 23 + line for line in names[1:])]
+    lines += node("  optimizer:", OptimizerConfig)
+    lines += node("EvaluateConfig", EvaluateConfig)
+    return "\n".join(lines) + "\n"
+
+
 def render(command: str) -> str:
-    """``command``'s help page (``podracer anakin --help``), as a user at a 100-column terminal sees it."""
+    """``command``'s help page (``podracer anakin --help``), as a user at a 100-column terminal sees it; ``config
+    tree``: :func:`config_tree`."""
+    if command == "config tree":
+        return config_tree()
     from podracer import cli
 
     os.environ["COLUMNS"] = WIDTH
