@@ -233,21 +233,27 @@ def _train_anakin(cfg, stop):
 
 
 def _report_anakin(cfg, result) -> int:
-    from podracer import anakin, parallel
+    from podracer import anakin, logging, parallel
 
-    last, compiled = result.history[-1], startup.programs()
-    final = last["episode_return"]
+    compiled = startup.programs()
+    said, final = logging.closing(result.history)
     if parallel.is_main_process():
         if cfg.num_seeds > 1 and not cfg.sweep:  # a sweep prints its own table
-            returns = last["episode_return_per_seed"]
-            for i, value in enumerate(returns):
-                print(f"seed {cfg.seed + i}: final mean episode return {value:.3f}")
+            greedy = "eval_return_per_seed" in result.history[-1]
+            returns, _ = logging.training_return(result.history, "episode_return_per_seed")
+            shown = result.history[-1]["eval_return_per_seed"] if greedy else returns
+            for i, value in enumerate(shown):
+                also = f" (training {returns[i]:.3f})" if greedy else ""
+                print(
+                    f"seed {cfg.seed + i}: final {'greedy evaluation' if greedy else 'mean episode'} return "
+                    f"{value:.3f}{also}"
+                )
             print(
-                f"over {len(returns)} seeds: mean {final:.3f}, min {min(returns):.3f}, "
-                f"interquartile mean {anakin.interquartile_mean(returns):.3f}"
+                f"over {len(shown)} seeds: mean {sum(shown) / len(shown):.3f}, min {min(shown):.3f}, "
+                f"interquartile mean {anakin.interquartile_mean(shown):.3f}"
             )
         print(
-            f"final mean episode return {final:.3f}; steady state {result.env_steps_per_second:,.0f} env steps/s; "
+            f"{said}; steady state {result.env_steps_per_second:,.0f} env steps/s; "
             f"compile {compiled['seconds']:.1f} s: {startup.programs_said()}",
             flush=True,
         )
@@ -279,11 +285,11 @@ def _train_sebulba(cfg, stop):
 
 
 def _report_sebulba(cfg, result) -> int:
-    from podracer import parallel
+    from podracer import logging, parallel
 
-    ended = [h["episode_return"] for h in result.history if h.get("episodes", 1) > 0]  # windows where episodes ended
+    ended = [h for h in result.history if h.get("episodes", 1) > 0 or "eval_return" in h]
     if parallel.is_main_process():
-        said = f"final mean episode return {ended[-1]:.2f}" if ended else "no episode ended"
+        said = logging.closing(ended)[0] if ended else "no episode ended"
         print(f"done: {result.updates} updates; {said}", flush=True)
     return 0
 

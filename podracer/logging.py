@@ -71,6 +71,47 @@ def _return_shown(metrics: Mapping[str, float]) -> str:
     return f"return {value:8.3f}"
 
 
+# The greedy evaluation and the training return disagree when they are further apart than this share of the larger
+# (and at least DISAGREE_FLOOR): the closing line then says so.
+DISAGREE, DISAGREE_FLOOR = 0.1, 0.1
+
+
+def training_return(history: Sequence[Mapping[str, float]], key: str = "episode_return"):
+    """The training return of the last window in which an episode ended (``key``: a float, or a list per seed), and
+    what the closing line adds when that window is not the last one ("" when it is)."""
+    for back, record in enumerate(reversed(history)):
+        value = record.get(key)
+        values = value if isinstance(value, (list, tuple)) else [value]
+        if value is not None and all(math.isfinite(v) for v in values):
+            if back == 0:
+                return value, ""
+            return (
+                value,
+                f" (no episode ended in the last window; this is the window to {record['env_steps']:,.0f} env steps)",
+            )
+    return history[-1].get(key, float("nan")), " (no episode ended in the run)"
+
+
+def closing(history: Sequence[Mapping[str, float]]) -> tuple[str, float]:
+    """The run's closing figure and its words: the greedy evaluation at the end when the run made one, with the
+    training return beside it (and whether they disagree), else the training return; never a ``nan`` where an earlier
+    window had a value."""
+    trained, note = training_return(history)
+    last = history[-1]
+    if "eval_return" not in last:
+        return f"final mean episode return {trained:.3f}{note}", trained
+    greedy = last["eval_return"]
+    text = f"final greedy evaluation return {greedy:.3f}; training return {trained:.3f}{note}"
+    if math.isfinite(greedy) and math.isfinite(trained):
+        gap = abs(greedy - trained)
+        if gap > max(DISAGREE * max(abs(greedy), abs(trained)), DISAGREE_FLOOR):
+            text += (
+                f" (they disagree by {gap:.3f}: the greedy policy, which evaluate --greedy plays, scores "
+                f"{greedy:.3f}; the sampled policy's episodes {trained:.3f})"
+            )
+    return text, greedy
+
+
 # A log line is written only while its device has this much room: a full disk ends the run with one line
 # (disk.DiskFull) before any sink fails halfway, and the run saves no checkpoint past its last line.
 LOG_ROOM_BYTES = 1 << 20

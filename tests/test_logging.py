@@ -79,3 +79,25 @@ def test_a_device_that_fills_under_a_sink_is_one_line_naming_the_log_dir(tmp_pat
     with pytest.raises(DiskFull, match=r"the device is full \(writing its TensorBoard events\)"):
         sink.write({"env_steps": 100, "episode_return": 1.0})
     sink.close()
+
+
+def test_the_closing_line_gives_the_greedy_evaluation_beside_the_training_return_and_never_a_late_nan():
+    from podracer import logging as logging_lib
+
+    nan = float("nan")
+    trained = [{"env_steps": 100, "episode_return": 0.5}, {"env_steps": 200, "episode_return": 0.75}]
+    assert logging_lib.closing(trained) == ("final mean episode return 0.750", 0.75)
+    long_episodes = [{"env_steps": 100, "episode_return": -40.0}, {"env_steps": 200, "episode_return": nan}]
+    text, value = logging_lib.closing(long_episodes)  # MountainCarContinuous: no 999-step episode in the last window
+    assert value == -40.0 and "nan" not in text
+    assert text == (
+        "final mean episode return -40.000 (no episode ended in the last window; this is the window to 100 env steps)"
+    )
+    corner = [{"env_steps": 100, "episode_return": 1.0, "eval_return": 0.0}]  # the greedy policy turns forever
+    text, value = logging_lib.closing(corner)
+    assert value == 0.0 and text.startswith(
+        "final greedy evaluation return 0.000; training return 1.000 (they disagree"
+    )
+    agree = [{"env_steps": 100, "episode_return": 0.994, "eval_return": 1.0}]
+    assert logging_lib.closing(agree) == ("final greedy evaluation return 1.000; training return 0.994", 1.0)
+    assert logging_lib.closing([{"env_steps": 1, "episode_return": nan}])[0].endswith("(no episode ended in the run)")
