@@ -200,8 +200,13 @@ def reached(published: float | None, published_env_steps: int | None, env_steps:
     return bool(high >= published)
 
 
-def _number(x) -> str:
-    return "-" if x is None else f"{x:,.1f}" if abs(x) < 1e4 else f"{x:,.0f}"
+def _number(x, scale: float | None = None) -> str:
+    """A return to the precision that tells rows apart, set by ``scale`` (the row's largest figure; ``x`` itself
+    without one): two decimals below 10 (XLand-MiniGrid's DoorKey peaks near 0.96), one below 10,000, none above."""
+    if x is None:
+        return "-"
+    size = abs(x) if scale is None else scale
+    return f"{x:,.2f}" if size < 10 else f"{x:,.1f}" if size < 1e4 else f"{x:,.0f}"
 
 
 def table(rows: list[dict]) -> str:
@@ -217,11 +222,12 @@ def table(rows: list[dict]) -> str:
         ratio = budget_ratio(r["env_steps"], r["published_env_steps"])
         verdict = reached(r["published"], r["published_env_steps"], r["env_steps"], r["ci_high"])
         said = "-" if r["published"] is None else "yes" if verdict else "no" if verdict is False else "not compared"
+        scale = max(abs(v) for v in (r["iqm"], r["ci_low"], r["ci_high"]) if v == v)  # the returns' size
         lines.append(
             f"| {r['task']} | {r['agent']} | {r['preset']} | {r['env_steps']:,} | {r['seeds']} | "
-            f"{_number(r['iqm'])} [{_number(r['ci_low'])}, {_number(r['ci_high'])}] | {_number(r['random'])} | "
-            f"{_number(r['published'])}{budget} | {'-' if ratio is None else f'{ratio:.2f}x'} | {said} | "
-            f"{r['wall_s']:.0f} | {r['env_steps_per_s']:,.0f} |"
+            f"{_number(r['iqm'], scale)} [{_number(r['ci_low'], scale)}, {_number(r['ci_high'], scale)}] | "
+            f"{_number(r['random'], scale)} | {_number(r['published'], scale)}{budget} | "
+            f"{'-' if ratio is None else f'{ratio:.2f}x'} | {said} | {r['wall_s']:.0f} | {r['env_steps_per_s']:,.0f} |"
         )
     sources = [f"- {r['key']}: {r['published_source']}" for r in rows]
     rule = (
