@@ -45,6 +45,7 @@ ANAKIN = [
     "1000000",
     "--updates-per-call",
     "20",
+    "--no-log-dir",  # the latency of the stop, not of a log directory
 ]
 SEBULBA = [
     "-m",
@@ -63,6 +64,7 @@ SEBULBA = [
     "1000000000",
     "--log-every",
     "5",
+    "--no-log-dir",
 ]
 LONG_CALLS = [
     str(ROOT / "examples" / "anakin_catch.py"),
@@ -74,6 +76,7 @@ LONG_CALLS = [
     "400000",
     "--updates-per-call",
     "10000",
+    "--no-log-dir",
 ]
 
 CASES = {
@@ -96,6 +99,7 @@ DIVERGING = ["--learning-rate", "1e30", "--max-grad-norm", "1e30", "--lr-warmup-
 # tests/faulty_envs.py: gymnasium environments that raise or hang after 200 steps
 FAULTY = ["-m", "podracer.cli", "sebulba", "--gymnasium-vectorization", "async", "--num-envs-per-actor", "2"]
 FAULTY += ["--rollout-length", "8", "--total-env-steps", "1000000", "--actor-timeout", "10", "--cpu-devices", "2"]
+FAULTY += ["--no-log-dir"]
 
 
 def _env():

@@ -40,7 +40,7 @@ import _report
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 475.0
 SEEDS = 3
-PODRACER = ["-m", "podracer.cli", "anakin", "--preset", "cartpole", "--num-seeds", str(SEEDS)]
+PODRACER = ["-m", "podracer.cli", "anakin", "--preset", "cartpole", "--num-seeds", str(SEEDS), "--no-log-dir"]
 
 
 def _env(cache: str) -> dict:
