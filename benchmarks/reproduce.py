@@ -14,6 +14,9 @@ another budget the row is "not compared".
     python benchmarks/reproduce.py --save     # also writes benchmarks/results/reproduce.{md,json} and PNGs
     python benchmarks/reproduce.py --render   # rewrites reproduce.md from reproduce.json (today's rules)
 
+Rows train seeds 100 ... 104 (``--seed``, ``--seeds``): the presets were tuned, and the tests run, on seeds 0-4; the
+table records the seeds each row ran (rows saved before this rule say "0-4 (tuning seeds)").
+
 The final return is the greedy evaluation at the end where the preset evaluates, else the training return
 of the last host call. Settings come from the row's preset (``podracer/presets``); rows whose preset's
 budget does not fit a 2-core CPU in reasonable time train fewer updates here (``Row.updates``: the MinAtar
@@ -109,9 +112,12 @@ def _scaled_updates(num_updates: int, updates_per_call: int, scale: float) -> in
     return max(1, round(num_updates * scale / updates_per_call)) * updates_per_call
 
 
-def row_config(row: Row, seeds: int, scale: float, full: bool):
-    """The Anakin config a row trains: its preset, ``seeds`` seeds, the budget scaled (``full``: at least the
-    published budget)."""
+REPORT_SEED = 100  # the table's first seed: presets were tuned, and tests run, on seeds 0-4
+
+
+def row_config(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_SEED):
+    """The Anakin config a row trains: its preset, ``seeds`` seeds from ``seed``, the budget scaled (``full``: at
+    least the published budget)."""
     from podracer import config, parallel
     from podracer.config import AnakinConfig
 
@@ -123,7 +129,7 @@ def row_config(row: Row, seeds: int, scale: float, full: bool):
     if full:  # the preset's own budget, and at least the published one
         updates = max(base.num_updates, math.ceil((row.published_env_steps or 0) / per_update))
     updates = _scaled_updates(updates, base.updates_per_call, scale)
-    argv = ["--preset", row.preset, "--num-seeds", str(seeds), "--num-updates", str(updates)]
+    argv = ["--preset", row.preset, "--seed", str(seed), "--num-seeds", str(seeds), "--num-updates", str(updates)]
     if base.eval_every is not None:
         argv += ["--eval-every", str(updates)]
     return config.parse(AnakinConfig, argv, prog="reproduce.py"), per_update
@@ -140,12 +146,12 @@ def random_play(env_name: str, episodes: int = 256, seed: int = 0) -> float:
     return float(np.mean(np.asarray(returns)))
 
 
-def run_row(row: Row, seeds: int, scale: float, full: bool) -> dict:
+def run_row(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_SEED) -> dict:
     """Trains ``row`` and measures it: a dict of the table's fields, and its learning curves."""
 
     from podracer import anakin, experiment, sweep
 
-    cfg, per_update = row_config(row, seeds, scale, full)
+    cfg, per_update = row_config(row, seeds, scale, full, seed)
     start = time.perf_counter()
     result = experiment.train_anakin(cfg)
     wall = time.perf_counter() - start
@@ -162,6 +168,7 @@ def run_row(row: Row, seeds: int, scale: float, full: bool) -> dict:
         "key": row.key,
         "env_steps": env_steps,
         "seeds": seeds,
+        "seed": seed,  # the first; the row ran seed ... seed + seeds - 1
         "final": what,
         "per_seed": [float(x) for x in finals],
         "iqm": iqm,
@@ -209,11 +216,17 @@ def _number(x, scale: float | None = None) -> str:
     return f"{x:,.2f}" if size < 10 else f"{x:,.1f}" if size < 1e4 else f"{x:,.0f}"
 
 
+def _seeds(row: dict) -> str:
+    """The seeds a row ran (rows saved before the base seed was recorded ran 0 ...)."""
+    first = row.get("seed", 0)
+    return f"{first}-{first + row['seeds'] - 1}" + (" (tuning seeds)" if first < REPORT_SEED else "")
+
+
 def table(rows: list[dict]) -> str:
     """The table's Markdown; "reached" is decided again from each row's fields (:func:`reached`), so that a saved
     row is judged by the rule of today's script."""
     lines = [
-        "| task | agent | preset | env steps per seed | seeds | final return IQM [95% CI] | random | "
+        "| task | agent | preset | env steps per seed | seeds run | final return IQM [95% CI] | random | "
         "published (budget) | budget ratio | reached | wall s | env steps/s |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -224,7 +237,7 @@ def table(rows: list[dict]) -> str:
         said = "-" if r["published"] is None else "yes" if verdict else "no" if verdict is False else "not compared"
         scale = max(abs(v) for v in (r["iqm"], r["ci_low"], r["ci_high"]) if v == v)  # the returns' size
         lines.append(
-            f"| {r['task']} | {r['agent']} | {r['preset']} | {r['env_steps']:,} | {r['seeds']} | "
+            f"| {r['task']} | {r['agent']} | {r['preset']} | {r['env_steps']:,} | {_seeds(r)} | "
             f"{_number(r['iqm'], scale)} [{_number(r['ci_low'], scale)}, {_number(r['ci_high'], scale)}] | "
             f"{_number(r['random'], scale)} | {_number(r['published'], scale)}{budget} | "
             f"{'-' if ratio is None else f'{ratio:.2f}x'} | {said} | {r['wall_s']:.0f} | {r['env_steps_per_s']:,.0f} |"
@@ -273,6 +286,9 @@ def main(argv=None) -> int:
     keys = [r.key for r in ROWS]
     parser.add_argument("--rows", default=",".join(keys), help=f"comma-separated rows: {', '.join(keys)}")
     parser.add_argument("--seeds", type=int, default=5, help="seeds per row, vmapped in one program")
+    parser.add_argument(
+        "--seed", type=int, default=REPORT_SEED, help="the first seed (presets were tuned, and tests run, on 0-4)"
+    )
     parser.add_argument("--budget-scale", type=float, default=1.0, help="scale every row's updates")
     parser.add_argument(
         "--full", action="store_true", help="train the preset's own budget, and at least the published one"
@@ -312,7 +328,7 @@ def main(argv=None) -> int:
     print(f"# Reproduction table on {machine}, jax {jax.__version__}", flush=True)
     rows = []
     for key in chosen:
-        row = run_row(next(r for r in ROWS if r.key == key), args.seeds, args.budget_scale, args.full)
+        row = run_row(next(r for r in ROWS if r.key == key), args.seeds, args.budget_scale, args.full, args.seed)
         rows.append(row)
         print(
             f"{key}: IQM {row['iqm']:.1f} [{row['ci_low']:.1f}, {row['ci_high']:.1f}], random {row['random']:.1f}, "

@@ -34,12 +34,16 @@ def test_a_quick_row_trains_measures_random_play_and_writes_only_when_asked(tmp_
         timeout=600,
     )
     assert run.returncode == 0, run.stderr
-    assert "| task | agent | preset | env steps per seed | seeds | final return IQM [95% CI] | random |" in run.stdout
+    assert (
+        "| task | agent | preset | env steps per seed | seeds run | final return IQM [95% CI] | random |" in run.stdout
+    )
+    assert "| 100-101 |" in run.stdout  # the report's seeds, not the presets' tuning seeds 0-4
     rows = json.loads(out.with_suffix(".json").read_text())
     assert isinstance(rows, list) and len(rows) == 1
     row = rows[0]
     assert FIELDS <= set(row) and " cores of " in row["machine"]
     assert (row["task"], row["agent"], row["seeds"], row["published"]) == ("gymnax:CartPole-v1", "ppo", 2, 500.0)
+    assert row["seed"] == 100
     assert "gymnax" in row["published_source"] and row["published_env_steps"] == 150_000
     assert row["env_steps"] == 50 * 16 * 32  # a tenth of the preset's 300 updates, in whole calls of 50
     assert row["ci_low"] <= row["iqm"] <= row["ci_high"] and len(row["per_seed"]) == 2
