@@ -238,12 +238,25 @@ def test_evaluation_logs_eval_return_and_a_target_return_stops_the_run(devices, 
     assert checkpoint.steps(str(tmp_path)) == [2]
 
 
+class _StopsTheRun(FakeHostEnv):
+    """Sets ``stop`` once it has stepped ``after`` batches: past what the bounded queue holds, so the learner has
+    finished an update by then, however slowly this machine compiles (no timer)."""
+
+    def __init__(self, num_envs, stop, after):
+        super().__init__(num_envs, delay=0.001)
+        self.stop, self.after = stop, after
+
+    def send(self, action):
+        super().send(action)
+        if self.steps > self.after:
+            self.stop.set()
+
+
 def test_the_stop_event_ends_the_run(devices):
     stop = threading.Event()
-    timer = threading.Timer(3.0, stop.set)
-    timer.start()
-    result = train(_config(total_env_steps=10**9), make_env=lambda seed, n: FakeHostEnv(n, delay=0.001), stop=stop)
-    timer.cancel()
+    config = _config(total_env_steps=10**9)
+    after = (config.queue_size + 5) * config.rollout_length  # queued, held by the actor, and two taken by the learner
+    result = train(config, make_env=lambda seed, n: _StopsTheRun(n, stop, after), stop=stop)
     assert 0 < result.updates < 10**9 // 32
     assert not _threads()
 
