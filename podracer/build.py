@@ -163,10 +163,8 @@ def anakin_budget(config: AnakinConfig) -> AnakinConfig:
     calls, so that every call runs the one compiled program (``config`` itself without the flag)."""
     if config.total_env_steps is None:
         return config
-    per_call = (
-        config.rollout_length * config.envs_per_device(parallel.num_global_devices()) * parallel.num_global_devices()
-    )
-    per_call *= config.updates_per_call
+    run = anakin_run_facts(config, parallel.num_global_devices())
+    per_call = run.total_env_steps // run.num_updates * config.updates_per_call
     calls = -(-config.total_env_steps // per_call)
     return dataclasses.replace(config, num_updates=calls * config.updates_per_call)
 

@@ -29,6 +29,7 @@ from podracer.envs import catalog
 from podracer import multihost
 from podracer.agents import A2CConfig, IMPALAConfig
 from podracer.agents.base import check_finite, flag
+from podracer.anakin.loop import MAX_SEED  # --seed (and the last of --num-seeds) fits an int32
 from podracer.command_line import (  # noqa: F401 (UsageError, import_module: re-exported)
     UsageError,
     error_hook,
@@ -42,7 +43,6 @@ from podracer.command_line import (  # noqa: F401 (UsageError, import_module: re
 )
 
 T = TypeVar("T")
-MAX_SEED = 2**31 - 1  # --seed (and the last of --num-seeds) fits an int32
 MAX_EPISODES = 65_536  # --eval-episodes, evaluate's --episodes: played at once, one environment each
 
 

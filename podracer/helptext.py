@@ -188,12 +188,10 @@ def layout(mode: str | None, prog: str, description: str | None, argv: list[str]
 
     from podracer import agents, presets
 
-    agent = presets._agent_given(argv, agent_names)
+    given = presets._agent_given(argv, agent_names)
     chooses = "impala for Atari games, ppo for every other --env" if hasattr(cls, "command_line_agent") else ""
-    if agent is None:
-        default = next(f.default for f in dataclasses.fields(cls) if f.name == "agent")
-        agent = agents.name_of(default)
-    chosen = f"--agent {agent}" if presets._agent_given(argv, agent_names) else "[--agent NAME]"
+    agent = given or agents.name_of(next(f.default for f in dataclasses.fields(cls) if f.name == "agent"))
+    chosen = f"--agent {agent}" if given else "[--agent NAME]"
     usage = f"usage: {prog} {chosen} [--env NAME] [--preset NAME] [--total-env-steps N] [FLAGS ...]"
     about = (description or "").split(". Choose the agent")[0].rstrip(".") + "."
     return functools.partial(

@@ -62,7 +62,6 @@ class Sweep(NamedTuple):
 
     def values(self, num_seeds: int) -> dict[str, chex.Array]:
         """Each swept value ``[P x S]`` along :meth:`expand`'s keys, for ``num_seeds`` seeds (no computation)."""
-
         return {
             name: jnp.asarray(np.repeat([point[name] for point in self.points], num_seeds)) for name in self.points[0]
         }
