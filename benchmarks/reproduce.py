@@ -40,20 +40,25 @@ import _report  # noqa: E402
 
 class Row(NamedTuple):
     key: str  # what --rows takes
-    preset: str  # the settings (podracer/presets/*.toml)
+    preset: str  # the settings (podracer/presets)
     published: float | None  # the published final return at published_env_steps; None: none exists
-    published_source: str  # repository and file, or paper and table; and what the figure is
+    published_source: str  # repository and file (at a commit), or paper and table; what the figure is; its budget
     published_env_steps: int | None  # the budget the published figure was measured at, per seed
     # learner updates here, where the preset's budget does not fit a 2-core CPU (None: the preset's)
     updates: int | None = None
+    # flags after the preset's: the source's settings and evaluation protocol where the preset's differ
+    flags: tuple[str, ...] = ()
 
 
-GYMNAX_README = "RobertTLange/gymnax README.md, table of environments, PPO checkpoint return"
-ZOO = "DLR-RM/rl-baselines3-zoo benchmark.md, deterministic evaluation of the trained agent:"
-MINATAR = (
-    "no numeric figure found (MinAtar's paper and pgx's examples/minatar-ppo show curves); here 655k env "
-    "steps per seed, the preset's 2.6M with --full"
-)
+# Sources, read at their heads on 2026-11-26: RobertTLange/gymnax at 086ad95 (README.md, its table of environments:
+# "PPO ... (R: x)"), RobertTLange/gymnax-blines at 3f029d6 (agents/<env>/ppo.yaml: the budget and settings that
+# trained those checkpoints; utils/ppo.py evaluates a checkpoint by sampling its policy over num_test_rollouts = 164
+# episodes), DLR-RM/rl-baselines3-zoo at 22e3ff2 (benchmark.md: "It uses the deterministic policy"; one run each).
+BLINES = "gymnax-blines at 3f029d6"
+GYMNAX_README = "RobertTLange/gymnax at 086ad95 README.md, table of environments, PPO checkpoint return"
+SAMPLED = ("--eval-policy", "sampled", "--eval-episodes", "164")  # gymnax-blines' protocol
+ZOO = "DLR-RM/rl-baselines3-zoo at 22e3ff2 benchmark.md, deterministic evaluation of the trained agent (one run):"
+MINATAR = f"{GYMNAX_README} ({BLINES} agents/%s-MinAtar/ppo.yaml: 10M env steps, its settings; sampled policy)"
 PQN_CARTPOLE = "no numeric PQN figure found (purejaxql, mttga/purejaxql at 47af6d7, shows curves); its budget, 500k"
 PQN_MINATAR = (
     "no numeric PQN figure found (purejaxql's README at 47af6d7 shows curves); here 655k env steps per "
@@ -64,29 +69,61 @@ ROWS = (
         "cartpole",
         "cartpole",
         500.0,
-        f"{GYMNAX_README} (gymnax-blines agents/CartPole-v1/ppo.yaml: 150k env steps)",
+        f"{GYMNAX_README} ({BLINES} agents/CartPole-v1/ppo.yaml: 150k env steps; sampled policy)",
         150_000,
+        flags=SAMPLED,
     ),
     Row(
         "acrobot",
         "acrobot",
         -80.0,
-        f"{GYMNAX_README} (gymnax-blines agents/Acrobot-v1/ppo.yaml: 500k env steps)",
+        f"{GYMNAX_README} ({BLINES} agents/Acrobot-v1/ppo.yaml: 500k env steps; sampled policy)",
         500_000,
+        flags=SAMPLED,
     ),
     Row(
         "mountaincar",
         "mountaincar",
         -118.0,
-        f"{GYMNAX_README} (gymnax-blines agents/MountainCar-v0/ppo.yaml: 500k env steps)",
-        500_000,
+        f"{GYMNAX_README} ({BLINES} agents/MountainCar-v0/ppo.yaml: 250k env steps since c765177, the commit that "
+        "trained the quoted checkpoints; 500k before it; sampled policy)",
+        250_000,
     ),
-    Row("mountaincar-dqn", "mountaincar-dqn", -100.8, f"{ZOO} dqn MountainCar-v0 (120k env steps, one run)", 120_000),
-    Row("pendulum", "pendulum", -172.2, f"{ZOO} ppo Pendulum-v1 (100k env steps, one run)", 100_000),
-    Row("pendulum-sac", "pendulum-sac", -157.0, f"{ZOO} sac Pendulum-v1 (20k env steps, one run)", 20_000),
+    Row("mountaincar-dqn", "mountaincar-dqn", -100.8, f"{ZOO} dqn MountainCar-v0 (120k env steps)", 120_000),
+    Row(
+        "pendulum",
+        "pendulum",
+        -130.0,
+        f"{GYMNAX_README} ({BLINES} agents/Pendulum-v1/ppo.yaml: 1M env steps, 32 envs x 16 steps, 4 epochs of 4 "
+        "minibatches, lr 5e-4, 2x64 MLPs; sampled policy); the row runs those settings",
+        1_000_000,
+        flags=(
+            *("--num-envs 32 --rollout-length 16 --num-minibatches 4 --num-epochs 4 --learning-rate 5e-4".split()),
+            *("--discount 0.99 --entropy-coef 0.01 --max-grad-norm 1.0 --activation relu --clip-value-loss".split()),
+            *("--num-updates 1950 --updates-per-call 150 --eval-every 1950".split()),
+            *SAMPLED,
+        ),
+    ),
+    Row(
+        "pendulum-sac",
+        "pendulum-sac",
+        -157.0,
+        f"{ZOO} sac Pendulum-v1 (20k env steps; hyperparams/sac.yml: lr 1e-3, one env, one gradient step of 256 "
+        "per env step); the row runs those settings on two shards (1 env, 128 items each)",
+        20_000,
+        flags=tuple(
+            "--num-envs 2 --rollout-length 1 --batch-size 128 --replay-ratio 256 --learning-rate 1e-3 "
+            "--min-replay-size 128 --num-updates 10000 --updates-per-call 1000 --eval-every 10000".split()
+        ),
+    ),
     *(
-        Row(key, f"{key}-minatar", None, MINATAR, None, updates=40)
-        for key in ("breakout", "space-invaders", "asterix", "freeway")
+        Row(key, f"{key}-minatar", published, MINATAR % game, 10_000_000)
+        for key, game, published in (
+            ("breakout", "Breakout", 28.0),
+            ("space-invaders", "SpaceInvaders", 131.0),
+            ("asterix", "Asterix", 15.0),
+            ("freeway", "Freeway", 58.0),
+        )
     ),
     Row("cartpole-pqn", "cartpole-pqn", None, PQN_CARTPOLE, None),
     *(
@@ -121,7 +158,8 @@ def row_config(row: Row, seeds: int, scale: float, full: bool, seed: int = REPOR
     from podracer import config, parallel
     from podracer.config import AnakinConfig
 
-    base = config.parse(AnakinConfig, ["--preset", row.preset], prog="reproduce.py")
+    settings = ["--preset", row.preset, *row.flags]
+    base = config.parse(AnakinConfig, settings, prog="reproduce.py")
     per_update = (
         base.rollout_length * base.envs_per_device(parallel.num_global_devices()) * parallel.num_global_devices()
     )
@@ -129,7 +167,7 @@ def row_config(row: Row, seeds: int, scale: float, full: bool, seed: int = REPOR
     if full:  # the preset's own budget, and at least the published one
         updates = max(base.num_updates, math.ceil((row.published_env_steps or 0) / per_update))
     updates = _scaled_updates(updates, base.updates_per_call, scale)
-    argv = ["--preset", row.preset, "--seed", str(seed), "--num-seeds", str(seeds), "--num-updates", str(updates)]
+    argv = [*settings, "--seed", str(seed), "--num-seeds", str(seeds), "--num-updates", str(updates)]
     if base.eval_every is not None:
         argv += ["--eval-every", str(updates)]
     return config.parse(AnakinConfig, argv, prog="reproduce.py"), per_update
@@ -155,7 +193,7 @@ def run_row(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_S
     start = time.perf_counter()
     result = experiment.train_anakin(cfg)
     wall = time.perf_counter() - start
-    finals, what = sweep.final_returns(result.history, 1)
+    finals, what = sweep.final_returns(result.history, 1, cfg.eval_policy)
     finals = finals[0]
     low, high = sweep.bootstrap_interval(finals, anakin.interquartile_mean)
     iqm = anakin.interquartile_mean(finals)

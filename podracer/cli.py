@@ -236,16 +236,17 @@ def _report_anakin(cfg, result) -> int:
     from podracer import anakin, logging, parallel
 
     compiled = startup.programs()
-    said, final = logging.closing(result.history)
+    said, final = logging.closing(result.history, cfg.eval_policy)
     if parallel.is_main_process():
         if cfg.num_seeds > 1 and not cfg.sweep:  # a sweep prints its own table
-            greedy = "eval_return_per_seed" in result.history[-1]
+            greedy = "eval_return_per_seed" in result.history[-1]  # (or sampled: --eval-policy)
             returns, _ = logging.training_return(result.history, "episode_return_per_seed")
             shown = result.history[-1]["eval_return_per_seed"] if greedy else returns
             for i, value in enumerate(shown):
                 also = f" (training {returns[i]:.3f})" if greedy else ""
                 print(
-                    f"seed {cfg.seed + i}: final {'greedy evaluation' if greedy else 'mean episode'} return "
+                    f"seed {cfg.seed + i}: final {f'{cfg.eval_policy} evaluation' if greedy else 'mean episode'} "
+                    "return "
                     f"{value:.3f}{also}"
                 )
             print(

@@ -146,6 +146,8 @@ class RunConfig:
     # updates between evaluations of the greedy policy on separate environments with fixed seeds (Anakin: a multiple of
     # --updates-per-call); None: none
     eval_every: int | None = None
+    # the policy evaluations play: greedy (the most likely or highest-valued action) or sampled (the behaviour policy)
+    eval_policy: Literal["greedy", "sampled"] = "greedy"
     # episodes per evaluation, one per environment, all at once (Anakin: compiled on the device)
     eval_episodes: int = 32
     # stop (and save) once an evaluation's mean return reaches this; needs --eval-every

@@ -87,20 +87,20 @@ def _start_anakin(config: AnakinConfig, stop) -> anakin.RunResult:
 
 
 def _anakin_evaluation(config: AnakinConfig, env, agent, sweep: anakin.Sweep | None = None):
-    """:func:`podracer.play.periodic_evaluation` for ``--eval-every`` (None without it): per seed with
-    ``--num-seeds``, per setting and seed with ``--sweep``."""
+    """:func:`podracer.play.periodic_evaluation` for ``--eval-every`` (None without it), per seed and setting."""
     if not config.eval_every:
         return None
-    entries = None if sweep is None else (sweep.values(config.num_seeds), sweep.build)
-    return play.periodic_evaluation(env, agent, config.eval_episodes, config.seed, config.num_seeds, entries)
+    greedy, entries = config.eval_policy == "greedy", sweep and (sweep.values(config.num_seeds), sweep.build)
+    return play.periodic_evaluation(env, agent, config.eval_episodes, config.seed, config.num_seeds, entries, greedy)
 
 
 def _sebulba_evaluation(config: SebulbaConfig, make_env, agent):
     """:func:`podracer.play.periodic_host_evaluation` for ``--eval-every`` (None without it)."""
     if not config.eval_every:
         return None
+    greedy, saving = config.eval_policy == "greedy", bool(config.checkpoint_dir)
     return play.periodic_host_evaluation(
-        make_env, agent, config.eval_episodes, config.seed, config.target_return, saving=bool(config.checkpoint_dir)
+        make_env, agent, config.eval_episodes, config.seed, config.target_return, saving, greedy
     )
 
 
@@ -176,7 +176,7 @@ def _train_anakin(config: AnakinConfig, env, agent: Agent, run: RunFacts, metada
         if config.population:  # the best lane, its values, and with --log-dir its schedule
             print(population_lib.report(result.history, sweep.names, config.log_dir)[0], flush=True)
         else:
-            print(sweep_lib.report(result.history, sweep.points, config.log_dir), flush=True)
+            print(sweep_lib.report(result.history, sweep.points, config.log_dir, config.eval_policy), flush=True)
     return result
 
 

@@ -92,24 +92,25 @@ def training_return(history: Sequence[Mapping[str, float]], key: str = "episode_
     return history[-1].get(key, float("nan")), " (no episode ended in the run)"
 
 
-def closing(history: Sequence[Mapping[str, float]]) -> tuple[str, float]:
-    """The run's closing figure and its words: the greedy evaluation at the end when the run made one, with the
-    training return beside it (and whether they disagree), else the training return; never a ``nan`` where an earlier
-    window had a value."""
+def closing(history: Sequence[Mapping[str, float]], policy: str = "greedy") -> tuple[str, float]:
+    """The run's closing figure and its words: the evaluation at the end when the run made one (of the ``policy``
+    that ``--eval-policy`` names), with the training return beside it (and whether they disagree), else the training
+    return; never a ``nan`` where an earlier window had a value."""
     trained, note = training_return(history)
     last = history[-1]
     if "eval_return" not in last:
         return f"final mean episode return {trained:.3f}{note}", trained
-    greedy = last["eval_return"]
-    text = f"final greedy evaluation return {greedy:.3f}; training return {trained:.3f}{note}"
-    if math.isfinite(greedy) and math.isfinite(trained):
-        gap = abs(greedy - trained)
-        if gap > max(DISAGREE * max(abs(greedy), abs(trained)), DISAGREE_FLOOR):
+    evaluated = last["eval_return"]
+    text = f"final {policy} evaluation return {evaluated:.3f}; training return {trained:.3f}{note}"
+    if math.isfinite(evaluated) and math.isfinite(trained):
+        gap = abs(evaluated - trained)
+        if gap > max(DISAGREE * max(abs(evaluated), abs(trained)), DISAGREE_FLOOR):
+            plays = "which evaluate --greedy plays" if policy == "greedy" else "as evaluate plays it"
             text += (
-                f" (they disagree by {gap:.3f}: the greedy policy, which evaluate --greedy plays, scores "
-                f"{greedy:.3f}; the sampled policy's episodes {trained:.3f})"
+                f" (they disagree by {gap:.3f}: the {policy} policy, {plays}, scores {evaluated:.3f} on fresh "
+                f"environments; the training episodes {trained:.3f})"
             )
-    return text, greedy
+    return text, evaluated
 
 
 # A log line is written only while its device has this much room: a full disk ends the run with one line

@@ -170,9 +170,10 @@ def make_random_play(env: Environment, num_episodes: int, *, max_steps: int = 10
     return play
 
 
-def make_evaluate(env: Environment, agent: Agent, num_episodes: int, *, max_steps: int = 10_000):
+def make_evaluate(env: Environment, agent: Agent, num_episodes: int, *, max_steps: int = 10_000, greedy: bool = True):
     """``evaluate(params, key) -> returns [num_episodes]``: greedy episodes of ``agent`` (the most likely action,
-    or the highest-valued one), one per environment, all at once, in one compiled loop on the device.
+    or the highest-valued one; ``greedy=False``: the action it samples, its behaviour policy), one per environment,
+    all at once, in one compiled loop on the device.
 
     Each environment plays one episode from a reset with its own key split from ``key``; the loop ends
     when every episode has ended or after ``max_steps`` steps (an unfinished episode counts what it has).
@@ -202,11 +203,11 @@ def make_evaluate(env: Environment, agent: Agent, num_episodes: int, *, max_step
         def body(carry):
             env_state, timestep, core, first, returns, done, key, t = carry
             key, step_key = jax.random.split(key)
-            _, extras, core = agent.act(
+            action, extras, core = agent.act(
                 params, timestep.observation, step_key, core, first, **act_mask(timestep.action_mask)
             )
             first = timestep.last  # the next observation starts an episode where this one ended it
-            env_state, timestep = jax.vmap(env.step)(env_state, greedy_action(extras))
+            env_state, timestep = jax.vmap(env.step)(env_state, greedy_action(extras) if greedy else action)
             returns = returns + jnp.where(done, 0.0, timestep.reward)
             done = jnp.logical_or(done, timestep.last)
             return env_state, timestep, core, first, returns, done, key, t + 1
@@ -220,25 +221,31 @@ EVAL_SEED_OFFSET = 1_000_003  # evaluation environments: seeds apart from the tr
 
 
 def periodic_evaluation(
-    env: Environment, agent: Agent, episodes: int, seed: int, num_seeds: int = 1, sweep_entries=None
+    env: Environment,
+    agent: Agent,
+    episodes: int,
+    seed: int,
+    num_seeds: int = 1,
+    sweep_entries=None,
+    greedy: bool = True,
 ):
-    """``evaluate(params) -> returns`` for evaluations during an Anakin run: greedy episodes compiled on the device
-    (:func:`make_evaluate`), with the same environment seeds at every evaluation (so equal parameters score
-    equally); per seed when ``num_seeds > 1`` (parameters ``[S, ...]``); with ``sweep_entries``, ``(values, build)``
-    of a sweep, per entry (``build(values) -> (agent, optimizer)``)."""
+    """``evaluate(params) -> returns`` for evaluations during an Anakin run: greedy episodes (``greedy=False``: the
+    sampled policy's) compiled on the device (:func:`make_evaluate`), with the same environment seeds at every
+    evaluation (so equal parameters score equally); per seed when ``num_seeds > 1`` (parameters ``[S, ...]``); with
+    ``sweep_entries``, ``(values, build)`` of a sweep, per entry (``build(values) -> (agent, optimizer)``)."""
     seed = seed + EVAL_SEED_OFFSET  # the key is made inside the program: no computation of its own to compile
     if sweep_entries is not None:
         values, build = sweep_entries
 
         def evaluate_entry(params, entry_values):
-            return make_evaluate(env, build(entry_values)[0], episodes)(params, jax.random.key(seed))
+            return make_evaluate(env, build(entry_values)[0], episodes, greedy=greedy)(params, jax.random.key(seed))
 
         def evaluation(params):  # (the program's name in JAX's compile log)
             return jax.vmap(evaluate_entry)(params, values)
 
         compiled = jax.jit(evaluation)
         return lambda params: jax.device_get(compiled(params))
-    evaluate = make_evaluate(env, agent, episodes)
+    evaluate = make_evaluate(env, agent, episodes, greedy=greedy)
     if num_seeds > 1:
         evaluate = jax.vmap(evaluate, in_axes=(0, None))
 
@@ -250,9 +257,10 @@ def periodic_evaluation(
 
 
 def periodic_host_evaluation(
-    make_env, agent: Agent, episodes: int, seed: int, target_return: float | None, saving: bool
+    make_env, agent: Agent, episodes: int, seed: int, target_return: float | None, saving: bool, greedy: bool = True
 ):
-    """``evaluate(state) -> summary entries`` for evaluations during a Sebulba run: the greedy policy plays one
+    """``evaluate(state) -> summary entries`` for evaluations during a Sebulba run: the greedy policy (``greedy=False``:
+    the sampled one) plays one
     episode on each of ``episodes`` fresh host environments (``make_env(seed, num_envs)``), seeded the same at
     every evaluation; says so when the mean reaches ``target_return`` (``saving``: a checkpoint follows)."""
 
@@ -260,7 +268,7 @@ def periodic_host_evaluation(
         env = make_env(seed + EVAL_SEED_OFFSET, episodes)
         try:
             params = jax.device_get(parallel.unreplicate(state.params))
-            returns, _ = play_host(env, agent, params, episodes, seed=seed)
+            returns, _ = play_host(env, agent, params, episodes, seed=seed, greedy=greedy)
         finally:
             env.close()
         summary = summarize_evaluation(returns, target_return)

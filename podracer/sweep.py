@@ -105,12 +105,13 @@ def label(point: Mapping[str, float]) -> str:
     return ",".join(f"{name}={value:g}" for name, value in point.items())
 
 
-def final_returns(history: Sequence[dict], num_points: int) -> tuple[np.ndarray, str]:
+def final_returns(history: Sequence[dict], num_points: int, policy: str = "greedy") -> tuple[np.ndarray, str]:
     """Final returns ``[points, seeds]`` from a sweep run's summaries, and what they are: the last
-    evaluation's greedy returns when the run evaluated at its end, else the last call's training returns."""
+    evaluation's returns (of the ``policy`` that ``--eval-policy`` names) when the run evaluated at its end, else the
+    last call's training returns."""
     last = history[-1]
     key, what = (
-        ("eval_return_per_seed", "greedy evaluation return at the end")
+        ("eval_return_per_seed", f"{policy} evaluation return at the end")
         if "eval_return_per_seed" in last
         else ("episode_return_per_seed", "training episode return of the last host call")
     )
@@ -203,9 +204,11 @@ def plot(history: Sequence[dict], points: Sequence[Mapping[str, float]], path: s
     plt.close(figure)
 
 
-def report(history: Sequence[dict], points: Sequence[Mapping[str, float]], log_dir: str | None) -> str:
+def report(
+    history: Sequence[dict], points: Sequence[Mapping[str, float]], log_dir: str | None, policy: str = "greedy"
+) -> str:
     """The sweep's table as text; with a ``log_dir``, also ``sweep.csv`` and the plot ``sweep.png`` there."""
-    returns, what = final_returns(history, len(points))
+    returns, what = final_returns(history, len(points), policy)
     rows = table(points, returns)
     text = format_table(rows, what)
     if log_dir:

@@ -171,14 +171,14 @@ def make_torso(spec, torso: str, hidden_sizes, activation: str = "relu", layer_n
 
 
 def make_network(spec, config):
-    """The actor-critic network for ``spec`` from an agent config's ``hidden_sizes``, ``shared_torso`` and ``torso``;
-    with ``core = "lstm"`` (or structured observations) a :class:`~podracer.networks.RecurrentNetwork` whose LSTM
-    has ``core_size`` units."""
+    """The actor-critic network for ``spec`` from an agent config's ``hidden_sizes``, ``activation``, ``shared_torso``
+    and ``torso``; with ``core = "lstm"`` (or structured observations) a :class:`~podracer.networks.RecurrentNetwork`
+    whose LSTM has ``core_size`` units."""
     core = getattr(config, "core", "none")
     if core == "lstm" or isinstance(spec.observation, dict):
         if core != "lstm":
             raise ValueError("Structured (dict) observations need a recurrent agent (core='lstm').")
-        torso = make_torso(spec, config.torso, config.hidden_sizes, "tanh")
+        torso = make_torso(spec, config.torso, config.hidden_sizes, getattr(config, "activation", "tanh"))
         return RecurrentNetwork(
             policy_actions(spec), torso, config.core_size, heads="actor_critic", action_size=action_size(spec)
         )
@@ -186,6 +186,7 @@ def make_network(spec, config):
         num_actions=policy_actions(spec),
         obs_rank=len(spec.observation.shape),
         hidden_sizes=config.hidden_sizes,
+        activation=getattr(config, "activation", "tanh"),
         shared_torso=config.shared_torso,
         torso=config.torso,
         image=image_layout(spec),

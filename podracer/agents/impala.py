@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import dataclasses
 import functools
 
@@ -39,6 +41,7 @@ class IMPALAConfig(Configurable):
     value_coef: float = 0.5  # weight of the value loss
     entropy_coef: float = 0.01  # weight of the entropy bonus
     hidden_sizes: tuple[int, ...] = (64, 64)  # hidden layer sizes of the MLPs
+    activation: Literal["tanh", "relu"] = "tanh"  # the MLPs' activation
     shared_torso: bool = True  # one torso under both heads
     torso: TorsoName = "auto"  # auto: impala (ResNet) for images, mlp otherwise
     core: CoreName = "none"  # lstm: an LSTM between torso and heads, its state carried across rollouts

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import chex
 import jax
@@ -49,6 +49,7 @@ class PPOConfig(Configurable):
     # loss the larger of the clipped and unclipped errors
     clip_value_loss: bool = False
     hidden_sizes: tuple[int, ...] = (64, 64)  # hidden layer sizes of the MLPs
+    activation: Literal["tanh", "relu"] = "tanh"  # the MLPs' activation
     shared_torso: bool = False  # one torso under both heads
     torso: TorsoName = "auto"  # auto: impala (ResNet) for images, mlp otherwise
     # lstm: an LSTM between torso and heads, its state carried across rollouts; minibatches are then of whole sequences
