@@ -260,13 +260,45 @@ def _seeds(row: dict) -> str:
     return f"{first}-{first + row['seeds'] - 1}" + (" (tuning seeds)" if first < REPORT_SEED else "")
 
 
+def _measure(row: dict) -> str:
+    """What a row's figure is: which policy its final evaluation played, or the training return."""
+    what = row.get("final", "")
+    for policy in ("sampled", "greedy"):
+        if what.startswith(policy) or (policy == "greedy" and what == "evaluation return at the end"):
+            return f"{policy} policy, evaluation"
+    return "training return" if what.startswith("training") else "-"
+
+
+def check(rows: list[dict]) -> list[str]:
+    """What stops the saved table from counting its comparisons (empty: nothing): a row with a published figure
+    whose budget differs from its source's by more than :data:`BUDGET_TOLERANCE`, a row without its source, a row
+    without its seeds."""
+    problems = []
+    for r in rows:
+        if not r.get("published_source"):
+            problems.append(f"{r['key']}: no source for its published figure (or for its absence)")
+        if "seed" not in r or "seeds" not in r:
+            problems.append(f"{r['key']}: the seeds it ran are not recorded")
+        if r.get("published") is None:
+            continue
+        ratio = budget_ratio(r["env_steps"], r.get("published_env_steps"))
+        if ratio is None:
+            problems.append(f"{r['key']}: published {r['published']:g} without the budget it was measured at")
+        elif abs(ratio - 1) > BUDGET_TOLERANCE:
+            problems.append(
+                f"{r['key']}: ran {r['env_steps']:,} env steps per seed, {ratio:.2f}x its source's "
+                f"{r['published_env_steps']:,} (more than {BUDGET_TOLERANCE:.0%} apart)"
+            )
+    return problems
+
+
 def table(rows: list[dict]) -> str:
     """The table's Markdown; "reached" is decided again from each row's fields (:func:`reached`), so that a saved
     row is judged by the rule of today's script."""
     lines = [
-        "| task | agent | preset | env steps per seed | seeds run | final return IQM [95% CI] | random | "
+        "| task | agent | preset | env steps per seed | seeds run | final return IQM [95% CI] | measured by | random | "
         "published (budget) | budget ratio | reached | wall s | env steps/s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         budget = f" ({r['published_env_steps']:,})" if r["published_env_steps"] else ""
@@ -277,7 +309,7 @@ def table(rows: list[dict]) -> str:
         lines.append(
             f"| {r['task']} | {r['agent']} | {r['preset']} | {r['env_steps']:,} | {_seeds(r)} | "
             f"{_number(r['iqm'], scale)} [{_number(r['ci_low'], scale)}, {_number(r['ci_high'], scale)}] | "
-            f"{_number(r['random'], scale)} | {_number(r['published'], scale)}{budget} | "
+            f"{_measure(r)} | {_number(r['random'], scale)} | {_number(r['published'], scale)}{budget} | "
             f"{'-' if ratio is None else f'{ratio:.2f}x'} | {said} | {r['wall_s']:.0f} | {r['env_steps_per_s']:,.0f} |"
         )
     sources = [f"- {r['key']}: {r['published_source']}" for r in rows]
@@ -340,7 +372,20 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--render", action="store_true", help="rewrite reproduce.md from reproduce.json by today's rules; train nothing"
     )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="check the saved table (--out, else benchmarks/results): every row with a published figure ran its "
+        "source's budget (within 5%%) and names its source; exit 1 otherwise; train nothing",
+    )
     args = parser.parse_args(argv)
+    if args.check:
+        saved = _report.output_path(True, args.out, "reproduce").with_suffix(".json")
+        problems = check(json.loads(saved.read_text()))
+        for problem in problems:
+            print(f"reproduce.py --check: {problem}", file=sys.stderr)
+        print(f"{saved}: {'1 problem' if len(problems) == 1 else f'{len(problems)} problems' if problems else 'ok'}")
+        return 1 if problems else 0
     if args.render:
         saved = _report.output_path(True, args.out, "reproduce")
         text = render(json.loads(saved.with_suffix(".json").read_text()))

@@ -390,6 +390,29 @@ def test_resume_falls_back_past_a_damaged_newest_checkpoint(tmp_path, capfd):
     assert checkpoint.steps(str(directory)) == [40, 60, 80]
 
 
+def test_an_evaluation_plays_the_greedy_or_the_sampled_action_as_asked():
+    """``make_evaluate(greedy=False)`` plays the action ``act`` returns, not the most likely one: two agents whose
+    sampled and greedy actions are swapped score the same with the policies swapped, and Catch tells the two apart."""
+    env = envs.make("catch")
+    agent = build.make_agent(A2CConfig(), env.spec())
+
+    def fixed(sampled: int, greedy: int):
+        def act(params, observation, key, state, first, **_):
+            batch = observation.shape[0]
+            logits = 10.0 * jax.nn.one_hot(jnp.full((batch,), greedy), env.spec().num_actions)
+            return jnp.full((batch,), sampled, jnp.int32), {"logits": logits}, state
+
+        return agent._replace(act=act)
+
+    def returns(agent, greedy):
+        return np.asarray(jax.jit(anakin.make_evaluate(env, agent, 16, greedy=greedy))(None, jax.random.key(3)))
+
+    left_sampled, right_sampled = fixed(sampled=0, greedy=2), fixed(sampled=2, greedy=0)
+    np.testing.assert_array_equal(returns(left_sampled, False), returns(right_sampled, True))
+    np.testing.assert_array_equal(returns(left_sampled, True), returns(right_sampled, False))
+    assert not np.array_equal(returns(left_sampled, False), returns(left_sampled, True))
+
+
 def test_evaluation_uses_fixed_seeds_and_a_target_return_stops_the_run_with_a_checkpoint(tmp_path, capfd):
     env = envs.make("catch")
     agent = build.make_agent(A2CConfig(), env.spec())

@@ -100,4 +100,10 @@ def test_the_closing_line_gives_the_greedy_evaluation_beside_the_training_return
     )
     agree = [{"env_steps": 100, "episode_return": 0.994, "eval_return": 1.0}]
     assert logging_lib.closing(agree) == ("final greedy evaluation return 1.000; training return 0.994", 1.0)
+    sampled = logging_lib.closing([{"env_steps": 100, "episode_return": -400.0, "eval_return": -300.0}], "sampled")
+    assert sampled == (
+        "final sampled evaluation return -300.000; training return -400.000 (they disagree by 100.000: the sampled "
+        "policy, as evaluate plays it, scores -300.000 on fresh environments; the training episodes -400.000)",
+        -300.0,
+    )
     assert logging_lib.closing([{"env_steps": 1, "episode_return": nan}])[0].endswith("(no episode ended in the run)")

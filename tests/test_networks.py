@@ -39,6 +39,25 @@ def test_mlp_torsos_and_bad_torso_choices():
         ActorCritic(num_actions=3, obs_rank=2, torso="resnet").init(jax.random.key(0), obs)
 
 
+def test_the_activation_flag_reaches_the_actor_critic_mlps():
+    """``--activation relu`` (gymnax-blines' MinAtar networks) builds ReLU MLPs: the same parameters give relu's
+    outputs, where tanh's differ."""
+    from podracer import config
+    from podracer.agents.ppo import PPOConfig
+
+    spec = EnvSpec(jax.ShapeDtypeStruct((7,), jnp.float32), 3)
+    cfg = config.parse(PPOConfig, ["--activation", "relu", "--hidden-sizes", "16"], prog="test")
+    relu_net, tanh_net = agents.make_network(spec, cfg), agents.make_network(spec, PPOConfig(hidden_sizes=(16,)))
+    obs = jax.random.normal(jax.random.key(1), (4, 7))
+    variables = relu_net.init(jax.random.key(0), obs)
+    torso = variables["params"]["policy_torso"]["Dense_0"]
+    hidden = obs @ torso["kernel"] + torso["bias"]
+    head = variables["params"]["policy_head"]
+    logits = relu_net.apply(variables, obs)[0]
+    np.testing.assert_allclose(logits, jax.nn.relu(hidden) @ head["Dense_0"]["kernel"] + head["Dense_0"]["bias"], 1e-5)
+    assert not np.allclose(tanh_net.apply(variables, obs)[0], logits)
+
+
 def test_cell_actions_give_each_cell_a_logit_from_its_neighbourhood_with_shared_weights():
     image = ImageLayout(channel_axis=-1, low=0.0, high=1.0)
     board = jnp.zeros((7, 8, 3)).at[3, 3].set(jnp.array([1.0, 0.5, 0.25]))

@@ -13,6 +13,8 @@ FIELDS = {"task", "agent", "env_steps", "seeds", "iqm", "ci_low", "ci_high", "ra
 
 
 def test_a_quick_row_trains_measures_random_play_and_writes_only_when_asked(tmp_path):
+    """The cartpole row at its published budget (gymnax-blines' 150k env steps) on two seeds; --check passes on its
+    saved table and fails on the same table with the row's budget changed."""
     if importlib.util.find_spec("gymnax") is None:
         pytest.skip("the cartpole row needs gymnax")
     out = tmp_path / "reproduce"
@@ -24,8 +26,6 @@ def test_a_quick_row_trains_measures_random_play_and_writes_only_when_asked(tmp_
             "cartpole",
             "--seeds",
             "2",
-            "--budget-scale",
-            "0.1",
             "--out",
             str(out),
         ],
@@ -45,25 +45,58 @@ def test_a_quick_row_trains_measures_random_play_and_writes_only_when_asked(tmp_
     assert (row["task"], row["agent"], row["seeds"], row["published"]) == ("gymnax:CartPole-v1", "ppo", 2, 500.0)
     assert row["seed"] == 100
     assert "gymnax" in row["published_source"] and row["published_env_steps"] == 150_000
-    assert row["env_steps"] == 50 * 16 * 32  # a tenth of the preset's 300 updates, in whole calls of 50
+    assert row["env_steps"] == 300 * 16 * 32  # the preset's 300 updates: 1.02x the source's budget
+    assert row["final"] == "sampled evaluation return at the end"  # gymnax-blines' protocol (164 sampled episodes)
     assert row["ci_low"] <= row["iqm"] <= row["ci_high"] and len(row["per_seed"]) == 2
     assert 10 < row["random"] < 40  # uniformly random CartPole lasts about 22 steps
     if importlib.util.find_spec("matplotlib") is not None:
         assert (tmp_path / "reproduce_cartpole.png").stat().st_size > 0
+    check = [sys.executable, str(BENCHMARKS / "reproduce.py"), "--check", "--out", str(out)]
+    passed = subprocess.run(check, capture_output=True, text=True, timeout=60)
+    assert passed.returncode == 0 and passed.stdout.strip().endswith("reproduce.json: ok"), passed.stderr
+    out.with_suffix(".json").write_text(json.dumps([{**row, "env_steps": 25_600}]))  # 0.17x the source's budget
+    failed = subprocess.run(check, capture_output=True, text=True, timeout=60)
+    assert failed.returncode == 1
+    assert failed.stderr.strip() == (
+        "reproduce.py --check: cartpole: ran 25,600 env steps per seed, 0.17x its source's 150,000 (more than 5% apart)"
+    )
     bad = subprocess.run(
         [sys.executable, str(BENCHMARKS / "reproduce.py"), "--rows", "nope"], capture_output=True, text=True, timeout=60
     )
     assert bad.returncode == 2 and "--rows: unknown row(s) nope; choose from cartpole, " in bad.stderr
 
 
-def test_a_row_is_compared_only_at_its_published_budget():
-    """Within 5 % of the figure's env steps a row reaches it or not; at another budget it is not compared, and the
-    table says the ratio."""
+def test_check_names_each_row_that_cannot_be_counted():
+    """--check's rule: a row with a published figure ran its source's budget (within 5 %) and names its source and
+    seeds; a row without a figure needs no budget."""
+    reproduce = _reproduce()
+    good = {"key": "a", "published": 1.0, "published_env_steps": 1000, "env_steps": 1040, "seed": 100, "seeds": 3}
+    good["published_source"] = "somewhere (1k env steps)"
+    no_figure = {**good, "key": "b", "published": None, "published_env_steps": None, "env_steps": 5}
+    assert reproduce.check([good, no_figure]) == []
+    assert reproduce.check([{**good, "env_steps": 1060}]) == [
+        "a: ran 1,060 env steps per seed, 1.06x its source's 1,000 (more than 5% apart)"
+    ]
+    assert reproduce.check([{**good, "published_env_steps": None, "published_source": ""}]) == [
+        "a: no source for its published figure (or for its absence)",
+        "a: published 1 without the budget it was measured at",
+    ]
+    assert reproduce.check([{k: v for k, v in good.items() if k != "seed"}]) == ["a: the seeds it ran are not recorded"]
+
+
+def _reproduce():
     sys.path.insert(0, str(BENCHMARKS))
     try:
         import reproduce
     finally:
         sys.path.remove(str(BENCHMARKS))
+    return reproduce
+
+
+def test_a_row_is_compared_only_at_its_published_budget():
+    """Within 5 % of the figure's env steps a row reaches it or not; at another budget it is not compared, and the
+    table says the ratio."""
+    reproduce = _reproduce()
     assert reproduce.reached(-130.0, 1_000_000, 1_024_000, -120.0) is True  # 1.02x, the interval reaches it
     assert reproduce.reached(-130.0, 1_000_000, 1_024_000, -140.0) is False
     assert reproduce.reached(-172.2, 100_000, 1_228_800, -158.2) is None  # 12.3x: another budget
@@ -88,3 +121,4 @@ def test_a_row_is_compared_only_at_its_published_budget():
     }  # saved under the old rule: judged again
     line = reproduce.table([row]).splitlines()[2]
     assert line.endswith("| -172.2 (100,000) | 12.29x | not compared | 42 | 182,289 |"), line
+    assert "| -176.2 [-287.2, -158.2] | - | -1,237.2 |" in line  # a row saved without its measure says "-"
