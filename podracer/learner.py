@@ -252,6 +252,9 @@ def make_learner_step(
     return learner_step
 
 
+UNROLL_STEPS = 4  # a replay learner writes out its loop of gradient steps up to this many per update
+
+
 def make_replay_learner_step(
     agent: Agent,
     optimizer: optax.GradientTransformation,
@@ -283,19 +286,24 @@ def make_replay_learner_step(
         copy = sgd_steps % spec.target_period == 0
         return jax.tree.map(lambda p, t: jnp.where(copy, p, t), params, target)
 
-    def sgd_step(carry, key, allowed=True):
+    def draw(memory, key, allowed):
         # ``allowed``: the limiter's verdict. The step runs only where it holds, except under a vmap (over
         # seeds) that turns the branch into a select: there the replay checks must not fire where it does not.
-        params, opt_state, extra = carry
         sample_key, loss_key = jax.random.split(key)
-        sample = replay_lib.sample(
-            extra.replay,
+        return replay_lib.sample(
+            memory,
             sample_key,
             spec.batch_size,
             prioritized=spec.prioritized,
             beta=spec.importance_exponent,
             checked=allowed,
-        )
+        ), loss_key
+
+    def sgd_step(carry, key, allowed=True, drawn=None):
+        # ``drawn``: the batch, drawn from a memory the branch reads but does not return (uniform replay: the largest
+        # operand is then not copied through the branch); else drawn here from the carry's memory.
+        params, opt_state, extra = carry
+        sample, loss_key = drawn or draw(extra.replay, key, allowed)
         (_, (metrics, priorities)), grads = grad_fn(params, extra.target_params, sample.items, sample.weights, loss_key)
         params, opt_state, grad_norm = _apply_gradients(optimizer, grads, params, opt_state, axis_names)
         memory = extra.replay
@@ -313,12 +321,22 @@ def make_replay_learner_step(
         return (params, opt_state, extra), {**metrics, "grad_norm": grad_norm}
 
     def maybe_step(carry, key, zeros):
-        _, _, extra = carry
+        params, opt_state, extra = carry
         allowed = extra.limiter.can_sample(spec.replay_ratio, spec.min_size)
-        carry, metrics = jax.lax.cond(
-            allowed, lambda c, k: sgd_step(c, k, allowed), lambda c, k: (c, zeros), carry, key
+        if spec.prioritized:  # the step writes priorities: the memory goes through the branch
+            carry, metrics = jax.lax.cond(
+                allowed, lambda c, k: sgd_step(c, k, allowed), lambda c, k: (c, zeros), carry, key
+            )
+            return carry, (metrics, allowed.astype(jnp.float32))
+        memory = extra.replay  # read by the branch, not returned by it: not copied
+        (params, opt_state, extra), metrics = jax.lax.cond(
+            allowed,
+            lambda c, m: sgd_step(c, key, allowed, draw(m, key, allowed)),
+            lambda c, m: (c, zeros),
+            (params, opt_state, extra._replace(replay=None)),
+            memory,
         )
-        return carry, (metrics, allowed.astype(jnp.float32))
+        return (params, opt_state, extra._replace(replay=memory)), (metrics, allowed.astype(jnp.float32))
 
     def learner_step(state: LearnerState, trajectory: Trajectory) -> tuple[LearnerState, Metrics]:
         state, trajectory = _observe(agent, state, trajectory, axis_names)
@@ -327,14 +345,16 @@ def make_replay_learner_step(
         num_items = jax.tree.leaves(items)[0].shape[0]
         extra = state.extra
         extra = extra._replace(
-            replay=replay_lib.add(extra.replay, items, mask), limiter=extra.limiter.insert(num_items)
+            replay=replay_lib.add(extra.replay, items, mask, prioritized=spec.prioritized),
+            limiter=extra.limiter.insert(num_items),
         )
         max_steps = math.ceil(spec.replay_ratio * num_items / spec.batch_size) + 1
         carry, keys = (state.params, state.opt_state, extra), jax.random.split(step_key, max_steps)
         # A skipped step's metrics, shaped once per trace (not once per unrolled step).
         zeros = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(sgd_step, carry, keys[0])[1])
+        # A few steps are written out: a loop's own cost outweighs them (one or two steps per update is common).
         (params, opt_state, extra), (metrics, taken) = _loop(
-            lambda c, k: maybe_step(c, k, zeros), carry, keys, max_steps, unroll
+            lambda c, k: maybe_step(c, k, zeros), carry, keys, max_steps, unroll or max_steps <= UNROLL_STEPS
         )
         steps = jnp.sum(taken)
         metrics = jax.tree.map(lambda m: jnp.sum(m * taken) / jnp.maximum(steps, 1.0), metrics)

@@ -165,11 +165,15 @@ def _set_priorities(
     return priorities, tuple(levels)
 
 
-def add(state: ReplayState, items: chex.ArrayTree, mask: chex.Array | None = None) -> ReplayState:
+def add(
+    state: ReplayState, items: chex.ArrayTree, mask: chex.Array | None = None, *, prioritized: bool = True
+) -> ReplayState:
     """Writes ``items`` (leading axis N <= capacity) after the newest, overwriting the oldest when full.
 
     They get the largest priority seen so far; items where ``mask`` is False get priority
-    0, so prioritized sampling never draws them (uniform sampling still can).
+    0, so prioritized sampling never draws them (uniform sampling still can). A memory only ever sampled uniformly
+    passes ``prioritized=False``: its priorities and sum tree are left as they are (the tree's upkeep is most of an
+    add's cost).
     """
     capacity = capacity_of(state)
     n = jax.tree.leaves(items)[0].shape[0]
@@ -177,10 +181,12 @@ def add(state: ReplayState, items: chex.ArrayTree, mask: chex.Array | None = Non
         raise ValueError(f"Cannot add {n} items at once to a replay of capacity {capacity}.")
     slots = (state.insert + jnp.arange(n, dtype=jnp.int32)) % capacity
     stored = jax.tree.map(lambda buf, x: buf.at[slots].set(x.astype(buf.dtype)), state.items, items)
-    priority = jnp.full((n,), state.max_priority)
-    if mask is not None:
-        priority = jnp.where(mask, priority, 0.0)
-    priorities, running_sums = _set_priorities(state, slots, priority)
+    priorities, running_sums = state.priorities, state.running_sums
+    if prioritized:
+        priority = jnp.full((n,), state.max_priority)
+        if mask is not None:
+            priority = jnp.where(mask, priority, 0.0)
+        priorities, running_sums = _set_priorities(state, slots, priority)
     return ReplayState(
         stored,
         priorities,
