@@ -35,7 +35,8 @@ def test_a_quick_row_trains_measures_random_play_and_writes_only_when_asked(tmp_
     )
     assert run.returncode == 0, run.stderr
     assert (
-        "| task | agent | preset | env steps per seed | seeds run | final return IQM [95% CI] | random |" in run.stdout
+        "| task | agent | preset | env steps per seed | seeds run | final return IQM [95% CI] | measured by | random |"
+        in run.stdout
     )
     assert "| 100-101 |" in run.stdout  # the report's seeds, not the presets' tuning seeds 0-4
     rows = json.loads(out.with_suffix(".json").read_text())
