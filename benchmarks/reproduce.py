@@ -429,33 +429,39 @@ def main(argv=None) -> int:
 
     machine = _report.machine()
     print(f"# Reproduction table on {machine}, jax {jax.__version__}", flush=True)
+    out = _report.output_path(args.save, args.out, "reproduce")
+    saved = (
+        json.loads(out.with_suffix(".json").read_text())
+        if args.merge and out and out.with_suffix(".json").exists()
+        else []
+    )
     rows = []
     for key in chosen:
         row = run_row(next(r for r in ROWS if r.key == key), args.seeds, args.budget_scale, args.full, args.seed)
-        rows.append(row)
+        rows.append({**row, "machine": machine, "jax": jax.__version__})
         print(
             f"{key}: IQM {row['iqm']:.1f} [{row['ci_low']:.1f}, {row['ci_high']:.1f}], random {row['random']:.1f}, "
             f"published {_number(row['published'])}; {row['wall_s']:.0f} s",
             flush=True,
         )
-    out = _report.output_path(args.save, args.out, "reproduce")
-    data = [{**r, "machine": machine, "jax": jax.__version__} for r in rows]
-    if args.merge and out is not None and out.with_suffix(".json").exists():
-        fresh = {r["key"]: r for r in data}
-        kept = [r for r in json.loads(out.with_suffix(".json").read_text()) if r["key"] not in fresh]
-        order = {key: i for i, key in enumerate(keys)}
-        data = sorted(kept + list(fresh.values()), key=lambda r: order.get(r["key"], len(order)))
-    text = render(data)
-    print("\n" + text)
-    _report.save(out, text, data)  # a list of rows
-    if out is not None:
-        for row in rows:
+        # Written after every row, so that a long run stopped part-way keeps the rows it finished.
+        data = merged(saved, rows, keys)
+        _report.save(out, render(data), data)  # a list of rows
+        if out is not None:
             try:
                 plot(row, out.parent / f"{out.name}_{row['key']}.png")
             except ImportError:
                 print("matplotlib is not installed: no learning-curve PNGs (pip install 'podracer-rl[plot]').")
-                break
+    print("\n" + render(merged(saved, rows, keys)))
     return 0
+
+
+def merged(saved: list[dict], fresh: list[dict], keys: list[str]) -> list[dict]:
+    """The rows trained now, with the ``saved`` rows of other keys (``--merge``), in the table's order."""
+    trained = {r["key"]: r for r in fresh}
+    kept = [r for r in saved if r["key"] not in trained]
+    order = {key: i for i, key in enumerate(keys)}
+    return sorted(kept + list(trained.values()), key=lambda r: order.get(r["key"], len(order)))
 
 
 if __name__ == "__main__":
