@@ -92,6 +92,7 @@ def podracer_train(env_steps: int):
     env = envs.make("gymnax:CartPole-v1")
     hyper = dict(
         n_step=1,
+        double_q=False,
         hidden_sizes=(120, 84),
         epsilon_schedule="linear",
         epsilon_start=1.0,

@@ -94,10 +94,13 @@ ROWS = (
         f"{GYMNAX_README} ({BLINES} agents/MountainCar-v0/ppo.yaml: 250k env steps since c765177, the commit that "
         "trained the quoted checkpoints; 500k before it; sampled policy)",
         250_000,
-        note="gymnax-blines' settings but for the learning rate, which decays linearly to 0 over the run here "
-        "(gymnax-blines: 5e-3 falling to 5e-4 over the first 12,500 optimizer steps, then constant; podracer has "
-        "no such schedule) and normalised observations (without them two of five seeds stayed at -200, AMD EPYC); "
-        "at 500k the preset scored -121.0 [-123.3, -114.2] greedily on seeds 0-4",
+        note="gymnax-blines' settings but for three, each tried at this budget on seeds 0-4 (sampled, Intel Xeon): "
+        "its networks' ReLU (all five seeds stay at -200 here, with or without normalised observations: podracer's "
+        "MLPs are initialised orthogonally with gain sqrt(2), gymnax-blines' with flax's defaults), its clipped value "
+        "loss (three of five at -200; mean -187.1) and its learning rate, 5e-3 falling to 5e-4 over the first 12,500 "
+        "optimizer steps then constant (--lr-end 5e-4 --lr-decay-steps 12500: mean -132.8, against the row's linear "
+        "decay to 0); normalised observations added (without them two of five seeds stayed at -200, AMD EPYC); at "
+        "500k the preset scored -121.0 [-123.3, -114.2] greedily on seeds 0-4",
     ),
     Row("mountaincar-dqn", "mountaincar-dqn", -100.8, f"{ZOO} dqn MountainCar-v0 (120k env steps)", 120_000),
     Row(
@@ -113,10 +116,13 @@ ROWS = (
             *("--num-updates 1950 --updates-per-call 150 --eval-every 1950".split()),
             *SAMPLED,
         ),
-        note="gymnax-blines' Gaussian policy has a state-dependent scale (softplus of a second head, at least 0.001), "
-        "podracer's PPO one learned log standard deviation for every state: its sampled evaluation keeps the "
-        "exploration noise of the hardest states everywhere (not tested by a change of head); podracer's own preset "
-        "(discount 0.95, lr 1e-3, 10 epochs) scored -292.8 sampled at the same budget on seeds 0-2",
+        note="not explained; tried at this budget on seeds 0-4 (sampled, Intel Xeon): gymnax-blines' state-dependent "
+        "standard deviation (--policy-std state, softplus of a second head plus 0.001) scores a mean -435.0 (so the "
+        "head is not the cause); without the clipped value loss, -257.6 (PPO2's clip lets a value move 0.2 per "
+        "update, and Pendulum's values reach the hundreds); remaining differences: gymnax-blines acts in torque "
+        "units (podracer in [-1, 1], scaled to the bounds), ends episodes at the time limit as terminal (podracer "
+        "bootstraps), initialises with flax's defaults; podracer's own preset (discount 0.95, lr 1e-3, 10 epochs) "
+        "scored -292.8 sampled at the same budget on seeds 0-2",
     ),
     Row(
         "pendulum-sac",

@@ -165,16 +165,22 @@ def image_torso(kind: str, layer_norm: bool = False) -> nn.Module:
     return {"impala": ImpalaResNet, "nature": NatureCNN, "board": BoardCNN}[kind](layer_norm=layer_norm)
 
 
+POLICY_STDS = ("parameter", "state")  # how a Gaussian policy's standard deviation is made (PolicyHead.std)
+MIN_STD = 1e-3  # a state-dependent standard deviation's floor
+
+
 class PolicyHead(nn.Module):
     """The policy's outputs from features: logits ``[..., num_actions]`` for discrete actions; for multi-discrete
     ones (``num_actions`` a tuple ``nvec``) a tuple of logits, ``[..., nvec[i]]`` for entry ``i``, independent
     softmaxes given the features; for continuous ones (``action_size`` > 0) a Gaussian's ``{"mean": [...,
-    action_size], "log_std": [..., action_size]}``, its log standard deviation a learned parameter that does not
-    depend on the state."""
+    action_size], "log_std": [..., action_size]}``, its log standard deviation (``std``) a learned parameter that
+    does not depend on the state ("parameter"), or a head of its own ("state": softplus of a linear layer, plus
+    0.001, as gymnax-blines' Gaussian policy)."""
 
     num_actions: int | tuple[int, ...]
     action_size: int = 0  # > 0: continuous actions of this many entries (num_actions is then unused)
     initial_log_std: float = 0.0
+    std: str = "parameter"  # continuous actions: "parameter" or "state"
 
     @nn.compact
     def __call__(self, h):
@@ -184,6 +190,9 @@ class PolicyHead(nn.Module):
         if self.action_size == 0:
             return nn.Dense(self.num_actions, kernel_init=orthogonal(0.01))(h)
         mean = nn.Dense(self.action_size, kernel_init=orthogonal(0.01))(h)
+        if self.std == "state":
+            scale = nn.Dense(self.action_size, kernel_init=orthogonal(0.01), name="scale")(h)
+            return {"mean": mean, "log_std": jnp.log(jax.nn.softplus(scale) + MIN_STD)}
         log_std = self.param("log_std", nn.initializers.constant(self.initial_log_std), (self.action_size,))
         return {"mean": mean, "log_std": jnp.broadcast_to(log_std, mean.shape)}
 
@@ -226,6 +235,7 @@ class ActorCritic(nn.Module):
     obs_shape: Sequence[int] = ()
     action_size: int = 0
     cell_actions: bool = False  # the actions are the board's cells: logits from CellLogits (image torsos only)
+    policy_std: str = "parameter"  # a Gaussian policy's standard deviation (PolicyHead.std)
 
     def setup(self):
         kind = choose_torso(self.torso, self.obs_rank, self.image, self.obs_shape)
@@ -240,7 +250,9 @@ class ActorCritic(nn.Module):
             self.policy_torso = MLP(self.hidden_sizes, self.activation)
             self.value_torso = MLP(self.hidden_sizes, self.activation)
         self.policy_head = (
-            CellLogits(self.num_actions) if self._cells else PolicyHead(self.num_actions, self.action_size)
+            CellLogits(self.num_actions)
+            if self._cells
+            else PolicyHead(self.num_actions, self.action_size, std=self.policy_std)
         )
         self.value_head = nn.Dense(1, kernel_init=orthogonal(1.0))
 
@@ -386,11 +398,12 @@ class RecurrentNetwork(nn.Module):
     core_size: int = 128
     heads: str = "actor_critic"
     action_size: int = 0  # actor_critic heads: > 0 for continuous actions (:class:`PolicyHead`)
+    policy_std: str = "parameter"  # a Gaussian policy's standard deviation (PolicyHead.std)
 
     def setup(self):
         self.core = _ScannedLSTM(self.core_size)
         if self.heads == "actor_critic":
-            self.policy_head = PolicyHead(self.num_actions, self.action_size)
+            self.policy_head = PolicyHead(self.num_actions, self.action_size, std=self.policy_std)
             self.value_head = nn.Dense(1, kernel_init=orthogonal(1.0))
         elif self.heads == "q":
             self.q_head = nn.Dense(self.num_actions)

@@ -23,7 +23,8 @@ from podracer.types import RunFacts
 
 LR_SCHEDULES = ("constant", "linear", "cosine")
 LRScheduleName = Literal[LR_SCHEDULES]  # learning-rate schedules (learning_rate_schedule)
-FIELDS = ("learning_rate", "max_grad_norm", "lr_schedule", "lr_warmup_steps")  # OptimizerConfig's, flat in flags
+# OptimizerConfig's, flat in flags
+FIELDS = ("learning_rate", "max_grad_norm", "lr_schedule", "lr_warmup_steps", "lr_end", "lr_decay_steps")
 ADAM_EPS = 1e-5
 
 
@@ -36,6 +37,9 @@ class OptimizerConfig:
     # the learning rate over the run's optimizer steps: constant, or a linear or cosine decay to 0
     lr_schedule: LRScheduleName = "constant"
     lr_warmup_steps: int = 0  # optimizer steps of linear warm-up to --learning-rate before the schedule
+    lr_end: float = 0.0  # the rate a linear or cosine schedule decays to, and keeps after its decay
+    # optimizer steps a linear or cosine decay takes after the warm-up; None: the rest of the run
+    lr_decay_steps: int | None = None
 
     def __post_init__(self):
         for name in ("learning_rate", "max_grad_norm"):
@@ -46,6 +50,13 @@ class OptimizerConfig:
                 raise ValueError(f"--{name.replace('_', '-')} must be > 0, got {value}.")
         if isinstance(self.lr_warmup_steps, int) and self.lr_warmup_steps < 0:
             raise ValueError(f"--lr-warmup-steps must be >= 0, got {self.lr_warmup_steps}.")
+        if isinstance(self.lr_decay_steps, int) and self.lr_decay_steps < 1:
+            raise ValueError(f"--lr-decay-steps must be >= 1, got {self.lr_decay_steps}.")
+        if isinstance(self.lr_end, int | float) and not (math.isfinite(self.lr_end) and self.lr_end >= 0):
+            raise ValueError(f"--lr-end must be a finite number >= 0, got {self.lr_end}.")
+        if isinstance(self.lr_end, int | float) and isinstance(self.learning_rate, int | float):
+            if self.lr_end > self.learning_rate:
+                raise ValueError(f"--lr-end ({self.lr_end}) must not exceed --learning-rate ({self.learning_rate}).")
         if self.lr_schedule not in LR_SCHEDULES:
             raise ValueError(
                 f"--lr-schedule: unknown schedule {self.lr_schedule!r}; choose one of {', '.join(LR_SCHEDULES)}."
@@ -69,27 +80,40 @@ def settings_of(agent_config) -> OptimizerConfig:
     return OptimizerConfig(**values)
 
 
-def learning_rate_schedule(learning_rate, schedule: str = "constant", warmup_steps=0, total_steps: int | None = None):
+def learning_rate_schedule(
+    learning_rate,
+    schedule: str = "constant",
+    warmup_steps=0,
+    total_steps: int | None = None,
+    end=0.0,
+    decay_steps: int | None = None,
+):
     """``count -> learning rate`` at optimizer step ``count`` (0 for the first update).
 
     A linear warm-up over the first ``warmup_steps`` steps (step ``c`` takes ``(c + 1) / warmup_steps`` of the
-    rate, so no step is wasted at rate 0), then ``schedule``: "constant", or a decay to 0 at ``total_steps``,
-    "linear" or "cosine" (half a cosine period). ``learning_rate`` and ``warmup_steps`` may be traced values
-    (a sweep's), so the arithmetic is ``jnp``'s.
+    rate, so no step is wasted at rate 0), then ``schedule``: "constant", or a decay to ``end`` (default 0),
+    "linear" or "cosine" (half a cosine period), over ``decay_steps`` steps after the warm-up (None: until
+    ``total_steps``), the rate staying at ``end`` after it (gymnax-blines' PPO: linear from 5e-3 to 5e-4 over
+    its first 5 % of steps). ``learning_rate`` and ``warmup_steps`` may be traced values (a sweep's), so the
+    arithmetic is ``jnp``'s.
     """
     if schedule not in LR_SCHEDULES:
         raise ValueError(f"--lr-schedule: unknown schedule {schedule!r}; choose one of {', '.join(LR_SCHEDULES)}.")
-    if schedule != "constant" and total_steps is None:
+    if schedule != "constant" and total_steps is None and decay_steps is None:
         raise ValueError(f"--lr-schedule {schedule} decays over the run's optimizer steps: give total_steps.")
 
     def rate(count):
         count = jnp.asarray(count, jnp.float32)
         warmup = jnp.asarray(warmup_steps, jnp.float32)
         scale = jnp.where(warmup > 0, jnp.minimum(1.0, (count + 1.0) / jnp.maximum(warmup, 1.0)), 1.0)
-        if schedule != "constant":
-            progress = jnp.clip((count - warmup) / jnp.maximum(total_steps - warmup, 1.0), 0.0, 1.0)
-            scale = scale * (1.0 - progress if schedule == "linear" else 0.5 * (1.0 + jnp.cos(jnp.pi * progress)))
-        return learning_rate * scale
+        if schedule == "constant":
+            return learning_rate * scale
+        length = (
+            jnp.maximum(total_steps - warmup, 1.0) if decay_steps is None else jnp.asarray(decay_steps, jnp.float32)
+        )
+        progress = jnp.clip((count - warmup) / length, 0.0, 1.0)
+        left = 1.0 - progress if schedule == "linear" else 0.5 * (1.0 + jnp.cos(jnp.pi * progress))
+        return scale * (end + (learning_rate - end) * left)
 
     return rate
 
@@ -106,11 +130,11 @@ def adam(
     settings cannot be counted in Python)."""
     schedule, warmup = settings.lr_schedule, settings.lr_warmup_steps
     if callable(total_steps):
-        total_steps = None if schedule == "constant" else total_steps()
+        total_steps = None if schedule == "constant" or settings.lr_decay_steps is not None else total_steps()
     steps = None if schedule == "constant" else (total_steps or 1)
 
     def chain(learning_rate, max_grad_norm=None):
-        rate = learning_rate_schedule(learning_rate, schedule, warmup, steps)
+        rate = learning_rate_schedule(learning_rate, schedule, warmup, steps, settings.lr_end, settings.lr_decay_steps)
         parts = [] if max_grad_norm is None else [optax.clip_by_global_norm(max_grad_norm)]
         return optax.chain(*parts, optax.scale_by_adam(eps=eps), optax.scale_by_learning_rate(rate))
 
@@ -127,9 +151,11 @@ def make_optimizer(
     schedule: str = "constant",
     warmup_steps: int = 0,
     total_steps: int | None = None,
+    end: float = 0.0,
+    decay_steps: int | None = None,
 ) -> optax.GradientTransformation:
     """:func:`adam` from its settings as arguments (a notebook's spelling): ``make_optimizer(3e-3, 0.5)``."""
-    settings = OptimizerConfig(learning_rate, max_grad_norm, schedule, warmup_steps)
+    settings = OptimizerConfig(learning_rate, max_grad_norm, schedule, warmup_steps, end, decay_steps)
     return adam(settings, total_steps)
 
 

@@ -167,7 +167,7 @@ BAD_INPUTS = [
         A,
         "--sweep lr=1e-3,3e-3",
         "--sweep: 'lr' is not a numeric hyper-parameter of this agent; choose from learning_rate, max_grad_norm, "
-        "lr_warmup_steps, discount,",
+        "lr_warmup_steps, lr_end, lr_decay_steps, discount,",
     ),
     (A, "--sweep torso=1,2", "--sweep: 'torso' is not a numeric hyper-parameter of this agent"),
     (A, "--sweep learning_rate=1e-3,fast", "--sweep learning_rate: 'fast' is not a number."),

@@ -313,3 +313,27 @@ def test_sebulba_trains_multi_discrete_agents(agent, monkeypatch):
     # 1.5 to 1.8 here over these 128 batches (its greedy policy learns faster than its sampled one; in Anakin its
     # seeds' greedy returns reached 3.3 to 4.0 after 3,000 batches).
     assert history[-1]["env_steps"] >= 16_384 and history[-1]["episode_return"] > 1.35, history
+
+
+def test_a_state_dependent_standard_deviation_is_a_softplus_head_of_the_state():
+    """``--policy-std state`` (gymnax-blines' Gaussian policy): the standard deviation is softplus of a linear head of
+    the policy features plus 0.001, so it differs between states, where ``parameter``'s is one learned vector."""
+    from podracer.agents.ppo import PPOConfig
+
+    obs = jax.random.normal(jax.random.key(1), (6, 3))
+    state_net = agents.make_network(VECTOR_BOX, PPOConfig(hidden_sizes=(16,), policy_std="state"))
+    variables = state_net.init(jax.random.key(0), obs)
+    head = variables["params"]["policy_head"]
+    assert set(head) == {"Dense_0", "scale"}
+    policy, _ = state_net.apply(variables, obs)
+    torso = variables["params"]["policy_torso"]["Dense_0"]
+    features = jnp.tanh(obs @ torso["kernel"] + torso["bias"])
+    expected = jax.nn.softplus(features @ head["scale"]["kernel"] + head["scale"]["bias"]) + networks.MIN_STD
+    np.testing.assert_allclose(jnp.exp(policy["log_std"]), expected, rtol=1e-5)
+    assert policy["log_std"].shape == (6, 2) and float(jnp.std(policy["log_std"][:, 0])) > 0
+    shared = agents.make_network(VECTOR_BOX, PPOConfig(hidden_sizes=(16,)))
+    shared_variables = shared.init(jax.random.key(0), obs)
+    assert set(shared_variables["params"]["policy_head"]) == {"Dense_0", "log_std"}
+    np.testing.assert_allclose(jnp.std(shared.apply(shared_variables, obs)[0]["log_std"], axis=0), 0.0)
+    with pytest.raises(ValueError, match=r"^--policy-std: unknown choice 'tanh'; choose one of parameter, state\.$"):
+        PPOConfig(policy_std="tanh")

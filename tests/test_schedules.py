@@ -1,5 +1,7 @@
 """Learning-rate schedules (counted in optimizer steps) and PPO's value clipping."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -29,6 +31,24 @@ def test_the_learning_rate_at_given_optimizer_steps():
         r"cosine\.$",
     ):
         optim.learning_rate_schedule(1.0, "step")
+
+
+def test_a_decay_to_an_end_rate_over_given_steps_then_constant():
+    """gymnax-blines' PPO schedule: 5e-3 falling linearly to 5e-4 over 12,500 optimizer steps, then constant, in a
+    run of any length (no total needed)."""
+    rate = optim.learning_rate_schedule(5e-3, "linear", end=5e-4, decay_steps=12_500)
+    np.testing.assert_allclose([rate(c) for c in (0, 6_250, 12_500, 100_000)], [5e-3, 2.75e-3, 5e-4, 5e-4], rtol=1e-5)
+    cosine = optim.learning_rate_schedule(1.0, "cosine", warmup_steps=10, total_steps=1_000, end=0.5, decay_steps=20)
+    np.testing.assert_allclose([cosine(c) for c in (4, 10, 20, 30, 999)], [0.5, 1.0, 0.75, 0.5, 0.5], atol=1e-6)
+    config = PPOConfig().replace(learning_rate=5e-3, lr_schedule="linear", lr_end=5e-4, lr_decay_steps=12_500)
+    assert config.optimizer.lr_end == 5e-4 and config.optimizer.lr_decay_steps == 12_500
+    for values, message in (
+        ({"lr_decay_steps": 0}, "--lr-decay-steps must be >= 1, got 0."),
+        ({"lr_end": -1e-4}, "--lr-end must be a finite number >= 0, got -0.0001."),
+        ({"learning_rate": 1e-3, "lr_end": 1e-2}, "--lr-end (0.01) must not exceed --learning-rate (0.001)."),
+    ):
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            PPOConfig().replace(**values)
 
 
 def test_the_optimizer_steps_at_the_scheduled_rate():

@@ -31,7 +31,7 @@ from podracer.types import RunFacts, EnvSpec, Trajectory
 class A2CConfig(Configurable):
     """Advantage actor-critic (A2C)."""
 
-    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps
+    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps, --lr-end, --lr-decay-steps
     optimizer: OptimizerConfig = optimizer_field(learning_rate=3e-3, max_grad_norm=0.5)
     discount: float = 0.99  # discount gamma
     td_lambda: float = 0.95  # lambda of the lambda returns
@@ -40,6 +40,9 @@ class A2CConfig(Configurable):
     entropy_coef: float = 0.01  # weight of the entropy bonus
     hidden_sizes: tuple[int, ...] = (64, 64)  # hidden layer sizes of the MLPs
     activation: Literal["tanh", "relu"] = "tanh"  # the MLPs' activation
+    # continuous actions: the Gaussian's standard deviation, one learned parameter for every state, or a softplus head
+    # of the state (at least 0.001)
+    policy_std: Literal["parameter", "state"] = "parameter"
     shared_torso: bool = True  # one MLP under both heads (as in DeepMind's Anakin colab)
     torso: TorsoName = "auto"  # auto: impala (ResNet) for images, mlp otherwise
     core: CoreName = "none"  # lstm: an LSTM between torso and heads, its state carried across rollouts

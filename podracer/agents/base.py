@@ -171,16 +171,21 @@ def make_torso(spec, torso: str, hidden_sizes, activation: str = "relu", layer_n
 
 
 def make_network(spec, config):
-    """The actor-critic network for ``spec`` from an agent config's ``hidden_sizes``, ``activation``, ``shared_torso``
-    and ``torso``; with ``core = "lstm"`` (or structured observations) a :class:`~podracer.networks.RecurrentNetwork`
-    whose LSTM has ``core_size`` units."""
+    """The actor-critic network for ``spec`` from an agent config's ``hidden_sizes``, ``activation``, ``shared_torso``,
+    ``torso`` and ``policy_std``; with ``core = "lstm"`` (or structured observations) a
+    :class:`~podracer.networks.RecurrentNetwork` whose LSTM has ``core_size`` units."""
     core = getattr(config, "core", "none")
     if core == "lstm" or isinstance(spec.observation, dict):
         if core != "lstm":
             raise ValueError("Structured (dict) observations need a recurrent agent (core='lstm').")
         torso = make_torso(spec, config.torso, config.hidden_sizes, getattr(config, "activation", "tanh"))
         return RecurrentNetwork(
-            policy_actions(spec), torso, config.core_size, heads="actor_critic", action_size=action_size(spec)
+            policy_actions(spec),
+            torso,
+            config.core_size,
+            heads="actor_critic",
+            action_size=action_size(spec),
+            policy_std=getattr(config, "policy_std", "parameter"),
         )
     return ActorCritic(
         num_actions=policy_actions(spec),
@@ -193,6 +198,7 @@ def make_network(spec, config):
         obs_shape=tuple(spec.observation.shape),
         action_size=action_size(spec),
         cell_actions=spec.cell_actions,
+        policy_std=getattr(config, "policy_std", "parameter"),
     )
 
 

@@ -1,4 +1,5 @@
-"""DQN family: double Q-learning with n-step returns, a target network and prioritized replay.
+"""DQN family: double Q-learning (``--no-double-q``: DQN's max) with n-step returns, a target network and prioritized
+replay.
 
 Actors are epsilon-greedy with an Ape-X ladder over the environments of a batch:
 environment ``i`` of ``N`` explores with ``epsilon ** (1 + alpha * i / (N - 1))``, so
@@ -40,7 +41,7 @@ EPSILON_SCHEDULES = ("ladder", "linear")
 class DQNConfig(Configurable):
     """Double Q-learning with n-step returns, a target network and prioritized replay."""
 
-    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps
+    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps, --lr-end, --lr-decay-steps
     optimizer: OptimizerConfig = optimizer_field(learning_rate=1e-3, max_grad_norm=10.0)
     discount: float = 0.99  # discount gamma
     n_step: int = 3  # bootstrapped returns over up to n steps (fewer at episode and trajectory ends)
@@ -55,6 +56,9 @@ class DQNConfig(Configurable):
     epsilon_end: float = 0.05  # ... after --epsilon-fraction of the run ...
     epsilon_fraction: float = 0.5  # ... the share of the run's env steps the decay takes
     huber_delta: float = 1.0  # Huber loss threshold
+    # double Q-learning: the online network picks the bootstrap action, the target network values it; off: the target
+    # network's max (DQN of Mnih et al. 2015, PureJaxRL's dqn.py), one forward pass fewer per gradient step
+    double_q: bool = True
     replay_capacity: int = 100_000  # items per replay shard (one shard per learner device)
     batch_size: int = 128  # items per gradient step, per learner device
     replay_ratio: float = 1.0  # items learned from per item inserted, held by a rate limiter
@@ -250,11 +254,14 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig(), run: RunFacts | Non
     def loss(params, target_params, batch, weights, key):
         del key
         size = batch["action"].shape[0]
-        both = jnp.concatenate([batch["observation"], batch["next_observation"]])
-        q_both = network.apply(q_network(params), both)  # one pass over o_t and o_{t+n}
-        q_tm1, q_t_online = q_both[:size], q_both[size:]
         q_t_target = network.apply(q_network(target_params), batch["next_observation"])
-        best = jnp.argmax(mask_logits(q_t_online, batch.get("next_action_mask")), axis=-1)  # over legal actions
+        if config.double_q:
+            both = jnp.concatenate([batch["observation"], batch["next_observation"]])
+            q_both = network.apply(q_network(params), both)  # one pass over o_t and o_{t+n}
+            q_tm1, q_t_select = q_both[:size], q_both[size:]
+        else:
+            q_tm1, q_t_select = network.apply(q_network(params), batch["observation"]), q_t_target
+        best = jnp.argmax(mask_logits(q_t_select, batch.get("next_action_mask")), axis=-1)  # over legal actions
         target = batch["reward"] + batch["discount"] * jnp.take_along_axis(q_t_target, best[:, None], axis=-1)[:, 0]
         q_a = jnp.take_along_axis(q_tm1, batch["action"][:, None].astype(jnp.int32), axis=-1)[:, 0]
         td = jax.lax.stop_gradient(target) - q_a

@@ -35,7 +35,7 @@ from podracer.types import RunFacts, EnvSpec, Trajectory
 class PPOConfig(Configurable):
     """PPO: clipped surrogate objective, several epochs of minibatches per update."""
 
-    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps
+    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps, --lr-end, --lr-decay-steps
     optimizer: OptimizerConfig = optimizer_field(learning_rate=3e-3, max_grad_norm=0.5)
     discount: float = 0.99  # discount gamma
     gae_lambda: float = 0.95  # lambda of generalized advantage estimation
@@ -50,6 +50,9 @@ class PPOConfig(Configurable):
     clip_value_loss: bool = False
     hidden_sizes: tuple[int, ...] = (64, 64)  # hidden layer sizes of the MLPs
     activation: Literal["tanh", "relu"] = "tanh"  # the MLPs' activation
+    # continuous actions: the Gaussian's standard deviation, one learned parameter for every state, or a softplus head
+    # of the state (at least 0.001)
+    policy_std: Literal["parameter", "state"] = "parameter"
     shared_torso: bool = False  # one torso under both heads
     torso: TorsoName = "auto"  # auto: impala (ResNet) for images, mlp otherwise
     # lstm: an LSTM between torso and heads, its state carried across rollouts; minibatches are then of whole sequences

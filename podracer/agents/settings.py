@@ -8,7 +8,7 @@ import dataclasses
 import math
 from typing import Literal
 
-from podracer.networks import TORSOS
+from podracer.networks import POLICY_STDS, TORSOS
 from podracer.optim import LR_SCHEDULES, OptimizerConfig
 
 
@@ -141,6 +141,10 @@ def check_hyperparameters(config) -> None:
     if values.get("lr_schedule", "constant") not in LR_SCHEDULES:
         raise ValueError(
             f"--lr-schedule: unknown schedule {values['lr_schedule']!r}; choose one of {', '.join(LR_SCHEDULES)}."
+        )
+    if values.get("policy_std", "parameter") not in POLICY_STDS:
+        raise ValueError(
+            f"--policy-std: unknown choice {values['policy_std']!r}; choose one of {', '.join(POLICY_STDS)}."
         )
     if values.get("core", "none") not in CORES:
         raise ValueError(f"--core: unknown core {values['core']!r}; choose one of {', '.join(CORES)}.")
