@@ -31,14 +31,31 @@ NONFINITE_NAMES = (
 def nonfinite_code(metrics: Metrics, params: Params) -> chex.Array:
     """float32 []: 0 when the step's ``loss``, ``grad_norm`` (where ``metrics`` has them) and every floating
     parameter are finite; else the sum of :data:`NONFINITE_LOSS`, :data:`NONFINITE_GRADIENTS` and
-    :data:`NONFINITE_PARAMETERS` for those that are not. One reduction over the parameters: cheap beside the step."""
+    :data:`NONFINITE_PARAMETERS` for those that are not.
+
+    The parameters are checked by one floating-point sum of ``x * 0`` over every leaf: 0 when all are finite, NaN as
+    soon as one is not (``inf * 0`` is NaN, and NaN survives the sum; no finite value can overflow it). XLA:CPU reduces
+    floats in vector registers, where ``all(isfinite(x))`` reduced booleans one by one: about 50 us per update for a
+    10k-parameter MLP (2-core Xeon), a sixth of a DQN update at PureJaxRL's settings."""
     code = jnp.float32(0.0)
     for name, bit in (("loss", NONFINITE_LOSS), ("grad_norm", NONFINITE_GRADIENTS)):
         if name in metrics:
-            code = code + jnp.where(jnp.all(jnp.isfinite(metrics[name])), 0.0, float(bit))
+            code = code + jnp.where(
+                jnp.isfinite(jnp.sum(jnp.asarray(metrics[name], jnp.float32) * 0.0)), 0.0, float(bit)
+            )
     leaves = [x for x in jax.tree.leaves(params) if jnp.issubdtype(jnp.asarray(x).dtype, jnp.inexact)]
-    finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves])) if leaves else jnp.bool_(True)
-    return code + jnp.where(finite, 0.0, float(NONFINITE_PARAMETERS))
+    zero = tree_sum(lambda x: x * 0.0, leaves)
+    return code + jnp.where(jnp.isfinite(zero), 0.0, float(NONFINITE_PARAMETERS))
+
+
+def tree_sum(fn, tree) -> chex.Array:
+    """float32 []: the sum of ``fn(leaf)`` over every element of every leaf, as one reduction over the leaves laid
+    end to end. XLA:CPU splits each reduction of more than 32 elements into a windowed reduction of its own, which
+    cannot fuse with ``fn``: one per leaf cost about twice the copy that joins them (a 10k-parameter MLP)."""
+    leaves = [jnp.ravel(fn(jnp.asarray(x, jnp.float32))) for x in jax.tree.leaves(tree)]
+    if not leaves:
+        return jnp.float32(0.0)
+    return jnp.sum(leaves[0] if len(leaves) == 1 else jnp.concatenate(leaves))
 
 
 def nonfinite_names(code: float) -> list[str]:
@@ -159,7 +176,7 @@ def _apply_gradients(optimizer, grads, params, opt_state, axis_names):
     """Averages ``grads`` over ``axis_names`` and applies them: ``(params, opt_state, grad norm)``."""
     grads = pmean_flat(grads, axis_names)
     updates, opt_state = optimizer.update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state, optax.tree.norm(grads)
+    return optax.apply_updates(params, updates), opt_state, jnp.sqrt(tree_sum(jnp.square, grads))
 
 
 def _observe(agent: Agent, state: LearnerState, trajectory: Trajectory, axis_names) -> tuple[LearnerState, Trajectory]:
@@ -300,8 +317,8 @@ def make_replay_learner_step(
         ), loss_key
 
     def sgd_step(carry, key, allowed=True, drawn=None):
-        # ``drawn``: the batch, drawn from a memory the branch reads but does not return (uniform replay: the largest
-        # operand is then not copied through the branch); else drawn here from the carry's memory.
+        # ``drawn``: the batch, drawn before the branch (uniform replay: the memory is then no operand of the branch);
+        # else drawn here from the carry's memory.
         params, opt_state, extra = carry
         sample, loss_key = drawn or draw(extra.replay, key, allowed)
         (_, (metrics, priorities)), grads = grad_fn(params, extra.target_params, sample.items, sample.weights, loss_key)
@@ -328,13 +345,16 @@ def make_replay_learner_step(
                 allowed, lambda c, k: sgd_step(c, k, allowed), lambda c, k: (c, zeros), carry, key
             )
             return carry, (metrics, allowed.astype(jnp.float32))
-        memory = extra.replay  # read by the branch, not returned by it: not copied
+        # Uniform replay: the batch is drawn before the branch (a gather of one batch), so that the memory is not an
+        # operand of the branch; as one, XLA:CPU spent about 50 us per update on it, taken or not (2-core Xeon).
+        memory = extra.replay
+        drawn = draw(memory, key, allowed)
         (params, opt_state, extra), metrics = jax.lax.cond(
             allowed,
-            lambda c, m: sgd_step(c, key, allowed, draw(m, key, allowed)),
-            lambda c, m: (c, zeros),
+            lambda c, d: sgd_step(c, key, allowed, d),
+            lambda c, d: (c, zeros),
             (params, opt_state, extra._replace(replay=None)),
-            memory,
+            drawn,
         )
         return (params, opt_state, extra._replace(replay=memory)), (metrics, allowed.astype(jnp.float32))
 
@@ -348,7 +368,7 @@ def make_replay_learner_step(
             replay=replay_lib.add(extra.replay, items, mask, prioritized=spec.prioritized),
             limiter=extra.limiter.insert(num_items),
         )
-        max_steps = math.ceil(spec.replay_ratio * num_items / spec.batch_size) + 1
+        max_steps = steps_per_update(spec.replay_ratio, num_items, spec.batch_size)
         carry, keys = (state.params, state.opt_state, extra), jax.random.split(step_key, max_steps)
         # A skipped step's metrics, shaped once per trace (not once per unrolled step).
         zeros = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(sgd_step, carry, keys[0])[1])
@@ -370,6 +390,15 @@ def make_replay_learner_step(
         return new, metrics
 
     return learner_step
+
+
+def steps_per_update(replay_ratio: float, num_items: int, batch_size: int) -> int:
+    """The most gradient steps one update may take under the rate limiter: ``replay_ratio x num_items / batch_size``
+    rounded up, and one more when that is fractional (the allowance then builds up across updates). A whole number
+    needs no spare step: each update adds exactly that many batches to the allowance, so a backlog never grows past
+    the one batch the limiter's ``<=`` admits at the start."""
+    exact = replay_ratio * num_items / batch_size
+    return math.ceil(exact) + (0 if float(exact).is_integer() else 1)
 
 
 def should_unroll(observation_rank: int, platform: str) -> bool:
@@ -398,4 +427,6 @@ __all__ = [
     "pmean_flat",
     "psum_flat",
     "should_unroll",
+    "steps_per_update",
+    "tree_sum",
 ]

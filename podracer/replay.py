@@ -212,6 +212,15 @@ def _choose_children(sums: chex.Array, u: chex.Array) -> tuple[chex.Array, chex.
     return child, u - jnp.where(child > 0, below, 0.0)
 
 
+def uniform_indices(key, count: int, size) -> jax.Array:
+    """``count`` indices drawn uniformly from ``0 ... size - 1`` (int32; 0 when ``size`` is 0): the remainders of one
+    draw of 32 random bits each. One counter-based random call where ``jax.random.randint`` makes three (a split and
+    two draws), each a loop of its own on XLA:CPU, run at every gradient step; the remainder's bias is below
+    ``size / 2**32``."""
+    bits = jax.random.bits(key, (count,), jnp.uint32)
+    return (bits % jnp.maximum(size, 1).astype(jnp.uint32)).astype(jnp.int32)
+
+
 def sample(
     state: ReplayState,
     key: chex.PRNGKey,
@@ -240,7 +249,7 @@ def sample(
         when=checked,
     )
     if not prioritized:
-        indices = jax.random.randint(key, (batch_size,), 0, jnp.maximum(state.size, 1), dtype=jnp.int32)
+        indices = uniform_indices(key, batch_size, state.size)
         probabilities = jnp.full((batch_size,), 1.0, jnp.float32) / jnp.maximum(state.size, 1)
         items = jax.tree.map(lambda x: x[indices], state.items)
         return Sample(indices, items, jnp.ones((batch_size,), jnp.float32), probabilities)
@@ -339,6 +348,7 @@ __all__ = [
     "capacity_of",
     "init",
     "sample",
+    "uniform_indices",
     "sequence_priorities",
     "update_priorities",
 ]

@@ -147,3 +147,21 @@ def test_jax_cartpole_matches_envpool_over_whole_random_episodes():
         lengths += alive
         alive &= ~terminated
     assert lengths.min() >= 8 and lengths.max() < 200
+
+
+def test_a_step_that_draws_no_random_numbers_keeps_its_key():
+    """``uses_first_argument`` reads a function's traced program: a deterministic step ignores its key, a stochastic
+    one reads it. gymnax's adapter splits its key only for the latter (a random call per env and step saved)."""
+    from podracer.envs.base import uses_first_argument
+
+    key, x = jax.random.key(0), jnp.ones(3)
+    assert not uses_first_argument(lambda k, x: x * 2.0, key, x)
+    assert uses_first_argument(lambda k, x: x + jax.random.uniform(k, (3,)), key, x)
+    assert uses_first_argument(lambda k, x: (k, x), key, x)  # passed through: used
+    pytest.importorskip("gymnax")
+    for name, stochastic in (("gymnax:CartPole-v1", False), ("gymnax:Asterix-MinAtar", True)):
+        env = envs.make(name)
+        state, _ = env.reset(jax.random.key(1))
+        stepped, _ = jax.jit(env.step)(state, jnp.int32(0))
+        same = bool(jnp.all(jax.random.key_data(stepped.key) == jax.random.key_data(state.key)))
+        assert env._step_uses_key is stochastic and same is not stochastic, name

@@ -290,3 +290,32 @@ def test_a_checkpoint_keeps_the_target_network_but_not_the_replay_memory(tmp_pat
     from_abstract, _ = checkpoint.restore(str(tmp_path), abstract)  # what evaluate does: no memory allocated
     for a, b in zip(jax.tree.leaves(from_abstract.params), jax.tree.leaves(state.params)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_dqn_bootstraps_from_double_q_or_from_the_target_networks_max():
+    """``double_q`` (default): the online network picks the bootstrap action, the target network values it;
+    ``--no-double-q``: the target network's max (PureJaxRL's dqn.py). Checked against the networks' own outputs."""
+    env = envs.make("cartpole")
+    batch = {
+        "observation": jax.random.normal(jax.random.key(0), (16, 4)),
+        "action": jnp.arange(16, dtype=jnp.int32) % 2,
+        "reward": jnp.linspace(-1.0, 1.0, 16),
+        "discount": jnp.full((16,), 0.9),
+        "next_observation": jax.random.normal(jax.random.key(1), (16, 4)),
+        "valid": jnp.ones((16,), bool),
+    }
+    targets = {}
+    for double in (True, False):
+        agent = agents.make("dqn", env.spec(), hidden_sizes=(8,), double_q=double, huber_delta=1e6)
+        params = agent.init(jax.random.key(2), batch["observation"])
+        target_params = agent.init(jax.random.key(3), batch["observation"])
+        _, (_, abs_td) = agent.replay.loss(params, target_params, batch, jnp.ones(16), None)
+        q_next_online = agent.act(params, batch["next_observation"], jax.random.key(4), (), None)[1]["q_values"]
+        q_next_target = agent.act(target_params, batch["next_observation"], jax.random.key(4), (), None)[1]["q_values"]
+        q_now = agent.act(params, batch["observation"], jax.random.key(4), (), None)[1]["q_values"]
+        pick = jnp.argmax(q_next_online if double else q_next_target, axis=-1)
+        expected = batch["reward"] + 0.9 * jnp.take_along_axis(q_next_target, pick[:, None], axis=-1)[:, 0]
+        q_a = jnp.take_along_axis(q_now, batch["action"][:, None], axis=-1)[:, 0]
+        np.testing.assert_allclose(abs_td, jnp.abs(expected - q_a), rtol=1e-5, atol=1e-6)
+        targets[double] = expected
+    assert not np.allclose(targets[True], targets[False])  # the two rules differ on these networks

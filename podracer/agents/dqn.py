@@ -121,15 +121,20 @@ def epsilon_greedy(q_values: jax.Array, key, epsilon: float, alpha: float, actio
     """Greedy actions of ``q_values`` ``[..., A]``, random ones with the Ape-X ladder's rates over the batch (or
     ``rates``, broadcast over it); with ``action_mask`` (bool ``[..., A]``) both the greedy and the random actions
     are legal ones."""
-    explore_key, action_key = jax.random.split(key)
     batch_shape = q_values.shape[:-1]
     if rates is None:
         rates = epsilon_ladder(math.prod(batch_shape), epsilon, alpha).reshape(batch_shape)
-    explore = jax.random.uniform(explore_key, batch_shape) < rates
     if action_mask is None:
-        random_action = jax.random.randint(action_key, batch_shape, 0, q_values.shape[-1], dtype=jnp.int32)
+        # One draw of 32 bits per actor gives both: the high 16 the exploration coin, the low 16 the random action
+        # (each random call is a loop of its own on XLA:CPU, at every env step).
+        bits = jax.random.bits(key, batch_shape, jnp.uint32)
+        explore_u = (bits >> 16).astype(jnp.float32) / 65536.0
+        random_action = ((bits & 0xFFFF) % q_values.shape[-1]).astype(jnp.int32)
     else:  # uniform over the legal actions
+        explore_key, action_key = jax.random.split(key)
+        explore_u = jax.random.uniform(explore_key, batch_shape)
         random_action = jax.random.categorical(action_key, mask_logits(jnp.zeros_like(q_values), action_mask))
+    explore = explore_u < rates
     greedy = jnp.argmax(mask_logits(q_values, action_mask), axis=-1)
     return jnp.where(explore, random_action, greedy).astype(jnp.int32)
 

@@ -127,6 +127,15 @@ def host_action(spec: EnvSpec, action, num_envs: int) -> np.ndarray:
     return to_box(spec.box, action) if spec.continuous else action
 
 
+def uses_first_argument(fn, first, *rest) -> bool:
+    """Whether ``fn(first, *rest)`` reads ``first`` (a key: whether a suite's step draws random numbers), from its
+    traced program: True when any operation or output takes it. Found once per environment, at trace time."""
+    jaxpr = jax.make_jaxpr(lambda a, *b: fn(a, *b))(first, *rest).jaxpr
+    inputs = {id(v) for v in jaxpr.invars[: len(jax.tree.leaves(first))]}
+    used = [v for eqn in jaxpr.eqns for v in eqn.invars] + list(jaxpr.outvars)
+    return any(id(v) in inputs for v in used)
+
+
 def first_timestep(observation: chex.ArrayTree, action_mask: chex.ArrayTree = None) -> TimeStep:
     """The time step that starts an episode (with its legal-action mask where the spec declares one)."""
     return TimeStep(

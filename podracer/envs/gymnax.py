@@ -35,6 +35,7 @@ from podracer.envs.base import (
     image_layout,
     require_package,
     step_timestep,
+    uses_first_argument,
 )
 from podracer.types import EnvSpec, TimeStep
 
@@ -109,6 +110,7 @@ class GymnaxEnv:
             params = default if params is None else params
         self.name, self.env, self.params = name, env, params if params is not None else env.default_params
         self._spec = None  # made when first asked for: a config check makes the environment before JAX may start
+        self._step_uses_key = None  # whether step_env draws random numbers (found at the first step's trace)
 
     def _make_spec(self) -> EnvSpec:
         actions = actions_of(self.env.action_space(self.params), f"{self.suite}:{self.name}")
@@ -138,7 +140,13 @@ class GymnaxEnv:
         return GymnaxState(env_state, key), first_timestep(jnp.asarray(observation, jnp.float32))
 
     def step(self, state: GymnaxState, action: chex.Array) -> tuple[GymnaxState, TimeStep]:
-        key, step_key = jax.random.split(state.key)
+        if self._step_uses_key is None:
+            self._step_uses_key = uses_first_argument(
+                self.env.step_env, state.key, state.env_state, action, self.params
+            )
+        # A deterministic step (classic control) takes the key as it is: splitting it would cost a random call per
+        # environment and step (a loop of its own on XLA:CPU) for nothing.
+        key, step_key = jax.random.split(state.key) if self._step_uses_key else (state.key, state.key)
         observation, env_state, reward, done, _ = self.env.step_env(step_key, state.env_state, action, self.params)
         terminated, truncated = self._episode_end(env_state, jnp.asarray(done, bool))
         timestep = step_timestep(jnp.asarray(observation, jnp.float32), reward, terminated, truncated)
