@@ -182,16 +182,20 @@ def transition_items(trajectory: Trajectory, n: int, discount: float):
     reward, bootstrap_discount, index, mask = n_step_targets(trajectory, n, discount)
     observation = trajectory.timestep.observation
     t_len, batch = reward.shape
+
+    def at_bootstrap(x):  # one step on (n = 1 always bootstraps from t + 1: a slice, not a gather)
+        return x[1:] if n == 1 else x[index, jnp.arange(batch)[None, :]]
+
     items = {
         "observation": observation[:-1],
         "action": trajectory.action[:-1],
         "reward": reward,
         "discount": bootstrap_discount,
-        "next_observation": observation[index, jnp.arange(batch)[None, :]],
+        "next_observation": at_bootstrap(observation),
         "valid": mask,
     }
     if trajectory.timestep.action_mask is not None:
-        items["next_action_mask"] = trajectory.timestep.action_mask[index, jnp.arange(batch)[None, :]]
+        items["next_action_mask"] = at_bootstrap(trajectory.timestep.action_mask)
     flat = jax.tree.map(lambda x: x.reshape(t_len * batch, *x.shape[2:]), items)
     return flat, mask.reshape(-1) > 0
 
@@ -271,9 +275,12 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig(), run: RunFacts | Non
         q_a = jnp.take_along_axis(q_tm1, batch["action"][:, None].astype(jnp.int32), axis=-1)[:, 0]
         td = jax.lax.stop_gradient(target) - q_a
         valid = batch["valid"].astype(jnp.float32)
-        total = jnp.mean(weights * valid * rlax.huber_loss(td, config.huber_delta))
         abs_td = jnp.abs(td) * valid
-        metrics = {"loss": total, "q_value": jnp.mean(q_a), "abs_td": jnp.mean(abs_td)}
+        # The three batch means as one reduction (XLA:CPU runs each reduction of a batch as a thunk of its own).
+        total, q_value, mean_abs_td = jnp.mean(
+            jnp.stack([weights * valid * rlax.huber_loss(td, config.huber_delta), q_a, abs_td]), axis=1
+        )
+        metrics = {"loss": total, "q_value": jax.lax.stop_gradient(q_value), "abs_td": mean_abs_td}
         return total, (metrics, abs_td)
 
     steps = functools.partial(replay_steps, run, config.replay_ratio, config.min_replay_size, config.batch_size)

@@ -87,9 +87,31 @@ def make_multi_update(update, num_updates: int):
         raise ValueError(f"updates per call must be >= 1, got {num_updates}.")
 
     def multi_update(state):
-        return jax.lax.scan(lambda s, _: update(s), state, None, length=num_updates)
+        layout = []  # the metrics' tree and which leaves were stacked, found when the update is traced
+
+        def body(state, _):
+            state, metrics = update(state)
+            leaves, treedef = jax.tree.flatten(metrics)
+            same = [i for i, x in enumerate(leaves) if x.dtype == jnp.float32 and x.shape == leaves[0].shape]
+            same = same if len(same) > 1 else []
+            layout[:] = [treedef, same, len(leaves)]
+            rest = [x for i, x in enumerate(leaves) if i not in same]
+            return state, (jnp.stack([leaves[i] for i in same], axis=-1) if same else None, rest)
+
+        state, (stacked, rest) = jax.lax.scan(body, state, None, length=num_updates)
+        return state, _unstack(layout, stacked, rest)
 
     return multi_update
+
+
+def _unstack(layout, stacked, rest):
+    """The metrics tree, stacked over updates, from a scan's outputs: its float32 leaves of one shape as one array
+    (``stacked``, entries on the last axis: XLA:CPU writes each output of a scan step by an operation of its own,
+    and a DQN update has eleven scalars) and the other leaves (``rest``)."""
+    treedef, same, count = layout
+    others, where = iter(rest), {index: k for k, index in enumerate(same)}
+    leaves = [stacked[..., where[i]] if i in where else next(others) for i in range(count)]
+    return jax.tree.unflatten(treedef, leaves)
 
 
 def _seeded_update(env, agent, optimizer, key, rollout_length: int, sweep: Sweep | None, skip_nonfinite: bool):
