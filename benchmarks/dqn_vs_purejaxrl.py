@@ -14,8 +14,9 @@ empty ``wandb`` module when wandb is absent (it is used only with WANDB_MODE onl
 The settings are those of ``dqn.py``'s ``main()`` (luchris429/purejaxrl at 31756b1): 10 environments, a 10,000-item
 uniform replay, batches of 128, one gradient step per 10 env steps, learning from 10,000 env steps, the target copied
 every 500 env steps, Adam at 2.5e-4, epsilon 1.0 to 0.05 over half the run, a 120-84 ReLU MLP. podracer runs them as
-``--num-envs 10 --rollout-length 1 --replay-ratio 12.8 --n-step 1 --no-prioritized --target-period 50`` on one
-device (PureJaxRL's program runs on one); its loss is its own (double DQN, Huber). Each side is its whole run as one
+``--num-envs 10 --rollout-length 1 --replay-ratio 12.8 --n-step 1 --no-prioritized --target-period 50
+--no-double-q`` on one device (PureJaxRL's program runs on one): DQN's target, as PureJaxRL's; its loss is Huber's
+where PureJaxRL's is the squared error (the same work). Each side is its whole run as one
 compiled ``train(key)`` (PureJaxRL's ``make_train``, podracer's :func:`podracer.anakin.make_train`) over
 ``--env-steps``, learning start included on both; after a compiling call of each, ``--rounds`` rounds call the two
 in turn (the order alternating), and the table gives each side's median env steps/s and the median over rounds of

@@ -360,7 +360,6 @@ def make_replay_learner_step(
 
     def learner_step(state: LearnerState, trajectory: Trajectory) -> tuple[LearnerState, Metrics]:
         state, trajectory = _observe(agent, state, trajectory, axis_names)
-        key, step_key = jax.random.split(state.key)
         items, mask = spec.make_items(trajectory)
         num_items = jax.tree.leaves(items)[0].shape[0]
         extra = state.extra
@@ -369,7 +368,8 @@ def make_replay_learner_step(
             limiter=extra.limiter.insert(num_items),
         )
         max_steps = steps_per_update(spec.replay_ratio, num_items, spec.batch_size)
-        carry, keys = (state.params, state.opt_state, extra), jax.random.split(step_key, max_steps)
+        key, *keys = jax.random.split(state.key, max_steps + 1)  # one random call for the update's keys
+        carry, keys = (state.params, state.opt_state, extra), jnp.stack(keys)
         # A skipped step's metrics, shaped once per trace (not once per unrolled step).
         zeros = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(sgd_step, carry, keys[0])[1])
         # A few steps are written out: a loop's own cost outweighs them (one or two steps per update is common).

@@ -102,6 +102,9 @@ def learning_rate_schedule(
     if schedule != "constant" and total_steps is None and decay_steps is None:
         raise ValueError(f"--lr-schedule {schedule} decays over the run's optimizer steps: give total_steps.")
 
+    if schedule == "constant" and isinstance(warmup_steps, int) and warmup_steps == 0:
+        return lambda count: jnp.asarray(learning_rate, jnp.float32)  # nothing to count: no work per step
+
     def rate(count):
         count = jnp.asarray(count, jnp.float32)
         warmup = jnp.asarray(warmup_steps, jnp.float32)
