@@ -316,8 +316,8 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
     rollout_length: int = 20  # environment steps per trajectory
     queue_size: int = 2  # trajectories the queue holds before actors wait
     log_every: int = 10  # learner updates between log lines
-    # seconds an actor thread may go without shipping a trajectory (waiting for room in the queue aside) before the run
-    # stops, naming it
+    # seconds an actor thread may go without shipping a trajectory (waits for queue room and its first parameters
+    # aside) before the run stops, naming it
     actor_timeout: float = 900.0
 
     @classmethod

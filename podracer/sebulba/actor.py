@@ -132,6 +132,7 @@ def run_actor(
     status.now("parameters")
     num_learners = len(parallel.local_devices(learner_devices))
     params, version = store.latest(device, stop)
+    status.ready()
     key = parallel.put_on(key, device)
     cores = [parallel.put_on(agent.initial_state(env.num_envs), device) for env in envs]
     firsts = [np.ones(env.num_envs, bool) for env in envs]

@@ -58,7 +58,7 @@ class ActorStatus:
     def __init__(self, name: str, device: jax.Device):
         self.name, self.device = name, device
         self.doing, self.since = "starting", time.monotonic()
-        self.last_trajectory = self.since
+        self.last_trajectory, self.acting = self.since, False
 
     def now(self, doing: str) -> None:
         self.doing, self.since = doing, time.monotonic()
@@ -66,9 +66,15 @@ class ActorStatus:
     def shipped(self) -> None:
         self.last_trajectory = time.monotonic()
 
+    def ready(self) -> None:
+        """The thread holds its first parameters: its clock starts (the wait for them is the learner's start-up)."""
+        self.last_trajectory, self.acting = time.monotonic(), True
+
     def stuck_seconds(self, now: float) -> float:
-        """Seconds without a trajectory, not counting a wait for room in the queue (the learner's pace)."""
-        return 0.0 if self.doing == "queue" else now - self.last_trajectory
+        """Seconds without a trajectory since the thread could first act, not counting a wait for room in the queue
+        or for the learner's first parameters (the learner's pace: its compile, on a busy machine)."""
+        waiting_on_learner = self.doing == "queue" or not self.acting
+        return 0.0 if waiting_on_learner else now - self.last_trajectory
 
     def describe(self, now: float) -> str:
         return f"{self.name} waits on its {self.doing} ({now - self.since:.0f} s)"
