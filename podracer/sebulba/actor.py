@@ -129,10 +129,8 @@ def run_actor(
     rollouts and reset where an episode starts. ``status`` hears what the thread waits on.
     """
     status = status or ActorStatus("actor", device)
-    status.now("parameters")
     num_learners = len(parallel.local_devices(learner_devices))
-    params, version = store.latest(device, stop)
-    status.ready()
+    params, version = status.first_parameters(store, device, stop)
     key = parallel.put_on(key, device)
     cores = [parallel.put_on(agent.initial_state(env.num_envs), device) for env in envs]
     firsts = [np.ones(env.num_envs, bool) for env in envs]

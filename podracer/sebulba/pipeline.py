@@ -66,9 +66,13 @@ class ActorStatus:
     def shipped(self) -> None:
         self.last_trajectory = time.monotonic()
 
-    def ready(self) -> None:
-        """The thread holds its first parameters: its clock starts (the wait for them is the learner's start-up)."""
+    def first_parameters(self, store: ParamStore, device: jax.Device, stop: threading.Event):
+        """``store.latest(device, stop)``, the thread's first parameters; its clock starts once it holds them (the
+        wait for them is the learner's start-up)."""
+        self.now("parameters")
+        params_and_version = store.latest(device, stop)
         self.last_trajectory, self.acting = time.monotonic(), True
+        return params_and_version
 
     def stuck_seconds(self, now: float) -> float:
         """Seconds without a trajectory since the thread could first act, not counting a wait for room in the queue
