@@ -34,9 +34,9 @@ def nonfinite_code(metrics: Metrics, params: Params) -> chex.Array:
     :data:`NONFINITE_PARAMETERS` for those that are not.
 
     The parameters are checked by one floating-point sum of ``x * 0`` over every leaf: 0 when all are finite, NaN as
-    soon as one is not (``inf * 0`` is NaN, and NaN survives the sum; no finite value can overflow it). XLA:CPU reduces
-    floats in vector registers, where ``all(isfinite(x))`` reduced booleans one by one: about 50 us per update for a
-    10k-parameter MLP (2-core Xeon), a sixth of a DQN update at PureJaxRL's settings."""
+    soon as one is not (``inf * 0`` is NaN, and NaN survives the sum; no finite value can overflow it), the leaves
+    laid end to end (:func:`tree_sum`): for a 10k-parameter MLP, 6.0 us per update where ``all(isfinite(x))`` leaf
+    by leaf took 17.6 us (a scan of 5,000 updates, 2-core Xeon, loaded)."""
     code = jnp.float32(0.0)
     for name, bit in (("loss", NONFINITE_LOSS), ("grad_norm", NONFINITE_GRADIENTS)):
         if name in metrics:
@@ -346,7 +346,7 @@ def make_replay_learner_step(
             )
             return carry, (metrics, allowed.astype(jnp.float32))
         # Uniform replay: the batch is drawn before the branch (a gather of one batch), so that the memory is not an
-        # operand of the branch; as one, XLA:CPU spent about 50 us per update on it, taken or not (2-core Xeon).
+        # operand of the branch (measured beside drawing inside it: the same rate, 0.98x PureJaxRL's both).
         memory = extra.replay
         drawn = draw(memory, key, allowed)
         (params, opt_state, extra), metrics = jax.lax.cond(
