@@ -40,9 +40,7 @@ def nonfinite_code(metrics: Metrics, params: Params) -> chex.Array:
     code = jnp.float32(0.0)
     for name, bit in (("loss", NONFINITE_LOSS), ("grad_norm", NONFINITE_GRADIENTS)):
         if name in metrics:
-            code = code + jnp.where(
-                jnp.isfinite(jnp.sum(jnp.asarray(metrics[name], jnp.float32) * 0.0)), 0.0, float(bit)
-            )
+            code = code + jnp.where(jnp.isfinite(tree_sum(lambda x: x * 0.0, metrics[name])), 0.0, float(bit))
     leaves = [x for x in jax.tree.leaves(params) if jnp.issubdtype(jnp.asarray(x).dtype, jnp.inexact)]
     zero = tree_sum(lambda x: x * 0.0, leaves)
     return code + jnp.where(jnp.isfinite(zero), 0.0, float(NONFINITE_PARAMETERS))
