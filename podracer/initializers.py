@@ -44,4 +44,19 @@ def orthogonal(scale: float = 1.0):
     return init
 
 
-__all__ = ["orthogonal"]
+KERNEL_INITS = ("orthogonal", "lecun")  # what --kernel-init takes
+
+
+def make_kernel_init(kind: str, scale: float):
+    """A dense layer's kernel initializer: ``orthogonal``, :func:`orthogonal` with the ``scale`` the layer's role asks
+    for (sqrt(2) before an activation, 0.01 for a policy's outputs, 1 for a value: the PPO implementations' habit);
+    ``lecun``, LeCun-normal kernels whatever the role (``flax.linen.Dense``'s default, which codebases built on flax's
+    defaults, such as gymnax-blines, train with)."""
+    if kind == "orthogonal":
+        return orthogonal(scale)
+    if kind == "lecun":
+        return jax.nn.initializers.lecun_normal()
+    raise ValueError(f"--kernel-init: unknown initializer {kind!r}; choose one of {', '.join(KERNEL_INITS)}.")
+
+
+__all__ = ["KERNEL_INITS", "make_kernel_init", "orthogonal"]

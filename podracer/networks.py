@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from podracer.initializers import orthogonal
+from podracer.initializers import KERNEL_INITS, make_kernel_init, orthogonal  # noqa: F401 (agents read KERNEL_INITS here)
 from podracer.types import ImageLayout
 
 
@@ -175,40 +175,43 @@ class PolicyHead(nn.Module):
     softmaxes given the features; for continuous ones (``action_size`` > 0) a Gaussian's ``{"mean": [...,
     action_size], "log_std": [..., action_size]}``, its log standard deviation (``std``) a learned parameter that
     does not depend on the state ("parameter"), or a head of its own ("state": softplus of a linear layer, plus
-    0.001, as gymnax-blines' Gaussian policy)."""
+    0.001, as gymnax-blines' Gaussian policy). Kernels: :func:`~podracer.initializers.make_kernel_init`."""
 
     num_actions: int | tuple[int, ...]
     action_size: int = 0  # > 0: continuous actions of this many entries (num_actions is then unused)
     initial_log_std: float = 0.0
     std: str = "parameter"  # continuous actions: "parameter" or "state"
+    kernel_init: str = "orthogonal"
 
     @nn.compact
     def __call__(self, h):
+        kernel = make_kernel_init(self.kernel_init, 0.01)
         if isinstance(self.num_actions, tuple):
-            logits = nn.Dense(sum(self.num_actions), kernel_init=orthogonal(0.01))(h)
+            logits = nn.Dense(sum(self.num_actions), kernel_init=kernel)(h)
             return tuple(jnp.split(logits, np.cumsum(self.num_actions)[:-1].tolist(), axis=-1))
         if self.action_size == 0:
-            return nn.Dense(self.num_actions, kernel_init=orthogonal(0.01))(h)
-        mean = nn.Dense(self.action_size, kernel_init=orthogonal(0.01))(h)
+            return nn.Dense(self.num_actions, kernel_init=kernel)(h)
+        mean = nn.Dense(self.action_size, kernel_init=kernel)(h)
         if self.std == "state":
-            scale = nn.Dense(self.action_size, kernel_init=orthogonal(0.01), name="scale")(h)
+            scale = nn.Dense(self.action_size, kernel_init=kernel, name="scale")(h)
             return {"mean": mean, "log_std": jnp.log(jax.nn.softplus(scale) + MIN_STD)}
         log_std = self.param("log_std", nn.initializers.constant(self.initial_log_std), (self.action_size,))
         return {"mean": mean, "log_std": jnp.broadcast_to(log_std, mean.shape)}
 
 
 class MLP(nn.Module):
-    """Fully-connected layers with orthogonal initialisation, activation after every layer."""
+    """Fully-connected layers (orthogonal kernels unless ``kernel_init`` says otherwise), activation after each."""
 
     hidden_sizes: Sequence[int]
     activation: str = "tanh"
     layer_norm: bool = False  # each layer's output normalised before its activation
+    kernel_init: str = "orthogonal"  # podracer.initializers.make_kernel_init
 
     @nn.compact
     def __call__(self, x):
-        act = getattr(nn, self.activation)
+        act, kernel = getattr(nn, self.activation), make_kernel_init(self.kernel_init, np.sqrt(2.0))
         for size in self.hidden_sizes:
-            x = act(normed(nn.Dense(size, kernel_init=orthogonal(np.sqrt(2.0)))(x), self.layer_norm))
+            x = act(normed(nn.Dense(size, kernel_init=kernel)(x), self.layer_norm))
         return x
 
 
@@ -236,6 +239,7 @@ class ActorCritic(nn.Module):
     action_size: int = 0
     cell_actions: bool = False  # the actions are the board's cells: logits from CellLogits (image torsos only)
     policy_std: str = "parameter"  # a Gaussian policy's standard deviation (PolicyHead.std)
+    kernel_init: str = "orthogonal"  # the MLPs' and heads' kernels (initializers.make_kernel_init); images: orthogonal
 
     def setup(self):
         kind = choose_torso(self.torso, self.obs_rank, self.image, self.obs_shape)
@@ -245,16 +249,16 @@ class ActorCritic(nn.Module):
         if self._image:
             self.torso_net = image_torso(kind)
         elif self.shared_torso:
-            self.torso_net = MLP(self.hidden_sizes, self.activation)
+            self.torso_net = MLP(self.hidden_sizes, self.activation, kernel_init=self.kernel_init)
         else:
-            self.policy_torso = MLP(self.hidden_sizes, self.activation)
-            self.value_torso = MLP(self.hidden_sizes, self.activation)
+            self.policy_torso = MLP(self.hidden_sizes, self.activation, kernel_init=self.kernel_init)
+            self.value_torso = MLP(self.hidden_sizes, self.activation, kernel_init=self.kernel_init)
         self.policy_head = (
             CellLogits(self.num_actions)
             if self._cells
-            else PolicyHead(self.num_actions, self.action_size, std=self.policy_std)
+            else PolicyHead(self.num_actions, self.action_size, std=self.policy_std, kernel_init=self.kernel_init)
         )
-        self.value_head = nn.Dense(1, kernel_init=orthogonal(1.0))
+        self.value_head = nn.Dense(1, kernel_init=make_kernel_init(self.kernel_init, 1.0))
 
     def _flatten(self, observation):
         # All batch axes become one: XLA:CPU runs 2-D matmuls (and their gradients)
@@ -339,18 +343,13 @@ class StructuredTorso(nn.Module):
     @nn.compact
     def __call__(self, observation):
         discrete = observation["discrete"].astype(jnp.int32)
-        continuous = clip_observation(observation["continuous"], self.clip)
+        continuous = jnp.clip(observation["continuous"].astype(jnp.float32), -self.clip, self.clip)
         n = discrete.shape[0]
         embedded = nn.Embed(self.vocab_size, self.embed_dim)(discrete).reshape(n, -1)
         entities = nn.relu(nn.Dense(self.entity_dim)(continuous))  # [N, E, entity_dim]
         pooled = jnp.max(entities, axis=-2)
         x = jnp.concatenate([embedded, pooled], axis=-1)
         return MLP(self.hidden_sizes, "relu")(x)
-
-
-def clip_observation(x, clip: float):
-    """Continuous observations as float32 clipped to ``[-clip, clip]`` (NaN-free inputs stay finite)."""
-    return jnp.clip(x.astype(jnp.float32), -clip, clip)
 
 
 def reset_state(state, first):
@@ -399,12 +398,15 @@ class RecurrentNetwork(nn.Module):
     heads: str = "actor_critic"
     action_size: int = 0  # actor_critic heads: > 0 for continuous actions (:class:`PolicyHead`)
     policy_std: str = "parameter"  # a Gaussian policy's standard deviation (PolicyHead.std)
+    kernel_init: str = "orthogonal"  # actor_critic heads' kernels (podracer.initializers.make_kernel_init)
 
     def setup(self):
         self.core = _ScannedLSTM(self.core_size)
         if self.heads == "actor_critic":
-            self.policy_head = PolicyHead(self.num_actions, self.action_size, std=self.policy_std)
-            self.value_head = nn.Dense(1, kernel_init=orthogonal(1.0))
+            self.policy_head = PolicyHead(
+                self.num_actions, self.action_size, std=self.policy_std, kernel_init=self.kernel_init
+            )
+            self.value_head = nn.Dense(1, kernel_init=make_kernel_init(self.kernel_init, 1.0))
         elif self.heads == "q":
             self.q_head = nn.Dense(self.num_actions)
         else:
@@ -437,10 +439,11 @@ class ObservationTorso(nn.Module):
     activation: str = "relu"
     image: ImageLayout | None = None
     layer_norm: bool = False  # LayerNorm before every activation
+    kernel_init: str = "orthogonal"  # the MLP's kernels (podracer.initializers.make_kernel_init)
 
     @nn.compact
     def __call__(self, observation):
         if self.kind == "mlp":
             x = jnp.reshape(observation, (observation.shape[0], -1)).astype(jnp.float32)
-            return MLP(self.hidden_sizes, self.activation, self.layer_norm)(x)
+            return MLP(self.hidden_sizes, self.activation, self.layer_norm, self.kernel_init)(x)
         return image_torso(self.kind, self.layer_norm)(to_nhwc(observation, self.image))

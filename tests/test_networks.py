@@ -58,6 +58,40 @@ def test_the_activation_flag_reaches_the_actor_critic_mlps():
     assert not np.allclose(tanh_net.apply(variables, obs)[0], logits)
 
 
+@pytest.mark.parametrize("core", ["none", "lstm"])
+def test_the_kernel_init_flag_gives_flax_default_kernels_to_every_mlp_and_head(core):
+    """``--kernel-init lecun`` (gymnax-blines' networks, flax's Dense default): every MLP and head kernel is LeCun
+    normal, variance 1 / fan-in, where ``orthogonal`` scales a policy head by 0.01 and a hidden layer by sqrt(2)."""
+    from podracer import config
+    from podracer.agents.a2c import A2CConfig
+    from podracer.agents.ppo import PPOConfig
+
+    spec = EnvSpec(jax.ShapeDtypeStruct((256,), jnp.float32), 3)
+    args = ["--kernel-init", "lecun", "--hidden-sizes", "256", "--core", core]
+    lecun = config.parse(PPOConfig, args, prog="test")
+    obs = jnp.zeros((1, 256))
+    inputs = (obs, jnp.ones((1,), bool), (jnp.zeros((1, 128)), jnp.zeros((1, 128)))) if core == "lstm" else (obs,)
+
+    def kernels(cfg):
+        params = agents.make_network(spec, cfg).init(jax.random.key(0), *inputs)["params"]
+        flat = jax.tree_util.tree_flatten_with_path(params)[0]
+        named = {jax.tree_util.keystr(path): leaf for path, leaf in flat if path[-1].key == "kernel"}
+        return {name: leaf for name, leaf in named.items() if "core" not in name}  # the LSTM cell is flax's own
+
+    lecun_kernels, orthogonal_kernels = kernels(lecun), kernels(PPOConfig(hidden_sizes=(256,), core=core))
+    assert lecun_kernels.keys() == orthogonal_kernels.keys() and any("policy_head" in k for k in lecun_kernels)
+    for name, kernel in lecun_kernels.items():
+        fan_in = kernel.shape[0]
+        assert abs(float(jnp.std(kernel)) * np.sqrt(fan_in) - 1.0) < 0.2, name  # truncated normal, variance 1/fan-in
+    head = next(v for k, v in orthogonal_kernels.items() if "policy_head" in k)
+    assert float(jnp.max(jnp.abs(head))) < 0.01  # orthogonal(0.01): rows of norm 0.01
+    assert config.parse(A2CConfig, ["--kernel-init", "lecun"], prog="test").kernel_init == "lecun"
+    with pytest.raises(
+        ValueError, match=r"^--kernel-init: unknown initializer 'he'; choose one of orthogonal, lecun\.$"
+    ):
+        PPOConfig(kernel_init="he")
+
+
 def test_cell_actions_give_each_cell_a_logit_from_its_neighbourhood_with_shared_weights():
     image = ImageLayout(channel_axis=-1, low=0.0, high=1.0)
     board = jnp.zeros((7, 8, 3)).at[3, 3].set(jnp.array([1.0, 0.5, 0.25]))

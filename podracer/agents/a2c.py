@@ -43,6 +43,10 @@ class A2CConfig(Configurable):
     # continuous actions: the Gaussian's standard deviation, one learned parameter for every state, or a softplus head
     # of the state (at least 0.001)
     policy_std: Literal["parameter", "state"] = "parameter"
+    # the MLPs' and heads' kernels: orthogonal (gain sqrt(2) in hidden layers, 0.01 for the policy, 1 for the value),
+    # or lecun (flax's Dense default, as codebases built on flax's defaults, such as gymnax-blines); image torsos stay
+    # orthogonal
+    kernel_init: Literal["orthogonal", "lecun"] = "orthogonal"
     shared_torso: bool = True  # one MLP under both heads (as in DeepMind's Anakin colab)
     torso: TorsoName = "auto"  # auto: impala (ResNet) for images, mlp otherwise
     core: CoreName = "none"  # lstm: an LSTM between torso and heads, its state carried across rollouts

@@ -157,28 +157,32 @@ def unroll_trajectory(network, params, trajectory: Trajectory):
     return network.apply(params, trajectory.timestep.observation)
 
 
-def make_torso(spec, torso: str, hidden_sizes, activation: str = "relu", layer_norm: bool = False):
+def make_torso(
+    spec, torso: str, hidden_sizes, activation: str = "relu", layer_norm: bool = False, kernel_init="orthogonal"
+):
     """The torso for ``spec``'s observations: :class:`~podracer.networks.StructuredTorso` for structured
     (dict) observations, else :class:`~podracer.networks.ObservationTorso` (``torso`` as in ``ActorCritic``;
-    ``layer_norm``: LayerNorm before its activations)."""
+    ``layer_norm``: LayerNorm before its activations; ``kernel_init``: its MLP's kernels)."""
     if isinstance(spec.observation, dict):
         if spec.vocab_size is None:
             raise ValueError("Structured observations need the environment spec's vocab_size.")
         return StructuredTorso(spec.vocab_size, hidden_sizes=hidden_sizes)
     image = image_layout(spec)
     kind = choose_torso(torso, len(spec.observation.shape), image, spec.observation.shape)
-    return ObservationTorso(kind, hidden_sizes, activation, image, layer_norm)
+    return ObservationTorso(kind, hidden_sizes, activation, image, layer_norm, kernel_init)
 
 
 def make_network(spec, config):
     """The actor-critic network for ``spec`` from an agent config's ``hidden_sizes``, ``activation``, ``shared_torso``,
-    ``torso`` and ``policy_std``; with ``core = "lstm"`` (or structured observations) a
+    ``torso``, ``policy_std`` and ``kernel_init``; with ``core = "lstm"`` (or structured observations) a
     :class:`~podracer.networks.RecurrentNetwork` whose LSTM has ``core_size`` units."""
-    core = getattr(config, "core", "none")
+    core, init = getattr(config, "core", "none"), getattr(config, "kernel_init", "orthogonal")
     if core == "lstm" or isinstance(spec.observation, dict):
         if core != "lstm":
             raise ValueError("Structured (dict) observations need a recurrent agent (core='lstm').")
-        torso = make_torso(spec, config.torso, config.hidden_sizes, getattr(config, "activation", "tanh"))
+        torso = make_torso(
+            spec, config.torso, config.hidden_sizes, getattr(config, "activation", "tanh"), kernel_init=init
+        )
         return RecurrentNetwork(
             policy_actions(spec),
             torso,
@@ -186,6 +190,7 @@ def make_network(spec, config):
             heads="actor_critic",
             action_size=action_size(spec),
             policy_std=getattr(config, "policy_std", "parameter"),
+            kernel_init=init,
         )
     return ActorCritic(
         num_actions=policy_actions(spec),
@@ -199,6 +204,7 @@ def make_network(spec, config):
         action_size=action_size(spec),
         cell_actions=spec.cell_actions,
         policy_std=getattr(config, "policy_std", "parameter"),
+        kernel_init=init,
     )
 
 

@@ -8,7 +8,7 @@ import dataclasses
 import math
 from typing import Literal
 
-from podracer.networks import POLICY_STDS, TORSOS
+from podracer.networks import KERNEL_INITS, POLICY_STDS, TORSOS
 from podracer.optim import LR_SCHEDULES, OptimizerConfig
 
 
@@ -145,6 +145,10 @@ def check_hyperparameters(config) -> None:
     if values.get("policy_std", "parameter") not in POLICY_STDS:
         raise ValueError(
             f"--policy-std: unknown choice {values['policy_std']!r}; choose one of {', '.join(POLICY_STDS)}."
+        )
+    if values.get("kernel_init", "orthogonal") not in KERNEL_INITS:
+        raise ValueError(
+            f"--kernel-init: unknown initializer {values['kernel_init']!r}; choose one of {', '.join(KERNEL_INITS)}."
         )
     if values.get("core", "none") not in CORES:
         raise ValueError(f"--core: unknown core {values['core']!r}; choose one of {', '.join(CORES)}.")
