@@ -94,15 +94,36 @@ ROWS = (
         f"{GYMNAX_README} ({BLINES} agents/MountainCar-v0/ppo.yaml: 250k env steps since c765177, the commit that "
         "trained the quoted checkpoints; 500k before it; sampled policy)",
         250_000,
-        note="gymnax-blines' settings but for three, each tried at this budget on seeds 0-4 (sampled, Intel Xeon): "
-        "its networks' ReLU (all five seeds stay at -200 here, with or without normalised observations: podracer's "
-        "MLPs are initialised orthogonally with gain sqrt(2), gymnax-blines' with flax's defaults), its clipped value "
-        "loss (three of five at -200; mean -187.1) and its learning rate, 5e-3 falling to 5e-4 over the first 12,500 "
+        note="gymnax-blines' settings, its flax-default kernels (--kernel-init lecun) included, but for three, each "
+        "tried at this budget on seeds 0-4 (sampled, Intel Xeon): its networks' ReLU (all five seeds stay at -200 "
+        "here, with orthogonal or LeCun kernels, with or without normalised observations), its clipped value loss "
+        "(three of five at -200; mean -187.1) and its learning rate, 5e-3 falling to 5e-4 over the first 12,500 "
         "optimizer steps then constant (--lr-end 5e-4 --lr-decay-steps 12500: mean -132.8, against the row's linear "
-        "decay to 0); normalised observations added (without them two of five seeds stayed at -200, AMD EPYC); at "
-        "500k the preset scored -121.0 [-123.3, -114.2] greedily on seeds 0-4",
+        "decay to 0); normalised observations added (without them two of five seeds stayed at -200, AMD EPYC). "
+        "LeCun kernels: mean -120.4 on seeds 0-4, where orthogonal ones scored -123.8; on seeds 100-104 the "
+        "orthogonal row scored -125.2 [-130.1, -118.4], this one a narrower interval short of -118",
     ),
     Row("mountaincar-dqn", "mountaincar-dqn", -100.8, f"{ZOO} dqn MountainCar-v0 (120k env steps)", 120_000),
+    Row(
+        "cartpole-a2c",
+        "cartpole-a2c",
+        500.0,
+        f"{ZOO} a2c CartPole-v1 (500k env steps; hyperparams/a2c.yml: 8 envs, no entropy bonus, SB3's A2C defaults); "
+        "the row runs those settings with Adam for SB3's RMSprop",
+        500_000,
+    ),
+    Row(
+        "acrobot-a2c",
+        "acrobot-a2c",
+        -83.353,
+        f"{ZOO} a2c Acrobot-v1 (500k env steps; hyperparams/a2c.yml: 16 envs, no entropy bonus, normalised "
+        "observations and rewards, SB3's A2C defaults); the row runs those settings with Adam for SB3's RMSprop",
+        500_000,
+        note="short of the zoo's one run by less than 2 (its interval's upper end -83.5); seeds 0-4 scored IQM -81.9. "
+        "SB3's RMSprop (alpha 0.99, eps 1e-5 outside the square root) tried on seeds 0-4: IQM -83.2, no better than "
+        "Adam; a run of it on seeds 100-104, made before that decision, scored -84.6 (Adam: -84.8). Left: the zoo's "
+        "observation clip at 10 (podracer's at 5), its single run against five seeds' interval",
+    ),
     Row(
         "pendulum",
         "pendulum",
@@ -113,16 +134,20 @@ ROWS = (
         flags=(
             *("--num-envs 32 --rollout-length 16 --num-minibatches 4 --num-epochs 4 --learning-rate 5e-4".split()),
             *("--discount 0.99 --entropy-coef 0.01 --max-grad-norm 1.0 --activation relu --clip-value-loss".split()),
+            *("--kernel-init lecun --policy-std state".split()),
             *("--num-updates 1950 --updates-per-call 150 --eval-every 1950".split()),
             *SAMPLED,
         ),
-        note="not explained; tried at this budget on seeds 0-4 (sampled, Intel Xeon): gymnax-blines' state-dependent "
-        "standard deviation (--policy-std state, softplus of a second head plus 0.001) scores a mean -435.0 (so the "
-        "head is not the cause); without the clipped value loss, -257.6 (PPO2's clip lets a value move 0.2 per "
-        "update, and Pendulum's values reach the hundreds); remaining differences: gymnax-blines acts in torque "
-        "units (podracer in [-1, 1], scaled to the bounds), ends episodes at the time limit as terminal (podracer "
-        "bootstraps), initialises with flax's defaults; podracer's own preset (discount 0.95, lr 1e-3, 10 epochs) "
-        "scored -292.8 sampled at the same budget on seeds 0-2",
+        note="not explained. The row runs gymnax-blines' network too: its flax-default kernels (--kernel-init lecun) "
+        "and state-dependent standard deviation (--policy-std state, softplus of a second head plus 0.001). Tried at "
+        "this budget on seeds 0-4 (sampled, Intel Xeon): orthogonal kernels with a parameter standard deviation (the "
+        "row before) -421.0 on seeds 100-104; orthogonal with --policy-std state a mean -435.0; LeCun kernels with a "
+        "parameter standard deviation -599.2; the row's settings -266.6 (IQM -271.0); those without the clipped "
+        "value loss -335.0 (IQM -254.8; PPO2's clip lets a value move 0.2 per update, and Pendulum's values reach "
+        "the hundreds). Differences that remain: gymnax-blines acts in torque units (podracer in [-1, 1], scaled to "
+        "the bounds), ends episodes at the time limit as terminal (podracer bootstraps), draws biases uniformly in "
+        "0.05 (podracer: zeros); podracer's own preset (discount 0.95, lr 1e-3, 10 epochs) scored -292.8 sampled at "
+        "the same budget on seeds 0-2",
     ),
     Row(
         "pendulum-sac",
@@ -152,6 +177,21 @@ ROWS = (
             ),
             ("freeway", "Freeway", 58.0, ""),
         )
+    ),
+    Row(
+        "catch-bsuite",
+        "catch-bsuite",
+        1.0,
+        f"{GYMNAX_README} ({BLINES} agents/Catch-bsuite/ppo.yaml: 100k env steps, its settings; sampled policy)",
+        100_000,
+    ),
+    Row(
+        "discounting-chain",
+        "discounting-chain",
+        1.1,
+        f"{GYMNAX_README} ({BLINES} agents/DiscountingChain-bsuite/ppo.yaml: 150k env steps, its settings; sampled "
+        "policy)",
+        150_000,
     ),
     Row("cartpole-pqn", "cartpole-pqn", None, PQN_CARTPOLE, None),
     *(
