@@ -223,6 +223,51 @@ ROWS = (
         "policy)",
         150_000,
     ),
+    Row(
+        "umbrella-chain",
+        "umbrella-chain",
+        1.0,
+        f"{GYMNAX_README} ({BLINES} agents/UmbrellaChain-bsuite/ppo.yaml: 150k env steps, its settings; sampled "
+        "policy)",
+        150_000,
+        note="tried on seeds 0-4 before it was added (sampled): orthogonal kernels IQM 0.89, gymnax-blines' LeCun "
+        "kernels 0.96 (0.85-0.96 per seed): the sampled policy still takes the wrong first action in a few of 164 "
+        "episodes; gymnax's README rounds its figure (1). On seeds 100-104: 0.99-1.00",
+    ),
+    Row(
+        "memory-chain",
+        "memory-chain",
+        0.1,
+        f"{GYMNAX_README} ({BLINES} agents/MemoryChain-bsuite/ppo.yaml: 150k env steps, its settings, a memoryless "
+        "MLP; sampled policy)",
+        150_000,
+        note="a memoryless MLP, as gymnax-blines trains, sees the context only at an episode's first step, so a "
+        "return above 0 needs luck; tried on seeds 0-4 before it was added (orthogonal kernels): IQM 0.04. On seeds "
+        "100-104 -0.04 to 0.07: no better than random play (0.08 over 256 episodes, whose mean is 0 in expectation), "
+        "and gymnax-blines' 0.1 is within such noise",
+    ),
+    Row(
+        "mountaincar-continuous",
+        "mountaincar-continuous",
+        92.0,
+        f"{GYMNAX_README} ({BLINES} agents/MountainCarContinuous-v0/ppo.yaml: 1M env steps, its settings; sampled "
+        "policy)",
+        1_000_000,
+        note="the policy learns to stand still (return about 0: no action cost and no goal) on every seed tried; on "
+        "seeds 0-4 before it was added: orthogonal kernels with a parameter standard deviation -0.001, gymnax-blines' "
+        "network (LeCun kernels, --policy-std state) -0.028. gymnax-blines' checkpoint reaches the goal; what makes "
+        "it explore there is not found (its time limit ends episodes as terminal, podracer bootstraps)",
+    ),
+    Row(
+        "cartpole-dqn-zoo",
+        "cartpole-dqn-zoo",
+        500.0,
+        f"{ZOO} dqn CartPole-v1 (50k env steps; hyperparams/dqn.yml: lr 2.3e-3, batch 64, 128 gradient steps every "
+        "256 env steps, target copied every 10 env steps, 256x256); the row runs those settings on two shards",
+        50_000,
+        note="tried on seeds 0-4 before it was added: 500 on two seeds, 172-343 on three (IQM 344); on seeds 100-104: "
+        "500 on four, 95 on one. The zoo reports one run",
+    ),
     Row("cartpole-pqn", "cartpole-pqn", None, PQN_CARTPOLE, None),
     *(
         Row(f"{key}-pqn", f"{key}-minatar-pqn", None, PQN_MINATAR, None, updates=160)
