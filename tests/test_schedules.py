@@ -181,3 +181,27 @@ def test_dqn_linear_epsilon_decays_over_its_share_of_the_run_counted_by_the_lear
         state, _ = update(state)
     counted = np.asarray(state.learner.params["env_steps"])
     np.testing.assert_array_equal(counted, [2 * 5 * 3 * 2] * 2)  # both devices' steps, on each device
+
+
+def test_ppo_without_bootstrap_truncated_treats_a_time_limit_as_a_terminal_state():
+    env = envs.make("catch")  # its episodes end terminally (discount 0) within the rollout
+    truncating = PPOConfig(hidden_sizes=(8,), num_minibatches=1, bootstrap_truncated=False)
+    agent = agents.make(truncating, env.spec())
+    state = jax.jit(lambda key: anakin.init_state(env, agent, optax.adam(1e-3), key, 4, rollout_length=24))(
+        jax.random.key(0)
+    )
+    params = state.learner.params
+    terminal = jax.jit(lambda p, s: anakin.make_rollout(env, agent, 24)(p, s)[1])(params, state.rollout)
+    assert bool(jnp.any(terminal.timestep.last[1:])) and bool(
+        jnp.all(terminal.timestep.discount[terminal.timestep.last] == 0)
+    )
+    # The same steps with every episode end a truncation (discount 1 at the last step).
+    truncated = terminal._replace(
+        timestep=terminal.timestep._replace(discount=jnp.ones_like(terminal.timestep.discount))
+    )
+    bootstrapping = agents.make(PPOConfig(hidden_sizes=(8,), num_minibatches=1), env.spec())
+    prepare = jax.jit(lambda agent, p, t: agent.prepare(p, t), static_argnums=0)
+    as_terminal = prepare(agent, params, truncated).advantage
+    np.testing.assert_allclose(as_terminal, prepare(bootstrapping, params, terminal).advantage, rtol=1e-6)
+    bootstrapped = prepare(bootstrapping, params, truncated).advantage
+    assert not np.allclose(bootstrapped, as_terminal)  # the truncated steps look past the time limit

@@ -48,6 +48,9 @@ class PPOConfig(Configurable):
     # PPO2's value clipping: the new value may move at most --clip-epsilon from the value at the update's start, the
     # loss the larger of the clipped and unclipped errors
     clip_value_loss: bool = False
+    # bootstrap from the value of the last observation of an episode cut by a time limit; off: the cut ends the
+    # episode as a terminal state does (as gymnax-blines' and PureJaxRL's GAE treat every done)
+    bootstrap_truncated: bool = True
     hidden_sizes: tuple[int, ...] = (64, 64)  # hidden layer sizes of the MLPs
     activation: Literal["tanh", "relu"] = "tanh"  # the MLPs' activation
     # continuous actions: the Gaussian's standard deviation, one learned parameter for every state, or a softplus head
@@ -98,7 +101,8 @@ def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig(), run: RunFacts | Non
         observation = trajectory.timestep.observation
         _, values = unroll_trajectory(network, params, trajectory)
         tr = transitions(trajectory, config.discount)
-        advantage = gae(tr.r_t, tr.discount_t, config.gae_lambda * tr.continues_t, values)
+        discount_t = tr.discount_t if config.bootstrap_truncated else tr.discount_t * tr.continues_t
+        advantage = gae(tr.r_t, discount_t, config.gae_lambda * tr.continues_t, values)
         actions = trajectory.action[:-1]
         behaviour = jax.tree.map(lambda x: x[:-1], behaviour_policy(trajectory.extras))
         action_mask = jax.tree.map(lambda x: x[:-1], trajectory.timestep.action_mask)
