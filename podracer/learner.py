@@ -301,10 +301,11 @@ def make_replay_learner_step(
         copy = sgd_steps % spec.target_period == 0
         return jax.tree.map(lambda p, t: jnp.where(copy, p, t), params, target)
 
-    def draw(memory, key, allowed):
-        # ``allowed``: the limiter's verdict. The step runs only where it holds, except under a vmap (over
-        # seeds) that turns the branch into a select: there the replay checks must not fire where it does not.
-        sample_key, loss_key = jax.random.split(key)
+    def draw(memory, keys, allowed):
+        # ``keys``: the step's sample and loss keys ``[2]``. ``allowed``: the limiter's verdict. The step runs only
+        # where it holds, except under a vmap (over seeds) that turns the branch into a select: there the replay
+        # checks must not fire where it does not.
+        sample_key, loss_key = keys[0], keys[1]
         return replay_lib.sample(
             memory,
             sample_key,
@@ -314,11 +315,11 @@ def make_replay_learner_step(
             checked=allowed,
         ), loss_key
 
-    def sgd_step(carry, key, allowed=True, drawn=None):
+    def sgd_step(carry, keys, allowed=True, drawn=None):
         # ``drawn``: the batch, drawn before the branch (uniform replay: the memory is then no operand of the branch);
         # else drawn here from the carry's memory.
         params, opt_state, extra = carry
-        sample, loss_key = drawn or draw(extra.replay, key, allowed)
+        sample, loss_key = drawn or draw(extra.replay, keys, allowed)
         (_, (metrics, priorities)), grads = grad_fn(params, extra.target_params, sample.items, sample.weights, loss_key)
         params, opt_state, grad_norm = _apply_gradients(optimizer, grads, params, opt_state, axis_names)
         memory = extra.replay
@@ -335,21 +336,21 @@ def make_replay_learner_step(
         )
         return (params, opt_state, extra), {**metrics, "grad_norm": grad_norm}
 
-    def maybe_step(carry, key, zeros):
+    def maybe_step(carry, keys, zeros):
         params, opt_state, extra = carry
         allowed = extra.limiter.can_sample(spec.replay_ratio, spec.min_size)
         if spec.prioritized:  # the step writes priorities: the memory goes through the branch
             carry, metrics = jax.lax.cond(
-                allowed, lambda c, k: sgd_step(c, k, allowed), lambda c, k: (c, zeros), carry, key
+                allowed, lambda c, k: sgd_step(c, k, allowed), lambda c, k: (c, zeros), carry, keys
             )
             return carry, (metrics, allowed.astype(jnp.float32))
         # Uniform replay: the batch is drawn before the branch (a gather of one batch), so that the memory is not an
         # operand of the branch (measured beside drawing inside it: the same rate, 0.98x PureJaxRL's both).
         memory = extra.replay
-        drawn = draw(memory, key, allowed)
+        drawn = draw(memory, keys, allowed)
         (params, opt_state, extra), metrics = jax.lax.cond(
             allowed,
-            lambda c, d: sgd_step(c, key, allowed, d),
+            lambda c, d: sgd_step(c, keys, allowed, d),
             lambda c, d: (c, zeros),
             (params, opt_state, extra._replace(replay=None)),
             drawn,
@@ -366,8 +367,10 @@ def make_replay_learner_step(
             limiter=extra.limiter.insert(num_items),
         )
         max_steps = steps_per_update(spec.replay_ratio, num_items, spec.batch_size)
-        key, *keys = jax.random.split(state.key, max_steps + 1)  # one random call for the update's keys
-        carry, keys = (state.params, state.opt_state, extra), jnp.stack(keys)
+        # One random call for the update's keys: the next update's, and each step's sample and loss keys.
+        keys = jax.random.split(state.key, 2 * max_steps + 1)
+        key, keys = keys[0], keys[1:].reshape(max_steps, 2)
+        carry = (state.params, state.opt_state, extra)
         # A skipped step's metrics, shaped once per trace (not once per unrolled step).
         zeros = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(sgd_step, carry, keys[0])[1])
         # A few steps are written out: a loop's own cost outweighs them (one or two steps per update is common).

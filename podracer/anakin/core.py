@@ -91,12 +91,11 @@ def make_rollout(env: Environment, agent: Agent, rollout_length: int):
     if rollout_length < 1:
         raise ValueError(f"rollout_length must be >= 1, got {rollout_length}.")
     env = wrappers.wrap(env)
-    step_envs = jax.vmap(env.step)
+    step_envs = env.step_batch  # the batch's resets drawn only at steps where an episode starts
     gamma = agent.return_discount
 
     def rollout(params, state: RolloutState):
-        def body(state: RolloutState, _):
-            key, act_key = jax.random.split(state.key)
+        def body(state: RolloutState, act_key):
             env_state, timestep = step_envs(state.env_state, state.action)
             # A time step after a ``last`` one starts an episode: recurrent agents reset there.
             action, extras, core = agent.act(
@@ -112,10 +111,12 @@ def make_rollout(env: Environment, agent: Agent, rollout_length: int):
                 env_state.stats.episode_return * last,
                 env_state.stats.episode_length.astype(jnp.float32) * last,
             )
-            return RolloutState(env_state, timestep, action, extras, key, core, returns), (emitted, episode)
+            return RolloutState(env_state, timestep, action, extras, state.key, core, returns), (emitted, episode)
 
         start = split_start_state(state.extras)[1]  # entry 0's start state, stored once
-        state, (emitted, episode) = jax.lax.scan(body, state, None, length=rollout_length)
+        # The rollout's keys in one random call (a loop of its own on XLA:CPU), not one call per step.
+        key, *act_keys = jax.random.split(state.key, rollout_length + 1)
+        state, (emitted, episode) = jax.lax.scan(body, state._replace(key=key), jnp.stack(act_keys))
         final = (state.timestep, state.action, split_start_state(state.extras)[0], state.discounted_return)
         timestep, action, extras, discounted = jax.tree.map(
             lambda xs, x: jnp.concatenate([xs, x[None]]), emitted, final

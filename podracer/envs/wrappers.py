@@ -13,7 +13,13 @@ from podracer.types import EpisodeStats, TimeStep
 
 
 def _select(pred: chex.Array, on_true, on_false):
-    return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
+    """``on_true`` where ``pred`` holds, else ``on_false``, leaf by leaf; ``pred`` may be a batch ``[B]`` of leaves
+    ``[B, ...]``."""
+
+    def pick(a, b):
+        return jnp.where(pred.reshape(pred.shape + (1,) * (jnp.ndim(a) - pred.ndim)), a, b)
+
+    return jax.tree.map(pick, on_true, on_false)
 
 
 class AutoResetState(NamedTuple):
@@ -47,6 +53,24 @@ class AutoReset:
         env_state, timestep = _select(state.last, restarted, stepped)
         return AutoResetState(env_state, key, timestep.last), timestep
 
+    def step_batch(self, state: AutoResetState, action: chex.Array) -> tuple[AutoResetState, TimeStep]:
+        """:meth:`step` of a batch of environments (a leading axis on ``state`` and ``action``), drawing the new
+        episodes only when one of the batch starts (a ``lax.cond``): steps in the middle of episodes skip the
+        resets and their random calls (three per step with gymnax, each a loop of its own on XLA:CPU). The keys
+        of the batch move on at those steps only, so the draws differ from :meth:`step`'s, not their law."""
+        stepped = jax.vmap(self.env.step)(state.env_state, action)
+
+        def restart(state: AutoResetState):
+            keys = jax.vmap(jax.random.split)(state.key)  # [B, 2]: one random call for the batch
+            key, reset_key = keys[:, 0], keys[:, 1]
+            restarted = jax.vmap(self.env.reset)(reset_key)
+            return _select(state.last, restarted, stepped), key
+
+        (env_state, timestep), key = jax.lax.cond(
+            jnp.any(state.last), restart, lambda state: (stepped, state.key), state
+        )
+        return AutoResetState(env_state, key, timestep.last), timestep
+
 
 class EpisodeStatsState(NamedTuple):
     env_state: State  # the wrapped environment's state
@@ -73,7 +97,15 @@ class EpisodeStatistics:
         return EpisodeStatsState(env_state, stats, jnp.zeros((), jnp.bool_)), timestep
 
     def step(self, state: EpisodeStatsState, action: chex.Array) -> tuple[EpisodeStatsState, TimeStep]:
-        env_state, timestep = self.env.step(state.env_state, action)
+        return self._count(state, *self.env.step(state.env_state, action))
+
+    def step_batch(self, state: EpisodeStatsState, action: chex.Array) -> tuple[EpisodeStatsState, TimeStep]:
+        """:meth:`step` of a batch of environments, through the wrapped one's ``step_batch``
+        (:meth:`AutoReset.step_batch`)."""
+        return self._count(state, *self.env.step_batch(state.env_state, action))
+
+    @staticmethod
+    def _count(state: EpisodeStatsState, env_state, timestep: TimeStep) -> tuple[EpisodeStatsState, TimeStep]:
         new_episode = state.last
         stats = EpisodeStats(
             episode_return=jnp.where(new_episode, 0.0, state.stats.episode_return + timestep.reward),
