@@ -129,7 +129,7 @@ def test_two_processes_solve_catch_as_one_process_with_the_same_devices(tmp_path
     """2 processes x 2 CPU devices joined by jax.distributed on 127.0.0.1 == 1 process x 4 devices. The processes
     find each other as in a Slurm step: ``--distributed`` lets JAX detect the cluster from Slurm's variables
     (the explicit --coordinator flags are exercised by the fault tests and Sebulba's 2-process test)."""
-    args = ["--num-envs", "64", "--num-updates", "120", "--updates-per-call", "20"]
+    args = ["--num-envs", "64", "--num-updates", "160", "--updates-per-call", "20"]
     multi, slurm = tmp_path / "multi", _slurm_step(2)
     procs = [
         subprocess.Popen(

@@ -108,7 +108,7 @@ def _greedy_per_seed(env, agent, params, episodes=64):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "name, updates, extra", [("a2c", (200, 60), {}), ("ppo", (60, 40), {"num_minibatches": 2})], ids=["a2c", "ppo"]
+    "name, updates, extra", [("a2c", (300, 60), {}), ("ppo", (60, 40), {"num_minibatches": 2})], ids=["a2c", "ppo"]
 )
 def test_recurrent_agent_solves_the_memory_task_that_feed_forward_cannot(name, updates, extra, devices, optimized_xla):
     """Cue recall over 4 blank steps: chance is -0.5 (4 cues), recall is +1. Three seeds each: at least 2 of 3 LSTM

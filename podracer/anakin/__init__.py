@@ -1,7 +1,7 @@
 """Anakin: JAX environments and the learner in one compiled program per device.
 
 The per-device update is a pure function ``update(state) -> (state, metrics)``: a
-rollout (``lax.scan`` over ``vmap(env.step)``) followed by the shared learner step,
+rollout (``lax.scan`` over the environments' batched step) followed by the shared learner step,
 whose gradients are averaged over the device axis. Map it over devices yourself::
 
     update = anakin.make_update(env, agent, optimizer, rollout_length=16)

@@ -1,4 +1,4 @@
-"""Anakin's compiled pieces: the states, the rollout (``lax.scan`` over ``vmap(env.step)``), the per-device update
+"""Anakin's compiled pieces: the states, the rollout (``lax.scan`` over the batched step), the per-device update
 and the initial state of every device (a sweep's settings and seeds included)."""
 
 from __future__ import annotations
