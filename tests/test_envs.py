@@ -78,6 +78,34 @@ def test_auto_reset_and_episode_statistics_follow_the_dm_env_convention():
     assert abs(rewards[8]) == 1.0
 
 
+def test_a_batch_steps_as_its_environments_do_and_resets_only_where_an_episode_starts():
+    env = envs.wrap(envs.Catch())
+    one = jax.jit(env.step)
+    # Environment 0 at its first step, environment 1 four steps into its episode: their episodes end apart.
+    first, _ = env.reset(jax.random.key(0))
+    ahead, _ = env.reset(jax.random.key(1))
+    for _ in range(4):
+        ahead, _ = one(ahead, jnp.asarray(1))
+    state = jax.tree.map(lambda a, b: jnp.stack([a, b]), first, ahead)
+    step_batch, action = jax.jit(env.step_batch), jnp.ones((2,), jnp.int32)
+    lasts = []
+    for t in range(20):
+        alone = [one(jax.tree.map(lambda x, i=i: x[i], state), jnp.asarray(1))[1] for i in range(2)]
+        resetting = bool(jnp.any(state.last))
+        before = state.env_state.key
+        state, ts = step_batch(state, action)
+        lasts.append(np.asarray(ts.last).tolist())
+        for i in range(2):
+            if not bool(state.env_state.env_state.ball_y[i] == 0):  # mid-episode: the environment's own step
+                np.testing.assert_array_equal(ts.observation[i], alone[i].observation)
+                assert float(ts.reward[i]) == float(alone[i].reward)
+        if not resetting:  # no episode started: no random draw, the keys stay
+            np.testing.assert_array_equal(jax.random.key_data(state.env_state.key), jax.random.key_data(before))
+    ends = [[t for t, last in enumerate(lasts) if last[i]] for i in range(2)]
+    assert ends == [[8, 18], [4, 14]]  # 9-step episodes, then one reset step each
+    assert state.stats.episode_length.tolist() == [0, 4]  # env 0 at its reset step, env 1 four steps into its episode
+
+
 def test_make_rejects_unknown_environment_names():
     with pytest.raises(
         ValueError,
