@@ -106,7 +106,10 @@ ROWS = (
         "GAE treats the time limit as a terminal state (--no-bootstrap-truncated), tried on seeds 0-4: with the row's "
         "settings a mean -121.1 (no gain); with every one of the source's settings (ReLU, raw observations, clipped "
         "value loss, its learning-rate schedule) four of five seeds learn (-101.0 to -145.5) where bootstrapping "
-        "left all five at -200, and one stays there (mean -135.0): the ReLU shortfall above is that difference",
+        "left all five at -200, and one stays there (mean -135.0): the ReLU shortfall above is that difference. "
+        "gymnax-blines' PPO at 3f029d6 takes log-probabilities at action[..., -1]: its discrete actions are [N], so "
+        "every sample of a minibatch is scored at the minibatch's last action (checked with TFP); podracer does not "
+        "copy that, and whether it trained the quoted checkpoints (June 2022, before b2e40ba) is not known",
     ),
     Row(
         "mountaincar-dqn",
