@@ -115,8 +115,8 @@ def make_rollout(env: Environment, agent: Agent, rollout_length: int):
 
         start = split_start_state(state.extras)[1]  # entry 0's start state, stored once
         # The rollout's keys in one random call (a loop of its own on XLA:CPU), not one call per step.
-        key, *act_keys = jax.random.split(state.key, rollout_length + 1)
-        state, (emitted, episode) = jax.lax.scan(body, state._replace(key=key), jnp.stack(act_keys))
+        keys = jax.random.split(state.key, rollout_length + 1)
+        state, (emitted, episode) = jax.lax.scan(body, state._replace(key=keys[0]), keys[1:])
         final = (state.timestep, state.action, split_start_state(state.extras)[0], state.discounted_return)
         timestep, action, extras, discounted = jax.tree.map(
             lambda xs, x: jnp.concatenate([xs, x[None]]), emitted, final
