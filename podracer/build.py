@@ -97,6 +97,20 @@ def run_facts_from(metadata: dict) -> RunFacts | None:
 STATE_SHAPING = ("hidden_sizes", "torso", "core", "core_size", "shared_torso", "layer_norm", "replay_capacity")
 
 
+def make_env(config) -> envs.Environment:
+    """An Anakin run's JAX environment: ``--env``, its other player as ``--opponent`` says (pgx's two-player
+    games; a one-line error naming the flag elsewhere)."""
+    opponent = getattr(config, "opponent", "random")
+    if opponent == "random":
+        return envs.make(config.env)
+    if not config.env.startswith("pgx:"):
+        raise ValueError(
+            f"--opponent {opponent}: only two-player games (pgx:NAME, e.g. pgx:tic_tac_toe) have another player; "
+            f"{config.env} has none."
+        )
+    return envs.make(config.env, opponent=opponent)
+
+
 def run_metadata(config, mode: str, env: str, run: RunFacts, counts: dict | None = None) -> dict:
     """What every checkpoint of a run records: the mode, the environment, the seed, the rollout, the normalisation,
     the agent (:func:`agent_metadata`) and what a resume must share with it (:func:`resume_identity`; ``counts``:
@@ -107,6 +121,7 @@ def run_metadata(config, mode: str, env: str, run: RunFacts, counts: dict | None
         "seed": config.seed,
         "rollout_length": config.rollout_length,
         "normalize": normalization(config),
+        "opponent": getattr(config, "opponent", "random"),
         **agent_metadata(config.agent, run),
         "resume_identity": resume_identity(config, mode, env, counts or {}),
     }
@@ -118,6 +133,8 @@ def resume_identity(config, mode: str, env: str, counts: dict) -> dict:
     hyper = hyperparameters(config.agent)
     identity = {"mode": mode, "--env": env, "--agent": agents.name_of(config.agent)}
     identity["--rollout-length"] = config.rollout_length
+    if getattr(config, "opponent", "random") != "random":  # another game for the agent
+        identity["--opponent"] = config.opponent
     identity["--normalize-observations"] = config.normalize_observations
     identity["--normalize-rewards"] = config.normalize_rewards
     identity.update({"--" + name.replace("_", "-"): hyper[name] for name in STATE_SHAPING if name in hyper})

@@ -3,14 +3,12 @@
 Frozen dataclasses, each checked once in ``__post_init__`` with an error that names the flag:
 
 - :class:`RunConfig`: what every run has (seed, logging, checkpoints, devices, processes);
-- :class:`AnakinConfig` and :class:`SebulbaConfig`: a run config plus what is particular to
-  the mode, and ``agent``: the chosen agent's config (:mod:`podracer.agents`), which owns
-  every hyper-parameter of the agent, optimizer settings included.
+- :class:`AnakinConfig` and :class:`SebulbaConfig`: a run config plus what is particular to the mode, and
+  ``agent``: the chosen agent's config (:mod:`podracer.agents`), which owns every hyper-parameter of the agent.
 
-On the command line each registered agent is a subcommand whose flags are its config's
-fields (``python -m podracer.sebulba ppo --num-epochs 2``); ``--agent NAME`` is another
-spelling of the same choice. A new field of an agent's config is therefore a new flag of
-both modes, with its default and help (the field's comment) in ``--help``.
+On the command line each registered agent is a subcommand whose flags are its config's fields (``python -m
+podracer.sebulba ppo --num-epochs 2``); ``--agent NAME`` is another spelling of the same choice. A new field of an
+agent's config is therefore a new flag of both modes, with its default and help (the field's comment) in ``--help``.
 """
 
 from __future__ import annotations
@@ -227,6 +225,9 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
     # environments in total, over all devices of all processes; overrides --num-envs-per-device
     num_envs: int | None = None
     rollout_length: int = 16  # environment steps per rollout (per update)
+    # two-player pgx games: who makes the other player's moves: random legal moves, one-step greedy ones (a winning
+    # move where there is one), or the agent itself (self-play: every move the agent's; evaluations play random moves)
+    opponent: Literal["random", "greedy", "self"] = "random"
     num_updates: int = 240  # learner updates in the run
     # the run's budget in environment steps per seed (all devices together), as in Sebulba; overrides --num-updates,
     # rounded up to whole host calls (--updates-per-call updates each; the banner says by how much)

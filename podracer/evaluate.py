@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+from typing import Literal
 
 import numpy as np
 
@@ -29,6 +30,9 @@ class EvaluateConfig:
     # take the most likely (or, for value-based agents, the highest-valued) action instead of the behaviour policy's
     greedy: bool = False
     seed: int = 0  # random seed
+    # two-player pgx games: the other player, random legal moves, one-step greedy ones, or perfect play (minimax,
+    # pgx:tic_tac_toe only); by default the run's own opponent (random legal moves after self-play)
+    opponent: Literal["random", "greedy", "perfect"] | None = None
     imports: Imports = ()
 
     def __post_init__(self):
@@ -138,7 +142,9 @@ def _check_recordable(metadata, spec) -> None:
         )
 
 
-def _play_host(metadata, directory, episodes, seed, greedy, max_steps, record):
+def _play_host(metadata, directory, episodes, seed, greedy, max_steps, record, opponent=None):
+    if opponent is not None:
+        raise ValueError(f"--opponent: {metadata['env']} is not a two-player game (pgx:NAME).")
 
     from podracer import envs
 
@@ -152,10 +158,15 @@ def _play_host(metadata, directory, episodes, seed, greedy, max_steps, record):
         env.close()
 
 
-def _play_jax(metadata, directory, episodes, seed, greedy, max_steps, record):
+def _play_jax(metadata, directory, episodes, seed, greedy, max_steps, record, opponent=None):
     from podracer import envs
+    from podracer.envs import wrappers
 
-    env = envs.make(metadata["env"].removeprefix("jax:"))  # Sebulba's JAX environments too
+    name = metadata["env"].removeprefix("jax:")  # Sebulba's JAX environments too
+    opponent = opponent or metadata.get("opponent", "random")
+    if opponent != "random" and not name.startswith("pgx:"):
+        raise ValueError(f"--opponent {opponent}: {name} is not a two-player game (pgx:NAME).")
+    env = wrappers.for_evaluation(envs.make(name, **({} if opponent == "random" else {"opponent": opponent})))
     if record:
         _check_recordable(metadata, env.spec())
     agent, params, _ = load(directory, env.spec())
@@ -170,9 +181,11 @@ def play(
     greedy: bool = False,
     max_steps: int = 100_000,
     record: bool = False,
+    opponent: str | None = None,
 ):
     """Returns of ``episodes`` episodes of a Sebulba (envpool) or Anakin (JAX) checkpoint, and the first
-    episode's frames when ``record`` (image or board observations)."""
+    episode's frames when ``record`` (image or board observations); ``opponent``: a two-player game's other player
+    (``"random"``, ``"greedy"``, ``"perfect"``; None: the run's)."""
     from podracer import checkpoint
 
     metadata, _ = checkpoint.newest_metadata(directory)
@@ -183,7 +196,7 @@ def play(
 
     jax_env = envs.is_jax_on_host(metadata.get("env", ""))  # a JAX environment Sebulba stepped on the host
     play_fn = _play_host if mode == "sebulba" and not jax_env else _play_jax
-    return play_fn(metadata, directory, episodes, seed, greedy, max_steps, record)
+    return play_fn(metadata, directory, episodes, seed, greedy, max_steps, record, opponent)
 
 
 def check_output_file(path: str, flag: str) -> None:
@@ -235,7 +248,12 @@ def main(argv=None, *, prog: str = "python -m podracer.evaluate", name: str = "p
         if args.gif:
             check_output_file(args.gif, "--gif")
         returns, frames = play(
-            args.checkpoint, args.episodes, seed=args.seed, greedy=args.greedy, record=bool(args.gif)
+            args.checkpoint,
+            args.episodes,
+            seed=args.seed,
+            greedy=args.greedy,
+            record=bool(args.gif),
+            opponent=args.opponent,
         )
     except (ValueError, FileNotFoundError) as error:
         print(f"{name}: error: {error}", file=sys.stderr)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import jax
 
-from podracer import anakin, checkpoint, envs, lifetime, parallel, play, preflight, runlock, startup
+from podracer import anakin, checkpoint, lifetime, parallel, play, preflight, runlock, startup
 from podracer import logging as logging_lib
 from podracer import population as population_lib
 from podracer import sweep as sweep_lib
@@ -25,6 +25,7 @@ from podracer.build import (
     final_entries,
     host_env_factory,
     make_agent,
+    make_env,
     make_sweep,
     newest_checkpoint,
     normalization,
@@ -38,8 +39,7 @@ from podracer.envs.base import HostEnv, example_action_mask, example_observation
 from podracer.learner import init_learner_state, should_unroll
 from podracer.logging import Logger
 from podracer.runkit import AnakinCheckpoints, Progress, check_unfinished, sebulba_checkpoints
-from podracer.sebulba import assemble
-from podracer.sebulba import learner as sebulba_learner
+from podracer.sebulba import assemble, learner as sebulba_learner
 from podracer.types import RunFacts
 
 
@@ -63,7 +63,7 @@ def _written(config) -> dict[str, str | None]:
 
 def _start_anakin(config: AnakinConfig, stop) -> anakin.RunResult:
     lifetime.starting(newest_checkpoint(config), run_ended(config))
-    env = envs.make(config.env)
+    env = make_env(config)
     num_global = parallel.num_global_devices()
     run = anakin_run_facts(config, num_global)
     per_device = run.envs_per_learner

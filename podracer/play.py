@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from podracer import parallel
-from podracer.agents.base import Agent, act_mask, greedy_action
+from podracer.agents.base import Agent, act_mask, greedy_action, plan_args
 from podracer.envs import wrappers
 from podracer.envs.base import Environment
 from podracer.stats import summarize_evaluation
@@ -105,19 +105,24 @@ def play_jax(
         state, timestep = jitted_step(state, action)
         return timestep, state.stats.episode_return
 
-    return _episodes(
-        agent, _policy(agent, greedy), params, timestep, step, key, episodes, max_steps, record, env.spec()
-    )
+    policy = _policy(agent, greedy, env)
+
+    def act(params, observation, key, core, first, action_mask):  # a planning agent searches from the states
+        return policy(params, observation, key, core, first, action_mask, state)
+
+    return _episodes(agent, act, params, timestep, step, key, episodes, max_steps, record, env.spec())
 
 
-def _policy(agent, greedy: bool):
+def _policy(agent, greedy: bool, env=None):
+    """The jitted ``policy(params, observation, key, core, first, action_mask, env_state=None) -> (action, core)``
+    (``env``, ``env_state``: the wrapped JAX environment and its states, for a planning agent)."""
     import jax
 
-    from podracer.agents.base import act_mask, greedy_action
-
     @jax.jit
-    def policy(params, observation, key, core, first, action_mask):
-        action, extras, core = agent.act(params, observation, key, core, first, **act_mask(action_mask))
+    def policy(params, observation, key, core, first, action_mask, env_state=None):
+        action, extras, core = agent.act(
+            params, observation, key, core, first, **act_mask(action_mask), **plan_args(agent, env, env_state)
+        )
         return (greedy_action(extras) if greedy else action), core
 
     return policy
@@ -144,6 +149,7 @@ def make_random_play(env: Environment, num_episodes: int, *, max_steps: int = 10
     """``play(key) -> returns [num_episodes]``: one episode per environment of uniformly random (legal) actions
     (:func:`random_action`), all at once in one compiled loop, as :func:`make_evaluate` plays an agent; the
     baseline "random play" measured on the same environment object as a trained agent."""
+    env = wrappers.for_evaluation(env)
     spec = env.spec()
     env = wrappers.wrap(env)
 
@@ -177,9 +183,10 @@ def make_evaluate(env: Environment, agent: Agent, num_episodes: int, *, max_step
 
     Each environment plays one episode from a reset with its own key split from ``key``; the loop ends
     when every episode has ended or after ``max_steps`` steps (an unfinished episode counts what it has).
-    The same ``params`` and ``key`` give the same returns.
+    The same ``params`` and ``key`` give the same returns. A self-play game is played against random legal moves
+    (:func:`~podracer.envs.wrappers.for_evaluation`).
     """
-    env = wrappers.wrap(env)
+    env = wrappers.wrap(wrappers.for_evaluation(env))
 
     def evaluate(params, key):
         reset_key, act_key = jax.random.split(key)
@@ -204,7 +211,13 @@ def make_evaluate(env: Environment, agent: Agent, num_episodes: int, *, max_step
             env_state, timestep, core, first, returns, done, key, t = carry
             key, step_key = jax.random.split(key)
             action, extras, core = agent.act(
-                params, timestep.observation, step_key, core, first, **act_mask(timestep.action_mask)
+                params,
+                timestep.observation,
+                step_key,
+                core,
+                first,
+                **act_mask(timestep.action_mask),
+                **plan_args(agent, env, env_state),
             )
             first = timestep.last  # the next observation starts an episode where this one ended it
             env_state, timestep = jax.vmap(env.step)(env_state, greedy_action(extras) if greedy else action)

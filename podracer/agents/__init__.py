@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 
 from podracer.agents.a2c import A2CConfig, make_a2c
+from podracer.agents.alphazero import AlphaZeroConfig, make_alphazero
 from podracer import optim
 from podracer.agents.base import (
     Agent,
@@ -37,6 +38,7 @@ from podracer.types import EnvSpec, RunFacts
 
 _AGENTS: dict[str, tuple[Callable[..., Agent], type]] = {
     "a2c": (make_a2c, A2CConfig),
+    "alphazero": (make_alphazero, AlphaZeroConfig),
     "dqn": (make_dqn, DQNConfig),
     "impala": (make_impala, IMPALAConfig),
     "ppo": (make_ppo, PPOConfig),
@@ -212,6 +214,7 @@ def _takes_run(factory) -> bool:
 
 __all__ = [
     "A2CConfig",
+    "AlphaZeroConfig",
     "Agent",
     "DQNConfig",
     "ReplaySpec",
@@ -229,6 +232,7 @@ __all__ = [
     "config_classes",
     "make",
     "make_a2c",
+    "make_alphazero",
     "make_dqn",
     "make_impala",
     "make_network",

@@ -139,6 +139,10 @@ class Agent(NamedTuple):
     # How the parameters are optimised (podracer.optim.adam, or a partition of the parameters with an optimizer per
     # group); None: the registry gives it the agent config's optimizer settings (podracer.agents.make).
     optimizer: optax.GradientTransformation | None = None
+    # A planning agent (podracer.agents.alphazero): its ``act`` also takes ``model=`` (the environment's
+    # podracer.envs.base.SearchModel) and ``env_state=`` (the batch's own environment states), which the drivers
+    # pass (plan_args); it runs where the environment is JAX (Anakin, evaluation).
+    plans: bool = False
 
 
 def unroll_trajectory(network, params, trajectory: Trajectory):
@@ -221,7 +225,7 @@ def policy_actions(spec) -> int | tuple[int, ...]:
 
 # Which agents act in each kind of action space (EnvSpec.action_kind), for require_actions' messages.
 AGENTS_FOR = {
-    "discrete": "a2c, dqn, impala, ppo, pqn or r2d2",
+    "discrete": "a2c, alphazero (pgx board games), dqn, impala, ppo, pqn or r2d2",
     "multi-discrete": "a2c, impala or ppo",
     "continuous": "a2c, ppo or sac",
 }
@@ -285,6 +289,17 @@ def act_mask(action_mask) -> dict:
     return {} if action_mask is None else {"action_mask": action_mask}
 
 
+def plan_args(agent: Agent, env, env_state) -> dict:
+    """The keyword arguments that give a planning agent's ``act`` the rules of ``env`` (podracer's wrapped
+    environment) and the batch's states ``env_state`` (its wrapped states); ``{}`` for every other agent."""
+    if not agent.plans:
+        return {}
+    from podracer.envs import wrappers
+
+    model, unwrap = wrappers.search_model(env)
+    return {"model": model, "env_state": unwrap(env_state)}
+
+
 def make_recurrent_fns(network, choose=None):
     """``Agent`` fields ``init``, ``act`` and ``initial_state`` of a recurrent agent on ``network`` (a
     ``RecurrentNetwork``).
@@ -320,6 +335,7 @@ __all__ = [
     "Agent",
     "CORES",
     "act_mask",
+    "plan_args",
     "mask_logits",
     "ReplaySpec",
     "START_STATE",

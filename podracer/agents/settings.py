@@ -25,6 +25,8 @@ _AT_LEAST_ONE = (
     "batch_size",
     "min_replay_size",
     "target_period",
+    "num_simulations",
+    "max_num_considered_actions",
 )
 _POSITIVE = (
     "reward_scale",
@@ -37,7 +39,7 @@ _POSITIVE = (
     "huber_delta",
     "value_rescaling_eps",
 )
-_NON_NEGATIVE = ("entropy_coef", "value_coef", "burn_in", "epsilon_alpha", "lr_warmup_steps")
+_NON_NEGATIVE = ("gumbel_scale", "entropy_coef", "value_coef", "burn_in", "epsilon_alpha", "lr_warmup_steps")
 _UNIT_INTERVAL = (
     "discount",
     "td_lambda",

@@ -7,7 +7,8 @@ vmaps it (Anakin). :class:`HostEnv` is a batch of host environments stepped in n
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import chex
 import jax
@@ -32,6 +33,21 @@ class Environment(Protocol):
 
     def spec(self) -> EnvSpec:
         """Observation and action spaces."""
+
+
+class SearchModel(NamedTuple):
+    """An environment's own rules move by move, for agents that plan with them (``--agent alphazero``); an
+    environment offers one by a method ``search_model()`` (pgx's games do).
+
+    ``root(state) -> embedding``: the search's embedding of one environment's state (its own, unwrapped state), at
+    a time step where the agent is to move. ``step(embedding, action, key) -> (embedding, reward, discount,
+    observation, legal_action_mask)``: one move (one game, unbatched): ``reward`` float32, the mover's;
+    ``discount`` float32, 1 when the same player moves next, -1 when the other one does (a two-player zero-sum
+    game, so values change sign), 0 once the game is over; the observation and the legal moves are those of the
+    player to move next."""
+
+    root: Callable[[Any], Any]
+    step: Callable[[Any, chex.Array, chex.PRNGKey], tuple]
 
 
 @runtime_checkable

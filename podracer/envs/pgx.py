@@ -15,18 +15,27 @@ step is the
 agent's move followed by the opponent's replies, so its reward is the agent's own reward over both (+1 a win,
 -1 a loss, 0 a draw in the board games) and the next observation is the agent's view of the board. A game that
 ends on a time limit (pgx's ``truncated``) is a truncation.
+
+In **self-play** (``opponent="self"``, ``--opponent self``) the agent makes every move: a time step is one move,
+its reward the mover's, its observation the view of the player to move next, and its discount -1 where the other
+player moves next (0 where the game ended): a two-player zero-sum game's values change sign from one player to the
+other, so returns and bootstrapped values computed with these discounts are every mover's own. An episode's return
+is then the last mover's (1 a decisive game, 0 a draw); evaluations play against random legal moves instead
+(:meth:`PgxEnv.for_evaluation`). :meth:`PgxEnv.search_model` gives planning agents the game's rules move by move.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import chex
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from podracer.envs.base import check_task, first_timestep, require_package, step_timestep
+from podracer.envs.base import SearchModel, check_task, first_timestep, require_package, step_timestep
 from podracer.types import EnvSpec, ImageLayout, TimeStep
 
 Opponent = Callable[[chex.Array, chex.Array, chex.PRNGKey], chex.Array]
@@ -56,12 +65,59 @@ def random_legal_move(observation, legal_action_mask, key) -> chex.Array:
     return jax.random.categorical(key, jnp.where(legal_action_mask, 0.0, -jnp.inf)).astype(jnp.int32)
 
 
+def one_step_greedy(env, state, key) -> chex.Array:
+    """A baseline opponent (``opponent="greedy"``): a move that wins at once (the largest immediate reward of the
+    player to move) where there is one, else a uniformly random legal move. ``env``: the pgx environment."""
+    moves = jnp.arange(state.legal_action_mask.shape[0], dtype=jnp.int32)
+    mover = state.current_player
+    rewards = jax.vmap(lambda a: env.step(state, a, key).rewards[mover])(moves)
+    rewards = jnp.where(state.legal_action_mask, rewards, -jnp.inf)
+    best = state.legal_action_mask & (rewards == jnp.max(rewards))
+    return jax.random.categorical(key, jnp.where(best, 0.0, -jnp.inf)).astype(jnp.int32)
+
+
+@functools.cache
+def _tic_tac_toe_table() -> np.ndarray:
+    """bool ``[3**9, 9]``: the moves of perfect play (minimax) for the player to move, by board (cell i's digit in
+    base 3: 0 empty, 1 the mover's mark, 2 the other player's)."""
+    lines = [(0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6)]
+    table = np.zeros((3**9, 9), bool)
+    powers = 3 ** np.arange(9)
+
+    @functools.cache
+    def value(board: tuple) -> int:  # the mover's outcome under perfect play: 1, 0 or -1
+        if any(all(board[i] == 2 for i in line) for line in lines):
+            return -1  # the other player's last move won
+        empty = [i for i in range(9) if board[i] == 0]
+        if not empty:
+            return 0
+        swapped = tuple((0, 2, 1)[c] for c in board)  # the next mover's view
+        scores = [-value(swapped[:i] + (2,) + swapped[i + 1 :]) for i in empty]
+        best = max(scores)
+        table[int(np.dot(board, powers))] = [i in empty and scores[empty.index(i)] == best for i in range(9)]
+        return best
+
+    value((0,) * 9)
+    return table
+
+
+def perfect_tic_tac_toe(observation, legal_action_mask, key) -> chex.Array:
+    """An opponent for ``pgx:tic_tac_toe`` that plays perfectly (minimax; among equally good moves, one at random):
+    against it the best result is a draw."""
+    cells = observation.reshape(9, 2)
+    index = jnp.sum((cells[:, 0] + 2 * cells[:, 1]).astype(jnp.int32) * 3 ** jnp.arange(9))
+    best = jnp.asarray(_tic_tac_toe_table())[index] & legal_action_mask
+    return jax.random.categorical(key, jnp.where(best, 0.0, -jnp.inf)).astype(jnp.int32)
+
+
 class PgxEnv:
     """``pgx.make(name)`` behind podracer's environment protocol (``env``: a pgx environment, used as it is;
-    ``opponent``: who makes the other players' moves, :func:`random_legal_move` by default). The state is
-    ``(pgx state, the agent's seat, a key)``."""
+    ``opponent``: who makes the other player's moves in a two-player game: ``"random"`` (:func:`random_legal_move`,
+    the default), ``"greedy"`` (:func:`one_step_greedy`), ``"perfect"`` (:func:`perfect_tic_tac_toe`), a function
+    ``opponent(observation, legal_action_mask, key)``, or ``"self"``: self-play, every move the agent's). The state
+    is ``(pgx state, the agent's seat, a key)``."""
 
-    def __init__(self, name: str, *, env=None, opponent: Opponent | None = None):
+    def __init__(self, name: str, *, env=None, opponent: Opponent | str | None = None):
         require()
         if env is None:
             import pgx
@@ -70,13 +126,26 @@ class PgxEnv:
             env = pgx.make(name)
         self.name, self.env = name, env
         self.num_players = int(env.num_players)
+        opponent = None if opponent == "random" else opponent
+        if opponent is not None and self.num_players != 2:
+            raise ValueError(f"--opponent: pgx:{name} has {self.num_players} player(s); an opponent is for two.")
+        if opponent == "perfect":
+            if name != "tic_tac_toe":
+                raise ValueError(f"--opponent perfect: perfect play is known for pgx:tic_tac_toe only, not pgx:{name}.")
+            opponent = perfect_tic_tac_toe
+        if not (opponent in (None, "greedy", "self") or callable(opponent)):
+            raise ValueError(f"--opponent: a function, 'random', 'greedy', 'perfect' or 'self', got {opponent!r}.")
+        self.self_play = opponent == "self"
+        if opponent == "greedy":
+            self._choose = functools.partial(one_step_greedy, env)
+        else:
+            chosen = opponent if callable(opponent) else random_legal_move
+            self._choose = lambda state, key: chosen(state.observation, state.legal_action_mask, key)
         self.opponent = opponent or random_legal_move
+        names = {None: "random legal moves", "greedy": "one-step greedy moves", "self": "itself (self-play)"}
+        own = None if callable(opponent) else names[opponent]
         self.opponent_name = (
-            None
-            if self.num_players == 1
-            else (
-                "random legal moves" if opponent is None else getattr(opponent, "__name__", "an opponent of your own")
-            )
+            None if self.num_players == 1 else own or getattr(opponent, "__name__", "an opponent of your own")
         )
         probe = env.init(jax.random.key(0))
         self._obs = jax.ShapeDtypeStruct(probe.observation.shape, jnp.float32)
@@ -96,11 +165,11 @@ class PgxEnv:
         def move(carry):
             state, key, reward = carry
             key, choose, chance = jax.random.split(key, 3)
-            action = self.opponent(state.observation, state.legal_action_mask, choose)
+            action = self._choose(state, choose)
             state = self.env.step(state, action, chance)
             return state, key, reward + state.rewards[seat]
 
-        if self.num_players == 1:
+        if self.num_players == 1 or self.self_play:
             return state, key, reward
         return jax.lax.while_loop(opponent_to_move, move, (state, key, reward))
 
@@ -125,6 +194,37 @@ class PgxEnv:
     def step(self, state: Any, action: chex.Array) -> tuple[Any, TimeStep]:
         state, seat, key = state
         key, chance = jax.random.split(key)
+        if self.self_play:  # the mover's reward; the discount -1 where the other player moves next
+            mover = state.current_player
+            state = self.env.step(state, action.astype(jnp.int32), chance)
+            timestep = self._timestep(state, state.rewards[mover].astype(jnp.float32))
+            turn = (state.current_player != mover) & ~state.terminated
+            return (state, state.current_player, key), timestep._replace(
+                discount=jnp.where(turn, -1.0, timestep.discount)
+            )
         state = self.env.step(state, action.astype(jnp.int32), chance)
         state, key, reward = self._replies(state, seat, key, state.rewards[seat].astype(jnp.float32))
         return (state, seat, key), self._timestep(state, reward)
+
+    def for_evaluation(self) -> PgxEnv:
+        """The game an evaluation plays: a self-play game against random legal moves (a return then says who won),
+        any other as it is."""
+        return PgxEnv(self.name, env=self.env) if self.self_play else self
+
+    def search_model(self) -> SearchModel:
+        """The game's own rules move by move (:class:`~podracer.envs.base.SearchModel`), for planning agents: the
+        embedding is pgx's state; every player's moves are searched (the built-in opponent's too, as moves of the
+        other player), the values changing sign between the two players."""
+        if self.num_players > 2:
+            raise ValueError(f"pgx:{self.name} has {self.num_players} players; planning searches games of one or two.")
+        env = self.env
+
+        def step(game, action, key):
+            mover = game.current_player
+            game = env.step(game, action.astype(jnp.int32), key)
+            over = game.terminated | game.truncated
+            discount = jnp.where(over, 0.0, jnp.where(game.current_player == mover, 1.0, -1.0))
+            reward = game.rewards[mover].astype(jnp.float32)
+            return game, reward, discount, game.observation.astype(jnp.float32), game.legal_action_mask
+
+        return SearchModel(root=lambda state: state[0], step=step)

@@ -8,7 +8,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from podracer.envs.base import EnvSpec, Environment, State, to_box
+from podracer.envs.base import EnvSpec, Environment, SearchModel, State, to_box
 from podracer.types import EpisodeStats, TimeStep
 
 
@@ -135,3 +135,35 @@ class BoxActions:
 def wrap(env: Environment) -> EpisodeStatistics:
     """An endless, statistics-keeping version of ``env`` (continuous actions rescaled to its box): what Anakin steps."""
     return EpisodeStatistics(AutoReset(BoxActions(env) if env.spec().continuous else env))
+
+
+def for_evaluation(env):
+    """The environment an evaluation of an agent trained on ``env`` plays: its ``for_evaluation()`` where it has one
+    (a self-play game plays against random legal moves there), else ``env``."""
+    return env.for_evaluation() if callable(getattr(env, "for_evaluation", None)) else env
+
+
+def inner(env):
+    """The environment inside podracer's wrappers (:func:`wrap`), and a function from a wrapped state to its own."""
+    layers = 0
+    while isinstance(env, (EpisodeStatistics, AutoReset, BoxActions)):
+        env, layers = env.env, layers + 1 - isinstance(env, BoxActions)  # BoxActions keeps the state as it is
+
+    def unwrap(state):
+        for _ in range(layers):
+            state = state.env_state
+        return state
+
+    return env, unwrap
+
+
+def search_model(env) -> tuple[SearchModel, callable]:
+    """``(the environment's SearchModel, wrapped state -> its own state)`` for a planning agent; a one-line error
+    when the environment has no model to plan with."""
+    base, unwrap = inner(env)
+    if not callable(getattr(base, "search_model", None)):
+        raise ValueError(
+            f"--agent alphazero plans with the environment's own rules, and {type(base).__name__} has no "
+            "search_model(); use a pgx board game (--env pgx:tic_tac_toe, pgx:connect_four, pgx:othello)."
+        )
+    return base.search_model(), unwrap

@@ -20,6 +20,11 @@ def make_act(agent: Agent):
     """``act(params, observation, key, state, first, action_mask=None) -> (action, extras, state, next key)``, jitted;
     it runs where its inputs live. ``state`` is the agent's actor state (``agent.initial_state``); ``action_mask``
     the time step's legal actions, where the environment has them."""
+    if agent.plans:
+        raise ValueError(
+            "--agent alphazero searches with a JAX environment's own rules: it trains in Anakin (podracer anakin), "
+            "not in Sebulba."
+        )
 
     def act(params, observation, key, state, first, action_mask=None):
         key, act_key = jax.random.split(key)

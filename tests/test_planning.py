@@ -1,0 +1,173 @@
+"""Planning with the game's own rules: Gumbel AlphaZero (mctx) on pgx's boards, self-play, and the baseline players
+(random legal, one-step greedy, perfect tic-tac-toe) that evaluations play against."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from podracer import agents, envs
+from podracer.anakin import core
+from podracer.play import make_evaluate
+
+
+def _positions(game: str, num: int, moves: int, seed: int = 0):
+    """``num`` positions of ``game`` after up to ``moves`` random legal moves (games that ended restart): pgx states
+    where some player is to move, stacked."""
+    import pgx
+
+    env = pgx.make(game)
+
+    def one(key):
+        keys = jax.random.split(key, moves + 1)
+        state = env.init(keys[0])
+
+        def move(state, key):
+            choose, restart = jax.random.split(key)
+            action = jax.random.categorical(choose, jnp.where(state.legal_action_mask, 0.0, -jnp.inf))
+            stepped = env.step(state, action)
+            over = stepped.terminated | stepped.truncated
+            return jax.tree.map(lambda a, b: jnp.where(over, a, b), env.init(restart), stepped), None
+
+        return jax.lax.scan(move, state, keys[1:])[0]
+
+    return jax.jit(jax.vmap(one))(jax.random.split(jax.random.key(seed), num))
+
+
+def _act(agent, params, env, games):
+    """The agent's search at ``games`` (pgx states, the player to move being the agent's seat)."""
+    num = games.current_player.shape[0]
+    state = (games, games.current_player, jax.random.split(jax.random.key(1), num))
+    model = env.search_model()
+    return jax.jit(
+        lambda p, g, s, k: agent.act(
+            p,
+            g.observation.astype(jnp.float32),
+            k,
+            (),
+            jnp.zeros(num, bool),
+            action_mask=g.legal_action_mask,
+            model=model,
+            env_state=s,
+        )
+    )(params, games, state, jax.random.key(2))
+
+
+@pytest.mark.suite("pgx")
+@pytest.mark.parametrize("game", ["tic_tac_toe", "connect_four", "othello"])
+def test_every_search_plays_and_weighs_only_legal_moves(game):
+    env = envs.make(f"pgx:{game}")
+    agent = agents.make("alphazero", env.spec(), num_simulations=8)
+    games = _positions(game, 64, 12)
+    params = agent.init(jax.random.key(0), games.observation.astype(jnp.float32))
+    action, extras, _ = _act(agent, params, env, games)
+    legal = np.asarray(games.legal_action_mask)
+    chosen = np.take_along_axis(legal, np.asarray(action)[:, None], axis=1)[:, 0]
+    greedy = np.take_along_axis(legal, np.asarray(extras["greedy"])[:, None], axis=1)[:, 0]
+    assert chosen.all() and greedy.all()
+    weights = np.asarray(extras["policy_target"])
+    assert (weights[~legal] == 0).all()
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-5)
+    assert legal.sum(axis=1).min() < legal.shape[1]  # the positions had illegal moves to avoid
+
+
+@pytest.mark.suite("pgx")
+def test_the_search_finds_a_win_in_one_and_blocks_a_loss_in_one_with_an_untrained_network():
+    import pgx
+
+    game = pgx.make("tic_tac_toe")
+
+    def position(moves):
+        state = game.init(jax.random.key(0))
+        for a in moves:
+            state = game.step(state, a)
+        return state
+
+    # X at 0 and 1, O at 3 and 4, X to move: 2 wins. X at 0 and 1, O at 4, O to move: 2 blocks.
+    games = jax.tree.map(lambda *xs: jnp.stack(xs), position([0, 3, 1, 4]), position([0, 4, 1]))
+    env = envs.make("pgx:tic_tac_toe")
+    agent = agents.make("alphazero", env.spec(), num_simulations=64, gumbel_scale=0.0)
+    params = agent.init(jax.random.key(0), games.observation.astype(jnp.float32))
+    _, extras, _ = _act(agent, params, env, games)
+    np.testing.assert_array_equal(np.asarray(extras["greedy"]), [2, 2])
+
+
+@pytest.mark.suite("pgx")
+def test_self_play_steps_are_single_moves_with_the_movers_reward_and_a_sign_flip_between_players():
+    env = envs.make("pgx:tic_tac_toe", opponent="self")
+    assert env.opponent_name == "itself (self-play)"
+    wrapped = envs.wrap(env)
+    # X: 0, 1, 2 (wins on the fifth move); O: 3, 4.
+    state, timestep = wrapped.reset(jax.random.key(0))
+    rewards, discounts, lasts = [], [], []
+    for action in (0, 3, 1, 4, 2):
+        state, timestep = wrapped.step(state, jnp.int32(action))
+        rewards.append(float(timestep.reward))
+        discounts.append(float(timestep.discount))
+        lasts.append(bool(timestep.last))
+    assert rewards == [0.0, 0.0, 0.0, 0.0, 1.0]  # the winner moved last
+    assert discounts == [-1.0, -1.0, -1.0, -1.0, 0.0]
+    assert lasts == [False] * 4 + [True]
+    # Evaluations of a self-play run play against random legal moves.
+    assert envs.wrappers.for_evaluation(env).opponent_name == "random legal moves"
+
+
+@pytest.mark.suite("pgx")
+def test_the_baseline_players():
+    from podracer.envs.pgx import PgxEnv, perfect_tic_tac_toe
+
+    # Perfect play never loses to random legal moves, and draws against itself.
+    perfect = PgxEnv("tic_tac_toe", opponent="perfect")
+    assert perfect._choose is not None and perfect.opponent is perfect_tic_tac_toe
+    from podracer.play import make_random_play
+
+    returns = np.asarray(jax.jit(make_random_play(perfect, 512))(jax.random.key(0)))  # random legal moves vs perfect
+    assert returns.max() <= 0.0 and (returns == -1.0).mean() > 0.5
+    # One-step greedy takes a win in one: X at 0 and 1, O at 3 and 4, X to move.
+    import pgx
+
+    from podracer.envs.pgx import one_step_greedy
+
+    game = pgx.make("tic_tac_toe")
+    state = game.init(jax.random.key(0))
+    for a in (0, 3, 1, 4):
+        state = game.step(state, a)
+    picks = jax.vmap(lambda k: one_step_greedy(game, state, k))(jax.random.split(jax.random.key(0), 16))
+    assert set(np.asarray(picks).tolist()) == {2}
+    assert PgxEnv("connect_four", opponent="greedy").opponent_name == "one-step greedy moves"
+    with pytest.raises(ValueError, match=r"^--opponent perfect: perfect play is known for pgx:tic_tac_toe only"):
+        PgxEnv("connect_four", opponent="perfect")
+    with pytest.raises(ValueError, match=r"^--opponent: pgx:2048 has 1 player\(s\); an opponent is for two\.$"):
+        PgxEnv("2048", opponent="self")
+
+
+def test_planning_needs_an_environment_with_rules_to_search_and_runs_in_anakin():
+    env = envs.make("catch")
+    agent = agents.make("alphazero", env.spec(), num_simulations=2)
+    with pytest.raises(ValueError, match=r"^--agent alphazero plans with the environment's own rules, and Catch has"):
+        core.init_state(env, agent, agent.optimizer, jax.random.key(0), 4)
+    from podracer.sebulba.actor import make_act
+
+    with pytest.raises(ValueError, match=r"^--agent alphazero searches with a JAX environment's own rules: it trains"):
+        make_act(agent)
+    from podracer import build
+    from podracer.config import AnakinConfig
+
+    with pytest.raises(ValueError, match=r"^--opponent self: only two-player games \(pgx:NAME, e\.g\."):
+        build.make_env(AnakinConfig(env="catch", opponent="self"))
+
+
+@pytest.mark.suite("pgx")
+def test_alphazero_trains_in_self_play_and_its_evaluation_plays_random_legal_moves():
+    env = envs.make("pgx:tic_tac_toe", opponent="self")
+    agent = agents.make("alphazero", env.spec(), num_simulations=4)
+    state = core.init_state(env, agent, agent.optimizer, jax.random.key(0), 8, rollout_length=4)
+    update = jax.jit(core.make_update(env, agent, agent.optimizer, rollout_length=4, axis_names=()))
+    before = state.learner.params
+    for _ in range(3):
+        state, metrics = update(state)
+    assert np.isfinite(float(metrics["loss"])) and float(metrics["policy_loss"]) > 0.0
+    changed = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), before, state.learner.params)
+    assert all(jax.tree.leaves(changed))
+    returns = jax.jit(make_evaluate(env, agent, 16))(state.learner.params, jax.random.key(0))
+    assert set(np.asarray(returns).tolist()) <= {-1.0, 0.0, 1.0}
