@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from podracer import parallel
-from podracer.agents.base import Agent, act_mask, greedy_action, plan_args
+from podracer.agents.base import Agent, act_mask, greedy_action
 from podracer.envs import wrappers
 from podracer.envs.base import Environment
 from podracer.stats import summarize_evaluation
@@ -121,7 +121,7 @@ def _policy(agent, greedy: bool, env=None):
     @jax.jit
     def policy(params, observation, key, core, first, action_mask, env_state=None):
         action, extras, core = agent.act(
-            params, observation, key, core, first, **act_mask(action_mask), **plan_args(agent, env, env_state)
+            params, observation, key, core, first, **act_mask(action_mask), **wrappers.plan_args(agent, env, env_state)
         )
         return (greedy_action(extras) if greedy else action), core
 
@@ -217,7 +217,7 @@ def make_evaluate(env: Environment, agent: Agent, num_episodes: int, *, max_step
                 core,
                 first,
                 **act_mask(timestep.action_mask),
-                **plan_args(agent, env, env_state),
+                **wrappers.plan_args(agent, env, env_state),
             )
             first = timestep.last  # the next observation starts an episode where this one ended it
             env_state, timestep = jax.vmap(env.step)(env_state, greedy_action(extras) if greedy else action)

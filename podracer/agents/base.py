@@ -141,7 +141,7 @@ class Agent(NamedTuple):
     optimizer: optax.GradientTransformation | None = None
     # A planning agent (podracer.agents.alphazero): its ``act`` also takes ``model=`` (the environment's
     # podracer.envs.base.SearchModel) and ``env_state=`` (the batch's own environment states), which the drivers
-    # pass (plan_args); it runs where the environment is JAX (Anakin, evaluation).
+    # pass (podracer.envs.wrappers.plan_args); it runs where the environment is JAX (Anakin, evaluation).
     plans: bool = False
 
 
@@ -289,17 +289,6 @@ def act_mask(action_mask) -> dict:
     return {} if action_mask is None else {"action_mask": action_mask}
 
 
-def plan_args(agent: Agent, env, env_state) -> dict:
-    """The keyword arguments that give a planning agent's ``act`` the rules of ``env`` (podracer's wrapped
-    environment) and the batch's states ``env_state`` (its wrapped states); ``{}`` for every other agent."""
-    if not agent.plans:
-        return {}
-    from podracer.envs import wrappers
-
-    model, unwrap = wrappers.search_model(env)
-    return {"model": model, "env_state": unwrap(env_state)}
-
-
 def make_recurrent_fns(network, choose=None):
     """``Agent`` fields ``init``, ``act`` and ``initial_state`` of a recurrent agent on ``network`` (a
     ``RecurrentNetwork``).
@@ -335,7 +324,6 @@ __all__ = [
     "Agent",
     "CORES",
     "act_mask",
-    "plan_args",
     "mask_logits",
     "ReplaySpec",
     "START_STATE",

@@ -14,7 +14,7 @@ import numpy as np
 import optax
 
 from podracer import parallel
-from podracer.agents.base import Agent, act_mask, plan_args, split_start_state
+from podracer.agents.base import Agent, act_mask, split_start_state
 from podracer.envs import wrappers
 from podracer.envs.base import Environment, State, check_action_mask
 from podracer.learner import init_learner_state, make_learner_step
@@ -105,7 +105,7 @@ def make_rollout(env: Environment, agent: Agent, rollout_length: int):
                 state.core,
                 state.timestep.last,
                 **act_mask(timestep.action_mask),
-                **plan_args(agent, env, env_state),
+                **wrappers.plan_args(agent, env, env_state),
             )
             emitted = (state.timestep, state.action, split_start_state(state.extras)[0], state.discounted_return)
             returns = state.discounted_return
@@ -221,7 +221,7 @@ def init_state(
         agent.initial_state(num_envs),
         first,
         **act_mask(timestep.action_mask),
-        **plan_args(agent, env, env_state),
+        **wrappers.plan_args(agent, env, env_state),
     )
     returns = () if agent.return_discount is None else jnp.zeros((num_envs,), jnp.float32)
     return AnakinState(learner, RolloutState(env_state, timestep, action, extras, actor_key, core, returns))

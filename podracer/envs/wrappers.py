@@ -167,3 +167,13 @@ def search_model(env) -> tuple[SearchModel, callable]:
             "search_model(); use a pgx board game (--env pgx:tic_tac_toe, pgx:connect_four, pgx:othello)."
         )
     return base.search_model(), unwrap
+
+
+def plan_args(agent, env, env_state) -> dict:
+    """The keyword arguments that give a planning agent's ``act`` (``agent.plans``) the rules of ``env`` (podracer's
+    wrapped environment) and the batch's own states (``env_state``: its wrapped states); ``{}`` for every other
+    agent."""
+    if not getattr(agent, "plans", False):
+        return {}
+    model, unwrap = search_model(env)
+    return {"model": model, "env_state": unwrap(env_state)}
