@@ -8,7 +8,16 @@ import numpy as np
 import pytest
 
 from podracer import checkpoint, evaluate, experiment, preview
-from podracer.agents import A2CConfig, DQNConfig, IMPALAConfig, PPOConfig, PQNConfig, R2D2Config, SACConfig
+from podracer.agents import (
+    A2CConfig,
+    AlphaZeroConfig,
+    DQNConfig,
+    IMPALAConfig,
+    PPOConfig,
+    PQNConfig,
+    R2D2Config,
+    SACConfig,
+)
 from podracer.config import AnakinConfig, SebulbaConfig
 
 pytestmark = pytest.mark.slow
@@ -30,6 +39,7 @@ ANAKIN = {
     "sac": ("gymnax:Pendulum-v1", SACConfig(hidden_sizes=(16,), **REPLAY).replace(lr_schedule="linear")),
     "pqn": ("catch", PQNConfig(hidden_sizes=(16,), num_minibatches=2)),
     "pqn-lstm": ("catch", PQNConfig(hidden_sizes=(16,), num_minibatches=2, core="lstm", core_size=8)),
+    "alphazero": ("pgx:tic_tac_toe", AlphaZeroConfig(hidden_sizes=(16,), num_simulations=4)),
 }
 SEBULBA = {
     "a2c": A2CConfig(hidden_sizes=(16,)),
@@ -60,8 +70,9 @@ def _plays_every_way(directory: str, capfd) -> None:
 @pytest.mark.parametrize("name", list(ANAKIN))
 def test_every_agent_trained_in_anakin_is_played_by_evaluate_and_preview(name, tmp_path, capfd):
     env, agent = ANAKIN[name]
-    if env.startswith("gymnax:") and importlib.util.find_spec("gymnax") is None:
-        pytest.skip("gymnax is not installed here")
+    suite = env.split(":")[0] if ":" in env else None
+    if suite and importlib.util.find_spec(suite) is None:
+        pytest.skip(f"{suite} is not installed here")
     directory = str(tmp_path / name)
     experiment.train_anakin(
         AnakinConfig(
