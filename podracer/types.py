@@ -28,7 +28,9 @@ class TimeStep(NamedTuple):
 
     observation: chex.ArrayTree  # o_t, the environment's observation spec
     reward: chex.Array  # r_t, float32 []: reward received on arriving at o_t
-    discount: chex.Array  # float32 []: 0. when the episode terminated at o_t, 1. otherwise (truncation keeps 1.)
+    # float32 []: 0. when the episode terminated at o_t, 1. otherwise (truncation keeps 1.); -1. where a two-player
+    # game in self-play (pgx, --opponent self) passes the turn at o_t: values change sign between the players
+    discount: chex.Array
     last: chex.Array  # bool []: the episode ended at o_t (terminated or truncated)
     # Legal actions at o_t where the spec declares a mask (EnvSpec.action_mask), None otherwise: bool [num_actions],
     # or a tuple of bool [nvec[i]], one per multi-discrete entry. Acting, losses, greedy play and Q maxima respect it.
