@@ -98,17 +98,22 @@ STATE_SHAPING = ("hidden_sizes", "torso", "core", "core_size", "shared_torso", "
 
 
 def make_env(config) -> envs.Environment:
-    """An Anakin run's JAX environment: ``--env``, its other player as ``--opponent`` says (pgx's two-player
-    games; a one-line error naming the flag elsewhere)."""
-    opponent = getattr(config, "opponent", "random")
+    """An Anakin run's JAX environment: ``--env``, its other player as ``--opponent`` says (:func:`env_against`)."""
+    return env_against(config.env, getattr(config, "opponent", "random"))
+
+
+def env_against(name: str, opponent: str) -> envs.Environment:
+    """The JAX environment ``name`` with ``opponent`` making a two-player game's other moves (pgx's games;
+    ``"random"``: the environment as it is made; a one-line error naming ``--opponent`` elsewhere). Runs and
+    ``podracer evaluate`` both make their games here."""
     if opponent == "random":
-        return envs.make(config.env)
-    if not config.env.startswith("pgx:"):
+        return envs.make(name)
+    if not name.startswith("pgx:"):
         raise ValueError(
             f"--opponent {opponent}: only two-player games (pgx:NAME, e.g. pgx:tic_tac_toe) have another player; "
-            f"{config.env} has none."
+            f"{name} has none."
         )
-    return envs.make(config.env, opponent=opponent)
+    return envs.make(name, opponent=opponent)
 
 
 def run_metadata(config, mode: str, env: str, run: RunFacts, counts: dict | None = None) -> dict:

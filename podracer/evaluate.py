@@ -159,14 +159,11 @@ def _play_host(metadata, directory, episodes, seed, greedy, max_steps, record, o
 
 
 def _play_jax(metadata, directory, episodes, seed, greedy, max_steps, record, opponent=None):
-    from podracer import envs
+    from podracer import build
     from podracer.envs import wrappers
 
     name = metadata["env"].removeprefix("jax:")  # Sebulba's JAX environments too
-    opponent = opponent or metadata.get("opponent", "random")
-    if opponent != "random" and not name.startswith("pgx:"):
-        raise ValueError(f"--opponent {opponent}: {name} is not a two-player game (pgx:NAME).")
-    env = wrappers.for_evaluation(envs.make(name, **({} if opponent == "random" else {"opponent": opponent})))
+    env = wrappers.for_evaluation(build.env_against(name, opponent or metadata.get("opponent", "random")))
     if record:
         _check_recordable(metadata, env.spec())
     agent, params, _ = load(directory, env.spec())
