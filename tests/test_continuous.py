@@ -111,7 +111,7 @@ def test_agents_refuse_actions_they_cannot_take():
     with pytest.raises(
         ValueError,
         match=r"^--agent sac takes continuous actions and this environment's are discrete; "
-        r"use a2c, dqn, impala, ppo, pqn or r2d2\.$",
+        r"use a2c, dqn, impala, muzero, ppo, pqn or r2d2\.$",
     ):
         agents.make("sac", discrete)
 

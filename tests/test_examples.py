@@ -80,7 +80,7 @@ def test_bad_command_lines_fail_with_clear_messages(tmp_path):
         out.returncode == 2
         and (
             "anakin_catch.py: error: --agent sac takes continuous actions and this "
-            "environment's are discrete; use a2c, dqn, impala, ppo, pqn or r2d2."
+            "environment's are discrete; use a2c, dqn, impala, muzero, ppo, pqn or r2d2."
         )
         in out.stderr
     )

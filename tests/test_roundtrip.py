@@ -13,6 +13,7 @@ from podracer.agents import (
     AlphaZeroConfig,
     DQNConfig,
     IMPALAConfig,
+    MuZeroConfig,
     PPOConfig,
     PQNConfig,
     R2D2Config,
@@ -40,6 +41,7 @@ ANAKIN = {
     "pqn": ("catch", PQNConfig(hidden_sizes=(16,), num_minibatches=2)),
     "pqn-lstm": ("catch", PQNConfig(hidden_sizes=(16,), num_minibatches=2, core="lstm", core_size=8)),
     "alphazero": ("pgx:tic_tac_toe", AlphaZeroConfig(hidden_sizes=(16,), num_simulations=4)),
+    "muzero": ("catch", MuZeroConfig(hidden_sizes=(16,), latent_size=8, num_simulations=4, unroll_steps=2)),
 }
 SEBULBA = {
     "a2c": A2CConfig(hidden_sizes=(16,)),
@@ -48,6 +50,7 @@ SEBULBA = {
     "impala": IMPALAConfig(hidden_sizes=(16,)),
     "sac": SACConfig(hidden_sizes=(16,), **REPLAY),
     "pqn": PQNConfig(hidden_sizes=(16,), num_minibatches=2),
+    "muzero": MuZeroConfig(hidden_sizes=(16,), latent_size=8, num_simulations=4, unroll_steps=2),
 }
 
 

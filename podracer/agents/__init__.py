@@ -30,6 +30,7 @@ from podracer.agents.base import (
 )
 from podracer.agents.dqn import DQNConfig, make_dqn
 from podracer.agents.impala import IMPALAConfig, make_impala
+from podracer.agents.muzero import MuZeroConfig, make_muzero
 from podracer.agents.ppo import PPOBatch, PPOConfig, make_ppo
 from podracer.agents.pqn import PQNConfig, make_pqn
 from podracer.agents.r2d2 import R2D2Config, make_r2d2
@@ -41,6 +42,7 @@ _AGENTS: dict[str, tuple[Callable[..., Agent], type]] = {
     "alphazero": (make_alphazero, AlphaZeroConfig),
     "dqn": (make_dqn, DQNConfig),
     "impala": (make_impala, IMPALAConfig),
+    "muzero": (make_muzero, MuZeroConfig),
     "ppo": (make_ppo, PPOConfig),
     "pqn": (make_pqn, PQNConfig),
     "r2d2": (make_r2d2, R2D2Config),
@@ -219,6 +221,7 @@ __all__ = [
     "DQNConfig",
     "ReplaySpec",
     "IMPALAConfig",
+    "MuZeroConfig",
     "PPOBatch",
     "PPOConfig",
     "PQNConfig",
@@ -235,6 +238,7 @@ __all__ = [
     "make_alphazero",
     "make_dqn",
     "make_impala",
+    "make_muzero",
     "make_network",
     "make_policy_fns",
     "make_ppo",

@@ -225,7 +225,7 @@ def policy_actions(spec) -> int | tuple[int, ...]:
 
 # Which agents act in each kind of action space (EnvSpec.action_kind), for require_actions' messages.
 AGENTS_FOR = {
-    "discrete": "a2c, dqn, impala, ppo, pqn or r2d2",
+    "discrete": "a2c, dqn, impala, muzero, ppo, pqn or r2d2",
     "multi-discrete": "a2c, impala or ppo",
     "continuous": "a2c, ppo or sac",
 }

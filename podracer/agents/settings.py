@@ -27,6 +27,9 @@ _AT_LEAST_ONE = (
     "target_period",
     "num_simulations",
     "max_num_considered_actions",
+    "unroll_steps",
+    "support_size",
+    "latent_size",
 )
 _POSITIVE = (
     "reward_scale",
@@ -38,8 +41,17 @@ _POSITIVE = (
     "clip_pg_rho_threshold",
     "huber_delta",
     "value_rescaling_eps",
+    "value_scale",
 )
-_NON_NEGATIVE = ("gumbel_scale", "entropy_coef", "value_coef", "burn_in", "epsilon_alpha", "lr_warmup_steps")
+_NON_NEGATIVE = (
+    "gumbel_scale",
+    "entropy_coef",
+    "value_coef",
+    "reward_coef",
+    "burn_in",
+    "epsilon_alpha",
+    "lr_warmup_steps",
+)
 _UNIT_INTERVAL = (
     "discount",
     "td_lambda",
