@@ -24,9 +24,8 @@ def test_unrolled_targets_n_step_returns_absorbing_steps_and_masks():
     reward = jnp.array([0, 1, 2, 0, 4, 8], jnp.float32)[:, None]
     observation = jnp.zeros((6, 1, 3))
     weights = jnp.tile(jnp.arange(6, dtype=jnp.float32)[:, None, None], (1, 1, 4))
-    trajectory = Trajectory(
-        TimeStep(observation, reward, discount, last), jnp.arange(6, dtype=jnp.int32)[:, None], {"policy_target": weights}
-    )
+    actions = jnp.arange(6, dtype=jnp.int32)[:, None]
+    trajectory = Trajectory(TimeStep(observation, reward, discount, last), actions, {"policy_target": weights})
     params = agent.init(jax.random.key(0), observation[0])
     batch = jax.tree.map(np.asarray, agent.prepare(params, trajectory))
     assert batch["observation"].shape == (5, 3) and batch["policy_target"].shape == (5, 3, 4)
