@@ -19,6 +19,46 @@ import time
 import _report
 
 
+def train_self_play(args, on_call=None):
+    """``(agent, state, compile seconds, training seconds, env steps per seed)``: AlphaZero trained in self-play on
+    ``args.game`` for ``args.updates`` updates, ``args.seeds`` seeds from ``args.seed`` vmapped in one program;
+    ``on_call(call, state)`` after every host call (the state stacked over seeds)."""
+    import jax
+    import numpy as np
+
+    from podracer import agents
+    from podracer.anakin import core
+    from podracer.envs.pgx import PgxEnv
+
+    env = PgxEnv(args.game, opponent="self")
+    agent = agents.make("alphazero", env.spec(), num_simulations=args.num_simulations)
+    keys = jax.numpy.stack([jax.random.key(args.seed + i) for i in range(args.seeds)])
+
+    def init(key):
+        return core.init_state(env, agent, agent.optimizer, key, args.num_envs, rollout_length=args.rollout_length)
+
+    update = core.make_update(env, agent, agent.optimizer, rollout_length=args.rollout_length, axis_names=())
+
+    def call(state):
+        return jax.lax.scan(lambda s, _: update(s), state, None, length=args.updates_per_call)
+
+    state = jax.jit(jax.vmap(init))(keys)
+    start = time.perf_counter()
+    compiled = jax.jit(jax.vmap(call)).lower(state).compile()
+    compile_seconds = time.perf_counter() - start
+    train_seconds = 0.0
+    for i in range(args.updates // args.updates_per_call):
+        start = time.perf_counter()
+        state, metrics = compiled(state)
+        jax.block_until_ready(metrics)
+        train_seconds += time.perf_counter() - start
+        print(f"call {i + 1}: decisive {np.asarray(metrics['episode_return'][:, -1]).round(2)}", file=sys.stderr)
+        if on_call is not None:
+            on_call(i + 1, state)
+    env_steps = args.updates // args.updates_per_call * args.updates_per_call * args.num_envs * args.rollout_length
+    return agent, state, compile_seconds, train_seconds, env_steps
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--game", default="tic_tac_toe", help="a two-player pgx game (tic_tac_toe, connect_four, ...)")
@@ -37,35 +77,10 @@ def main(argv=None) -> int:
     import jax
     import numpy as np
 
-    from podracer import agents
-    from podracer.anakin import core
     from podracer.envs.pgx import PgxEnv
     from podracer.play import make_evaluate
 
-    env = PgxEnv(args.game, opponent="self")
-    agent = agents.make("alphazero", env.spec(), num_simulations=args.num_simulations)
-    keys = jax.numpy.stack([jax.random.key(args.seed + i) for i in range(args.seeds)])
-
-    def init(key):
-        return core.init_state(env, agent, agent.optimizer, key, args.num_envs, rollout_length=args.rollout_length)
-
-    update = core.make_update(env, agent, agent.optimizer, rollout_length=args.rollout_length, axis_names=())
-
-    def call(state):
-        return jax.lax.scan(lambda s, _: update(s), state, None, length=args.updates_per_call)
-
-    state = jax.jit(jax.vmap(init))(keys)
-    start = time.perf_counter()
-    compiled = jax.jit(jax.vmap(call)).lower(state).compile()
-    compile_seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    for i in range(args.updates // args.updates_per_call):
-        state, metrics = compiled(state)
-        jax.block_until_ready(metrics)
-        print(f"call {i + 1}: decisive {np.asarray(metrics['episode_return'][:, -1]).round(2)}", file=sys.stderr)
-    train_seconds = time.perf_counter() - start
-    env_steps = args.updates // args.updates_per_call * args.updates_per_call * args.num_envs * args.rollout_length
-
+    agent, state, compile_seconds, train_seconds, env_steps = train_self_play(args)
     baselines = ["random", "greedy"] + (["perfect"] if args.game == "tic_tac_toe" else [])
     results = {}
     for name in baselines:

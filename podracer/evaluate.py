@@ -116,6 +116,11 @@ def snapshot_opponent(checkpoint_dir: str, *, greedy: bool = True):
     agent, params, _ = load(checkpoint_dir, spec)
     if jax.tree.leaves(agent.initial_state(1)):
         raise ValueError(f"snapshot_opponent: {checkpoint_dir!r} holds a recurrent agent; an opponent is feed-forward.")
+    if agent.plans:
+        raise ValueError(
+            f"snapshot_opponent: {checkpoint_dir!r} holds a planning agent ({metadata['agent']}), which searches the "
+            "game's state and an opponent sees only the board; podracer.ladder.match plays two of its snapshots."
+        )
 
     def opponent(observation, legal_action_mask, key):
         action, extras, _ = agent.act(

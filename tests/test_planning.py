@@ -200,3 +200,35 @@ def test_alphazero_in_self_play_beats_random_play_at_tic_tac_toe_on_most_seeds()
 
     wins, _ = outcomes("random")
     assert (wins >= 0.65).sum() >= 2, wins
+
+
+def test_elo_fit_recovers_the_odds_and_is_anchored_at_random_play():
+    from podracer.ladder import fit_elo
+
+    # A scores 75 % against random play (3 to 1: 400 log10 3 = 190.8 Elo), B 75 % against A, 90 % against random.
+    elo = fit_elo(3, [(1, 0, 0.75, 10_000), (2, 1, 0.75, 10_000), (2, 0, 0.9, 10_000)])
+    assert elo[0] == 0.0 and 185 < elo[1] < 197 and 370 < elo[2] < 390
+    # One player won every game: the virtual draw keeps the rating finite, and more wins rate higher.
+    few, many = fit_elo(2, [(1, 0, 1.0, 10)])[1], fit_elo(2, [(1, 0, 1.0, 100)])[1]
+    assert np.isfinite(many) and 0 < few < many
+
+
+@pytest.mark.suite("pgx")
+def test_a_match_seats_each_player_first_in_half_the_games_and_the_ladder_rates_its_snapshots():
+    from podracer import ladder
+
+    env = envs.make("pgx:tic_tac_toe")
+    agent = agents.make("alphazero", env.spec(), num_simulations=32, hidden_sizes=(16,))
+    params = agent.init(jax.random.key(0), jnp.zeros((1, *env.spec().observation.shape)))
+    # Random play against itself: the first mover wins more (random tic-tac-toe: about 58 % of games, the second 29 %).
+    outcome = ladder.match("tic_tac_toe", agent, ladder.RANDOM, ladder.RANDOM, 512, jax.random.key(1))
+    assert set(np.unique(outcome)) <= {-1.0, 0.0, 1.0}
+    first, second = outcome[0::2], outcome[1::2]  # A moved first in the even games
+    assert first.mean() > 0.1 and second.mean() < -0.1
+    # A search of the true rules with an untrained network beats random play; the ladder rates it above 0.
+    elo, matches = ladder.ladder("tic_tac_toe", agent, [params, params], 64, jax.random.key(2))
+    assert [(m["player"], m["opponent"]) for m in matches] == [(1, 0), (2, 0), (2, 1)]
+    assert all(m["wins"] + m["draws"] + m["losses"] == 64 for m in matches)
+    assert elo.shape == (2,) and (elo > 0).all()
+    with pytest.raises(ValueError, match=r"^A match has an even number of games \(each player first in half\), got 3"):
+        ladder.match("tic_tac_toe", agent, params, ladder.RANDOM, 3, jax.random.key(0))
