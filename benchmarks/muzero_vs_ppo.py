@@ -28,7 +28,7 @@ import _report
 
 # task: (mode, MuZero's preset, PPO's preset, env steps per seed, PPO's flags over its preset)
 TASKS = {
-    "catch": ("anakin", "catch-muzero", "catch-ppo", 307_200, []),
+    "catch": ("anakin", "catch-muzero", "catch-ppo", 409_600, []),
     "cartpole": ("anakin", "cartpole-muzero", "cartpole", 409_600, []),
     "breakout": ("anakin", "breakout-minatar-muzero", "breakout-minatar", 2_048_000, []),
     "cartpole-sebulba": ("sebulba", "cartpole-sebulba-muzero", "cartpole-sebulba", 409_600, []),

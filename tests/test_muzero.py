@@ -93,15 +93,15 @@ def test_errors_name_the_flag():
         agents.make("muzero", continuous)
 
 
-FAST_CATCH = dict(num_epochs=4, num_minibatches=4, num_simulations=8, hidden_sizes=(64,), latent_size=32)
+SMALL = dict(num_epochs=4, num_minibatches=4, num_simulations=8, hidden_sizes=(64,), latent_size=32)
 
 
 @pytest.mark.slow
 def test_muzero_solves_catch_in_anakin_on_most_seeds(devices, optimized_xla):
-    """Three seeds in one program, 307k env steps each: from random play (about -0.6) to >= 0.9 on >= 2 of 3
-    (2-core AMD EPYC: 0.99-1.00 on all three, greedy evaluation 1.0)."""
+    """Three seeds in one program, 410k env steps each (the catch-muzero preset): from random play (about -0.6) to
+    >= 0.9 on >= 2 of 3 (2-core AMD EPYC, tuning seeds 0-2 and 10-12: training 0.98-1.00, greedy 1.0 on all six)."""
     env = Catch()
-    agent = agents.make("muzero", env.spec(), **FAST_CATCH)
+    agent = agents.make("muzero", env.spec(), gumbel_scale=2.0, **SMALL)
     result = anakin.run(
         env,
         agent,
@@ -109,7 +109,7 @@ def test_muzero_solves_catch_in_anakin_on_most_seeds(devices, optimized_xla):
         key=anakin.seed_keys(100, 3),
         num_envs_per_device=32,
         rollout_length=16,
-        num_updates=300,
+        num_updates=400,
         updates_per_call=50,
         devices=devices[:2],
     )
@@ -127,7 +127,7 @@ def test_muzero_balances_cartpole_in_sebulba_in_most_runs(devices):
     for seed in (100, 101, 102):
         config = SebulbaConfig(
             env="CartPole-v1",
-            agent=agents.MuZeroConfig(value_scale=0.02, **FAST_CATCH),
+            agent=agents.MuZeroConfig(value_scale=0.02, **SMALL),
             total_env_steps=400_000,
             num_envs_per_actor=32,
             rollout_length=32,
