@@ -30,12 +30,18 @@ class EvaluateConfig:
     # take the most likely (or, for value-based agents, the highest-valued) action instead of the behaviour policy's
     greedy: bool = False
     seed: int = 0  # random seed
-    # two-player pgx games: the other player, random legal moves, one-step greedy ones, or perfect play (minimax,
-    # pgx:tic_tac_toe only); by default the run's own opponent (random legal moves after self-play)
-    opponent: Literal["random", "greedy", "perfect"] | None = None
+    # two-player pgx games: the other player, random legal moves, one-step greedy ones, perfect play (minimax,
+    # pgx:tic_tac_toe only) or pgx's baseline model (from --baseline-dir); by default the run's own opponent (random
+    # legal moves after self-play)
+    opponent: Literal["random", "greedy", "perfect", "baseline"] | None = None
+    # where pgx's baseline models are (MODEL.ckpt, as pgx.make_baseline_model leaves them): --opponent baseline reads
+    # the game's there and downloads nothing (needs dm-haiku)
+    baseline_dir: str | None = None
     imports: Imports = ()
 
     def __post_init__(self):
+        if (self.opponent == "baseline") != (self.baseline_dir is not None):
+            raise ValueError("--opponent baseline and --baseline-dir DIR go together (the model is read from DIR).")
         if not 1 <= self.episodes <= MAX_EPISODES:
             raise ValueError(
                 f"--episodes must be between 1 and {MAX_EPISODES:,} (one environment each, all at once), "
@@ -168,7 +174,14 @@ def _play_jax(metadata, directory, episodes, seed, greedy, max_steps, record, op
     from podracer.envs import wrappers
 
     name = metadata["env"].removeprefix("jax:")  # Sebulba's JAX environments too
-    env = wrappers.for_evaluation(build.env_against(name, opponent or metadata.get("opponent", "random")))
+    opponent = opponent or metadata.get("opponent", "random")
+    if isinstance(opponent, tuple):  # ("baseline", DIR): pgx's baseline model, read from DIR
+        from podracer.envs.pgx import baseline_opponent
+
+        if not name.startswith("pgx:"):
+            raise ValueError(f"--opponent baseline: {name} is not a two-player pgx game (pgx:NAME).")
+        opponent = baseline_opponent(name.removeprefix("pgx:"), opponent[1])
+    env = wrappers.for_evaluation(build.env_against(name, opponent))
     if record:
         _check_recordable(metadata, env.spec())
     agent, params, _ = load(directory, env.spec())
@@ -187,7 +200,8 @@ def play(
 ):
     """Returns of ``episodes`` episodes of a Sebulba (envpool) or Anakin (JAX) checkpoint, and the first
     episode's frames when ``record`` (image or board observations); ``opponent``: a two-player game's other player
-    (``"random"``, ``"greedy"``, ``"perfect"``; None: the run's)."""
+    (``"random"``, ``"greedy"``, ``"perfect"``, ``("baseline", DIR)``: pgx's baseline model read from DIR; None: the
+    run's)."""
     from podracer import checkpoint
 
     metadata, _ = checkpoint.newest_metadata(directory)
@@ -255,7 +269,7 @@ def main(argv=None, *, prog: str = "python -m podracer.evaluate", name: str = "p
             seed=args.seed,
             greedy=args.greedy,
             record=bool(args.gif),
-            opponent=args.opponent,
+            opponent=("baseline", args.baseline_dir) if args.opponent == "baseline" else args.opponent,
         )
     except (ValueError, FileNotFoundError) as error:
         print(f"{name}: error: {error}", file=sys.stderr)

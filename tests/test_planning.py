@@ -232,3 +232,54 @@ def test_a_match_seats_each_player_first_in_half_the_games_and_the_ladder_rates_
     assert elo.shape == (2,) and (elo > 0).all()
     with pytest.raises(ValueError, match=r"^A match has an even number of games \(each player first in half\), got 3"):
         ladder.match("tic_tac_toe", agent, params, ladder.RANDOM, 3, jax.random.key(0))
+
+
+def _fake_baseline(directory, game="othello"):
+    """A file in the format of pgx's baseline models (pgx's own AlphaZero network, made small and untrained), as
+    ``pgx.make_baseline_model`` leaves it in its download directory."""
+    import pickle
+
+    import haiku as hk
+    import pgx
+    from pgx._src.baseline import _create_az_model_v0
+
+    env = pgx.make(game)
+    args = {"num_actions": env.num_actions, "num_channels": 4, "num_layers": 1, "resnet_v2": True}
+
+    def forward(x, is_eval=False):  # as pgx's: training mode at init makes the batch norms' moving averages
+        return _create_az_model_v0(**args)(x, is_training=not is_eval, test_local_stats=False)
+
+    forward = hk.without_apply_rng(hk.transform_with_state(forward))
+    params, state = forward.init(jax.random.key(1), env.init(jax.random.key(0)).observation[None])
+    with open(directory / f"{game}_v0.ckpt", "wb") as f:
+        pickle.dump({"args": args, "params": params, "state": state}, f)
+
+
+@pytest.mark.suite("pgx")
+def test_pgx_baseline_models_are_read_from_a_local_directory_and_play_legal_moves(tmp_path):
+    pytest.importorskip("haiku")
+    from podracer.envs.pgx import baseline_opponent
+    from podracer.evaluate import EvaluateConfig
+
+    with pytest.raises(
+        ValueError, match=r"^--baseline-dir: no othello_v0\.ckpt in .* fetches it; copy DIR's file here\)\.$"
+    ):
+        baseline_opponent("othello", str(tmp_path))
+    with pytest.raises(
+        ValueError, match=r"^--opponent baseline: pgx has baseline models for animal_shogi, .*, not tic_tac_toe\.$"
+    ):
+        baseline_opponent("tic_tac_toe", str(tmp_path))
+    with pytest.raises(ValueError, match=r"^--opponent baseline and --baseline-dir DIR go together"):
+        EvaluateConfig(checkpoint="runs/x", opponent="baseline")
+    _fake_baseline(tmp_path)
+    opponent = baseline_opponent("othello", str(tmp_path))
+    assert opponent.__name__ == "pgx's baseline model othello_v0 (greedy)"
+    games = _positions("othello", 32, 20)
+    moves = jax.jit(jax.vmap(opponent))(
+        games.observation, games.legal_action_mask, jax.random.split(jax.random.key(0), 32)
+    )
+    assert np.take_along_axis(np.asarray(games.legal_action_mask), np.asarray(moves)[:, None], axis=1).all()
+    # A game against it, as `podracer evaluate --opponent baseline --baseline-dir DIR` plays one.
+    env = envs.wrap(envs.make("pgx:othello", opponent=opponent))
+    state, timestep = env.reset(jax.random.key(3))
+    assert timestep.action_mask.any()

@@ -110,6 +110,47 @@ def perfect_tic_tac_toe(observation, legal_action_mask, key) -> chex.Array:
     return jax.random.categorical(key, jnp.where(best, 0.0, -jnp.inf)).astype(jnp.int32)
 
 
+# The games pgx has an AlphaZero baseline model for (pgx.make_baseline_model; pgx's Elo figures are anchored there).
+BASELINES = {
+    "animal_shogi": "animal_shogi_v0",
+    "gardner_chess": "gardner_chess_v0",
+    "go_9x9": "go_9x9_v0",
+    "hex": "hex_v0",
+    "othello": "othello_v0",
+}
+
+
+def baseline_opponent(name: str, directory: str) -> Opponent:
+    """An opponent that plays pgx's baseline model of game ``name`` greedily (the most likely legal move of its
+    policy), read from ``directory``/MODEL.ckpt, a file as ``pgx.make_baseline_model(MODEL, download_dir=...)``
+    leaves it. Nothing is downloaded: pgx fetches these files from Google Drive, which a machine behind a firewall
+    cannot reach. Needs dm-haiku (pgx's models are haiku networks)."""
+    import os
+
+    if name not in BASELINES:
+        games = ", ".join(sorted(BASELINES))
+        raise ValueError(f"--opponent baseline: pgx has baseline models for {games}, not {name}.")
+    model_id = BASELINES[name]
+    path = os.path.join(directory, f"{model_id}.ckpt")
+    if not os.path.isfile(path):
+        raise ValueError(
+            f"--baseline-dir: no {model_id}.ckpt in {directory} (on a machine that reaches Google Drive, "
+            f"pgx.make_baseline_model('{model_id}', download_dir=DIR) fetches it; copy DIR's file here)."
+        )
+    require_package("pgx", "haiku")
+    from pgx import make_baseline_model
+
+    model = make_baseline_model(model_id, download_dir=directory)
+
+    def opponent(observation, legal_action_mask, key):
+        del key
+        logits, _ = model(observation[None])
+        return jnp.argmax(jnp.where(legal_action_mask, logits[0], -jnp.inf)).astype(jnp.int32)
+
+    opponent.__name__ = f"pgx's baseline model {model_id} (greedy)"
+    return opponent
+
+
 class PgxEnv:
     """``pgx.make(name)`` behind podracer's environment protocol (``env``: a pgx environment, used as it is;
     ``opponent``: who makes the other player's moves in a two-player game: ``"random"`` (:func:`random_legal_move`,
