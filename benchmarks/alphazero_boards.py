@@ -70,6 +70,9 @@ def main(argv=None) -> int:
     parser.add_argument("--rollout-length", type=int, default=16)
     parser.add_argument("--num-simulations", type=int, default=64)
     parser.add_argument("--games", type=int, default=256, help="games against each baseline per seed")
+    parser.add_argument(
+        "--eval-simulations", type=int, default=None, help="the search's simulations in the games (default: training's)"
+    )
     _report.add_output_flags(parser, "alphazero_GAME")
     args = parser.parse_args(argv)
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -77,14 +80,17 @@ def main(argv=None) -> int:
     import jax
     import numpy as np
 
+    from podracer import agents
     from podracer.envs.pgx import PgxEnv
     from podracer.play import make_evaluate
 
     agent, state, compile_seconds, train_seconds, env_steps = train_self_play(args)
+    searches = args.eval_simulations or args.num_simulations
+    player = agents.make("alphazero", PgxEnv(args.game).spec(), num_simulations=searches)  # the same parameters
     baselines = ["random", "greedy"] + (["perfect"] if args.game == "tic_tac_toe" else [])
     results = {}
     for name in baselines:
-        evaluate = make_evaluate(PgxEnv(args.game, opponent=name), agent, args.games)
+        evaluate = make_evaluate(PgxEnv(args.game, opponent=name), player, args.games)
         returns = np.asarray(jax.jit(jax.vmap(evaluate, in_axes=(0, None)))(state.learner.params, jax.random.key(7)))
         results[name] = [[int((r > 0).sum()), int((r == 0).sum()), int((r < 0).sum())] for r in returns]
 
@@ -93,7 +99,8 @@ def main(argv=None) -> int:
         "",
         f"Machine: {_report.machine()}. {args.seeds} seeds ({args.seed}-{args.seed + args.seeds - 1}) vmapped in one "
         f"program; {args.num_envs} games x {args.rollout_length} moves per update, {args.updates} updates = "
-        f"{env_steps:,} env steps (moves of both sides) per seed; --num-simulations {args.num_simulations}; "
+        f"{env_steps:,} env steps (moves of both sides) per seed; --num-simulations {args.num_simulations} "
+        f"in training, {searches} in the games; "
         f"compile {compile_seconds:.0f} s, training {train_seconds:.0f} s (all seeds together). "
         f"Greedy play, {args.games} games per seed against each baseline, wins / draws / losses.",
         "",
@@ -111,6 +118,7 @@ def main(argv=None) -> int:
         "seeds": list(range(args.seed, args.seed + args.seeds)),
         "env_steps_per_seed": env_steps,
         "num_simulations": args.num_simulations,
+        "eval_simulations": searches,
         "num_envs": args.num_envs,
         "rollout_length": args.rollout_length,
         "updates": args.updates,
