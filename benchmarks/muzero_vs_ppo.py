@@ -1,6 +1,6 @@
 """podracer's MuZero (``--agent muzero``) beside podracer's PPO at equal env steps, on the same machine in one run:
-Catch, CartPole and MinAtar Breakout in Anakin (seeds vmapped in one program), CartPole in Sebulba (envpool; one
-run per seed, one after another).
+Catch, CartPole and MinAtar Breakout in Anakin (seeds vmapped in one program), Catch (stepped on the host) and
+CartPole (envpool) in Sebulba (one run per seed, one after another).
 
 Each side is a fresh ``podracer anakin|sebulba --preset NAME`` process, the two sides alternating task by task
 (MuZero, PPO, ...), both trained for the task's env steps per seed (``--num-updates`` set from each preset's
@@ -31,20 +31,24 @@ TASKS = {
     "catch": ("anakin", "catch-muzero", "catch-ppo", 409_600, []),
     "cartpole": ("anakin", "cartpole-muzero", "cartpole", 409_600, []),
     "breakout": ("anakin", "breakout-minatar-muzero", "breakout-minatar", 2_048_000, []),
+    "catch-sebulba": ("sebulba", "catch-sebulba-muzero", "catch-sebulba-ppo", 409_600, []),
     "cartpole-sebulba": ("sebulba", "cartpole-sebulba-muzero", "cartpole-sebulba", 409_600, []),
 }
 
 
 def anakin_flags(preset: str, env_steps: int, episodes: int) -> list[str]:
-    """``--num-updates`` (a multiple of the preset's updates per call) for ``env_steps`` per seed, one greedy
-    evaluation at the end."""
+    """``--num-updates`` for ``env_steps`` per seed (``--updates-per-call`` the largest divisor of it up to the
+    preset's), one greedy evaluation at the end."""
     from podracer import presets
 
     flags = presets.get(preset).flags
     batch = flags.get("num-envs", 64) * flags.get("rollout-length", 16)
-    every = flags.get("updates-per-call", 20)
-    updates = max(every, round(env_steps / batch / every) * every)
-    return ["--num-updates", str(updates), "--eval-every", str(updates), "--eval-episodes", str(episodes)]
+    updates = max(1, round(env_steps / batch))
+    every = max(d for d in range(1, flags.get("updates-per-call", 20) + 1) if updates % d == 0)
+    return [
+        *("--num-updates", str(updates), "--updates-per-call", str(every)),
+        *("--eval-every", str(updates), "--eval-episodes", str(episodes)),
+    ]
 
 
 def run(mode: str, preset: str, extra: list[str], seeds: int, seed: int) -> dict:
@@ -66,7 +70,7 @@ def run(mode: str, preset: str, extra: list[str], seeds: int, seed: int) -> dict
             lines = [json.loads(x) for x in (Path(log_dir) / "metrics.jsonl").read_text().splitlines() if x.strip()]
             last = lines[-1]
             evaluated = [x for x in lines if "eval_return" in x][-1]
-            out["env_steps"] = int(last["env_steps"]) // (seeds if mode == "anakin" else 1)
+            out["env_steps"] = int(last["env_steps"])  # per seed
             if mode == "anakin":
                 out["greedy"] += evaluated.get("eval_return_per_seed", [evaluated["eval_return"]])
                 out["training"] += last.get("episode_return_per_seed", [last["episode_return"]])
