@@ -22,7 +22,8 @@ import _report
 def train_self_play(args, on_call=None):
     """``(agent, state, compile seconds, training seconds, env steps per seed)``: AlphaZero trained in self-play on
     ``args.game`` for ``args.updates`` updates, ``args.seeds`` seeds from ``args.seed`` vmapped in one program;
-    ``on_call(call, state)`` after every host call (the state stacked over seeds)."""
+    ``on_call(call, state)`` before the first host call (call 0, the initial state) and after every one (the state
+    stacked over seeds)."""
     import jax
     import numpy as np
 
@@ -46,6 +47,8 @@ def train_self_play(args, on_call=None):
     start = time.perf_counter()
     compiled = jax.jit(jax.vmap(call)).lower(state).compile()
     compile_seconds = time.perf_counter() - start
+    if on_call is not None:
+        on_call(0, state)
     train_seconds = 0.0
     for i in range(args.updates // args.updates_per_call):
         start = time.perf_counter()

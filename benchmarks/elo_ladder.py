@@ -47,9 +47,7 @@ def main(argv=None) -> int:
     def keep(call, state):
         snapshots.append((call * args.every, jax.tree.map(lambda x: x[0], state.learner.params)))
 
-    agent, state, compile_seconds, train_seconds, env_steps = train_self_play(args, keep)
-    first = jax.tree.map(lambda x: x[0], _untrained(args, agent))
-    snapshots.insert(0, (0, first))
+    agent, state, compile_seconds, train_seconds, env_steps = train_self_play(args, keep)  # call 0: untrained
     steps_per_update = args.num_envs * args.rollout_length
 
     start = time.perf_counter()
@@ -110,22 +108,6 @@ def main(argv=None) -> int:
     if out is not None:
         _write_curve(rows, out, args.game, np)
     return 0
-
-
-def _untrained(args, agent):
-    """The run's initial parameters (the same key as the run's, so snapshot 1 is where training started)."""
-    import jax
-
-    from podracer.anakin import core
-    from podracer.envs.pgx import PgxEnv
-
-    env = PgxEnv(args.game, opponent="self")
-    keys = jax.numpy.stack([jax.random.key(args.seed)])
-
-    def init(key):
-        return core.init_state(env, agent, agent.optimizer, key, args.num_envs, rollout_length=args.rollout_length)
-
-    return jax.jit(jax.vmap(init))(keys).learner.params
 
 
 def _write_curve(rows, out, game, np) -> None:

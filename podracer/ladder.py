@@ -39,16 +39,11 @@ def _moves(agent: Agent, model, params, state, key):
     return greedy_action(extras)
 
 
-def _random_moves(state, key):
-    logits = jnp.where(state.legal_action_mask, 0.0, -jnp.inf)
-    return jax.random.categorical(key, logits).astype(jnp.int32)
-
-
 @functools.lru_cache(maxsize=16)
 def _compiled(game: str, agent: Agent, a_random: bool, b_random: bool, num_games: int):
     import pgx
 
-    from podracer.envs.pgx import PgxEnv
+    from podracer.envs.pgx import PgxEnv, random_legal_move
 
     env = pgx.make(game)
     model = PgxEnv(game, env=env).search_model()
@@ -68,8 +63,9 @@ def _compiled(game: str, agent: Agent, a_random: bool, b_random: bool, num_games
         def move(carry):
             state, score, key = carry
             key, ka, kb, ks = jax.random.split(key, 4)
-            a = _random_moves(state, ka) if a_random else _moves(agent, model, params_a, state, ka)
-            b = _random_moves(state, kb) if b_random else _moves(agent, model, params_b, state, kb)
+            legal = state.legal_action_mask
+            a = random_legal_move(None, legal, ka) if a_random else _moves(agent, model, params_a, state, ka)
+            b = random_legal_move(None, legal, kb) if b_random else _moves(agent, model, params_b, state, kb)
             action = jnp.where(state.current_player == seat_a, a, b)
             done = state.terminated | state.truncated
             stepped = jax.vmap(env.step)(state, action, jax.random.split(ks, num_games))

@@ -63,6 +63,29 @@ def legal_logits(logits, action_mask):
     return mask_logits(logits - jnp.max(logits, axis=-1, keepdims=True), action_mask)
 
 
+def gumbel_search(config, params, key, root, recurrent_fn, logits, action_mask, qtransform=None):
+    """``(action, extras)`` of mctx's ``gumbel_muzero_policy`` with a planning config's ``num_simulations``,
+    ``max_num_considered_actions`` and ``gumbel_scale`` (``qtransform``: mctx's default when None), the root's
+    invalid actions the mask's complement. Extras: the prior ``logits``, the improved policy (``policy_target``: the
+    search's ``action_weights``) and the ``greedy`` action, the legal action it weighs most."""
+    import mctx
+
+    search = mctx.gumbel_muzero_policy(
+        params,
+        key,
+        root,
+        recurrent_fn,
+        num_simulations=config.num_simulations,
+        invalid_actions=None if action_mask is None else ~action_mask,
+        max_num_considered_actions=config.max_num_considered_actions,
+        gumbel_scale=config.gumbel_scale,
+        **({} if qtransform is None else {"qtransform": qtransform}),
+    )
+    weights = search.action_weights
+    greedy = jnp.argmax(mask_logits(weights, action_mask), axis=-1).astype(jnp.int32)
+    return search.action.astype(jnp.int32), {"logits": logits, "policy_target": weights, "greedy": greedy}
+
+
 def make_alphazero(spec: EnvSpec, config: AlphaZeroConfig = AlphaZeroConfig(), run: RunFacts | None = None) -> Agent:
     """Gumbel AlphaZero on ``spec``'s discrete, masked actions (its environment gives the model: ``Agent.plans``)."""
     import mctx
@@ -92,20 +115,8 @@ def make_alphazero(spec: EnvSpec, config: AlphaZeroConfig = AlphaZeroConfig(), r
             )
             return output, embedding
 
-        search = mctx.gumbel_muzero_policy(
-            params,
-            key,
-            root,
-            recurrent_fn,
-            num_simulations=config.num_simulations,
-            invalid_actions=None if action_mask is None else ~action_mask,
-            max_num_considered_actions=config.max_num_considered_actions,
-            gumbel_scale=config.gumbel_scale,
-        )
-        weights = search.action_weights
-        greedy = jnp.argmax(mask_logits(weights, action_mask), axis=-1).astype(jnp.int32)
-        extras = {"logits": logits, "policy_target": weights, "greedy": greedy}
-        return search.action.astype(jnp.int32), extras, state
+        action, extras = gumbel_search(config, params, key, root, recurrent_fn, logits, action_mask)
+        return action, extras, state
 
     lambda_returns = jax.vmap(functools.partial(rlax.lambda_returns, lambda_=1.0), in_axes=1, out_axes=1)
 

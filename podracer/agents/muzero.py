@@ -29,13 +29,12 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from podracer.agents.alphazero import legal_logits
+from podracer.agents.alphazero import gumbel_search, legal_logits
 from podracer.agents.base import (
     Agent,
     Configurable,
     check_hyperparameters,
     make_torso,
-    mask_logits,
     masked_mean,
     require_actions,
     transitions,
@@ -171,21 +170,8 @@ def make_muzero(spec: EnvSpec, config: MuZeroConfig = MuZeroConfig(), run: RunFa
             )
             return output, latent
 
-        search = mctx.gumbel_muzero_policy(
-            params,
-            key,
-            root,
-            recurrent_fn,
-            num_simulations=config.num_simulations,
-            invalid_actions=None if action_mask is None else ~action_mask,
-            max_num_considered_actions=config.max_num_considered_actions,
-            gumbel_scale=config.gumbel_scale,
-            qtransform=qtransform,
-        )
-        weights = search.action_weights
-        greedy = jnp.argmax(mask_logits(weights, action_mask), axis=-1).astype(jnp.int32)
-        extras = {"logits": logits, "policy_target": weights, "greedy": greedy}
-        return search.action.astype(jnp.int32), extras, state
+        action, extras = gumbel_search(config, params, key, root, recurrent_fn, logits, action_mask, qtransform)
+        return action, extras, state
 
     def n_step_returns(r_t, discount_t, v_t, lambda_t):  # [T, B] each, per environment
         one = functools.partial(rlax.n_step_bootstrapped_returns, n=config.n_step)
