@@ -156,8 +156,10 @@ ROWS = (
         500_000,
         note="short of the zoo's one run by less than 2 (its interval's upper end -83.5); seeds 0-4 scored IQM -81.9. "
         "SB3's RMSprop (alpha 0.99, eps 1e-5 outside the square root) tried on seeds 0-4: IQM -83.2, no better than "
-        "Adam; a run of it on seeds 100-104, made before that decision, scored -84.6 (Adam: -84.8). Left: the zoo's "
-        "observation clip at 10 (podracer's at 5), its single run against five seeds' interval",
+        "Adam; a run of it on seeds 100-104, made before that decision, scored -84.6 (Adam: -84.8). The zoo's "
+        "observation clip at 10 (podracer's at 5), tried on seeds 0-4 with the library's clip changed for the run: "
+        "IQM -83.2, where the clip at 5 scored -81.6 in the same session (AMD EPYC). Left: its single run against "
+        "five seeds' interval",
     ),
     Row(
         "acrobot-zoo",
@@ -186,7 +188,7 @@ ROWS = (
         1_000_000,
         note="not explained; the source's settings, untuned: seeds 0-4 scored -122.5 to -111.8 (interquartile mean "
         "-121.9), seeds 100-104 lower. Left: SB3's RMSprop (on Acrobot it did no better than Adam), the zoo's "
-        "observation clip at 10 (podracer's at 5), its single run against five seeds' interval. MountainCar falls "
+        "observation clip at 10 (podracer's at 5; on Acrobot A2C no gain), its single run against five seeds' interval. MountainCar falls "
         "short in four of the table's rows (PPO at 250k, DQN, A2C, MountainCarContinuous) and reaches in one (PPO at "
         "the zoo's 1M); gymnax's MountainCar steps as gym's does (read side by side: force, gravity, clipping, the "
         "wall's inelastic stop, the goal, the 200-step limit)",
