@@ -32,7 +32,9 @@ def train_self_play(args, on_call=None):
     from podracer.envs.pgx import PgxEnv
 
     env = PgxEnv(args.game, opponent="self")
-    agent = agents.make("alphazero", env.spec(), num_simulations=args.num_simulations)
+    agent = agents.make(
+        "alphazero", env.spec(), num_simulations=args.num_simulations, gumbel_scale=args.gumbel_scale
+    )
     keys = jax.numpy.stack([jax.random.key(args.seed + i) for i in range(args.seeds)])
 
     def init(key):
@@ -72,9 +74,18 @@ def main(argv=None) -> int:
     parser.add_argument("--num-envs", type=int, default=64, help="self-play games in parallel per seed")
     parser.add_argument("--rollout-length", type=int, default=16)
     parser.add_argument("--num-simulations", type=int, default=64)
+    parser.add_argument(
+        "--gumbel-scale", type=float, default=1.0, help="the Gumbel noise of self-play's root (the games': training's)"
+    )
     parser.add_argument("--games", type=int, default=256, help="games against each baseline per seed")
     parser.add_argument(
         "--eval-simulations", type=int, default=None, help="the search's simulations in the games (default: training's)"
+    )
+    parser.add_argument(
+        "--eval-gumbel-scale",
+        type=float,
+        default=None,
+        help="the Gumbel noise of the games' search (default: training's; 0: none, a deterministic search)",
     )
     _report.add_output_flags(parser, "alphazero_GAME")
     args = parser.parse_args(argv)
@@ -89,7 +100,10 @@ def main(argv=None) -> int:
 
     agent, state, compile_seconds, train_seconds, env_steps = train_self_play(args)
     searches = args.eval_simulations or args.num_simulations
-    player = agents.make("alphazero", PgxEnv(args.game).spec(), num_simulations=searches)  # the same parameters
+    noise = args.gumbel_scale if args.eval_gumbel_scale is None else args.eval_gumbel_scale
+    player = agents.make(  # the same parameters
+        "alphazero", PgxEnv(args.game).spec(), num_simulations=searches, gumbel_scale=noise
+    )
     baselines = ["random", "greedy"] + (["perfect"] if args.game == "tic_tac_toe" else [])
     results = {}
     for name in baselines:
@@ -102,8 +116,9 @@ def main(argv=None) -> int:
         "",
         f"Machine: {_report.machine()}. {args.seeds} seeds ({args.seed}-{args.seed + args.seeds - 1}) vmapped in one "
         f"program; {args.num_envs} games x {args.rollout_length} moves per update, {args.updates} updates = "
-        f"{env_steps:,} env steps (moves of both sides) per seed; --num-simulations {args.num_simulations} "
-        f"in training, {searches} in the games; "
+        f"{env_steps:,} env steps (moves of both sides) per seed; --gumbel-scale {args.gumbel_scale}, "
+        f"--num-simulations {args.num_simulations} "
+        f"in training, {searches} in the games (their Gumbel scale {noise}); "
         f"compile {compile_seconds:.0f} s, training {train_seconds:.0f} s (all seeds together). "
         f"Greedy play, {args.games} games per seed against each baseline, wins / draws / losses.",
         "",
@@ -121,7 +136,9 @@ def main(argv=None) -> int:
         "seeds": list(range(args.seed, args.seed + args.seeds)),
         "env_steps_per_seed": env_steps,
         "num_simulations": args.num_simulations,
+        "gumbel_scale": args.gumbel_scale,
         "eval_simulations": searches,
+        "eval_gumbel_scale": noise,
         "num_envs": args.num_envs,
         "rollout_length": args.rollout_length,
         "updates": args.updates,
