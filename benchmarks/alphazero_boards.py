@@ -32,9 +32,7 @@ def train_self_play(args, on_call=None):
     from podracer.envs.pgx import PgxEnv
 
     env = PgxEnv(args.game, opponent="self")
-    agent = agents.make(
-        "alphazero", env.spec(), num_simulations=args.num_simulations, gumbel_scale=args.gumbel_scale
-    )
+    agent = agents.make("alphazero", env.spec(), num_simulations=args.num_simulations, gumbel_scale=args.gumbel_scale)
     keys = jax.numpy.stack([jax.random.key(args.seed + i) for i in range(args.seeds)])
 
     def init(key):
