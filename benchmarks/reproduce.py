@@ -188,10 +188,10 @@ ROWS = (
         1_000_000,
         note="not explained; the source's settings, untuned: seeds 0-4 scored -122.5 to -111.8 (interquartile mean "
         "-121.9), seeds 100-104 lower. Left: SB3's RMSprop (on Acrobot it did no better than Adam), the zoo's "
-        "observation clip at 10 (podracer's at 5; on Acrobot A2C no gain), its single run against five seeds' interval. MountainCar falls "
-        "short in four of the table's rows (PPO at 250k, DQN, A2C, MountainCarContinuous) and reaches in one (PPO at "
-        "the zoo's 1M); gymnax's MountainCar steps as gym's does (read side by side: force, gravity, clipping, the "
-        "wall's inelastic stop, the goal, the 200-step limit)",
+        "observation clip at 10 (podracer's at 5; on Acrobot A2C no gain), its single run against five seeds' "
+        "interval. MountainCar falls short in four of the table's rows (PPO at 250k, DQN, A2C, "
+        "MountainCarContinuous) and reaches in one (PPO at the zoo's 1M); gymnax's MountainCar steps as gym's does "
+        "(read side by side: force, gravity, clipping, the wall's inelastic stop, the goal, the 200-step limit)",
     ),
     Row(
         "pendulum",
