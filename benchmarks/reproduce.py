@@ -144,7 +144,7 @@ ROWS = (
         "cartpole-a2c",
         500.0,
         f"{ZOO} a2c CartPole-v1 (500k env steps; hyperparams/a2c.yml: 8 envs, no entropy bonus, SB3's A2C defaults); "
-        "the row runs those settings with Adam for SB3's RMSprop",
+        "the row runs those settings, SB3's RMSprop included (--update-rule rmsprop)",
         500_000,
     ),
     Row(
@@ -152,14 +152,14 @@ ROWS = (
         "acrobot-a2c",
         -83.353,
         f"{ZOO} a2c Acrobot-v1 (500k env steps; hyperparams/a2c.yml: 16 envs, no entropy bonus, normalised "
-        "observations and rewards, SB3's A2C defaults); the row runs those settings with Adam for SB3's RMSprop",
+        "observations and rewards, SB3's A2C defaults); the row runs those settings, SB3's RMSprop included "
+        "(--update-rule rmsprop)",
         500_000,
-        note="short of the zoo's one run by less than 2 (its interval's upper end -83.5); seeds 0-4 scored IQM -81.9. "
-        "SB3's RMSprop (alpha 0.99, eps 1e-5 outside the square root) tried on seeds 0-4: IQM -83.2, no better than "
-        "Adam; a run of it on seeds 100-104, made before that decision, scored -84.6 (Adam: -84.8). The zoo's "
-        "observation clip at 10 (podracer's at 5), tried on seeds 0-4 with the library's clip changed for the run: "
-        "IQM -83.2, where the clip at 5 scored -81.6 in the same session (AMD EPYC). Left: its single run against "
-        "five seeds' interval",
+        note="with Adam for SB3's RMSprop (before --update-rule) the row scored -84.8 [-90.7, -83.5] on seeds 100-104, "
+        "short by less than 2; an RMSprop written into the optimizer for one trial scored IQM -83.2 on seeds 0-4 and "
+        "-84.6 on seeds 100-104 (another session, interval not kept). With --update-rule rmsprop: seeds 0-4 IQM "
+        "-82.5 (-87.3 to -80.8), seeds 100-104 as shown (AMD EPYC). The zoo's observation clip at 10 (podracer's "
+        "at 5), tried with Adam on seeds 0-4: no gain",
     ),
     Row(
         "acrobot-zoo",
@@ -184,14 +184,16 @@ ROWS = (
         "mountaincar-a2c",
         -111.263,
         f"{ZOO} a2c MountainCar-v0 (1M env steps; hyperparams/a2c.yml: 16 envs, no entropy bonus, normalised "
-        "observations and rewards, SB3's A2C defaults); the row runs those settings with Adam for SB3's RMSprop",
+        "observations and rewards, SB3's A2C defaults); the row runs those settings, SB3's RMSprop included "
+        "(--update-rule rmsprop)",
         1_000_000,
-        note="not explained; the source's settings, untuned: seeds 0-4 scored -122.5 to -111.8 (interquartile mean "
-        "-121.9), seeds 100-104 lower. Left: SB3's RMSprop (on Acrobot it did no better than Adam), the zoo's "
-        "observation clip at 10 (podracer's at 5; on Acrobot A2C no gain), its single run against five seeds' "
-        "interval. MountainCar falls short in four of the table's rows (PPO at 250k, DQN, A2C, "
-        "MountainCarContinuous) and reaches in one (PPO at the zoo's 1M); gymnax's MountainCar steps as gym's does "
-        "(read side by side: force, gravity, clipping, the wall's inelastic stop, the goal, the 200-step limit)",
+        note="not explained. SB3's RMSprop (--update-rule rmsprop) closed half the gap: Adam scored -132.3 "
+        "[-138.1, -125.3] on seeds 100-104 (seeds 0-4: IQM -121.9); RMSprop on seeds 0-4 IQM -108.8 (-122.7 to "
+        "-103.2), on seeds 100-104 as shown (-130.6 to -117.0; AMD EPYC). The seed sets differ by more than the "
+        "optimizers do; the zoo's figure is one run. MountainCar falls short in four of the table's rows (PPO at "
+        "250k, DQN, A2C, MountainCarContinuous) and reaches in one (PPO at the zoo's 1M); gymnax's MountainCar "
+        "steps as gym's does (read side by side: force, gravity, clipping, the wall's inelastic stop, the goal, "
+        "the 200-step limit)",
     ),
     Row(
         "pendulum",

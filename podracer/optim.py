@@ -23,14 +23,25 @@ from podracer.types import RunFacts
 
 LR_SCHEDULES = ("constant", "linear", "cosine")
 LRScheduleName = Literal[LR_SCHEDULES]  # learning-rate schedules (learning_rate_schedule)
+UPDATE_RULES = ("adam", "rmsprop")
+UpdateRuleName = Literal[UPDATE_RULES]  # the optimizer's update rules (--update-rule)
 # OptimizerConfig's, flat in flags
-FIELDS = ("learning_rate", "max_grad_norm", "lr_schedule", "lr_warmup_steps", "lr_end", "lr_decay_steps")
+FIELDS = (
+    "learning_rate",
+    "max_grad_norm",
+    "lr_schedule",
+    "lr_warmup_steps",
+    "lr_end",
+    "lr_decay_steps",
+    "update_rule",
+)
 ADAM_EPS = 1e-5
+RMSPROP_DECAY = 0.99  # PyTorch's RMSprop alpha, which Stable-Baselines3's A2C keeps
 
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerConfig:
-    """Adam after global-norm clipping, with a learning-rate schedule over the run's optimizer steps."""
+    """Adam (or RMSprop) after global-norm clipping, with a learning-rate schedule over the run's optimizer steps."""
 
     learning_rate: float = 3e-4  # Adam learning rate
     max_grad_norm: float | None = 0.5  # global gradient-norm clip; None: none
@@ -40,6 +51,8 @@ class OptimizerConfig:
     lr_end: float = 0.0  # the rate a linear or cosine schedule decays to, and keeps after its decay
     # optimizer steps a linear or cosine decay takes after the warm-up; None: the rest of the run
     lr_decay_steps: int | None = None
+    # adam; or rmsprop, PyTorch's (decay 0.99, eps 1e-5 outside the root, no momentum), Stable-Baselines3's A2C's
+    update_rule: UpdateRuleName = "adam"
 
     def __post_init__(self):
         for name in ("learning_rate", "max_grad_norm"):
@@ -60,6 +73,10 @@ class OptimizerConfig:
         if self.lr_schedule not in LR_SCHEDULES:
             raise ValueError(
                 f"--lr-schedule: unknown schedule {self.lr_schedule!r}; choose one of {', '.join(LR_SCHEDULES)}."
+            )
+        if self.update_rule not in UPDATE_RULES:
+            raise ValueError(
+                f"--update-rule: unknown rule {self.update_rule!r}; choose one of {', '.join(UPDATE_RULES)}."
             )
 
 
@@ -124,13 +141,15 @@ def learning_rate_schedule(
 def adam(
     settings: OptimizerConfig, total_steps: int | Callable[[], int | None] | None = None, *, eps: float = ADAM_EPS
 ) -> optax.GradientTransformation:
-    """Adam after clipping to ``settings.max_grad_norm`` (None: no clip), its rate following
-    :func:`learning_rate_schedule` over ``total_steps`` optimizer steps (always a schedule, so the state has one
-    layout whatever the choice). ``learning_rate`` (and the clip norm) are injected hyper-parameters: the state's
-    ``hyperparams`` hold them as arrays, read at every update. ``total_steps`` None (a run of unknown length:
-    evaluation, preview) builds the same state layout with a one-step decay. ``total_steps`` may be a function
-    that counts them, called only for a decaying schedule (a constant rate needs no count, and a sweep's traced
-    settings cannot be counted in Python)."""
+    """Adam (``settings.update_rule`` "adam", the default) or RMSprop ("rmsprop": PyTorch's, squares averaged with
+    decay 0.99 from zero, ``eps`` added outside the square root, no momentum) after clipping to
+    ``settings.max_grad_norm`` (None: no clip), its rate following :func:`learning_rate_schedule` over
+    ``total_steps`` optimizer steps (always a schedule, so the state has one layout whatever the choice).
+    ``learning_rate`` (and the clip norm) are injected hyper-parameters: the state's ``hyperparams`` hold them as
+    arrays, read at every update. ``total_steps`` None (a run of unknown length: evaluation, preview) builds the
+    same state layout with a one-step decay. ``total_steps`` may be a function that counts them, called only for a
+    decaying schedule (a constant rate needs no count, and a sweep's traced settings cannot be counted in
+    Python)."""
     schedule, warmup = settings.lr_schedule, settings.lr_warmup_steps
     if callable(total_steps):
         total_steps = None if schedule == "constant" or settings.lr_decay_steps is not None else total_steps()
@@ -139,7 +158,11 @@ def adam(
     def chain(learning_rate, max_grad_norm=None):
         rate = learning_rate_schedule(learning_rate, schedule, warmup, steps, settings.lr_end, settings.lr_decay_steps)
         parts = [] if max_grad_norm is None else [optax.clip_by_global_norm(max_grad_norm)]
-        return optax.chain(*parts, optax.scale_by_adam(eps=eps), optax.scale_by_learning_rate(rate))
+        if settings.update_rule == "rmsprop":
+            rule = optax.scale_by_rms(decay=RMSPROP_DECAY, eps=eps, eps_in_sqrt=False)
+        else:
+            rule = optax.scale_by_adam(eps=eps)
+        return optax.chain(*parts, rule, optax.scale_by_learning_rate(rate))
 
     hyper = {"learning_rate": settings.learning_rate}
     if settings.max_grad_norm is not None:
@@ -156,9 +179,10 @@ def make_optimizer(
     total_steps: int | None = None,
     end: float = 0.0,
     decay_steps: int | None = None,
+    update_rule: str = "adam",
 ) -> optax.GradientTransformation:
     """:func:`adam` from its settings as arguments (a notebook's spelling): ``make_optimizer(3e-3, 0.5)``."""
-    settings = OptimizerConfig(learning_rate, max_grad_norm, schedule, warmup_steps, end, decay_steps)
+    settings = OptimizerConfig(learning_rate, max_grad_norm, schedule, warmup_steps, end, decay_steps, update_rule)
     return adam(settings, total_steps)
 
 
@@ -210,6 +234,9 @@ __all__ = [
     "FIELDS",
     "LR_SCHEDULES",
     "LRScheduleName",
+    "RMSPROP_DECAY",
+    "UPDATE_RULES",
+    "UpdateRuleName",
     "OptimizerConfig",
     "RunFacts",
     "adam",

@@ -56,3 +56,23 @@ def test_training_and_evaluation_build_the_same_optimizer_state():
         trained, played = agents.make(config, spec, run=RUN), agents.make(config, spec)
         params = trained.init(jax.random.key(0), observation)
         assert jax.tree.structure(trained.optimizer.init(params)) == jax.tree.structure(played.optimizer.init(params))
+
+
+def test_rmsprop_is_pytorchs():
+    """--update-rule rmsprop steps as PyTorch's RMSprop (Stable-Baselines3's A2C): squares averaged with decay 0.99
+    from zero, eps 1e-5 added outside the root, after the global-norm clip; Adam's first step would be -rate."""
+    settings = optim.OptimizerConfig(learning_rate=7e-4, max_grad_norm=0.5, update_rule="rmsprop")
+    optimizer = optim.adam(settings, 10)
+    params = {"w": jnp.zeros(2)}
+    state = optimizer.init(params)
+    square, expected = np.zeros(2), []
+    for g in ([0.3, -0.1], [0.2, 0.4], [1.0, 0.0]):
+        g = np.asarray(g, np.float64)
+        g = g * min(1.0, 0.5 / np.linalg.norm(g))
+        square = 0.99 * square + 0.01 * g**2
+        expected.append(-7e-4 * g / (np.sqrt(square) + 1e-5))
+    for want, g in zip(expected, ([0.3, -0.1], [0.2, 0.4], [1.0, 0.0]), strict=True):
+        updates, state = optimizer.update({"w": jnp.asarray(g)}, state, params)
+        np.testing.assert_allclose(updates["w"], want, rtol=1e-4)
+    with pytest.raises(ValueError, match=r"^--update-rule: unknown rule 'sgd'; choose one of adam, rmsprop\.$"):
+        optim.OptimizerConfig(update_rule="sgd")

@@ -31,7 +31,7 @@ from podracer.types import RunFacts, EnvSpec, Trajectory
 class A2CConfig(Configurable):
     """Advantage actor-critic (A2C)."""
 
-    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps, --lr-end, --lr-decay-steps
+    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps, --lr-end, --lr-decay-steps, --update-rule
     optimizer: OptimizerConfig = optimizer_field(learning_rate=3e-3, max_grad_norm=0.5)
     discount: float = 0.99  # discount gamma
     td_lambda: float = 0.95  # lambda of the lambda returns

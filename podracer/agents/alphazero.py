@@ -40,7 +40,7 @@ from podracer.types import EnvSpec, RunFacts, Trajectory
 class AlphaZeroConfig(Configurable):
     """Gumbel AlphaZero: mctx's Gumbel search on the game's own rules, a policy-value network learning from it."""
 
-    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps, --lr-end, --lr-decay-steps
+    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps, --lr-end, --lr-decay-steps, --update-rule
     optimizer: OptimizerConfig = optimizer_field(learning_rate=1e-3, max_grad_norm=1.0)
     num_simulations: int = 32  # simulations of the search at every move
     max_num_considered_actions: int = 16  # actions sampled at the root (Gumbel top-k) for sequential halving

@@ -41,7 +41,7 @@ EPSILON_SCHEDULES = ("ladder", "linear")
 class DQNConfig(Configurable):
     """Double Q-learning with n-step returns, a target network and prioritized replay."""
 
-    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps, --lr-end, --lr-decay-steps
+    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps, --lr-end, --lr-decay-steps, --update-rule
     optimizer: OptimizerConfig = optimizer_field(learning_rate=1e-3, max_grad_norm=10.0)
     discount: float = 0.99  # discount gamma
     n_step: int = 3  # bootstrapped returns over up to n steps (fewer at episode and trajectory ends)

@@ -32,7 +32,7 @@ from podracer.types import RunFacts, EnvSpec, Trajectory
 class IMPALAConfig(Configurable):
     """IMPALA: actor-critic with V-trace corrections."""
 
-    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps, --lr-end, --lr-decay-steps
+    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps, --lr-end, --lr-decay-steps, --update-rule
     optimizer: OptimizerConfig = optimizer_field(learning_rate=6e-4, max_grad_norm=40.0)
     discount: float = 0.99  # discount gamma
     td_lambda: float = 1.0  # V-trace lambda

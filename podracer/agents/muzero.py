@@ -48,7 +48,7 @@ from podracer.types import EnvSpec, RunFacts, Trajectory
 class MuZeroConfig(Configurable):
     """Gumbel MuZero: mctx's Gumbel search on a learned model (representation, dynamics, prediction)."""
 
-    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps, --lr-end, --lr-decay-steps
+    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps, --lr-end, --lr-decay-steps, --update-rule
     optimizer: OptimizerConfig = optimizer_field(learning_rate=1e-3, max_grad_norm=1.0)
     num_simulations: int = 16  # simulations of the search at every step
     max_num_considered_actions: int = 16  # actions sampled at the root (Gumbel top-k) for sequential halving

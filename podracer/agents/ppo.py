@@ -35,7 +35,7 @@ from podracer.types import RunFacts, EnvSpec, Trajectory
 class PPOConfig(Configurable):
     """PPO: clipped surrogate objective, several epochs of minibatches per update."""
 
-    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps, --lr-end, --lr-decay-steps
+    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps, --lr-end, --lr-decay-steps, --update-rule
     optimizer: OptimizerConfig = optimizer_field(learning_rate=3e-3, max_grad_norm=0.5)
     discount: float = 0.99  # discount gamma
     gae_lambda: float = 0.95  # lambda of generalized advantage estimation

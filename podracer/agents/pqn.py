@@ -46,7 +46,7 @@ from podracer.types import EnvSpec, RunFacts, Trajectory
 class PQNConfig(Configurable):
     """PQN: vectorised Q(lambda) with LayerNorm, no replay, no target network."""
 
-    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps, --lr-end, --lr-decay-steps
+    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps, --lr-end, --lr-decay-steps, --update-rule
     optimizer: OptimizerConfig = optimizer_field(learning_rate=1e-4, max_grad_norm=10.0, lr_schedule="linear")
     discount: float = 0.99  # discount gamma
     q_lambda: float = 0.65  # lambda of the Q(lambda) targets (0: one-step Q-learning, 1: Monte Carlo returns)

@@ -39,7 +39,7 @@ from podracer.types import RunFacts, EnvSpec, TimeStep, Trajectory
 class R2D2Config(Configurable):
     """R2D2: recurrent double Q-learning from prioritized sequences."""
 
-    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps, --lr-end, --lr-decay-steps
+    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps, --lr-end, --lr-decay-steps, --update-rule
     optimizer: OptimizerConfig = optimizer_field(learning_rate=6e-4, max_grad_norm=40.0)
     discount: float = 0.997  # discount gamma
     n_step: int = 5  # bootstrapped returns over up to n steps

@@ -41,7 +41,7 @@ LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0  # the actor's log standard deviation is sq
 class SACConfig(Configurable):
     """Soft actor-critic with twin critics, target critics and a tuned entropy temperature."""
 
-    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps, --lr-end, --lr-decay-steps
+    # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps, --lr-end, --lr-decay-steps, --update-rule
     optimizer: OptimizerConfig = optimizer_field(learning_rate=3e-4, max_grad_norm=None)
     discount: float = 0.99  # discount gamma
     hidden_sizes: tuple[int, ...] = (256, 256)  # hidden layer sizes of the actor's and each critic's MLP

@@ -9,7 +9,7 @@ import math
 from typing import Literal
 
 from podracer.networks import KERNEL_INITS, POLICY_STDS, TORSOS
-from podracer.optim import LR_SCHEDULES, OptimizerConfig
+from podracer.optim import LR_SCHEDULES, UPDATE_RULES, OptimizerConfig
 
 
 CORES = ("none", "lstm")
@@ -155,6 +155,10 @@ def check_hyperparameters(config) -> None:
     if values.get("lr_schedule", "constant") not in LR_SCHEDULES:
         raise ValueError(
             f"--lr-schedule: unknown schedule {values['lr_schedule']!r}; choose one of {', '.join(LR_SCHEDULES)}."
+        )
+    if values.get("update_rule", "adam") not in UPDATE_RULES:
+        raise ValueError(
+            f"--update-rule: unknown rule {values['update_rule']!r}; choose one of {', '.join(UPDATE_RULES)}."
         )
     if values.get("policy_std", "parameter") not in POLICY_STDS:
         raise ValueError(
