@@ -61,6 +61,12 @@ class Row(NamedTuple):
 # trained those checkpoints; utils/ppo.py evaluates a checkpoint by sampling its policy over num_test_rollouts = 164
 # episodes), DLR-RM/rl-baselines3-zoo at 22e3ff2 (benchmark.md: "It uses the deterministic policy"; one run each).
 BLINES = "gymnax-blines at 3f029d6"
+# vwxyzjn/cleanrl at fe8d8a0: docs/rl-algorithms/ppo.md's table for ppo.py, 3 seeds of benchmark/ppo.sh (ppo.py's
+# defaults); docs/contribution.md: the table's figure is the training return of a seed's last 100 episodes, mean and
+# standard deviation over the seeds. Its MountainCar-v0 figure, -200, is random play's and is not a comparison.
+CLEANRL = (
+    "vwxyzjn/cleanrl at fe8d8a0 docs/rl-algorithms/ppo.md, training return of the last 100 episodes, mean of 3 seeds:"
+)
 GYMNAX_README = "RobertTLange/gymnax at 086ad95 README.md, table of environments, PPO checkpoint return"
 SAMPLED = ("--eval-policy", "sampled", "--eval-episodes", "164")  # gymnax-blines' protocol
 ZOO = "DLR-RM/rl-baselines3-zoo at 22e3ff2 benchmark.md, deterministic evaluation of the trained agent (one run):"
@@ -194,6 +200,23 @@ ROWS = (
         "250k, DQN, A2C, MountainCarContinuous) and reaches in one (PPO at the zoo's 1M); gymnax's MountainCar "
         "steps as gym's does (read side by side: force, gravity, clipping, the wall's inelastic stop, the goal, "
         "the 200-step limit)",
+    ),
+    Row(
+        "cartpole-cleanrl",
+        "cartpole-ppo-cleanrl",
+        490.04,
+        f"{CLEANRL} ppo.py CartPole-v1 (500k env steps; cleanrl/ppo.py's defaults: 4 envs x 128 steps, 4 epochs of 4 "
+        "minibatches, lr 2.5e-4 annealed, clipped value loss, entropy 0.01; the time limit a terminal state); the row "
+        "runs those settings, its training return over the last 122 updates (about 125 episodes)",
+        500_000,
+    ),
+    Row(
+        "acrobot-cleanrl",
+        "acrobot-ppo-cleanrl",
+        -86.36,
+        f"{CLEANRL} ppo.py Acrobot-v1 (500k env steps; cleanrl/ppo.py's defaults, as for CartPole); the row runs those "
+        "settings, its training return over the last 16 updates (about 95 episodes)",
+        500_000,
     ),
     Row(
         "pendulum",
