@@ -32,7 +32,13 @@ def train_self_play(args, on_call=None):
     from podracer.envs.pgx import PgxEnv
 
     env = PgxEnv(args.game, opponent="self")
-    agent = agents.make("alphazero", env.spec(), num_simulations=args.num_simulations, gumbel_scale=args.gumbel_scale)
+    agent = agents.make(
+        "alphazero",
+        env.spec(),
+        num_simulations=args.num_simulations,
+        gumbel_scale=args.gumbel_scale,
+        random_move_prob=getattr(args, "random_move_prob", 0.0),
+    )
     keys = jax.numpy.stack([jax.random.key(args.seed + i) for i in range(args.seeds)])
 
     def init(key):
@@ -75,6 +81,9 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--gumbel-scale", type=float, default=1.0, help="the Gumbel noise of self-play's root (the games': training's)"
     )
+    parser.add_argument(
+        "--random-move-prob", type=float, default=0.0, help="self-play's moves made at random among the legal ones"
+    )
     parser.add_argument("--games", type=int, default=256, help="games against each baseline per seed")
     parser.add_argument(
         "--eval-simulations", type=int, default=None, help="the search's simulations in the games (default: training's)"
@@ -115,6 +124,7 @@ def main(argv=None) -> int:
         f"Machine: {_report.machine()}. {args.seeds} seeds ({args.seed}-{args.seed + args.seeds - 1}) vmapped in one "
         f"program; {args.num_envs} games x {args.rollout_length} moves per update, {args.updates} updates = "
         f"{env_steps:,} env steps (moves of both sides) per seed; --gumbel-scale {args.gumbel_scale}, "
+        f"--random-move-prob {args.random_move_prob}, "
         f"--num-simulations {args.num_simulations} "
         f"in training, {searches} in the games (their Gumbel scale {noise}); "
         f"compile {compile_seconds:.0f} s, training {train_seconds:.0f} s (all seeds together). "
@@ -135,6 +145,7 @@ def main(argv=None) -> int:
         "env_steps_per_seed": env_steps,
         "num_simulations": args.num_simulations,
         "gumbel_scale": args.gumbel_scale,
+        "random_move_prob": args.random_move_prob,
         "eval_simulations": searches,
         "eval_gumbel_scale": noise,
         "num_envs": args.num_envs,

@@ -72,6 +72,31 @@ def test_every_search_plays_and_weighs_only_legal_moves(game):
 
 
 @pytest.mark.suite("pgx")
+def test_random_moves_replace_the_searchs_move_at_their_rate_and_leave_its_targets():
+    """--random-move-prob p: about p of the moves played are uniformly random legal ones, the rest the search's own
+    (the same as without the flag); the policy target and the greedy move are the search's either way."""
+    env = envs.make("pgx:connect_four")
+    games = _positions("connect_four", 512, 10)
+    plain = agents.make("alphazero", env.spec(), num_simulations=8)
+    params = plain.init(jax.random.key(0), games.observation.astype(jnp.float32))
+    searched, extras, _ = _act(plain, params, env, games)
+    for prob in (0.3, 1.0):
+        agent = agents.make("alphazero", env.spec(), num_simulations=8, random_move_prob=prob)
+        action, moved_extras, _ = _act(agent, params, env, games)
+        np.testing.assert_array_equal(moved_extras["greedy"], extras["greedy"])
+        np.testing.assert_array_equal(moved_extras["policy_target"], extras["policy_target"])
+        legal = np.asarray(games.legal_action_mask)
+        assert np.take_along_axis(legal, np.asarray(action)[:, None], axis=1).all()
+        changed = np.mean(np.asarray(action) != np.asarray(searched))
+        # a random move is the search's own with chance 1/legal moves (about 1/7 here)
+        assert prob * 0.6 < changed <= prob * 0.95 + 0.05, (prob, changed)
+    counts = np.bincount(np.asarray(action), minlength=7)  # prob 1: every column about equally often
+    assert counts.min() > 0.5 * counts.mean(), counts
+    with pytest.raises(ValueError, match=r"^--random-move-prob must be in \[0, 1\], got 1.5\.$"):
+        agents.make("alphazero", env.spec(), random_move_prob=1.5)
+
+
+@pytest.mark.suite("pgx")
 def test_the_search_finds_a_win_in_one_and_blocks_a_loss_in_one_with_an_untrained_network():
     import pgx
 

@@ -45,6 +45,9 @@ class AlphaZeroConfig(Configurable):
     num_simulations: int = 32  # simulations of the search at every move
     max_num_considered_actions: int = 16  # actions sampled at the root (Gumbel top-k) for sequential halving
     gumbel_scale: float = 1.0  # scale of the Gumbel noise at the root (0: no exploration noise)
+    # the probability that a move played in training is a uniformly random legal one instead of the search's (the
+    # search's policy stays the move's target; greedy play and evaluation never take it)
+    random_move_prob: float = 0.0
     discount: float = 1.0  # discount of the value target (1: the game's outcome)
     value_coef: float = 1.0  # weight of the value loss
     num_epochs: int = 1  # passes over each batch of trajectories
@@ -116,6 +119,12 @@ def make_alphazero(spec: EnvSpec, config: AlphaZeroConfig = AlphaZeroConfig(), r
             return output, embedding
 
         action, extras = gumbel_search(config, params, key, root, recurrent_fn, logits, action_mask)
+        if config.random_move_prob:  # keys of their own, so the search draws as it does without them
+            coin_key, move_key = jax.random.split(jax.random.fold_in(key, 1))
+            shape = action.shape
+            legal = jnp.ones(logits.shape, bool) if action_mask is None else action_mask
+            uniform = jax.random.categorical(move_key, jnp.where(legal, 0.0, -jnp.inf), axis=-1).astype(jnp.int32)
+            action = jnp.where(jax.random.uniform(coin_key, shape) < config.random_move_prob, uniform, action)
         return action, extras, state
 
     lambda_returns = jax.vmap(functools.partial(rlax.lambda_returns, lambda_=1.0), in_axes=1, out_axes=1)

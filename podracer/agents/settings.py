@@ -64,6 +64,7 @@ _UNIT_INTERVAL = (
     "epsilon_start",
     "epsilon_end",
     "epsilon_fraction",
+    "random_move_prob",
 )
 
 
