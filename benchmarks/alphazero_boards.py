@@ -38,6 +38,7 @@ def train_self_play(args, on_call=None):
         num_simulations=args.num_simulations,
         gumbel_scale=args.gumbel_scale,
         random_move_prob=getattr(args, "random_move_prob", 0.0),
+        rescale_values=getattr(args, "rescale_values", False),
     )
     keys = jax.numpy.stack([jax.random.key(args.seed + i) for i in range(args.seeds)])
 
@@ -84,6 +85,9 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--random-move-prob", type=float, default=0.0, help="self-play's moves made at random among the legal ones"
     )
+    parser.add_argument(
+        "--rescale-values", action="store_true", help="min-max scale the search's Q-values (mctx's default; off here)"
+    )
     parser.add_argument("--games", type=int, default=256, help="games against each baseline per seed")
     parser.add_argument(
         "--eval-simulations", type=int, default=None, help="the search's simulations in the games (default: training's)"
@@ -109,7 +113,11 @@ def main(argv=None) -> int:
     searches = args.eval_simulations or args.num_simulations
     noise = args.gumbel_scale if args.eval_gumbel_scale is None else args.eval_gumbel_scale
     player = agents.make(  # the same parameters
-        "alphazero", PgxEnv(args.game).spec(), num_simulations=searches, gumbel_scale=noise
+        "alphazero",
+        PgxEnv(args.game).spec(),
+        num_simulations=searches,
+        gumbel_scale=noise,
+        rescale_values=args.rescale_values,
     )
     baselines = ["random", "greedy"] + (["perfect"] if args.game == "tic_tac_toe" else [])
     results = {}
@@ -124,7 +132,7 @@ def main(argv=None) -> int:
         f"Machine: {_report.machine()}. {args.seeds} seeds ({args.seed}-{args.seed + args.seeds - 1}) vmapped in one "
         f"program; {args.num_envs} games x {args.rollout_length} moves per update, {args.updates} updates = "
         f"{env_steps:,} env steps (moves of both sides) per seed; --gumbel-scale {args.gumbel_scale}, "
-        f"--random-move-prob {args.random_move_prob}, "
+        f"--random-move-prob {args.random_move_prob}, {'' if args.rescale_values else 'no '}--rescale-values, "
         f"--num-simulations {args.num_simulations} "
         f"in training, {searches} in the games (their Gumbel scale {noise}); "
         f"compile {compile_seconds:.0f} s, training {train_seconds:.0f} s (all seeds together). "
@@ -146,6 +154,7 @@ def main(argv=None) -> int:
         "num_simulations": args.num_simulations,
         "gumbel_scale": args.gumbel_scale,
         "random_move_prob": args.random_move_prob,
+        "rescale_values": args.rescale_values,
         "eval_simulations": searches,
         "eval_gumbel_scale": noise,
         "num_envs": args.num_envs,

@@ -32,6 +32,9 @@ def main(argv=None) -> int:
     parser.add_argument("--rollout-length", type=int, default=16)
     parser.add_argument("--num-simulations", type=int, default=32)
     parser.add_argument("--gumbel-scale", type=float, default=1.0, help="the Gumbel noise of self-play's root")
+    parser.add_argument(
+        "--rescale-values", action="store_true", help="min-max scale the search's Q-values (mctx's default; off here)"
+    )
     parser.add_argument("--games", type=int, default=128, help="games of each match (each player first in half)")
     _report.add_output_flags(parser, "elo_GAME")
     args = parser.parse_args(argv)
@@ -77,7 +80,8 @@ def main(argv=None) -> int:
         "",
         f"Machine: {_report.machine()}. Seed {args.seed}; {args.num_envs} games x {args.rollout_length} moves per "
         f"update, a snapshot every {args.every} updates ({args.every * steps_per_update:,} env steps, moves of both "
-        f"sides), {env_steps:,} in all; --num-simulations {args.num_simulations}, --gumbel-scale {args.gumbel_scale}; "
+        f"sides), {env_steps:,} in all; --num-simulations {args.num_simulations}, --gumbel-scale {args.gumbel_scale}, "
+        f"{'' if args.rescale_values else 'no '}--rescale-values; "
         f"compile {compile_seconds:.0f} s, "
         f"training {train_seconds:.0f} s, ladder {ladder_seconds:.0f} s ({len(matches)} matches of {args.games} "
         "greedy games, each player first in half). Elo: random legal moves = 0 (podracer.ladder.fit_elo). "
@@ -97,6 +101,8 @@ def main(argv=None) -> int:
         "machine": _report.machine(),
         "seed": args.seed,
         "num_simulations": args.num_simulations,
+        "gumbel_scale": args.gumbel_scale,
+        "rescale_values": args.rescale_values,
         "games_per_match": args.games,
         "compile_seconds": compile_seconds,
         "train_seconds": train_seconds,

@@ -45,6 +45,12 @@ class AlphaZeroConfig(Configurable):
     num_simulations: int = 32  # simulations of the search at every move
     max_num_considered_actions: int = 16  # actions sampled at the root (Gumbel top-k) for sequential halving
     gumbel_scale: float = 1.0  # scale of the Gumbel noise at the root (0: no exploration noise)
+    # the completed Q-values' weight in the improved policy: (50 + most visits) x this x Q
+    value_scale: float = 0.1
+    # min-max scale each node's Q-values to [0, 1] first (mctx's default); off (a game's outcomes are in [-1, 1]),
+    # a tiny Q difference cannot starve a node's unvisited moves: rescaled, it is the whole range, and the tree's
+    # selection never tried an opponent's winning reply whose prior was 36 %
+    rescale_values: bool = False
     # the probability that a move played in training is a uniformly random legal one instead of the search's (the
     # search's policy stays the move's target; greedy play and evaluation never take it)
     random_move_prob: float = 0.0
@@ -64,6 +70,16 @@ class AlphaZeroConfig(Configurable):
 def legal_logits(logits, action_mask):
     """A policy's logits over the legal moves only (shifted so that the largest is 0, as mctx expects)."""
     return mask_logits(logits - jnp.max(logits, axis=-1, keepdims=True), action_mask)
+
+
+def completed_q(config):
+    """mctx's completed Q-values (``qtransform_completed_by_mix_value``) at a planning config's ``value_scale`` and
+    ``rescale_values``: what the improved policy adds to the prior's logits, inside the tree and at the root."""
+    import mctx
+
+    return functools.partial(
+        mctx.qtransform_completed_by_mix_value, value_scale=config.value_scale, rescale_values=config.rescale_values
+    )
 
 
 def gumbel_search(config, params, key, root, recurrent_fn, logits, action_mask, qtransform=None):
@@ -96,6 +112,7 @@ def make_alphazero(spec: EnvSpec, config: AlphaZeroConfig = AlphaZeroConfig(), r
 
     require_actions(spec, "alphazero", "discrete")
     network = make_network(spec, config)
+    qtransform = completed_q(config)
 
     def init(key, observation):
         return network.init(key, observation)
@@ -118,7 +135,7 @@ def make_alphazero(spec: EnvSpec, config: AlphaZeroConfig = AlphaZeroConfig(), r
             )
             return output, embedding
 
-        action, extras = gumbel_search(config, params, key, root, recurrent_fn, logits, action_mask)
+        action, extras = gumbel_search(config, params, key, root, recurrent_fn, logits, action_mask, qtransform)
         if config.random_move_prob:  # keys of their own, so the search draws as it does without them
             coin_key, move_key = jax.random.split(jax.random.fold_in(key, 1))
             shape = action.shape

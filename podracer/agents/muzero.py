@@ -29,7 +29,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from podracer.agents.alphazero import gumbel_search, legal_logits
+from podracer.agents.alphazero import completed_q, gumbel_search, legal_logits
 from podracer.agents.base import (
     Agent,
     Configurable,
@@ -141,9 +141,7 @@ def make_muzero(spec: EnvSpec, config: MuZeroConfig = MuZeroConfig(), run: RunFa
     network = MuZeroNetwork(torso, spec.num_actions, config.latent_size, config.hidden_sizes, config.activation, bins)
     pair = rlax.muzero_pair(-config.support_size, config.support_size, bins, rlax.SIGNED_HYPERBOLIC_PAIR)
     K = config.unroll_steps
-    qtransform = functools.partial(
-        mctx.qtransform_completed_by_mix_value, value_scale=config.value_scale, rescale_values=config.rescale_values
-    )
+    qtransform = completed_q(config)
 
     def scalar(logits):
         return pair.apply_inv(jax.nn.softmax(logits))
