@@ -37,8 +37,8 @@ def train_self_play(args, on_call=None):
         env.spec(),
         num_simulations=args.num_simulations,
         gumbel_scale=args.gumbel_scale,
-        random_move_prob=getattr(args, "random_move_prob", 0.0),
-        rescale_values=getattr(args, "rescale_values", False),
+        random_move_prob=args.random_move_prob,
+        rescale_values=args.rescale_values,
     )
     keys = jax.numpy.stack([jax.random.key(args.seed + i) for i in range(args.seeds)])
 

@@ -38,7 +38,7 @@ def main(argv=None) -> int:
     parser.add_argument("--games", type=int, default=128, help="games of each match (each player first in half)")
     _report.add_output_flags(parser, "elo_GAME")
     args = parser.parse_args(argv)
-    args.seeds, args.updates_per_call = 1, args.every
+    args.seeds, args.updates_per_call, args.random_move_prob = 1, args.every, 0.0  # what train_self_play reads
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
     import jax

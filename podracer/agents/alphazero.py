@@ -138,10 +138,9 @@ def make_alphazero(spec: EnvSpec, config: AlphaZeroConfig = AlphaZeroConfig(), r
         action, extras = gumbel_search(config, params, key, root, recurrent_fn, logits, action_mask, qtransform)
         if config.random_move_prob:  # keys of their own, so the search draws as it does without them
             coin_key, move_key = jax.random.split(jax.random.fold_in(key, 1))
-            shape = action.shape
-            legal = jnp.ones(logits.shape, bool) if action_mask is None else action_mask
-            uniform = jax.random.categorical(move_key, jnp.where(legal, 0.0, -jnp.inf), axis=-1).astype(jnp.int32)
-            action = jnp.where(jax.random.uniform(coin_key, shape) < config.random_move_prob, uniform, action)
+            uniform = jax.random.categorical(move_key, mask_logits(jnp.zeros_like(logits), action_mask))
+            coin = jax.random.uniform(coin_key, action.shape) < config.random_move_prob
+            action = jnp.where(coin, uniform.astype(jnp.int32), action)
         return action, extras, state
 
     lambda_returns = jax.vmap(functools.partial(rlax.lambda_returns, lambda_=1.0), in_axes=1, out_axes=1)
