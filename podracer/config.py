@@ -27,7 +27,7 @@ from podracer.envs import catalog
 from podracer import multihost
 from podracer.agents import A2CConfig, IMPALAConfig
 from podracer.agents.base import check_finite, flag
-from podracer.anakin.loop import MAX_SEED  # --seed (and the last of --num-seeds) fits an int32
+from podracer.types import MAX_SEED
 from podracer.command_line import (  # noqa: F401 (UsageError, import_module: re-exported)
     UsageError,
     error_hook,

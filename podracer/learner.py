@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import optax
 
 from podracer import replay as replay_lib
-from podracer.parallel import pmean_flat, psum_flat
+from podracer.axes import pmean_flat, psum_flat
 from podracer.agents.base import Agent, act_mask, split_start_state
 from podracer.optim import make_optimizer
 from podracer.types import LearnerState, Metrics, Params, TimeStep, Trajectory

@@ -7,6 +7,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import importlib
+import importlib.util
 import os
 import socket
 import sys
@@ -14,8 +15,6 @@ import threading
 import time
 
 import jax
-
-from podracer.command_line import check_cluster, check_coordinator, check_process_id  # the flags' checks
 
 
 # How fast a multi-process run notices a process that is gone: podracer's own watch ends every other
@@ -26,6 +25,56 @@ PEER_SILENCE_SECONDS = 5
 HEARTBEAT_SECONDS = 20
 # How long a process that ends waits for the others at JAX's shutdown barrier.
 SHUTDOWN_SECONDS = 10
+
+
+def check_process_id(num_processes: int | None, process_id: int | None) -> None:
+    """A clear error for a process count below 1 or a process id outside 0 ... num_processes - 1."""
+    if num_processes is not None and num_processes < 1:
+        raise ValueError(f"--num-processes must be >= 1, got {num_processes}.")
+    if num_processes is not None and process_id is not None and not 0 <= process_id < num_processes:
+        raise ValueError(
+            f"--process-id {process_id} is out of range for {num_processes} processes "
+            f"(expected 0 ... {num_processes - 1})."
+        )
+
+
+def check_coordinator(address: str | None) -> None:
+    """``--coordinator`` is ``HOST:PORT`` with a port in 1 ... 65535 (``None``: none given)."""
+    if address is None:
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"--coordinator must be HOST:PORT, got {address!r}.")
+    if not 1 <= int(port) <= 65535:
+        raise ValueError(f"--coordinator {address!r}: port {int(port)} is out of range (1 ... 65535).")
+
+
+# What tells jax.distributed it runs in a cluster it can join by itself (--distributed): Slurm's step, Open MPI's
+# and MPICH's launchers, a TPU VM's workers, a Kubernetes pod (JAX's cluster detectors read these).
+CLUSTER_VARIABLES = (
+    "SLURM_JOB_ID",
+    "OMPI_MCA_orte_hnp_uri",
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_SIZE",
+    "TPU_WORKER_HOSTNAMES",
+    "MEGASCALE_COORDINATOR_ADDRESS",
+    "KUBERNETES_SERVICE_HOST",
+    "JAX_COORDINATOR_ADDRESS",
+)
+
+
+def check_cluster(environ=None) -> None:
+    """``--distributed`` outside a cluster that JAX detects (no :data:`CLUSTER_VARIABLES`, no TPU runtime): a
+    one-line ``ValueError`` saying what is missing and what to pass instead, before JAX waits for a coordinator."""
+    environ = os.environ if environ is None else environ
+    if any(name in environ for name in CLUSTER_VARIABLES) or importlib.util.find_spec("libtpu") is not None:
+        return
+    raise ValueError(
+        "--distributed found no cluster to join: none of the variables Slurm sets for a task of a job step "
+        "(SLURM_JOB_ID, SLURM_NTASKS, SLURM_PROCID: run the command under srun), nor Open MPI's or a TPU VM's; "
+        "outside one, start every process with --coordinator HOST:PORT --num-processes N --process-id I, or drop "
+        "--distributed to train in one process."
+    )
 
 
 def initialize(
@@ -430,6 +479,7 @@ def _deadline(timeout: int, address: str, num_processes: int | None = None):
 
 
 __all__ = [
+    "CLUSTER_VARIABLES",
     "HEARTBEAT_SECONDS",
     "LateProcesses",
     "PEER_SILENCE_SECONDS",
@@ -438,6 +488,7 @@ __all__ = [
     "abandon_run",
     "all_arrive",
     "arrive_before_first_call",
+    "check_cluster",
     "check_coordinator",
     "check_process_id",
     "initialize",

@@ -17,16 +17,11 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import jax
-import jax.flatten_util
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from podracer.axes import BATCH_AXIS, DEVICE_AXIS, pmean_flat, psum_flat  # noqa: F401 (the layout's axes)
 from podracer.multihost import jax_private
-
-# The mesh axis over devices (of all processes).
-DEVICE_AXIS = "device"
-# The vmap axis over independent learners inside one device, for users who vmap an update.
-BATCH_AXIS = "batch"
 
 
 def set_cpu_device_count(count: int) -> None:
@@ -275,29 +270,6 @@ def unreplicate(tree):
         return x[0]
 
     return jax.tree.map(first, tree)
-
-
-def _reduce_flat(tree, axis_names: Sequence[str], reduce):
-    if not axis_names:
-        return tree
-    flat, unravel = jax.flatten_util.ravel_pytree(tree)
-    for axis in axis_names:
-        flat = reduce(flat, axis)
-    return unravel(flat)
-
-
-def pmean_flat(tree, axis_names: Sequence[str]):
-    """``tree`` averaged over each of ``axis_names``, as one collective per axis.
-
-    The leaves travel as one flat vector: across processes (gloo, NCCL, ICI) one large
-    all-reduce costs far less than one per leaf.
-    """
-    return _reduce_flat(tree, axis_names, jax.lax.pmean)
-
-
-def psum_flat(tree, axis_names: Sequence[str]):
-    """``tree`` summed over each of ``axis_names``, as one collective per axis."""
-    return _reduce_flat(tree, axis_names, jax.lax.psum)
 
 
 def check_divisible(total: int, parts: int, what: str, among: str) -> int:

@@ -15,6 +15,7 @@ import numpy as np
 
 Params = chex.ArrayTree
 Metrics = dict[str, jax.Array]
+MAX_SEED = 2**31 - 1  # seeds are int32 in the programs that make their keys (--seed, the last of --num-seeds)
 
 
 class TimeStep(NamedTuple):

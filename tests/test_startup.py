@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from podracer import checkpoint, lifetime
-from podracer.command_line import CLUSTER_VARIABLES
+from podracer.multihost import CLUSTER_VARIABLES
 from podracer.logging import ConsoleSink
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,7 +20,7 @@ from podracer.anakin.core import AnakinState, Sweep, init, init_state, make_upda
 from podracer.envs.base import Environment
 from podracer.runkit import NonfiniteWatch
 from podracer.stats import summarize, summarize_evaluation, summarize_seeds
-from podracer.types import Metrics, Params
+from podracer.types import MAX_SEED, Metrics, Params
 
 
 def seed_keys(seed: int, num_seeds: int) -> jax.Array:
@@ -47,7 +47,6 @@ def _check_seeds(seed: int, num_seeds: int) -> None:
         raise ValueError(f"--seed must be between 0 and {MAX_SEED - num_seeds + 1}{last}, got {seed}.")
 
 
-MAX_SEED = 2**31 - 1  # seeds are int32 in the program that makes their keys
 _keys = jax.jit(jax.vmap(jax.random.key))  # one program for every seed's key
 _key = jax.jit(jax.random.key)
 
