@@ -11,7 +11,7 @@ from absl.testing import parameterized
 
 from podracer import normalize
 from podracer.agents import losses
-from podracer.agents.dqn import n_step_bootstrap, n_step_targets
+from podracer.agents.dqn import n_step_bootstrap, n_step_targets, q_learning_td
 from podracer.types import TimeStep, Trajectory
 
 
@@ -42,6 +42,41 @@ class TransitionsTest(chex.TestCase):
         bad = bad._replace(timestep=bad.timestep._replace(discount=jnp.ones(5)))
         with pytest.raises(AssertionError):
             losses.transitions(bad, 0.9)
+
+
+class QLearningTest(chex.TestCase):
+    # two transitions, three actions; the online network's values at o_t select, the target network's value
+    Q_TM1 = [[1.0, 2.0, 3.0], [0.5, -1.0, 0.0]]
+    Q_T_TARGET = [[10.0, 20.0, 30.0], [4.0, 5.0, 6.0]]
+    Q_T_ONLINE = [[3.0, 1.0, 2.0], [0.0, 9.0, 1.0]]
+
+    def _td(self, selector, legal=None):
+        td = self.variant(q_learning_td)
+        f = functools.partial(jnp.asarray, dtype=jnp.float32)
+        legal = None if legal is None else jnp.asarray(legal)
+        return td(
+            f(self.Q_TM1), jnp.array([2, 0]), f([1.0, -1.0]), f([0.9, 0.0]), f(self.Q_T_TARGET), f(selector), legal
+        )
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_double_q_values_the_online_choice_with_the_target_network(self):
+        # row 0: online picks action 0, target values it 10: 1 + 0.9 * 10 - q_tm1[2] = 10 - 3 = 7
+        # row 1: terminal (discount 0): -1 - q_tm1[0] = -1.5
+        np.testing.assert_allclose(self._td(self.Q_T_ONLINE), [7.0, -1.5], rtol=1e-6)
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_dqn_max_and_illegal_actions_never_bootstrap(self):
+        np.testing.assert_allclose(self._td(self.Q_T_TARGET), [1 + 0.9 * 30 - 3, -1.5], rtol=1e-6)
+        # action 2 illegal at o_t in row 0: the max over legal actions is 20
+        legal = [[True, True, False], [True, True, True]]
+        np.testing.assert_allclose(self._td(self.Q_T_TARGET, legal), [1 + 0.9 * 20 - 3, -1.5], rtol=1e-6)
+        np.testing.assert_allclose(
+            self._td(self.Q_T_ONLINE, [[False, True, True], [True] * 3]), [1 + 0.9 * 30 - 3, -1.5]
+        )
+
+    def test_values_of_another_rank_are_refused(self):
+        with pytest.raises(AssertionError):
+            q_learning_td(jnp.zeros(3), jnp.zeros(1, jnp.int32), jnp.zeros(1), jnp.zeros(1), jnp.zeros(3), jnp.zeros(3))
 
 
 class NStepTest(chex.TestCase):

@@ -200,6 +200,20 @@ def transition_items(trajectory: Trajectory, n: int, discount: float):
     return flat, mask.reshape(-1) > 0
 
 
+def q_learning_td(q_tm1, a_tm1, r_t, discount_t, q_t_value, q_t_selector, legal_t=None) -> chex.Array:
+    """The TD errors ``[B]`` of (double) Q-learning for a batch of transitions: ``r_t + discount_t * q_t_value[a*]
+    - q_tm1[a_tm1]``, where ``a*`` is the legal action (``legal_t``, bool ``[B, A]``, None: every action) that
+    ``q_t_selector`` ranks first: the online network's values for double Q-learning, the target network's own for
+    DQN's max. ``rlax.double_q_learning`` per transition, vmapped; the target carries no gradient."""
+    chex.assert_rank([q_tm1, a_tm1, r_t, discount_t, q_t_value, q_t_selector], [2, 1, 1, 1, 2, 2])
+    chex.assert_equal_shape([q_tm1, q_t_value, q_t_selector])
+    chex.assert_equal_shape([a_tm1, r_t, discount_t])
+    import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
+
+    selector = mask_logits(q_t_selector, legal_t)  # a* among the legal actions
+    return jax.vmap(rlax.double_q_learning)(q_tm1, a_tm1, r_t, discount_t, q_t_value, selector)
+
+
 def make_q_network(spec: EnvSpec, config, layer_norm: bool = False) -> QNetwork:
     """The feed-forward Q-network of ``config`` (its ``hidden_sizes`` and ``torso``) for ``spec``'s observations
     (``layer_norm``: PQN's)."""
@@ -270,10 +284,11 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig(), run: RunFacts | Non
             q_tm1, q_t_select = q_both[:size], q_both[size:]
         else:
             q_tm1, q_t_select = network.apply(q_network(params), batch["observation"]), q_t_target
-        best = jnp.argmax(mask_logits(q_t_select, batch.get("next_action_mask")), axis=-1)  # over legal actions
-        target = batch["reward"] + batch["discount"] * jnp.take_along_axis(q_t_target, best[:, None], axis=-1)[:, 0]
-        q_a = jnp.take_along_axis(q_tm1, batch["action"][:, None].astype(jnp.int32), axis=-1)[:, 0]
-        td = jax.lax.stop_gradient(target) - q_a
+        a_tm1 = batch["action"].astype(jnp.int32)
+        td = q_learning_td(
+            q_tm1, a_tm1, batch["reward"], batch["discount"], q_t_target, q_t_select, batch.get("next_action_mask")
+        )
+        q_a = jnp.take_along_axis(q_tm1, a_tm1[:, None], axis=-1)[:, 0]
         valid = batch["valid"].astype(jnp.float32)
         abs_td = jnp.abs(td) * valid
         # The three batch means as one reduction (XLA:CPU runs each reduction of a batch as a thunk of its own).

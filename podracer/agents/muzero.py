@@ -26,6 +26,7 @@ import functools
 from typing import Literal
 
 import flax.linen as nn
+import chex
 import jax
 import jax.numpy as jnp
 
@@ -199,6 +200,8 @@ def make_muzero(spec: EnvSpec, config: MuZeroConfig = MuZeroConfig(), run: RunFa
     def windows(trajectory, returns, terminal):
         """One window of K + 1 steps from every step ``t < T``: ``[T * B, ...]`` (see the module's docstring)."""
         ts = trajectory.timestep
+        chex.assert_rank([ts.reward, ts.last, returns, terminal, trajectory.action], 2)  # [T + 1, B]
+        chex.assert_equal_shape([ts.reward, ts.last, returns, terminal, trajectory.action])
         T = ts.reward.shape[0] - 1
         index = jnp.arange(T)[:, None] + jnp.arange(K + 1)[None, :]  # [T, K + 1]
         inside = index <= T
@@ -226,6 +229,8 @@ def make_muzero(spec: EnvSpec, config: MuZeroConfig = MuZeroConfig(), run: RunFa
         return jax.tree.map(lambda x: jnp.reshape(x, (-1, *x.shape[2:])), batch)
 
     def cross_entropy(logits, target):
+        """Hand-written: rlax's categorical_cross_entropy warns of its deprecation (PendingDeprecationWarning) in
+        favour of distrax, which podracer does not depend on; this is its one line."""
         return -jnp.sum(target * jax.nn.log_softmax(logits), axis=-1)
 
     def loss(params, batch, key):

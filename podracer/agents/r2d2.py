@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+import chex
 import jax
 import jax.numpy as jnp
 
@@ -133,6 +134,11 @@ def make_r2d2(spec: EnvSpec, config: R2D2Config = R2D2Config(), run: RunFacts | 
         reward, discount, index, mask = n_step_targets(trajectory, config.n_step, config.discount)  # [S - 1, N]
         columns = jnp.arange(reward.shape[1])[None, :]
         action_mask = time_major(items["action_mask"])[index, columns] if "action_mask" in items else None
+        chex.assert_rank([q, q_target], 3)  # [S, N, A]
+        chex.assert_equal_shape([reward, discount, index, mask])
+        # The transformed n-step target by hand around rlax's transform pair: rlax.transformed_n_step_q_learning sums
+        # a fixed n over one unbroken sequence, where a replayed sequence here holds episode ends and the reset step
+        # between two episodes, which n_step_targets stops at and masks.
         best = jnp.argmax(mask_logits(q[index, columns], action_mask), axis=-1)  # over legal actions
         bootstrap = jnp.take_along_axis(q_target[index, columns], best[..., None], axis=-1)[..., 0]
         target = jax.lax.stop_gradient(h(reward + discount * h_inv(bootstrap)))
