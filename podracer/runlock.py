@@ -6,6 +6,10 @@ start time, command line) for the message that refuses a second run. Where the f
 network file systems), the holder's record decides instead: a record of a live process on this host, or of another
 host, refuses; a record of a process of this host that is gone is stale and taken over. Readers (``podracer
 preview``, ``podracer evaluate``) take no lock.
+
+Written by hand rather than with ``filelock.FileLock`` (which podracer uses for JAX's compilation cache): filelock 3.x
+opens its lock file with ``O_TRUNC`` before it tries the lock, so a refused run would erase the holder's record that
+the refusal names.
 """
 
 from __future__ import annotations

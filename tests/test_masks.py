@@ -179,7 +179,7 @@ def test_masked_log_probabilities_and_entropy_are_those_over_legal_actions():
 
 def test_sampling_never_picks_an_illegal_action():
     from podracer.agents.base import sample_policy
-    from podracer.agents.dqn import epsilon_greedy
+    from podracer.agents.qlearning import epsilon_greedy
 
     logits = jnp.array([5.0, 0.0, 9.0, -2.0, 1.0])
     mask = jnp.array([False, True, False, True, True])

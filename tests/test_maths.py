@@ -11,7 +11,7 @@ from absl.testing import parameterized
 
 from podracer import normalize
 from podracer.agents import losses
-from podracer.agents.dqn import n_step_bootstrap, n_step_targets, q_learning_td
+from podracer.agents.qlearning import n_step_bootstrap, n_step_targets, q_learning_td
 from podracer.types import TimeStep, Trajectory
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from podracer import agents, anakin, envs, parallel, replay
-from podracer.agents.dqn import epsilon_ladder, n_step_targets
+from podracer.agents.qlearning import epsilon_ladder, n_step_targets
 from podracer.learner import make_optimizer
 from podracer.types import TimeStep, Trajectory
 

@@ -133,7 +133,7 @@ def agent_network_values(config, env, params, observation):
 
 
 def test_dqn_linear_epsilon_decays_over_its_share_of_the_run_counted_by_the_learner():
-    from podracer.agents.dqn import linear_epsilon
+    from podracer.agents.qlearning import linear_epsilon
     from podracer.config import AnakinConfig
 
     np.testing.assert_allclose(

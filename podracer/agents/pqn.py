@@ -36,7 +36,7 @@ from podracer.agents.base import (
     require_actions,
     transitions,
 )
-from podracer.agents.dqn import epsilon_greedy, linear_epsilon, make_q_network
+from podracer.agents.qlearning import epsilon_greedy, linear_epsilon, make_q_network
 from podracer.networks import RecurrentNetwork, TorsoName, lstm_initial_state, reset_state
 from podracer.optim import OptimizerConfig, adam, on_policy_steps, optimizer_field
 from podracer.types import EnvSpec, RunFacts, Trajectory

@@ -30,7 +30,7 @@ from podracer.agents.base import (
     mask_logits,
     require_actions,
 )
-from podracer.agents.dqn import check_replay_sizes, epsilon_greedy, n_step_targets, replay_spec
+from podracer.agents.qlearning import check_replay_sizes, epsilon_greedy, n_step_targets, replay_spec
 from podracer.networks import RecurrentNetwork, TorsoName
 from podracer.optim import OptimizerConfig, adam, optimizer_field, replay_steps
 from podracer.types import RunFacts, EnvSpec, TimeStep, Trajectory

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import optax
 
 from podracer.agents.base import Configurable, Agent, ReplaySpec, action_size, check_hyperparameters, require_actions
-from podracer.agents.dqn import check_replay_sizes, transition_items
+from podracer.agents.qlearning import check_replay_sizes, transition_items
 from podracer.networks import MLP
 from podracer.optim import OptimizerConfig, adam, optimizer_field, replay_steps
 from podracer.types import RunFacts, EnvSpec, Trajectory
