@@ -212,7 +212,7 @@ def sebulba_run_facts(config: SebulbaConfig, per_actor: int, layout: parallel.La
     return RunFacts(num_updates, envs_per_learner, config.rollout_length, config.total_env_steps)
 
 
-def make_sweep(config: AnakinConfig, spec, run: RunFacts | None = None) -> anakin.Sweep | Population | None:
+def make_sweep(config: AnakinConfig, spec, run: RunFacts | None = None) -> anakin.Entries | None:
     """The :class:`~podracer.anakin.Sweep` of ``--sweep``, or the :class:`~podracer.anakin.population.Population`
     of ``--population`` (None without either): each setting's (or lane's) agent and optimizer from its values
     (``run``: the run's facts, where a decaying learning rate ends)."""

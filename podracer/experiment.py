@@ -86,7 +86,7 @@ def _start_anakin(config: AnakinConfig, stop) -> anakin.RunResult:
             checkpoint.mark_finished(config.checkpoint_dir)
 
 
-def _anakin_evaluation(config: AnakinConfig, env, agent, sweep: anakin.Sweep | None = None):
+def _anakin_evaluation(config: AnakinConfig, env, agent, sweep: anakin.Entries | None = None):
     """:func:`podracer.play.periodic_evaluation` for ``--eval-every`` (None without it), per seed and setting."""
     if not config.eval_every:
         return None

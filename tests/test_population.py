@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import checkpoint, experiment, population
+from podracer import anakin, checkpoint, experiment, population
 from podracer.agents import A2CConfig
 from podracer.anakin.population import Population, PopulationState
 from podracer.config import AnakinConfig, SebulbaConfig, parse
@@ -266,3 +266,17 @@ def test_a_population_on_two_processes_equals_it_on_one(tmp_path):
         assert m["pbt_copied_at_per_lane"] == s["pbt_copied_at_per_lane"]
         np.testing.assert_allclose(m["pbt_learning_rate_per_lane"], s["pbt_learning_rate_per_lane"], rtol=1e-6)
         np.testing.assert_allclose(m["episode_return_per_seed"], s["episode_return_per_seed"], atol=0.05)
+
+
+def test_a_sweep_and_a_population_both_keep_the_entries_protocol():
+    """The host loop asks the same of both (anakin.Entries): names, values, keys, init, update and a summary."""
+    build = lambda values: (None, None)  # noqa: E731 (never called here)
+    sweep = anakin.Sweep(({"learning_rate": 1e-3}, {"learning_rate": 3e-3}), build)
+    lanes = Population((Range("learning_rate", 1e-4, 1e-2, True),), ({"learning_rate": 1e-3},) * 2, build, every=5)
+    for entries in (sweep, lanes):
+        assert isinstance(entries, anakin.Entries), type(entries)
+        assert entries.names == ["learning_rate"]
+        keys, values = entries.expand(jax.random.key(0))
+        assert keys.shape == (2,) and values["learning_rate"].shape == (2,)
+    assert sweep.summary(None) == {}
+    assert not isinstance(object(), anakin.Entries)

@@ -15,6 +15,7 @@ whose gradients are averaged over the device axis. Map it over devices yourself:
 
 from podracer.anakin.core import (
     AnakinState,
+    Entries,
     RolloutState,
     Sweep,
     init,
@@ -30,6 +31,7 @@ from podracer.stats import interquartile_mean, summarize, summarize_evaluation, 
 
 __all__ = [
     "AnakinState",
+    "Entries",
     "RolloutState",
     "RunResult",
     "Sweep",

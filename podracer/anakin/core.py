@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import chex
 import jax
@@ -43,6 +43,29 @@ class AnakinState(NamedTuple):
     population: chex.ArrayTree = ()  # a population's lanes (podracer.anakin.population.PopulationState); () otherwise
 
 
+@runtime_checkable
+class Entries(Protocol):
+    """Entries trained together in one Anakin program, vmapped on every device: a sweep's settings with every seed
+    (:class:`Sweep`) or a population's lanes (:class:`~podracer.anakin.population.Population`). What the host loop
+    and the composition root ask of either."""
+
+    points: tuple[dict[str, float], ...]  # each entry's (starting) values by name
+    build: Callable[[dict], tuple[Agent, optax.GradientTransformation]]  # one entry's agent and optimizer
+
+    @property
+    def names(self) -> list[str]: ...  # the names the values go by
+
+    def values(self, num_seeds: int) -> dict[str, chex.Array]: ...  # each value along the entries, [E]
+
+    def expand(self, key: chex.PRNGKey) -> tuple[chex.PRNGKey, dict[str, chex.Array]]: ...  # keys [E], values [E]
+
+    def init(self, env: Environment, key, num_envs_per_device: int, devices, rollout_length: int) -> AnakinState: ...
+
+    def update(self, env: Environment, rollout_length: int, values: dict[str, chex.Array], **kwargs) -> Callable: ...
+
+    def summary(self, state: AnakinState) -> dict: ...  # what a log record adds after a host call ({} for a sweep)
+
+
 class Sweep(NamedTuple):
     """Hyper-parameter settings trained together with every seed, vmapped in one program.
 
@@ -65,6 +88,15 @@ class Sweep(NamedTuple):
         return {
             name: jnp.asarray(np.repeat([point[name] for point in self.points], num_seeds)) for name in self.points[0]
         }
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.points[0])
+
+    def summary(self, state: AnakinState) -> dict:
+        """Nothing beyond the entries' metrics: a sweep's settings stay what :attr:`points` says."""
+        del state
+        return {}
 
     def init(self, env: Environment, key, num_envs_per_device: int, devices, rollout_length: int) -> AnakinState:
         """:func:`init` of the sweep: every entry's initial state, stacked ``[devices, entries, ...]``."""
@@ -241,7 +273,7 @@ def init(
     devices: Sequence[jax.Device] | None = None,
     *,
     rollout_length: int = 1,
-    sweep: Sweep | None = None,
+    sweep: Entries | None = None,
 ) -> AnakinState:
     """Initial states for ``devices`` (default: all devices), stacked on a leading device axis.
 
@@ -252,7 +284,7 @@ def init(
     axis, and each seed's state is the one a single run with its key would start from. With a
     ``sweep``, the seed axis holds every setting with every seed (:meth:`Sweep.expand`).
     """
-    if sweep is not None:  # a Sweep, or a population (podracer.anakin.population.Population)
+    if sweep is not None:  # a Sweep, or a population's lanes
         return sweep.init(env, key, num_envs_per_device, devices, rollout_length)
     init_fn = functools.partial(
         init_state, env, agent, optimizer, num_envs=num_envs_per_device, rollout_length=rollout_length

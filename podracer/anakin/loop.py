@@ -16,7 +16,7 @@ import optax
 
 from podracer import multihost, parallel
 from podracer.agents.base import Agent
-from podracer.anakin.core import AnakinState, Sweep, init, init_state, make_update, over_seeds
+from podracer.anakin.core import AnakinState, Entries, init, init_state, make_update, over_seeds
 from podracer.envs.base import Environment
 from podracer.runkit import NonfiniteWatch
 from podracer.stats import summarize, summarize_evaluation, summarize_seeds
@@ -113,7 +113,7 @@ def _unstack(layout, stacked, rest):
     return jax.tree.unflatten(treedef, leaves)
 
 
-def _seeded_update(env, agent, optimizer, key, rollout_length: int, sweep: Sweep | None, skip_nonfinite: bool):
+def _seeded_update(env, agent, optimizer, key, rollout_length: int, sweep: Entries | None, skip_nonfinite: bool):
     """The per-device update of every seed of ``key`` (and every setting of ``sweep``)."""
     if sweep is not None:
         return sweep.update(env, rollout_length, sweep.values(_num_keys(key)), skip_nonfinite=skip_nonfinite)
@@ -190,7 +190,7 @@ def run(
     evaluate: Callable[[Params], np.ndarray] | None = None,
     eval_every: int | None = None,
     target_return: float | None = None,
-    sweep: Sweep | None = None,
+    sweep: Entries | None = None,
     on_nonfinite: str = "stop",
 ) -> RunResult:
     """Trains with the update mapped over ``devices`` (default: all devices of all processes).
@@ -246,7 +246,7 @@ def run(
         call_seconds.append(time.perf_counter() - start)
         done, sps = (call + 1) * updates_per_call, num_seeds * updates_per_call * steps_per_update / call_seconds[-1]
         summary, codes = _summary(metrics, summarize_call, float(done * steps_per_update), sps)
-        if hasattr(sweep, "summary"):  # a population: every lane's values and lineage
+        if sweep is not None:  # a population adds every lane's values and lineage
             summary.update(sweep.summary(state))
         if evaluate is not None and eval_every and done % eval_every == 0:
             summary.update(summarize_evaluation(evaluate(parallel.host_entry(state.learner.params)), target_return))
