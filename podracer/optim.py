@@ -138,7 +138,7 @@ def learning_rate_schedule(
     return rate
 
 
-def adam(
+def optimizer_of(
     settings: OptimizerConfig, total_steps: int | Callable[[], int | None] | None = None, *, eps: float = ADAM_EPS
 ) -> optax.GradientTransformation:
     """Adam (``settings.update_rule`` "adam", the default) or RMSprop ("rmsprop": PyTorch's, squares averaged with
@@ -149,7 +149,8 @@ def adam(
     arrays, read at every update. ``total_steps`` None (a run of unknown length: evaluation, preview) builds the
     same state layout with a one-step decay. ``total_steps`` may be a function that counts them, called only for a
     decaying schedule (a constant rate needs no count, and a sweep's traced settings cannot be counted in
-    Python)."""
+    Python). The schedule is written here rather than taken from ``optax.schedules``: a sweep varies its rate and
+    its length as traced values inside one program."""
     schedule, warmup = settings.lr_schedule, settings.lr_warmup_steps
     if callable(total_steps):
         total_steps = None if schedule == "constant" or settings.lr_decay_steps is not None else total_steps()
@@ -170,6 +171,12 @@ def adam(
     return optax.inject_hyperparams(chain)(**hyper)
 
 
+def adam(settings: OptimizerConfig, total_steps=None, *, eps: float = ADAM_EPS) -> optax.GradientTransformation:
+    """The former name of :func:`optimizer_of`, which builds RMSprop too (``settings.update_rule``); kept so that
+    code written against it runs."""
+    return optimizer_of(settings, total_steps, eps=eps)
+
+
 def make_optimizer(
     learning_rate: float,
     max_grad_norm: float | None = 0.5,
@@ -183,7 +190,7 @@ def make_optimizer(
 ) -> optax.GradientTransformation:
     """:func:`adam` from its settings as arguments (a notebook's spelling): ``make_optimizer(3e-3, 0.5)``."""
     settings = OptimizerConfig(learning_rate, max_grad_norm, schedule, warmup_steps, end, decay_steps, update_rule)
-    return adam(settings, total_steps)
+    return optimizer_of(settings, total_steps)
 
 
 def on_policy_steps(run: RunFacts | None, num_epochs: int, num_minibatches: int) -> int | None:
@@ -245,6 +252,7 @@ __all__ = [
     "make_optimizer",
     "on_policy_steps",
     "optimizer_field",
+    "optimizer_of",
     "replay_steps",
     "settings_of",
 ]

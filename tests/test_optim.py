@@ -62,7 +62,7 @@ def test_rmsprop_is_pytorchs():
     """--update-rule rmsprop steps as PyTorch's RMSprop (Stable-Baselines3's A2C): squares averaged with decay 0.99
     from zero, eps 1e-5 added outside the root, after the global-norm clip; Adam's first step would be -rate."""
     settings = optim.OptimizerConfig(learning_rate=7e-4, max_grad_norm=0.5, update_rule="rmsprop")
-    optimizer = optim.adam(settings, 10)
+    optimizer = optim.optimizer_of(settings, 10)
     params = {"w": jnp.zeros(2)}
     state = optimizer.init(params)
     square = np.zeros(2)

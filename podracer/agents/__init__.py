@@ -61,13 +61,13 @@ def register(name: str, config_class: type, make: Callable[..., Agent]) -> None:
     ``config_class`` is a dataclass whose every field has a default; its fields become the agent's flags in both
     command lines (``--agent NAME --help`` lists them), each checked in its ``__post_init__`` as the built-in
     agents' are (:func:`podracer.agents.base.check_hyperparameters`), and its numeric fields can be swept. Its
-    optimizer settings are a field ``optimizer: podracer.optim.OptimizerConfig`` (as the built-in agents'), or
-    the flat fields ``learning_rate`` and ``max_grad_norm`` (``lr_schedule``, ``lr_warmup_steps`` optional). An
-    agent whose ``optimizer`` is None gets Adam with those settings (:func:`podracer.optim.adam`); set your own
-    (``Agent(..., optimizer=...)``) for parameter groups or another optimizer. Checkpoints record the name, so
-    ``python -m podracer.evaluate`` plays it once it is registered there too (``--import MODULE``, or an entry
-    point in the ``podracer.agents`` group). Registering a name again replaces it; a built-in name cannot be
-    taken."""
+    optimizer settings are a field ``optimizer: podracer.optim.OptimizerConfig`` (as the built-in agents'), or the
+    flat fields ``learning_rate`` and ``max_grad_norm`` (``lr_schedule``, ``lr_warmup_steps`` optional). An agent
+    whose ``optimizer`` is None gets the optimizer of those settings (:func:`podracer.optim.optimizer_of`: Adam, or
+    RMSprop); set your own (``Agent(..., optimizer=...)``) for parameter groups or another optimizer. Checkpoints
+    record the name, so ``python -m podracer.evaluate`` plays it once it is registered there too (``--import
+    MODULE``, or an entry point in the ``podracer.agents`` group). Registering a name again replaces it; a built-in
+    name cannot be taken."""
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ValueError(
             f"An agent's name is lower case letters, digits, '-' and '_', starting with a letter "
@@ -202,7 +202,7 @@ def make(agent, spec: EnvSpec, *, run: RunFacts | None = None, **hyper) -> Agent
         steps = functools.partial(
             optim.replay_steps, run, built.replay.replay_ratio, built.replay.min_size, built.replay.batch_size
         )
-    return built._replace(optimizer=optim.adam(optim.settings_of(agent), steps))
+    return built._replace(optimizer=optim.optimizer_of(optim.settings_of(agent), steps))
 
 
 def _takes_run(factory) -> bool:

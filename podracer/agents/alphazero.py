@@ -32,7 +32,7 @@ from podracer.agents.base import (
     transitions,
 )
 from podracer.networks import TorsoName
-from podracer.optim import OptimizerConfig, adam, on_policy_steps, optimizer_field
+from podracer.optim import OptimizerConfig, optimizer_of, on_policy_steps, optimizer_field
 from podracer.types import EnvSpec, RunFacts, Trajectory
 
 
@@ -185,7 +185,7 @@ def make_alphazero(spec: EnvSpec, config: AlphaZeroConfig = AlphaZeroConfig(), r
         num_minibatches=config.num_minibatches,
         minibatch_axis=0,
         plans=True,
-        optimizer=adam(
+        optimizer=optimizer_of(
             config.optimizer, functools.partial(on_policy_steps, run, config.num_epochs, config.num_minibatches)
         ),
     )

@@ -136,8 +136,8 @@ class Agent(NamedTuple):
     observe: Callable | None = None
     # The discount of the return the feeders accumulate into Trajectory.discounted_return; None: they do not.
     return_discount: float | None = None
-    # How the parameters are optimised (podracer.optim.adam, or a partition of the parameters with an optimizer per
-    # group); None: the registry gives it the agent config's optimizer settings (podracer.agents.make).
+    # How the parameters are optimised (podracer.optim.optimizer_of, or a partition of the parameters with an
+    # optimizer per group); None: the registry gives it the agent config's optimizer settings (podracer.agents.make).
     optimizer: optax.GradientTransformation | None = None
     # A planning agent (podracer.agents.alphazero): its ``act`` also takes ``model=`` (the environment's
     # podracer.envs.base.SearchModel) and ``env_state=`` (the batch's own environment states), which the drivers

@@ -36,7 +36,7 @@ from podracer.agents.qlearning import (
     replay_spec,
     transition_items,
 )
-from podracer.optim import OptimizerConfig, adam, optimizer_field, replay_steps
+from podracer.optim import OptimizerConfig, optimizer_of, optimizer_field, replay_steps
 from podracer.types import RunFacts, EnvSpec, Trajectory
 
 EPSILON_SCHEDULES = ("ladder", "linear")
@@ -160,5 +160,5 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig(), run: RunFacts | Non
         loss=None,
         replay=replay_spec(config, make_items, loss),
         observe=observe if linear else None,
-        optimizer=adam(config.optimizer, steps),
+        optimizer=optimizer_of(config.optimizer, steps),
     )

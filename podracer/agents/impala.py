@@ -24,7 +24,7 @@ from podracer.agents.base import (
     unroll_trajectory,
 )
 from podracer.networks import TorsoName
-from podracer.optim import OptimizerConfig, adam, on_policy_steps, optimizer_field
+from podracer.optim import OptimizerConfig, optimizer_of, on_policy_steps, optimizer_field
 from podracer.types import RunFacts, EnvSpec, Trajectory
 
 
@@ -97,4 +97,6 @@ def make_impala(spec: EnvSpec, config: IMPALAConfig = IMPALAConfig(), run: RunFa
             "rho": masked_mean(rho, tr.mask_t),
         }
 
-    return Agent(**fns, loss=loss, optimizer=adam(config.optimizer, functools.partial(on_policy_steps, run, 1, 1)))
+    return Agent(
+        **fns, loss=loss, optimizer=optimizer_of(config.optimizer, functools.partial(on_policy_steps, run, 1, 1))
+    )

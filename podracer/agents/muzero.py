@@ -41,7 +41,7 @@ from podracer.agents.base import (
     transitions,
 )
 from podracer.networks import MLP, TorsoName
-from podracer.optim import OptimizerConfig, adam, on_policy_steps, optimizer_field
+from podracer.optim import OptimizerConfig, optimizer_of, on_policy_steps, optimizer_field
 from podracer.types import EnvSpec, RunFacts, Trajectory
 
 
@@ -271,7 +271,7 @@ def make_muzero(spec: EnvSpec, config: MuZeroConfig = MuZeroConfig(), run: RunFa
         num_epochs=config.num_epochs,
         num_minibatches=config.num_minibatches,
         minibatch_axis=0,
-        optimizer=adam(
+        optimizer=optimizer_of(
             config.optimizer, functools.partial(on_policy_steps, run, config.num_epochs, config.num_minibatches)
         ),
     )

@@ -27,7 +27,7 @@ from podracer.agents.base import (
 from podracer.agents import losses
 from podracer.agents.losses import clipped_surrogate, normalized_advantages
 from podracer.networks import RecurrentNetwork, TorsoName
-from podracer.optim import OptimizerConfig, adam, on_policy_steps, optimizer_field
+from podracer.optim import OptimizerConfig, optimizer_of, on_policy_steps, optimizer_field
 from podracer.types import RunFacts, EnvSpec, Trajectory
 
 
@@ -159,7 +159,7 @@ def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig(), run: RunFacts | Non
         num_epochs=config.num_epochs,
         num_minibatches=config.num_minibatches,
         minibatch_axis=1 if recurrent else 0,
-        optimizer=adam(
+        optimizer=optimizer_of(
             config.optimizer, functools.partial(on_policy_steps, run, config.num_epochs, config.num_minibatches)
         ),
     )

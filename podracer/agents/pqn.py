@@ -38,7 +38,7 @@ from podracer.agents.base import (
 )
 from podracer.agents.qlearning import epsilon_greedy, linear_epsilon, make_q_network
 from podracer.networks import RecurrentNetwork, TorsoName, lstm_initial_state, reset_state
-from podracer.optim import OptimizerConfig, adam, on_policy_steps, optimizer_field
+from podracer.optim import OptimizerConfig, optimizer_of, on_policy_steps, optimizer_field
 from podracer.types import EnvSpec, RunFacts, Trajectory
 
 
@@ -186,7 +186,7 @@ def make_pqn(spec: EnvSpec, config: PQNConfig = PQNConfig(), run: RunFacts | Non
         minibatch_axis=1 if recurrent else 0,
         initial_state=initial_state,
         observe=observe,
-        optimizer=adam(
+        optimizer=optimizer_of(
             config.optimizer, functools.partial(on_policy_steps, run, config.num_epochs, config.num_minibatches)
         ),
     )

@@ -32,7 +32,7 @@ from podracer.agents.base import (
 )
 from podracer.agents.qlearning import check_replay_sizes, epsilon_greedy, n_step_targets, replay_spec
 from podracer.networks import RecurrentNetwork, TorsoName
-from podracer.optim import OptimizerConfig, adam, optimizer_field, replay_steps
+from podracer.optim import OptimizerConfig, optimizer_of, optimizer_field, replay_steps
 from podracer.types import RunFacts, EnvSpec, TimeStep, Trajectory
 
 
@@ -159,5 +159,5 @@ def make_r2d2(spec: EnvSpec, config: R2D2Config = R2D2Config(), run: RunFacts | 
         replay_steps, run, config.replay_ratio, config.min_replay_size, config.batch_size, sequences=True
     )
     return Agent(
-        **fns, loss=None, replay=replay_spec(config, make_items, loss), optimizer=adam(config.optimizer, steps)
+        **fns, loss=None, replay=replay_spec(config, make_items, loss), optimizer=optimizer_of(config.optimizer, steps)
     )

@@ -31,7 +31,7 @@ import optax
 from podracer.agents.base import Configurable, Agent, ReplaySpec, action_size, check_hyperparameters, require_actions
 from podracer.agents.qlearning import check_replay_sizes, transition_items
 from podracer.networks import MLP
-from podracer.optim import OptimizerConfig, adam, optimizer_field, replay_steps
+from podracer.optim import OptimizerConfig, optimizer_of, optimizer_field, replay_steps
 from podracer.types import RunFacts, EnvSpec, Trajectory
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0  # the actor's log standard deviation is squashed into this range
@@ -194,4 +194,6 @@ def make_sac_optimizer(config: SACConfig, run: RunFacts | None = None) -> optax.
 
         return jax.tree_util.tree_map_with_path(label, params)
 
-    return optax.multi_transform({"networks": adam(settings, steps), "temperature": adam(temperature, steps)}, labels)
+    return optax.multi_transform(
+        {"networks": optimizer_of(settings, steps), "temperature": optimizer_of(temperature, steps)}, labels
+    )
