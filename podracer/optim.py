@@ -177,6 +177,12 @@ def adam(settings: OptimizerConfig, total_steps=None, *, eps: float = ADAM_EPS) 
     return optimizer_of(settings, total_steps, eps=eps)
 
 
+def hyperparameters(opt_state) -> dict:
+    """The former name of :func:`injected_hyperparameters` (an agent config's are
+    :func:`podracer.agents.base.hyperparameters`); kept so that code written against it runs."""
+    return injected_hyperparameters(opt_state)
+
+
 def make_optimizer(
     learning_rate: float,
     max_grad_norm: float | None = 0.5,
@@ -212,9 +218,10 @@ def replay_steps(
     return max(1, math.ceil(replay_ratio * max(run.num_updates * items_per_update - min_size, 0) / batch_size))
 
 
-def hyperparameters(opt_state) -> dict:
-    """The injected hyper-parameters of an optimizer state built by :func:`adam` (``{"learning_rate": ...}``), for
-    every such state found in it (a multi-transform's groups: the first found per name)."""
+def injected_hyperparameters(opt_state) -> dict:
+    """The injected hyper-parameters of an optimizer state built by :func:`optimizer_of`
+    (``{"learning_rate": ...}``), for every such state found in it (a multi-transform's groups: the first found per
+    name)."""
     found = {}
 
     def visit(node):
@@ -248,6 +255,7 @@ __all__ = [
     "RunFacts",
     "adam",
     "hyperparameters",
+    "injected_hyperparameters",
     "learning_rate_schedule",
     "make_optimizer",
     "on_policy_steps",

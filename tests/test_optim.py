@@ -36,7 +36,7 @@ def test_the_learning_rate_is_state_a_population_can_change():
     agent = agents.make(PPOConfig().replace(learning_rate=1e-3), spec, run=RUN)
     params = {"w": jnp.ones(3)}
     state = agent.optimizer.init(params)
-    assert float(optim.hyperparameters(state)["learning_rate"]) == pytest.approx(1e-3)
+    assert float(optim.injected_hyperparameters(state)["learning_rate"]) == pytest.approx(1e-3)
 
     @jax.jit
     def step(state, rate):

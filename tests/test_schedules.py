@@ -94,7 +94,9 @@ def test_a_run_counts_its_optimizer_steps_to_end_the_decay():
 
     ppo_run = RunFacts(num_updates=2, envs_per_learner=8, rollout_length=16, total_env_steps=2 * 8 * 16)
     optimizer = agents.make(ppo, spec, run=ppo_run).optimizer
-    assert float(optim.hyperparameters(optimizer.init({"w": jnp.ones(2)}))["learning_rate"]) == pytest.approx(3e-3)
+    assert float(optim.injected_hyperparameters(optimizer.init({"w": jnp.ones(2)}))["learning_rate"]) == pytest.approx(
+        3e-3
+    )
     dqn = DQNConfig().replace(lr_schedule="cosine", batch_size=32, min_replay_size=64, replay_ratio=2.0)
     before, after = last_rates(dqn, (10 * 128 - 64) * 2 // 32)
     assert before > 0 and after == 0  # the decay ends at the run's last optimizer step
