@@ -80,7 +80,8 @@ def test_the_search_tries_an_opponents_winning_reply_unless_q_values_are_rescale
     default, --no-rescale-values) the reply is tried and the search plays B."""
     import mctx
 
-    from podracer.agents.alphazero import AlphaZeroConfig, completed_q, gumbel_search
+    from podracer.agents.alphazero import AlphaZeroConfig
+    from podracer.agents.search import completed_q, gumbel_search
 
     nxt = jnp.array([[1, 2], [3, 4], [5, 5], [5, 5], [5, 5], [5, 5]])  # node, action -> node
     reward = jnp.zeros((6, 2)).at[1, 1].set(1.0)  # the mover's: the opponent's winning reply

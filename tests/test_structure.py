@@ -199,7 +199,7 @@ def test_no_library_module_imports_itself_through_others():
 # with, for now, the modules that read the config tree (the composition root, evaluate's and preview's entries).
 _CORE = """types axes initializers networks optim replay learner stats normalize sweep population
 agents agents.a2c agents.alphazero agents.base agents.dqn agents.impala agents.losses agents.muzero agents.ppo
-agents.pqn agents.qlearning agents.r2d2 agents.sac agents.settings
+agents.pqn agents.qlearning agents.r2d2 agents.sac agents.search agents.settings
 envs envs.base envs.wrappers envs.cartpole envs.catch envs.memory envs.synthetic
 envs.brax envs.craftax envs.gymnax envs.jumanji envs.navix envs.pgx envs.playground envs.xminigrid"""
 _RUN = """disk coordinator multihost parallel checkpoint resume_identity runlock lifetime logging startup compile_cache

@@ -30,7 +30,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from podracer.agents.alphazero import completed_q, gumbel_search, legal_logits
+from podracer.agents.search import completed_q, gumbel_search, legal_logits
 from podracer.agents.base import (
     Agent,
     Configurable,
