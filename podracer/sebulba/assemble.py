@@ -21,7 +21,7 @@ from podracer.envs.base import HostEnv
 from podracer.learner import make_learner_step
 from podracer.runkit import Progress
 from podracer.sebulba.actor import make_act, run_actor
-from podracer.sebulba.learner import Schedule, SebulbaResult, learn
+from podracer.sebulba.learner import LearnerStatus, Schedule, SebulbaResult, learn
 from podracer.sebulba.pipeline import ActorStatus, ParamStore, StopAwareQueue
 from podracer.sebulba.run import ActorFailed, run
 from podracer.types import LearnerState
@@ -140,7 +140,7 @@ class _Watch:
 
     def __init__(self, statuses: list[ActorStatus], actor_timeout: float, schedule: Schedule, updates: int, main: bool):
         self.statuses, self.timeout, self.main = statuses, actor_timeout, main
-        self.learner = {"doing": "starting", "updates": updates}
+        self.learner = LearnerStatus(updates=updates)
         self.log_failed = False  # a metrics line could not be written: no checkpoint may pass it
         self.progress = Progress(
             schedule.num_updates * schedule.steps_per_update,
@@ -163,11 +163,11 @@ class _Watch:
 
     def _describe(self) -> list[str]:
         now = time.monotonic()
-        return [f"learner: {self.learner['doing']}", *(s.describe(now) for s in self.statuses)]
+        return [f"learner: {self.learner.doing}", *(s.describe(now) for s in self.statuses)]
 
     def logging_to(self, log):
         def write(summary):
-            compiled = self.learner.pop("compiled_seconds", None)
+            compiled = self.learner.take_compiled_seconds()
             if self.main and compiled is not None:
                 print(
                     f"podracer: the first learner step took {compiled:.1f} s, compilation included "

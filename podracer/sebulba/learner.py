@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 import sys
@@ -18,6 +19,21 @@ from podracer import lifetime, parallel
 from podracer.runkit import Cadence, NonfiniteWatch, StopSnapshot
 from podracer.sebulba.pipeline import ParamStore, StopAwareQueue, Stopped
 from podracer.types import LearnerState
+
+
+@dataclasses.dataclass
+class LearnerStatus:
+    """What the learner loop is doing, written by its thread and read by the run's watch (the heartbeat line, the
+    first step's compile line)."""
+
+    doing: str = "starting"
+    updates: int = 0  # updates done
+    compiled_seconds: float | None = None  # the first learner step's seconds, compilation included, until taken
+
+    def take_compiled_seconds(self) -> float | None:
+        """The first step's seconds once (None before it is done, and after it is taken)."""
+        seconds, self.compiled_seconds = self.compiled_seconds, None
+        return seconds
 
 
 class SebulbaResult(NamedTuple):
@@ -50,7 +66,7 @@ def learn(
     stop: threading.Event,
     save: Callable[[LearnerState, int], None] | None = None,
     log: Callable[[dict[str, float]], None] | None = None,
-    status: dict | None = None,
+    status: LearnerStatus | None = None,
     evaluate: Callable[[LearnerState], dict[str, float]] | None = None,
 ) -> SebulbaResult:
     """Learns from the queue's trajectories until ``schedule.num_updates`` or ``stop``.
@@ -59,8 +75,8 @@ def learn(
     devices; ``updates`` the updates already done (a resumed run). After every update the new
     parameters go to ``store``. ``save(state, updates)`` runs at the schedule's cadence
     (:class:`~podracer.runkit.Cadence`) and, when the loop ends for any reason, for updates not yet
-    saved. ``status`` (a dict) hears what the loop is doing (``doing``) and the updates done
-    (``updates``). A stop that abandons the step in flight saves the last completed update's host copy
+    saved. ``status`` (:class:`LearnerStatus`) hears what the loop is doing, the updates done and the
+    first step's seconds. A stop that abandons the step in flight saves the last completed update's host copy
     (:class:`~podracer.runkit.StopSnapshot`; ``save(copy, updates, replicated=False)``). ``evaluate(state)``
     runs every ``schedule.eval_every`` updates; its entries join a summary logged at once, and the
     loop ends when it holds a true ``target_reached``. An update whose loss, gradients or parameters are not finite
@@ -68,7 +84,11 @@ def learn(
     :class:`~podracer.runkit.Diverged` under ``stop``, before its parameters reach the actors or a checkpoint (the
     last finite update is saved as at any end); summaries count such updates in ``nonfinite_updates``.
     """
-    status, log, history = ({} if status is None else status), (log or (lambda summary: None)), []
+    status, log, history = (
+        (LearnerStatus(updates=updates) if status is None else status),
+        (log or (lambda summary: None)),
+        [],
+    )
     first, cadence = updates, Cadence(schedule.checkpoint_every, schedule.checkpoint_every_seconds, updates)
     store.publish(parallel.unreplicate(state.params), updates)
     window, clock = _Window(), _Clock(updates * schedule.steps_per_update)
@@ -77,12 +97,12 @@ def learn(
     nonfinite = NonfiniteWatch(schedule.on_nonfinite, parallel.is_main_process())
     try:
         while updates < schedule.num_updates and not stop.is_set():
-            status["doing"] = "waiting for trajectories"
+            status.doing = "waiting for trajectories"
             try:
                 rollout, waited = queue.get(stop)
             except Stopped:  # the run is stopping
                 break
-            status["doing"] = f"update {updates + 1}" + (" (compiling the learner step)" if updates == first else "")
+            status.doing = f"update {updates + 1}" + (" (compiling the learner step)" if updates == first else "")
             learn_start = time.perf_counter()
             new_state, metrics = step(state, rollout.trajectory)
             code = jax.device_get(parallel.unreplicate(metrics.pop("nonfinite", 0.0)))  # waits for the step
@@ -90,8 +110,8 @@ def learn(
             state = new_state
             updates += 1
             if updates == first + 1:  # compiled: steps/s count from here (unless this update is logged now)
-                status["compiled_seconds"] = clock.compiled(state, learn_start, updates, schedule)
-            status["updates"] = updates
+                status.compiled_seconds = clock.compiled(state, learn_start, updates, schedule)
+            status.updates = updates
             snapshot.completed(state, updates)
             store.publish(parallel.unreplicate(state.params), updates)
             jax.block_until_ready(state.params)
