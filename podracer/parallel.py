@@ -1,6 +1,7 @@
 """Device layout: the only module that knows how work is spread over devices and hosts.
 
-One mesh axis, :data:`DEVICE_AXIS`, spans every device of every process. The library's
+One mesh axis, :data:`~podracer.axes.DEVICE_AXIS` (named in :mod:`podracer.axes` with the collectives over it, and
+importable from here), spans every device of every process. The library's
 multi-device programs are ``jax.jit`` of ``jax.shard_map`` over that :class:`~jax.sharding.Mesh`
 (:func:`device_map`): they take and return global arrays with a leading axis of one entry
 per device, split over the mesh, and the per-device function inside sees one entry and
