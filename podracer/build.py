@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 from collections.abc import Callable
 
 from podracer import agents, anakin, checkpoint, envs, parallel, startup
 from podracer import logging as logging_lib
 from podracer import normalize as normalize_lib
+from podracer import plan as plan_lib
 from podracer import population as population_lib
 from podracer import sweep as sweep_lib
 from podracer.anakin.population import Population
@@ -23,6 +23,7 @@ from podracer.agents.base import Agent, hyperparameters, with_hyperparameters
 from podracer.config import AnakinConfig, SebulbaConfig
 from podracer.envs.base import HostEnv, example_observation
 from podracer.logging import Logger, make_logger
+from podracer.plan import RunPlan
 from podracer.types import RunFacts
 
 
@@ -180,36 +181,36 @@ def run_ended(config):
     return lambda: checkpoint.mark_finished(directory)
 
 
-def anakin_budget(config: AnakinConfig) -> AnakinConfig:
-    """``config`` with ``--total-env-steps`` turned into ``num_updates`` on this run's devices: rounded up to whole host
-    calls, so that every call runs the one compiled program (``config`` itself without the flag)."""
-    if config.total_env_steps is None:
-        return config
-    run = anakin_run_facts(config, parallel.num_global_devices())
-    per_call = run.total_env_steps // run.num_updates * config.updates_per_call
-    calls = -(-config.total_env_steps // per_call)
-    return dataclasses.replace(config, num_updates=calls * config.updates_per_call)
-
-
-def anakin_run_facts(config: AnakinConfig, num_global_devices: int) -> RunFacts:
-    """The facts an agent is told of an Anakin run over ``num_global_devices`` devices: each device learns from its
-    own environments."""
-    per_device = config.envs_per_device(num_global_devices)
-    return RunFacts(
-        num_updates=config.num_updates,
-        envs_per_learner=per_device,
+def anakin_plan(config: AnakinConfig, num_global_devices: int | None = None) -> RunPlan:
+    """The plan of an Anakin run of ``config`` over ``num_global_devices`` devices (default: every device of every
+    process): ``--total-env-steps``, when given, turned into updates rounded up to whole host calls."""
+    num_global = parallel.num_global_devices() if num_global_devices is None else num_global_devices
+    return plan_lib.anakin_plan(
+        num_envs_per_device=config.envs_per_device(num_global),
         rollout_length=config.rollout_length,
-        total_env_steps=config.num_updates * config.rollout_length * per_device * num_global_devices,
+        num_updates=config.num_updates,
+        total_env_steps=config.total_env_steps,
+        updates_per_call=config.updates_per_call,
+        num_devices=num_global,
+        eval_every=config.eval_every,
+        target_return=config.target_return,
+        on_nonfinite=config.on_nonfinite,
     )
 
 
-def sebulba_run_facts(config: SebulbaConfig, per_actor: int, layout: parallel.Layout) -> RunFacts:
-    """The facts an agent is told of a Sebulba run of ``per_actor`` environments per actor thread: every process
-    feeds one trajectory per actor thread per update round, split over its learner devices."""
-    steps_per_update = config.rollout_length * per_actor * parallel.process_count()
-    num_updates = math.ceil(config.total_env_steps / steps_per_update)
-    envs_per_learner = per_actor // len(parallel.local_devices(layout.learner_devices))
-    return RunFacts(num_updates, envs_per_learner, config.rollout_length, config.total_env_steps)
+def sebulba_plan(config: SebulbaConfig, per_actor: int, layout: parallel.Layout) -> RunPlan:
+    """The plan of a Sebulba run of ``per_actor`` environments per actor thread: every process feeds one trajectory
+    per update round, split over its learner devices."""
+    return plan_lib.sebulba_plan(
+        num_envs_per_actor=per_actor,
+        rollout_length=config.rollout_length,
+        total_env_steps=config.total_env_steps,
+        num_learner_devices=len(parallel.local_devices(layout.learner_devices)),
+        num_processes=parallel.process_count(),
+        eval_every=config.eval_every,
+        target_return=config.target_return,
+        on_nonfinite=config.on_nonfinite,
+    )
 
 
 def make_sweep(config: AnakinConfig, spec, run: RunFacts | None = None) -> anakin.Entries | None:

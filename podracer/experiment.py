@@ -19,8 +19,7 @@ from podracer import population as population_lib
 from podracer import sweep as sweep_lib
 from podracer.agents.base import Agent
 from podracer.build import (
-    anakin_budget,
-    anakin_run_facts,
+    anakin_plan,
     check_normalizable,
     final_entries,
     host_env_factory,
@@ -32,7 +31,7 @@ from podracer.build import (
     run_ended,
     run_logger,
     run_metadata,
-    sebulba_run_facts,
+    sebulba_plan,
 )
 from podracer.config import AnakinConfig, SebulbaConfig
 from podracer.envs.base import HostEnv, example_action_mask, example_observation, observation_rank
@@ -40,7 +39,7 @@ from podracer.learner import init_learner_state, should_unroll
 from podracer.logging import Logger
 from podracer.runkit import AnakinCheckpoints, Progress, check_unfinished, sebulba_checkpoints
 from podracer.sebulba import assemble, learner as sebulba_learner
-from podracer.types import RunFacts
+from podracer.plan import RunPlan
 
 
 # ----------------------------------------------------------------------------------------- Anakin
@@ -53,7 +52,7 @@ def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> a
     set). Call :func:`podracer.multihost.initialize` first in a multi-process run (``podracer anakin`` does).
     """
     with runlock.hold(_written(config), enabled=parallel.is_main_process()):  # before anything is written there
-        return _start_anakin(anakin_budget(config), stop)
+        return _start_anakin(config, stop)
 
 
 def _written(config) -> dict[str, str | None]:
@@ -64,23 +63,23 @@ def _written(config) -> dict[str, str | None]:
 def _start_anakin(config: AnakinConfig, stop) -> anakin.RunResult:
     lifetime.starting(newest_checkpoint(config), run_ended(config))
     env = make_env(config)
-    num_global = parallel.num_global_devices()
-    run = anakin_run_facts(config, num_global)
-    per_device = run.envs_per_learner
+    plan = anakin_plan(config)
+    per_device = plan.envs_per_batch
     check_normalizable(config, env.spec())
-    agent = make_agent(config.agent, env.spec(), normalization(config), run)
+    agent = make_agent(config.agent, env.spec(), normalization(config), plan.facts)
     preflight.check_anakin(config, env, agent, per_device)
-    counts = {"--num-envs-per-device": per_device, "devices (--cpu-devices on a CPU)": num_global}
-    metadata = run_metadata(config, "anakin", config.env, run, {**counts, "--num-processes": parallel.process_count()})
+    counts = {"--num-envs-per-device": per_device, "devices (--cpu-devices on a CPU)": parallel.num_global_devices()}
+    counts["--num-processes"] = parallel.process_count()
+    metadata = run_metadata(config, "anakin", config.env, plan.facts, counts)
     resume_step, main = None, parallel.is_main_process()
     if config.checkpoint_dir:  # checked before anything is compiled
         identity = metadata["resume_identity"]
         resume_step = checkpoint.prepare(config.checkpoint_dir, resume=config.resume, identity=identity)
-        check_unfinished(config.checkpoint_dir, config.resume, config.num_updates, "--num-updates")
+        check_unfinished(config.checkpoint_dir, config.resume, plan.num_updates, "--num-updates")
         if main:
             checkpoint.mark_running(config.checkpoint_dir)
     try:
-        return _train_anakin(config, env, agent, run, metadata, resume_step, stop)
+        return _train_anakin(config, plan, env, agent, metadata, resume_step, stop)
     finally:
         if config.checkpoint_dir and main:
             checkpoint.mark_finished(config.checkpoint_dir)
@@ -104,11 +103,10 @@ def _sebulba_evaluation(config: SebulbaConfig, make_env, agent):
     )
 
 
-def _train_anakin(config: AnakinConfig, env, agent: Agent, run: RunFacts, metadata: dict, resume_step, stop):
-    main, num_global, optimizer = parallel.is_main_process(), parallel.num_global_devices(), agent.optimizer
-    per_device, steps_per_update = run.envs_per_learner, run.total_env_steps // run.num_updates
+def _train_anakin(config: AnakinConfig, plan: RunPlan, env, agent: Agent, metadata: dict, resume_step, stop):
+    main, optimizer, per_device = parallel.is_main_process(), agent.optimizer, plan.envs_per_batch
     key = anakin.run_key(config.seed, config.num_seeds)
-    sweep = make_sweep(config, env.spec(), run)
+    sweep = make_sweep(config, env.spec(), plan.facts)
     startup.mark("environment")
     state = anakin.init(env, agent, optimizer, key, per_device, rollout_length=config.rollout_length, sweep=sweep)
     if sweep is not None and (bad := anakin.unsweepable(env, sweep, state, config.rollout_length)):
@@ -121,48 +119,35 @@ def _train_anakin(config: AnakinConfig, env, agent: Agent, run: RunFacts, metada
         local, resume_step = checkpoint.restore_newest_run_state(config.checkpoint_dir, state)
         state = parallel.shard(local)
         if config.log_dir and main:  # the resumed run writes the lines after its checkpoint again
-            logging_lib.keep_records_until(
-                os.path.join(config.log_dir, "metrics.jsonl"), resume_step * steps_per_update
-            )
+            logging_lib.keep_records_until(os.path.join(config.log_dir, "metrics.jsonl"), plan.env_steps(resume_step))
     if config.checkpoint_dir:  # before compiling: is there room for a checkpoint (run state, and the learner once)?
         per_save = checkpoint.local_bytes(state) + checkpoint.local_bytes(state.learner) // len(
             parallel.local_devices()
         )
         checkpoint.check_start_room(config.checkpoint_dir, per_save)
-    saver = AnakinCheckpoints(config, metadata, steps_per_update, resume_step or 0, final_entries(config, metadata))
+    saver = AnakinCheckpoints(
+        config, metadata, plan.env_steps_per_update, resume_step or 0, final_entries(config, metadata)
+    )
     several = config.num_seeds > 1 or sweep is not None
     keys = ("episode_return_min",) if several else ()
-    logger = run_logger(config, config.num_updates * steps_per_update, keys, resume_step is not None)
+    logger = run_logger(config, plan.env_steps(plan.num_updates), keys, resume_step is not None)
     logger.add_fields(preflight.opponent_field(env))
     if main:
         print(
-            preflight.anakin_banner(config, num_global, per_device, resume_step, getattr(env, "opponent_name", None)),
+            preflight.anakin_banner(config, plan, resume_step, getattr(env, "opponent_name", None)),
             flush=True,
         )
-    watch = Progress(config.num_updates * steps_per_update, (resume_step or 0) * steps_per_update, main)
+    watch = Progress(plan.env_steps(plan.num_updates), plan.env_steps(resume_step or 0), main)
     with logger, lifetime.Heartbeat(watch.status, enabled=main) as heartbeat:
         watch.heartbeat = heartbeat
-        result = anakin.run(
-            env,
-            agent,
-            optimizer,
-            key=key,
-            num_envs_per_device=per_device,
-            rollout_length=config.rollout_length,
-            num_updates=config.num_updates,
-            updates_per_call=config.updates_per_call,
+        hooks = anakin.Hooks(
             log=watch.logging_to(logger),
-            state=state,
-            start_update=resume_step or 0,
             after_call=saver.after_call,
             stop=stop,
             progress=watch.event,
             evaluate=_anakin_evaluation(config, env, agent, sweep),
-            eval_every=config.eval_every,
-            target_return=config.target_return,
-            sweep=sweep,
-            on_nonfinite=config.on_nonfinite,
         )
+        result = anakin.run(plan, sweep or agent, state, hooks, env=env, start_update=resume_step or 0)
     if main and result.history and result.history[-1].get("target_reached"):
         last = result.history[-1]
         print(
@@ -216,9 +201,9 @@ def _start_sebulba(config: SebulbaConfig, make_env, stop, log) -> sebulba_learne
     finally:
         probe.close()
     check_normalizable(config, spec)
-    run = sebulba_run_facts(config, per_actor, layout)
-    check_unfinished(config.checkpoint_dir, config.resume, run.num_updates, "--total-env-steps")
-    agent = make_agent(config.agent, spec, normalization(config), run)  # once: the estimate's and the run's
+    plan = sebulba_plan(config, per_actor, layout)
+    check_unfinished(config.checkpoint_dir, config.resume, plan.num_updates, "--total-env-steps")
+    agent = make_agent(config.agent, spec, normalization(config), plan.facts)  # once: the estimate's and the run's
     preflight.check_sebulba(config, agent, spec, layout, num_actors, per_actor)
     # Actor i's group g gets seeds as if its batch were one envpool batch (envpool seeds env j with seed + j).
     groups = [
@@ -226,40 +211,38 @@ def _start_sebulba(config: SebulbaConfig, make_env, stop, log) -> sebulba_learne
         for i in range(num_actors)
     ]
     try:
-        return _run_sebulba(config, agent, run, layout, groups, first_actor, stop, log, make_env)
+        return _run_sebulba(config, agent, plan, layout, groups, first_actor, stop, log, make_env)
     finally:
         for group in groups:
             for env in group:
                 env.close()
 
 
-def _run_sebulba(config, agent: Agent, run: RunFacts, layout, groups, first_actor: int, stop, log, make_env):
+def _run_sebulba(config, agent: Agent, plan: RunPlan, layout, groups, first_actor: int, stop, log, make_env):
     startup.mark("environment")
     spec, first_env = groups[0][0].spec(), groups[0][0]
     if isinstance(log, Logger):
         log.add_fields(preflight.opponent_field(first_env))
-    per_actor = sum(env.num_envs for env in groups[0])
-    steps_per_update = config.rollout_length * per_actor * parallel.process_count()  # as in sebulba_run_facts
     frame_skip = 4 if getattr(first_env, "atari", False) else 1
     schedule = sebulba_learner.Schedule(
-        run.num_updates,
-        steps_per_update,
+        plan.num_updates,
+        plan.env_steps_per_update,
         config.log_every,
         config.checkpoint_every,
         config.checkpoint_every_seconds,
         frame_skip,
-        config.eval_every,
-        config.on_nonfinite,
+        plan.eval_every,
+        plan.on_nonfinite,
     )
     learner_key, actor_key = jax.random.split(jax.random.key(config.seed))
     observation, mask = example_observation(spec), example_action_mask(spec)
     state = init_learner_state(
         agent, agent.optimizer, learner_key, observation, rollout_length=config.rollout_length, action_mask=mask
     )
-    per_actor = run.envs_per_learner * len(parallel.local_devices(layout.learner_devices))
+    per_actor = plan.envs_per_batch
     counts = {"--num-envs-per-actor": per_actor, "--num-processes": parallel.process_count()}
-    metadata = run_metadata(config, "sebulba", getattr(first_env, "task_id", config.env), run, counts)
-    state, updates, save = sebulba_checkpoints(config, metadata, state, steps_per_update)
+    metadata = run_metadata(config, "sebulba", getattr(first_env, "task_id", config.env), plan.facts, counts)
+    state, updates, save = sebulba_checkpoints(config, metadata, state, plan.env_steps_per_update)
     unroll = should_unroll(observation_rank(spec), layout.learner_devices[0].platform)
     if parallel.is_main_process():
         print(

@@ -113,10 +113,11 @@ def against(opponent: str | None) -> str:
     return f" against {opponent}" if opponent else ""
 
 
-def anakin_banner(
-    config, num_global: int, per_device: int, resume_step: int | None, opponent: str | None = None
-) -> str:
-    """The line an Anakin run says before it starts: agent, task, devices, environments, seeds or settings."""
+def anakin_banner(config, plan, resume_step: int | None, opponent: str | None = None) -> str:
+    """The line an Anakin run says before it starts: agent, task, devices, environments, seeds or settings (``plan``:
+    the run's :class:`~podracer.plan.RunPlan`)."""
+    per_device = plan.envs_per_batch
+    num_global = plan.num_envs // per_device
     seeds = f", seeds {config.seed} ... {config.seed + config.num_seeds - 1} together" if config.num_seeds > 1 else ""
     if config.sweep:
         points = len(config.sweep_points)
@@ -128,7 +129,7 @@ def anakin_banner(
         seeds = f", a population of {config.population} lanes searching {names} (ranked every "
         seeds += f"{every or config.updates_per_call} updates)"
     resume = f"; resuming after {resume_step} updates" if resume_step is not None else ""
-    steps = config.num_updates * config.rollout_length * per_device * num_global
+    steps = plan.env_steps(plan.num_updates)
     budget = f" = {steps:,} env steps" if config.total_env_steps else ""
     if config.total_env_steps and steps != config.total_env_steps:  # rounded up to whole host calls
         budget += (
@@ -139,7 +140,7 @@ def anakin_banner(
         f"podracer anakin: {config.agent_name} on {config.env}{against(opponent)}, {num_global} device(s) in "
         f"{parallel.process_count()} "
         f"process(es) [{jax.default_backend()}], {per_device} envs per device, rollout {config.rollout_length}, "
-        f"{config.num_updates} updates{budget}{seeds}{resume}"
+        f"{plan.num_updates} updates{budget}{seeds}{resume}"
     )
 
 

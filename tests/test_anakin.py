@@ -166,6 +166,54 @@ def test_run_trains_seeds_together_on_two_devices_as_it_trains_each_alone(device
     assert last["episode_return_min"] == min(last["episode_return_per_seed"])
 
 
+def test_run_with_a_plan_trains_as_the_keyword_form_does_and_calls_its_hooks(devices):
+    """``anakin.run(plan, agent, state, hooks, env=)`` (the agent's own optimizer) gives the keyword form's
+    parameters and summaries bit for bit, seeds vmapped; the plan's env steps per update are what the summaries
+    count; ``after_call`` hears every call and ``start_update`` continues a run."""
+    env, agent, optimizer = _setup()
+    agent = agent._replace(optimizer=optimizer)
+    key = anakin.seed_keys(7, 2)
+    plan = anakin.anakin_plan(
+        num_envs_per_device=4, rollout_length=8, num_updates=4, updates_per_call=2, devices=devices[:2]
+    )
+    assert (plan.env_steps_per_update, plan.total_env_steps, plan.facts.envs_per_learner) == (64, 256, 4)
+    old = anakin.run(
+        env,
+        agent,
+        optimizer,
+        key=key,
+        num_envs_per_device=4,
+        rollout_length=8,
+        num_updates=4,
+        updates_per_call=2,
+        devices=devices[:2],
+    )
+    calls = []
+    state = anakin.init(env, agent, optimizer, key, 4, devices[:2], rollout_length=8)
+    new = anakin.run(plan, agent, state, anakin.Hooks(after_call=lambda s, done: calls.append(done)), env=env)
+    assert calls == [2, 4]
+    assert [h["env_steps"] for h in new.history] == [128.0, 256.0]
+    for a, b in zip(jax.tree.leaves(old.state.learner.params), jax.tree.leaves(new.state.learner.params)):
+        np.testing.assert_array_equal(a, b)
+    assert [h["episode_return_per_seed"] for h in new.history] == [h["episode_return_per_seed"] for h in old.history]
+    half = anakin.run(dataclasses.replace(plan, num_updates=2), agent, state, env=env)
+    rest = anakin.run(plan, agent, half.state, env=env, start_update=2)
+    assert [h["env_steps"] for h in rest.history] == [256.0]
+    for a, b in zip(jax.tree.leaves(rest.state.learner.params), jax.tree.leaves(new.state.learner.params)):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match=r"^anakin.run: the agent has no optimizer; give it one"):
+        anakin.run(plan, agent._replace(optimizer=None), state, env=env)
+
+
+def test_a_plan_rounds_a_budget_up_to_whole_host_calls():
+    plan = anakin.anakin_plan(
+        num_envs_per_device=4, rollout_length=8, total_env_steps=1000, updates_per_call=3, num_devices=2
+    )
+    assert (plan.num_updates, plan.env_steps_per_update, plan.total_env_steps) == (18, 64, 18 * 64)
+    with pytest.raises(ValueError, match=r"^an Anakin plan needs num_updates or total_env_steps\.$"):
+        anakin.anakin_plan(num_envs_per_device=4, rollout_length=8)
+
+
 def test_interquartile_mean_drops_a_quarter_at_each_end():
     assert anakin.interquartile_mean([0.0, 1.0, 2.0, 100.0]) == 1.5
     assert anakin.interquartile_mean([3.0, -50.0, 1.0, 2.0, 7.0, 80.0, 4.0, 5.0]) == 3.5

@@ -170,7 +170,7 @@ def test_dqn_linear_epsilon_decays_over_its_share_of_the_run_counted_by_the_lear
         num_updates=20,
         updates_per_call=10,
     )
-    assert build.anakin_run_facts(run, 8).total_env_steps == 20 * 4 * 2 * 8
+    assert build.anakin_plan(run, 8).facts.total_env_steps == 20 * 4 * 2 * 8
     with pytest.raises(ValueError, match=r"^--epsilon-schedule linear decays over the run's env steps: make the agent"):
         agents.make(config, env.spec())
     small = dict(hidden_sizes=(8,), min_replay_size=64, batch_size=32, replay_capacity=128)

@@ -202,8 +202,8 @@ agents agents.a2c agents.alphazero agents.base agents.dqn agents.impala agents.l
 agents.pqn agents.qlearning agents.r2d2 agents.sac agents.search agents.settings
 envs envs.base envs.wrappers envs.cartpole envs.catch envs.memory envs.synthetic
 envs.brax envs.craftax envs.gymnax envs.jumanji envs.navix envs.pgx envs.playground envs.xminigrid"""
-_RUN = """disk coordinator multihost parallel checkpoint resume_identity runlock lifetime logging startup compile_cache
-runkit preflight play ladder anakin anakin.core anakin.loop anakin.population
+_RUN = """disk coordinator multihost parallel plan checkpoint resume_identity runlock lifetime logging startup
+compile_cache runkit preflight play ladder anakin anakin.core anakin.loop anakin.population
 sebulba sebulba.actor sebulba.assemble sebulba.learner sebulba.pipeline sebulba.run
 envs.host envs.envpool envs.gymnasium"""
 _CLI = """config command_line helptext cli presets envs.catalog build experiment evaluate preview sebulba.__main__"""

@@ -25,14 +25,18 @@ from podracer.anakin.core import (
     make_update,
     unsweepable,
 )
-from podracer.anakin.loop import RunResult, make_multi_update, make_train, run, run_key, seed_keys
+from podracer.anakin.loop import Hooks, RunResult, make_multi_update, make_train, run, run_key, seed_keys
+from podracer.plan import RunPlan, anakin_plan
 from podracer.play import make_evaluate, make_random_play, random_action
 from podracer.stats import interquartile_mean, summarize, summarize_evaluation, summarize_seeds
 
 __all__ = [
     "AnakinState",
+    "anakin_plan",
     "Entries",
+    "Hooks",
     "RolloutState",
+    "RunPlan",
     "RunResult",
     "Sweep",
     "init",

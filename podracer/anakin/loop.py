@@ -15,8 +15,9 @@ import numpy as np
 import optax
 
 from podracer import multihost, parallel
+from podracer.plan import RunPlan, anakin_plan
 from podracer.agents.base import Agent
-from podracer.anakin.core import AnakinState, Entries, init, init_state, make_update, over_seeds
+from podracer.anakin.core import AnakinState, Entries, init, init_state, make_update
 from podracer.envs.base import Environment
 from podracer.runkit import NonfiniteWatch
 from podracer.stats import summarize, summarize_evaluation, summarize_seeds
@@ -113,17 +114,13 @@ def _unstack(layout, stacked, rest):
     return jax.tree.unflatten(treedef, leaves)
 
 
-def _seeded_update(env, agent, optimizer, key, rollout_length: int, sweep: Entries | None, skip_nonfinite: bool):
-    """The per-device update of every seed of ``key`` (and every setting of ``sweep``)."""
+def _seeded_update(env, agent, optimizer, num_seeds: int | None, rollout_length: int, sweep, skip_nonfinite: bool):
+    """The per-device update of every seed (``num_seeds``; None: one run without a seed axis) and every setting of
+    ``sweep``."""
     if sweep is not None:
-        return sweep.update(env, rollout_length, sweep.values(_num_keys(key)), skip_nonfinite=skip_nonfinite)
+        return sweep.update(env, rollout_length, sweep.values(num_seeds or 1), skip_nonfinite=skip_nonfinite)
     update = make_update(env, agent, optimizer, rollout_length=rollout_length, skip_nonfinite=skip_nonfinite)
-    return over_seeds(update, key)
-
-
-def _num_keys(key) -> int:
-    """How many seeds ``key`` holds: keys ``[S]``, or one key."""
-    return 1 if jnp.ndim(key) == 0 else len(key)
+    return update if num_seeds is None else jax.vmap(update)
 
 
 def _compile(update, updates_per_call: int, devices, state):
@@ -136,14 +133,12 @@ def _compile(update, updates_per_call: int, devices, state):
     return compiled
 
 
-def _prepare(env, agent, optimizer, key, state, sweep, skip_nonfinite: bool, sizes: tuple[int, int, int], devices):
-    """``(state, compiled update)``: the run's state (made from ``key`` unless given) and its host call compiled for
-    it; ``sizes``: environments per device, rollout length, updates per call."""
-    num_envs, rollout_length, updates_per_call = sizes
-    if state is None:
-        state = init(env, agent, optimizer, key, num_envs, devices, rollout_length=rollout_length, sweep=sweep)
-    update = _seeded_update(env, agent, optimizer, key, rollout_length, sweep, skip_nonfinite)
-    return state, _compile(update, updates_per_call, devices, state)
+def _entries(state: AnakinState) -> int | None:
+    """How many entries (seeds, or a sweep's settings x seeds) ``state`` trains together: the length of its seed
+    axis, after the device axis (None: a single run, without one)."""
+    key = state.rollout.key
+    base = 0 if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) else 1  # a typed key, or a raw uint32 pair
+    return key.shape[1] if jnp.ndim(key) == 2 + base else None
 
 
 def _calls(num_updates: int, updates_per_call: int, start_update: int) -> range:
@@ -170,7 +165,71 @@ class RunResult(NamedTuple):
     env_steps_per_second: float  # median throughput of the host calls (all seeds together), compilation excluded
 
 
-def run(
+class Hooks(NamedTuple):
+    """What :func:`run` calls along the way (each optional)."""
+
+    log: Callable[[dict[str, float]], None] | None = None  # one summary per host call
+    after_call: Callable[[AnakinState, int], None] | None = None  # (state, updates done) after each call: checkpoints
+    stop: threading.Event | None = None  # once set, the run ends after the call in flight
+    progress: Callable[[str], None] | None = None  # "compiling", then "compiled in S s"
+    evaluate: Callable[[Params], np.ndarray] | None = None  # params -> returns, every ``plan.eval_every`` updates
+
+
+def run(*args, **kwargs) -> RunResult:
+    """``run(plan, agent, state, hooks=None, *, env, start_update=0)``: trains ``state`` by the ``plan``
+    (:class:`~podracer.plan.RunPlan`, e.g. :func:`~podracer.plan.anakin_plan`) with the update mapped over
+    ``plan.devices`` (default: all devices of all processes), ``plan.updates_per_call`` updates scanned per host call.
+
+    ``agent`` is an :class:`~podracer.agents.base.Agent` (it learns with its own ``agent.optimizer``), or the
+    :class:`Entries` of a sweep or a population; ``state`` is what :func:`init` made for it (with one key, or seed
+    keys ``[S]`` (:func:`seed_keys`) of independent seeds trained together, vmapped on every device: summaries then
+    hold means over seeds with the per-seed returns, :func:`summarize_seeds`). Every process of a multi-process run
+    calls this with the same arguments; the device axis then spans all of their devices. ``log`` receives one
+    summary per call with ``env_steps`` (global, per seed), ``sps`` (all seeds together) and the averaged metrics.
+
+    To continue a run, pass its ``state`` and the updates it has done as ``start_update``: the remaining updates then
+    run exactly as they would have. The ``hooks`` (:class:`Hooks`): ``after_call(state, updates)`` runs after every
+    host call (checkpoints); a set ``stop`` ends the run after the call in flight; ``progress`` hears what the run is
+    doing before its first summary (the update is compiled ahead of its first call, so no summary's env steps/s
+    includes compilation); ``evaluate(params) -> returns`` (params as one device holds them, every entry's with
+    several; :func:`make_evaluate`) runs every ``plan.eval_every`` updates: summaries then carry ``eval_return``
+    (the mean) and its minimum and maximum, and the run stops once that mean reaches ``plan.target_return``
+    (``target_reached`` is 1 then).
+
+    ``plan.on_nonfinite`` (:class:`~podracer.runkit.NonfiniteWatch`): ``stop`` raises
+    :class:`~podracer.runkit.Diverged` after logging the call that holds the first update whose loss, gradients or
+    parameters are not finite, before ``after_call`` (nothing non-finite is saved); ``skip`` discards such updates
+    inside the program; ``continue`` trains on. Summaries count them in ``nonfinite_updates``.
+
+    The form of earlier releases, ``run(env, agent, optimizer, *, key, num_envs_per_device, rollout_length,
+    num_updates, updates_per_call, ...)`` with the hooks and the run policy as keywords (a ``sweep=`` in place of
+    the agent and optimizer, ``state=None`` to start from ``key``), is still accepted.
+    """
+    first = args[0] if args else kwargs.get("plan")
+    if isinstance(first, RunPlan):
+        return _run_plan(*args, **kwargs)
+    return _run_keywords(*args, **kwargs)
+
+
+def _run_plan(
+    plan: RunPlan,
+    agent: Agent | Entries,
+    state: AnakinState,
+    hooks: Hooks | None = None,
+    *,
+    env: Environment,
+    start_update: int = 0,
+) -> RunResult:
+    sweep = agent if isinstance(agent, Entries) else None
+    if sweep is None and agent.optimizer is None:
+        raise ValueError(
+            "anakin.run: the agent has no optimizer; give it one: agent._replace(optimizer=optax.adam(3e-4))."
+        )
+    learner = (None, None) if sweep is not None else (agent, agent.optimizer)
+    return _train(plan, env, *learner, sweep, state, start_update, hooks or Hooks())
+
+
+def _run_keywords(
     env: Environment,
     agent: Agent,
     optimizer: optax.GradientTransformation,
@@ -193,71 +252,67 @@ def run(
     sweep: Entries | None = None,
     on_nonfinite: str = "stop",
 ) -> RunResult:
-    """Trains with the update mapped over ``devices`` (default: all devices of all processes).
+    """:func:`run` in the keyword form of earlier releases: the plan and the hooks made from the keywords, the state
+    from ``key`` unless given."""
+    plan = anakin_plan(
+        num_envs_per_device=num_envs_per_device,
+        rollout_length=rollout_length,
+        num_updates=num_updates,
+        updates_per_call=updates_per_call,
+        devices=devices,
+        eval_every=eval_every,
+        target_return=target_return,
+        on_nonfinite=on_nonfinite,
+    )
+    hooks = Hooks(log, after_call, stop, progress, evaluate)
+    started = time.perf_counter()  # the initial state's making counts as compilation, as it always has here
+    if progress is not None:
+        progress("compiling")
+    if state is None:
+        state = init(
+            env, agent, optimizer, key, num_envs_per_device, devices, rollout_length=rollout_length, sweep=sweep
+        )
+    return _train(plan, env, agent, optimizer, sweep, state, start_update, hooks, started)
 
-    Every process of a multi-process run calls this with the same arguments; the
-    device axis then spans all of their devices. Each host call scans
-    ``updates_per_call`` updates; ``log`` receives one summary per call with
-    ``env_steps`` (global, per seed), ``sps`` (all seeds together) and the averaged metrics.
 
-    ``key`` is one key, or keys ``[S]`` (:func:`seed_keys`) of independent seeds trained
-    together, vmapped on every device: summaries then hold means over seeds with the
-    per-seed returns (:func:`summarize_seeds`).
-
-    To continue a run, pass its ``state`` (as :func:`init` lays it out) and the updates it
-    has done as ``start_update``: the remaining updates then run exactly as they would have.
-    ``after_call(state, updates)`` runs after every host call (checkpoints); a set ``stop``
-    ends the run after the call in flight. ``progress`` hears what the run is doing before
-    its first summary: ``"compiling"``, then ``"compiled in S s"`` (the update is compiled
-    ahead of its first call, so no summary's env steps/s includes compilation).
-
-    ``evaluate(params) -> returns`` (params as one device holds them; :func:`make_evaluate`) runs
-    every ``eval_every`` updates: summaries then carry ``eval_return`` (the mean) and its minimum and
-    maximum; the run stops once that mean reaches ``target_return`` (``target_reached`` is 1 then).
-
-    A ``sweep`` trains each of its settings with every seed of ``key`` in the same program (``agent`` and
-    ``optimizer`` are then unused): the per-seed entries of the summaries run setting by setting
-    (:meth:`Sweep.expand`), and ``evaluate`` receives every entry's parameters.
-
-    ``on_nonfinite`` (:class:`~podracer.runkit.NonfiniteWatch`): ``stop`` raises
-    :class:`~podracer.runkit.Diverged` after logging the call that holds the first update whose loss, gradients or
-    parameters are not finite, before ``after_call`` (nothing non-finite is saved); ``skip`` discards such updates
-    inside the program; ``continue`` trains on. Summaries count them in ``nonfinite_updates``.
-    """
-    seeded = jnp.ndim(key) == 1 or sweep is not None
-    num_seeds = _num_keys(key) * (len(sweep.points) if sweep is not None else 1)  # entries, with a sweep
-    steps_per_update = rollout_length * num_envs_per_device * parallel.num_global_devices(devices)
-    progress = progress or (lambda event: None)
-    progress("compiling")
-    compile_start = time.perf_counter()
-    sizes = (num_envs_per_device, rollout_length, updates_per_call)
-    state, p_multi = _prepare(env, agent, optimizer, key, state, sweep, on_nonfinite == "skip", sizes, devices)
+def _train(plan: RunPlan, env, agent, optimizer, sweep, state, start_update: int, hooks: Hooks, started=None):
+    """The host loop of :func:`run` (``started``: when its compilation began, "compiling" already said)."""
+    entries = _entries(state)
+    seeds = None if entries is None else entries // (len(sweep.points) if sweep is not None else 1)
+    progress = hooks.progress or (lambda event: None)
+    if started is None:
+        progress("compiling")
+    compile_start = started or time.perf_counter()
+    update = _seeded_update(env, agent, optimizer, seeds, plan.rollout_length, sweep, plan.on_nonfinite == "skip")
+    p_multi = _compile(update, plan.updates_per_call, plan.devices, state)
     compile_seconds = time.perf_counter() - compile_start
     progress(f"compiled in {compile_seconds:.1f} s")
-    summarize_call = summarize_seeds if seeded else summarize
-    watch = NonfiniteWatch(on_nonfinite, parallel.is_main_process())
+    summarize_call = summarize if entries is None else summarize_seeds
+    watch = NonfiniteWatch(plan.on_nonfinite, parallel.is_main_process())
+    per_call = (entries or 1) * plan.env_steps(plan.updates_per_call)  # env steps of a host call, every entry's
     history, call_seconds = [], []
-    for call in _calls(num_updates, updates_per_call, start_update):
-        if stop is not None and parallel.any_process(stop.is_set()):
+    for call in _calls(plan.num_updates, plan.updates_per_call, start_update):
+        if hooks.stop is not None and parallel.any_process(hooks.stop.is_set()):
             break
         start = time.perf_counter()
         state, metrics = p_multi(state)
         metrics = parallel.host_entry(metrics)  # waits for the call
         call_seconds.append(time.perf_counter() - start)
-        done, sps = (call + 1) * updates_per_call, num_seeds * updates_per_call * steps_per_update / call_seconds[-1]
-        summary, codes = _summary(metrics, summarize_call, float(done * steps_per_update), sps)
+        done = (call + 1) * plan.updates_per_call
+        summary, codes = _summary(metrics, summarize_call, float(plan.env_steps(done)), per_call / call_seconds[-1])
         if sweep is not None:  # a population adds every lane's values and lineage
             summary.update(sweep.summary(state))
-        if evaluate is not None and eval_every and done % eval_every == 0:
-            summary.update(summarize_evaluation(evaluate(parallel.host_entry(state.learner.params)), target_return))
+        if hooks.evaluate is not None and plan.eval_every and done % plan.eval_every == 0:
+            returns = hooks.evaluate(parallel.host_entry(state.learner.params))
+            summary.update(summarize_evaluation(returns, plan.target_return))
         history.append(summary)
-        if log is not None:
-            log(summary)
-        watch.check(codes, done - updates_per_call)  # stop: raises before anything non-finite is saved
-        if after_call is not None:
-            after_call(state, done)
+        if hooks.log is not None:
+            hooks.log(summary)
+        watch.check(codes, done - plan.updates_per_call)  # stop: raises before anything non-finite is saved
+        if hooks.after_call is not None:
+            hooks.after_call(state, done)
         if summary.get("target_reached"):
             break
 
     steady = float(np.median(call_seconds)) if call_seconds else float("nan")
-    return RunResult(state, history, compile_seconds, num_seeds * updates_per_call * steps_per_update / steady)
+    return RunResult(state, history, compile_seconds, per_call / steady)
