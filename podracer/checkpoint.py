@@ -12,6 +12,11 @@ atomically (a temporary file renamed), so a process killed during a save leaves 
 previous checkpoints as they were. Restoring the newest checkpoint falls back past
 ones that cannot be read (a truncated data file, a missing orbax ``_METADATA``, a
 broken ``.json``), with a one-line warning naming each.
+
+Rotation and "newest intact" are kept here rather than in orbax's ``CheckpointManager``: a checkpoint is two trees
+written by different processes (process 0's learner; each process's own entries of the run state, saved without a
+global array) and committed by one JSON file that ``podracer evaluate`` and ``preview`` read without orbax, and a
+restore falls back past data that cannot be read; a move to the manager must keep this layout readable.
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ def _written(config) -> dict[str, str | None]:
 
 
 def _start_anakin(config: AnakinConfig, stop) -> anakin.RunResult:
-    lifetime.starting(newest_checkpoint(config), run_ended(config))
+    run_lifetime = lifetime.starting(newest_checkpoint(config), run_ended(config))
     env = make_env(config)
     plan = anakin_plan(config)
     per_device = plan.envs_per_batch
@@ -79,7 +79,7 @@ def _start_anakin(config: AnakinConfig, stop) -> anakin.RunResult:
         if main:
             checkpoint.mark_running(config.checkpoint_dir)
     try:
-        return _train_anakin(config, plan, env, agent, metadata, resume_step, stop)
+        return _train_anakin(config, plan, env, agent, metadata, resume_step, stop, run_lifetime)
     finally:
         if config.checkpoint_dir and main:
             checkpoint.mark_finished(config.checkpoint_dir)
@@ -103,7 +103,9 @@ def _sebulba_evaluation(config: SebulbaConfig, make_env, agent):
     )
 
 
-def _train_anakin(config: AnakinConfig, plan: RunPlan, env, agent: Agent, metadata: dict, resume_step, stop):
+def _train_anakin(
+    config: AnakinConfig, plan: RunPlan, env, agent: Agent, metadata: dict, resume_step, stop, run_lifetime
+):
     main, optimizer, per_device = parallel.is_main_process(), agent.optimizer, plan.envs_per_batch
     key = anakin.run_key(config.seed, config.num_seeds)
     sweep = make_sweep(config, env.spec(), plan.facts)
@@ -126,7 +128,7 @@ def _train_anakin(config: AnakinConfig, plan: RunPlan, env, agent: Agent, metada
         )
         checkpoint.check_start_room(config.checkpoint_dir, per_save)
     saver = AnakinCheckpoints(
-        config, metadata, plan.env_steps_per_update, resume_step or 0, final_entries(config, metadata)
+        config, metadata, plan.env_steps_per_update, resume_step or 0, final_entries(config, metadata), run_lifetime
     )
     several = config.num_seeds > 1 or sweep is not None
     keys = ("episode_return_min",) if several else ()
@@ -185,7 +187,7 @@ def train_sebulba(
 
 
 def _start_sebulba(config: SebulbaConfig, make_env, stop, log) -> sebulba_learner.SebulbaResult:
-    lifetime.starting(newest_checkpoint(config), run_ended(config))
+    run_lifetime = lifetime.starting(newest_checkpoint(config), run_ended(config))
     stop = stop or threading.Event()
     make_env = make_env or host_env_factory(config)
     actor_ids = config.actor_devices or (0,)
@@ -211,14 +213,16 @@ def _start_sebulba(config: SebulbaConfig, make_env, stop, log) -> sebulba_learne
         for i in range(num_actors)
     ]
     try:
-        return _run_sebulba(config, agent, plan, layout, groups, first_actor, stop, log, make_env)
+        return _run_sebulba(config, agent, plan, layout, groups, first_actor, stop, log, make_env, run_lifetime)
     finally:
         for group in groups:
             for env in group:
                 env.close()
 
 
-def _run_sebulba(config, agent: Agent, plan: RunPlan, layout, groups, first_actor: int, stop, log, make_env):
+def _run_sebulba(
+    config, agent: Agent, plan: RunPlan, layout, groups, first_actor: int, stop, log, make_env, run_lifetime
+):
     startup.mark("environment")
     spec, first_env = groups[0][0].spec(), groups[0][0]
     if isinstance(log, Logger):
@@ -267,6 +271,7 @@ def _run_sebulba(config, agent: Agent, plan: RunPlan, layout, groups, first_acto
             save=save,
             log=log,
             evaluate=_sebulba_evaluation(config, make_env, agent),
+            run_lifetime=run_lifetime,
         )
     finally:
         if config.checkpoint_dir and parallel.is_main_process():

@@ -366,7 +366,7 @@ def make_replay_learner_step(
             replay=replay_lib.add(extra.replay, items, mask, prioritized=spec.prioritized),
             limiter=extra.limiter.insert(num_items),
         )
-        max_steps = steps_per_update(spec.replay_ratio, num_items, spec.batch_size)
+        max_steps = gradient_steps_per_update(spec.replay_ratio, num_items, spec.batch_size)
         # One random call for the update's keys: the next update's, and each step's sample and loss keys.
         keys = jax.random.split(state.key, 2 * max_steps + 1)
         key, keys = keys[0], keys[1:].reshape(max_steps, 2)
@@ -393,13 +393,16 @@ def make_replay_learner_step(
     return learner_step
 
 
-def steps_per_update(replay_ratio: float, num_items: int, batch_size: int) -> int:
+def gradient_steps_per_update(replay_ratio: float, num_items: int, batch_size: int) -> int:
     """The most gradient steps one update may take under the rate limiter: ``replay_ratio x num_items / batch_size``
     rounded up, and one more when that is fractional (the allowance then builds up across updates). A whole number
     needs no spare step: each update adds exactly that many batches to the allowance, so a backlog never grows past
     the one batch the limiter's ``<=`` admits at the start."""
     exact = replay_ratio * num_items / batch_size
     return math.ceil(exact) + (0 if float(exact).is_integer() else 1)
+
+
+steps_per_update = gradient_steps_per_update  # its earlier name, kept: it counts gradient steps, not env steps
 
 
 def should_unroll(observation_rank: int, platform: str) -> bool:
@@ -428,6 +431,7 @@ __all__ = [
     "pmean_flat",
     "psum_flat",
     "should_unroll",
+    "gradient_steps_per_update",
     "steps_per_update",
     "tree_sum",
 ]

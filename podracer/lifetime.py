@@ -41,21 +41,68 @@ STOP_SECONDS = 25.0
 STOP_SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM", signal.SIGUSR1: "SIGUSR1"}
 
 _lock = threading.Lock()
-_last = {"save": None, "finishing": False, "signal": None, "newest": None, "ended": None}
 
 
-def starting(newest=None, ended=None) -> None:
-    """A run begins: nothing registered yet, nothing finishing. ``newest()`` names the run's newest complete
-    checkpoint (or says there is none), for the line of a stop whose save does not finish in time; ``ended()``
-    runs on every exit path of this module (an abandoned step, an overdue stop, a second Ctrl-C, the exit after a
-    stop), as the run's own ``finally`` runs it on the others: it writes the run's ``finished.json``."""
+class RunLifetime:
+    """One run's share of the process's stop, made by :func:`starting` and given to the run's loops: the save a stop
+    makes when the step in flight is abandoned (:meth:`completed`), who takes the run's end (:meth:`take_the_end`),
+    ``newest()`` (names the run's newest complete checkpoint, or says there is none, for the line of a stop whose
+    save does not finish in time) and ``ended()`` (runs on every exit path of this module: an abandoned step, an
+    overdue stop, a second Ctrl-C, the exit after a stop, as the run's own ``finally`` runs it on the others: it
+    writes the run's ``finished.json``). Signals belong to the process, so they act on the run started last."""
+
+    def __init__(self, newest=None, ended=None):
+        self.newest, self.ended = newest, ended
+        self._save = None  # what a stop that abandons the step in flight saves (None: nothing)
+        self._end_taken = False  # by the run, saving its last update itself, or by a stop that abandoned a step
+
+    def completed(self, save) -> None:
+        """Registers ``save()``, which writes a checkpoint of the update that just completed from host copies (the
+        devices may be busy with the next one): what a stop saves when the step in flight is abandoned. ``None``:
+        nothing to save that way."""
+        with _lock:
+            self._save = save
+
+    def take_the_end(self) -> bool:
+        """The run has stopped (or is done) and takes its end: it saves its last completed update itself, and a
+        stop's timer abandons nothing from here on. False when a stop abandoned the step in flight already (it is
+        saving that update and the process is ending): the caller must not save."""
+        with _lock:
+            if self._end_taken:
+                return False
+            self._end_taken = True
+            return True
+
+    def _take_for_abandon(self):
+        """``(taken, save)``: whether a stop's timer takes the end (not if the run took it), and what it saves."""
+        with _lock:
+            if self._end_taken:
+                return False, None
+            self._end_taken = True
+            return True, self._save
+
+
+_run = RunLifetime()  # the run the signals act on: the one started last
+_signal: int | None = None  # the signal that stopped this process's run (None while none has)
+
+
+def starting(newest=None, ended=None) -> RunLifetime:
+    """A run begins: its :class:`RunLifetime` (nothing registered yet, nothing finishing), which the signals act on
+    from now on; give it to the run's loops."""
+    global _run
     with _lock:
-        _last["save"], _last["finishing"], _last["newest"], _last["ended"] = None, False, newest, ended
+        _run = RunLifetime(newest, ended)
+    return _run
+
+
+def current() -> RunLifetime:
+    """The run the signals act on (the one :func:`starting` made last)."""
+    return _run
 
 
 def _exit(status: int) -> None:
     """Ends the process now with ``status``, after the run's ``ended()`` (:func:`starting`), whatever it raises."""
-    ended = _last["ended"]
+    ended = _run.ended
     if ended is not None:
         try:
             ended()
@@ -65,21 +112,13 @@ def _exit(status: int) -> None:
 
 
 def completed(save) -> None:
-    """Registers ``save()``, which writes a checkpoint of the update that just completed from host copies (the
-    devices may be busy with the next one): what a stop saves when the step in flight is abandoned. ``None``:
-    nothing to save that way."""
-    with _lock:
-        _last["save"] = save
+    """:meth:`RunLifetime.completed` of the run started last."""
+    _run.completed(save)
 
 
 def finishing() -> bool:
-    """The run has stopped and is about to save its last completed update itself: nothing is abandoned from here
-    on. False when the step in flight was abandoned already: the caller must not save (the process is ending)."""
-    with _lock:
-        if _last["finishing"]:
-            return False
-        _last["finishing"] = True
-        return True
+    """:meth:`RunLifetime.take_the_end` of the run started last (its earlier name)."""
+    return _run.take_the_end()
 
 
 def wait_for_the_end() -> None:
@@ -89,25 +128,23 @@ def wait_for_the_end() -> None:
 
 def stop_signal() -> int | None:
     """The signal that stopped this run (``signal.SIGINT``, ``SIGTERM`` or ``SIGUSR1``); None while none has."""
-    return _last["signal"]
+    return _signal
 
 
 def stop_reason() -> str:
     """How messages name the signal that stopped the run: "Ctrl-C", "SIGTERM" or "SIGUSR1"."""
-    return STOP_SIGNALS.get(_last["signal"], "Ctrl-C")
+    return STOP_SIGNALS.get(_signal, "Ctrl-C")
 
 
 def exit_status() -> int:
     """A stopped run's exit status: 128 + the signal's number (130 Ctrl-C, 143 SIGTERM, 138 SIGUSR1)."""
-    return 128 + int(_last["signal"] or signal.SIGINT)
+    return 128 + int(_signal or signal.SIGINT)
 
 
 def _abandon(program: str) -> None:
-    with _lock:
-        if _last["finishing"]:  # the run is saving its last update itself
-            return
-        _last["finishing"] = True
-        save = _last["save"]
+    taken, save = _run._take_for_abandon()
+    if not taken:  # the run is saving its last update itself
+        return
     print(
         f"{program}: the step in flight takes longer than {GRACE_SECONDS:g} s: abandoned"
         + ("; saving the last completed update" if save else ""),
@@ -118,7 +155,6 @@ def _abandon(program: str) -> None:
         try:
             save()
         except Exception as error:  # noqa: BLE001 - one line, and the newest complete checkpoint named
-            _last["save"] = None
             newest = _newest()
             print(
                 f"{program}: stopped by {stop_reason()}; the save of the last completed update failed ({error}); "
@@ -139,7 +175,7 @@ def _newest() -> str | None:
     """The run's newest complete checkpoint as :func:`starting` registered it; None where none is registered or it
     cannot be read (the stop's line is said all the same)."""
     try:
-        return _last["newest"]() if _last["newest"] is not None else None
+        return _run.newest() if _run.newest is not None else None
     except Exception:  # noqa: BLE001 - the line must still be said
         return None
 
@@ -195,14 +231,16 @@ def stop_on_signals(
     """
     grace = GRACE_SECONDS if grace is None else grace
     bound = STOP_SECONDS if bound is None else bound
+    global _signal
     stop, interrupted = threading.Event(), threading.Event()
-    _last["signal"] = None
+    _signal = None
 
     def on_signal(signum: int) -> None:
+        global _signal
         with _lock:
-            first = _last["signal"] is None
+            first = _signal is None
             if first:
-                _last["signal"] = signum
+                _signal = signum
         if not first:
             if signum == signal.SIGINT:
                 _exit(exit_status())
@@ -231,12 +269,15 @@ def exit_on_signals(program: str) -> None:
     SIGTERM or SIGUSR1 ends the process at once, whatever it is doing (compiling included), with one line and
     :func:`exit_status`. Call it before JAX starts."""
 
+    global _signal
+
     def on_signal(signum: int) -> None:
-        _last["signal"] = signum
+        global _signal
+        _signal = signum
         print(f"\n{program}: stopped by {stop_reason()}.", file=sys.stderr, flush=True)
         os._exit(exit_status())
 
-    _last["signal"] = None
+    _signal = None
     _route_signals(on_signal)
 
 

@@ -120,12 +120,20 @@ class StopSnapshot:
     """What a stop saves when the step in flight is abandoned: after each completed update that took at least half
     the grace period (:data:`podracer.lifetime.GRACE_SECONDS`), ``snapshot(state)`` (host copies of device buffers,
     no computation) is kept, and ``save(snapshot, updates)`` registered to write it from the signal's thread, unless
-    ``saved()`` (the updates of the newest checkpoint) has reached it by then."""
+    ``saved()`` (the updates of the newest checkpoint) has reached it by then, with ``run_lifetime`` (the run's
+    :class:`~podracer.lifetime.RunLifetime`; default: the one started last)."""
 
     def __init__(
-        self, snapshot: Callable, save: Callable[[object, int], None], saved: Callable[[], int], *, enabled: bool = True
+        self,
+        snapshot: Callable,
+        save: Callable[[object, int], None],
+        saved: Callable[[], int],
+        *,
+        enabled: bool = True,
+        run_lifetime: lifetime.RunLifetime | None = None,
     ):
         self.snapshot, self.save, self.saved, self.enabled = snapshot, save, saved, enabled
+        self.run_lifetime = run_lifetime or lifetime.current()
         self.last = time.monotonic()
 
     def completed(self, state, updates: int) -> None:
@@ -133,7 +141,7 @@ class StopSnapshot:
         now = time.monotonic()
         if self.enabled and now - self.last >= lifetime.GRACE_SECONDS / 2:
             copy = self.snapshot(state)
-            lifetime.completed(lambda: self.save(copy, updates) if updates > self.saved() else None)
+            self.run_lifetime.completed(lambda: self.save(copy, updates) if updates > self.saved() else None)
         self.last = time.monotonic()
 
 
@@ -217,10 +225,20 @@ class AnakinCheckpoints:
     """An Anakin run's checkpoints: at the run kit's cadence (:class:`~podracer.runkit.Cadence`), of the last
     completed call on a stop that abandons the call in flight, and at the end."""
 
-    def __init__(self, config, metadata: dict, steps_per_update: int, saved: int, entries: list[tuple[str, dict]]):
+    def __init__(
+        self,
+        config,
+        metadata: dict,
+        steps_per_update: int,
+        saved: int,
+        entries: list[tuple[str, dict]],
+        run_lifetime: lifetime.RunLifetime | None = None,
+    ):
         """``config``: the run's (its checkpoint flags, seeds and sweep); ``entries``: where each entry of a run of
-        several seeds or settings is saved at the end, with its metadata (``DIR/seed_S``, ``DIR/SETTING/seed_S``)."""
+        several seeds or settings is saved at the end, with its metadata (``DIR/seed_S``, ``DIR/SETTING/seed_S``);
+        ``run_lifetime``: the run's :class:`~podracer.lifetime.RunLifetime` (default: the one started last)."""
         self.config, self.metadata, self.steps_per_update, self._entries = config, metadata, steps_per_update, entries
+        self.run_lifetime = run_lifetime or lifetime.current()
         self.cadence = Cadence(config.checkpoint_every, config.checkpoint_every_seconds, saved)
         one_run = config.num_seeds == 1 and not config.sweep  # several seeds save once, at the end
         self.stop_snapshot = StopSnapshot(
@@ -228,6 +246,7 @@ class AnakinCheckpoints:
             lambda copy, updates: self.save(None, updates, copy),
             lambda: self.saved,
             enabled=bool(config.checkpoint_dir) and one_run,
+            run_lifetime=self.run_lifetime,
         )
 
     @property
@@ -264,7 +283,7 @@ class AnakinCheckpoints:
         self.stop_snapshot.completed(state, updates)
 
     def finish(self, result) -> None:
-        if not lifetime.finishing():  # Ctrl-C abandoned a call and saves the last completed one
+        if not self.run_lifetime.take_the_end():  # Ctrl-C abandoned a call and saves the last completed one
             lifetime.wait_for_the_end()
         config = self.config
         if not config.checkpoint_dir:

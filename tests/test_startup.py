@@ -135,3 +135,27 @@ def test_the_first_ctrl_c_line_says_what_the_stop_does(saving, said):
     assert proc.returncode == 0, err
     assert err.strip().splitlines() == [said]
     assert lifetime.STOP_SIGNALS[signal.SIGINT] == "Ctrl-C"
+
+
+def test_each_run_has_its_own_lifetime_whose_end_is_taken_once(monkeypatch):
+    """``lifetime.starting`` gives the run a :class:`~podracer.lifetime.RunLifetime` of its own (the signals act on
+    the one started last); its end is taken once, and a stop snapshot registers its save with the run it is given."""
+    from podracer.runkit import StopSnapshot
+
+    first = lifetime.starting()
+    assert lifetime.current() is first
+    assert first.take_the_end() is True
+    assert first.take_the_end() is False  # taken: a stop's timer, or a second taker, must not save
+    second = lifetime.starting()
+    assert lifetime.current() is second and second is not first
+    assert lifetime.finishing() is True and second.take_the_end() is False  # the module's function: the current run
+    saved = []
+    monkeypatch.setattr(lifetime, "GRACE_SECONDS", 0.0)
+    third = lifetime.RunLifetime()
+    snapshot = StopSnapshot(
+        lambda state: state * 2, lambda copy, n: saved.append((copy, n)), lambda: 0, run_lifetime=third
+    )
+    snapshot.completed(21, 5)
+    assert third._save is not None and second._save is None
+    third._save()
+    assert saved == [(42, 5)]

@@ -52,6 +52,7 @@ def train(
     save: Callable[..., None] | None = None,
     log: Callable[[dict], None] | None = None,
     evaluate: Callable[[LearnerState], dict] | None = None,
+    run_lifetime: lifetime.RunLifetime | None = None,
 ) -> SebulbaResult:
     """Learns from ``actors`` until ``schedule.num_updates`` (``updates`` done already) or ``stop``.
 
@@ -91,6 +92,7 @@ def train(
         log=watch.logging_to(log),
         status=watch.learner,
         evaluate=evaluate,
+        run_lifetime=run_lifetime,
     )
     with lifetime.Heartbeat(watch.progress.status, enabled=main) as heartbeat:
         watch.progress.heartbeat = heartbeat

@@ -68,6 +68,7 @@ def learn(
     log: Callable[[dict[str, float]], None] | None = None,
     status: LearnerStatus | None = None,
     evaluate: Callable[[LearnerState], dict[str, float]] | None = None,
+    run_lifetime: lifetime.RunLifetime | None = None,
 ) -> SebulbaResult:
     """Learns from the queue's trajectories until ``schedule.num_updates`` or ``stop``.
 
@@ -83,7 +84,9 @@ def learn(
     (``schedule.on_nonfinite``, :class:`~podracer.runkit.NonfiniteWatch`) raises
     :class:`~podracer.runkit.Diverged` under ``stop``, before its parameters reach the actors or a checkpoint (the
     last finite update is saved as at any end); summaries count such updates in ``nonfinite_updates``.
+    ``run_lifetime``: the run's :class:`~podracer.lifetime.RunLifetime` (default: the one started last).
     """
+    run_lifetime = run_lifetime or lifetime.current()
     status, log, history = (
         (LearnerStatus(updates=updates) if status is None else status),
         (log or (lambda summary: None)),
@@ -93,7 +96,9 @@ def learn(
     store.publish(parallel.unreplicate(state.params), updates)
     window, clock = _Window(), _Clock(updates * schedule.steps_per_update)
     abandoned = (lambda copy, done: save(copy, done, replicated=False)) if save is not None else None
-    snapshot = StopSnapshot(parallel.host_entry, abandoned, lambda: cadence.saved, enabled=save is not None)
+    snapshot = StopSnapshot(
+        parallel.host_entry, abandoned, lambda: cadence.saved, enabled=save is not None, run_lifetime=run_lifetime
+    )
     nonfinite = NonfiniteWatch(schedule.on_nonfinite, parallel.is_main_process())
     try:
         while updates < schedule.num_updates and not stop.is_set():
@@ -129,7 +134,7 @@ def learn(
                 if history[-1].get("target_reached"):
                     break
     finally:
-        if not lifetime.finishing():  # Ctrl-C abandoned the step in flight and saves the last completed one
+        if not run_lifetime.take_the_end():  # Ctrl-C abandoned the step in flight and saves the last completed one
             lifetime.wait_for_the_end()
         if save is not None and updates > cadence.saved:  # the end of the run, a stop, Ctrl-C or a failure
             save(state, updates)
