@@ -67,14 +67,11 @@ class RunLifetime:
         """The run has stopped (or is done) and takes its end: it saves its last completed update itself, and a
         stop's timer abandons nothing from here on. False when a stop abandoned the step in flight already (it is
         saving that update and the process is ending): the caller must not save."""
-        with _lock:
-            if self._end_taken:
-                return False
-            self._end_taken = True
-            return True
+        return self._take_the_end()[0]
 
-    def _take_for_abandon(self):
-        """``(taken, save)``: whether a stop's timer takes the end (not if the run took it), and what it saves."""
+    def _take_the_end(self):
+        """``(taken, save)``: whether the caller takes the end (not if it was taken already), and what a stop that
+        abandons the step in flight saves."""
         with _lock:
             if self._end_taken:
                 return False, None
@@ -142,7 +139,7 @@ def exit_status() -> int:
 
 
 def _abandon(program: str) -> None:
-    taken, save = _run._take_for_abandon()
+    taken, save = _run._take_the_end()
     if not taken:  # the run is saving its last update itself
         return
     print(

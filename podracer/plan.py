@@ -5,7 +5,7 @@ checkpoints, logging); none recomputes a size from the flags. The environment st
 :attr:`RunPlan.env_steps_per_update`, computed here and nowhere else.
 
 :func:`anakin_plan` and :func:`sebulba_plan` make one from numbers (a notebook's or a command line's); the command
-line resolves its config into them (:func:`podracer.build.plan_of`).
+line resolves its config into them (:func:`podracer.build.anakin_plan`, :func:`podracer.build.sebulba_plan`).
 """
 
 from __future__ import annotations
@@ -76,9 +76,9 @@ def anakin_plan(
     devices = tuple(devices) if devices is not None else None
     num_devices = parallel.num_global_devices(devices) if num_devices is None else num_devices
     num_envs = num_envs_per_device * num_devices
+    per_update = num_envs * rollout_length
     if total_env_steps is not None:
-        per_call = num_envs * rollout_length * updates_per_call
-        num_updates = -(-total_env_steps // per_call) * updates_per_call
+        num_updates = -(-total_env_steps // (per_update * updates_per_call)) * updates_per_call
     if num_updates is None:
         raise ValueError("an Anakin plan needs num_updates or total_env_steps.")
     return RunPlan(
@@ -87,7 +87,7 @@ def anakin_plan(
         num_envs=num_envs,
         envs_per_batch=num_envs_per_device,
         envs_per_learner=num_envs_per_device,  # each device learns from its own environments
-        total_env_steps=num_updates * num_envs * rollout_length,
+        total_env_steps=num_updates * per_update,
         updates_per_call=updates_per_call,
         devices=devices,
         eval_every=eval_every,
