@@ -18,14 +18,13 @@ import functools
 import importlib.util
 import sys
 from collections.abc import Sequence
-from typing import Annotated, Literal, TypeVar, Union
+from typing import Annotated, Any, Literal, TypeVar
 
 import tyro
 
 from podracer import agents, envs, helptext, parallel, population, presets, sweep
 from podracer.envs import catalog
 from podracer import multihost
-from podracer.agents import A2CConfig, IMPALAConfig
 from podracer.agents.base import check_finite, flag
 from podracer.types import MAX_SEED
 from podracer.command_line import (  # noqa: F401 (UsageError, import_module: re-exported)
@@ -44,18 +43,16 @@ T = TypeVar("T")
 MAX_EPISODES = 65_536  # --eval-episodes, evaluate's --episodes: played at once, one environment each
 
 
-def agent_choice(classes: dict[str, type]):
-    """The type of a mode's ``agent`` field: a tyro subcommand per agent, named as in the registry."""
-    return Union[
-        tuple(
-            Annotated[cls, tyro.conf.subcommand(name, default=cls())]  # noqa: UP007
-            for name, cls in classes.items()
-        )
-    ]
+# A mode's ``agent`` field: the config of one registered agent (:mod:`podracer.agents`). :func:`parse` gives the
+# parser the chosen agent's class alone, so that a command line imports that agent's module and no other.
+AgentConfig = Any
 
 
-# The built-in agents; :func:`parse` adds those registered (agents.register, --import, entry points).
-AgentConfig = agent_choice(agents.config_classes(built_in=True))
+def _agent_default(name: str):
+    """The ``agent`` field's default: ``name``'s config with its defaults, its module imported when first made."""
+    return functools.partial(lambda name: agents.config_class(name)(), name)
+
+
 AnakinEnvName = Annotated[
     str,
     tyro.conf.arg(
@@ -78,23 +75,30 @@ Imports = Annotated[
 ]
 
 
-def _with_registered_agents(cls: type) -> type:
-    """``cls`` (a mode's config) whose ``agent`` field also chooses among the agents registered in this process
-    (agents.register, --import, entry points); ``cls`` itself when there are none beyond podracer's own."""
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    if "agent" not in fields:
-        return cls
-    classes = agents.config_classes()
-    if set(classes) == set(agents.BUILT_IN):
-        return cls
-    mode = dataclasses.make_dataclass(
+def _with_agent(cls: type, agent) -> type:
+    """``cls`` (a mode's config) whose ``agent`` field is ``agent``'s config class, with ``agent`` as its default:
+    what the parser is given, so that it shows and parses that agent's flags alone."""
+    narrowed = dataclasses.make_dataclass(
         cls.__name__,
-        [("agent", agent_choice(classes), dataclasses.field(default=fields["agent"].default))],
+        [("agent", type(agent), dataclasses.field(default_factory=functools.partial(lambda a: a, agent)))],
         bases=(cls,),
         frozen=True,
     )
-    mode.__doc__, mode.__module__, mode.__qualname__ = cls.__doc__, cls.__module__, cls.__qualname__
-    return mode
+    narrowed.__doc__, narrowed.__module__, narrowed.__qualname__ = cls.__doc__, cls.__module__, cls.__qualname__
+    return narrowed
+
+
+def _agent_token(argv: Sequence[str], cls: type) -> int | None:
+    """Where ``argv`` names its agent as a subcommand (``NAME``, where ``--agent NAME`` has been spelled so): a
+    registered name that is not the value of a flag; None where it names none."""
+    names = set(agents.names())
+    switches = {flag(f.name) for f in dataclasses.fields(cls) if isinstance(f.default, bool)}
+    switches |= {"--no-" + switch[2:] for switch in switches}
+    for i, token in enumerate(argv):
+        before = argv[i - 1] if i else ""
+        if token in names and (not before.startswith("-") or "=" in before or before in switches):
+            return i
+    return None
 
 
 def check_env(name: str) -> None:
@@ -217,7 +221,7 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
     """A training run in Anakin mode: JAX environments and the learner in one program per device."""
 
     env: AnakinEnvName = "catch"
-    agent: AgentConfig = A2CConfig()  # the agent and its hyper-parameters
+    agent: AgentConfig = dataclasses.field(default_factory=_agent_default("a2c"))  # the agent and its hyper-parameters
     # seeds trained together in one compiled program, vmapped on every device: --seed S --num-seeds N trains seeds S ...
     # S + N - 1, each as a run of its own
     num_seeds: int = 1
@@ -298,7 +302,7 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
     env: str = "Pong"
     # the agent and its hyper-parameters; on the command line without --agent: impala for Atari games, ppo for every
     # other environment
-    agent: AgentConfig = IMPALAConfig()
+    agent: AgentConfig = dataclasses.field(default_factory=_agent_default("impala"))
     total_env_steps: int = 10_000_000  # environment steps to train for (all actors together)
     actor_devices: tuple[int, ...] | None = None  # indices of the local devices that act; None: device 0
     # indices of the local devices that learn; None: all but the actor devices, or device 0 alone
@@ -411,15 +415,9 @@ def parse(
     except (UsageError, ValueError) as error:
         print(f"{prog}: error: {error}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
-    cls = _with_registered_agents(default if isinstance(default, type) else type(default))
-    kwargs = {}
-    if not isinstance(default, type):
-        kwargs["default"] = (
-            default
-            if type(default) is cls
-            else cls(**{f.name: getattr(default, f.name) for f in dataclasses.fields(default)})
-        )
-    if any(f.name == "agent" for f in dataclasses.fields(cls)):
+    cls = default if isinstance(default, type) else type(default)
+    chooses = any(f.name == "agent" for f in dataclasses.fields(cls))
+    if chooses:
         description = ((description or "").rstrip(".") + ". " if description else "") + (
             "Choose the agent with --agent NAME (or NAME alone); --agent NAME --help lists its flags."
         )
@@ -437,14 +435,39 @@ def parse(
         if mode:
             argv = _apply_preset(argv, mode)
         argv = _default_agent(cls, default, spell_resume_flag(spell_agent_flag(argv)))
+        parsed, kwargs, given = cls, {}, None
+        if chooses:  # the parser is given the chosen agent's config class alone
+            at = _agent_token(argv, cls)
+            given = None if at is None else argv.pop(at)
+            if given is not None:
+                agent = agents.config_class(given)()
+                if not isinstance(default, type) and type(default.agent) is type(agent):
+                    agent = default.agent
+            elif isinstance(default, type):
+                agent = next(f for f in dataclasses.fields(cls) if f.name == "agent").default_factory()
+            else:
+                agent = default.agent
+            parsed = _with_agent(cls, agent)
+        if not isinstance(default, type):
+            kwargs["default"] = parsed(
+                **{f.name: getattr(default, f.name) for f in dataclasses.fields(default) if f.name != "agent"},
+                **({"agent": parsed.__dataclass_fields__["agent"].default_factory()} if chooses else {}),
+            )
         hook = error_hook()
-        cli = functools.partial(tyro.cli, cls, args=argv, prog=prog, description=description, config=markers, **kwargs)
+        cli = functools.partial(
+            tyro.cli, parsed, args=argv, prog=prog, description=description, config=markers, **kwargs
+        )
         if any(a in ("-h", "--help") for a in argv):
-            plain_help(cli, helptext.layout(mode, prog, description, argv, cls, agents.names()))
+            name = agents.name_of(agent) if chooses else None
+            plain_help(cli, helptext.layout(mode, prog, description, agent=name, given=given is not None))
         if hook is None:  # a tyro without the hook: its own (boxed) messages
-            return cli()
-        with hook(one_line):
-            return cli()
+            config = cli()
+        else:
+            with hook(one_line):
+                config = cli()
+        if parsed is cls:
+            return config
+        return cls(**{f.name: getattr(config, f.name) for f in dataclasses.fields(cls)})
     except UsageError as error:
         print(f"{prog}: error: {presets.blame(str(error), argv)}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None

@@ -88,11 +88,9 @@ HELP_COLUMN = 26  # where the help text starts; a longer flag puts it on the nex
 ENTRY = re.compile(r"^  (-h, --help|--[\w-]+(?:, --no-[\w-]+)?)(?: (\S+(?: \S+)*?))?(?: {2,}(\S.*))?$")
 
 
-def entries(page: str) -> tuple[dict[str, tuple[str, str]], list[str]]:
-    """The flags of a tyro help page: name (without dashes) -> (its flags and metavar, its help), in page order;
-    and the page's subcommand lines (``name  description``)."""
+def entries(page: str) -> dict[str, tuple[str, str]]:
+    """The flags of a tyro help page: name (without dashes) -> (its flags and metavar, its help), in page order."""
     found: dict[str, tuple[str, str]] = {}
-    subcommands: list[str] = []
     current = None
     for raw in page.splitlines():
         line = raw.rstrip()
@@ -106,15 +104,10 @@ def entries(page: str) -> tuple[dict[str, tuple[str, str]], list[str]]:
             name = flags.split(",")[0].removeprefix("--").removeprefix("-h, --")
             current = name
             found[name] = (flags + (f" {metavar}" if metavar else ""), text or "")
-        elif stripped.startswith("• "):
-            subcommands.append(stripped.removeprefix("• "))
-            current = "•"
-        elif current == "•" and subcommands and line.startswith("    "):
-            subcommands[-1] += " " + stripped
         elif current and current in found and line.startswith("    "):
             head, text = found[current]
             found[current] = (head, f"{text} {stripped}".strip())
-    return found, subcommands
+    return found
 
 
 def _plain(head: str, text: str, mode: str) -> tuple[str, str]:
@@ -140,12 +133,19 @@ def _lines(head: str, text: str, width: int) -> list[str]:
 
 
 def arrange(
-    page: str, *, usage: str, description: str, mode: str, agent: str, agents: list[str], default_agent: str = ""
+    page: str,
+    *,
+    usage: str,
+    description: str,
+    mode: str,
+    agent: str,
+    agents: dict[str, str],
+    default_agent: str = "",
 ) -> str:
     """``page`` (tyro's help of a training command with ``agent`` chosen) in :data:`GROUPS`' order, then the agent's
-    hyper-parameters, then the agents to choose from."""
+    hyper-parameters, then the agents to choose from (``agents``: name -> one line)."""
     width = min(shutil.get_terminal_size((100, 24)).columns, 110)
-    found, subcommands = entries(page)
+    found = entries(page)
     found.pop("help", None)
     found["agent"] = (
         "--agent NAME",
@@ -169,33 +169,35 @@ def arrange(
         for name in rest:
             out += _lines(*_plain(*found[name], mode), width)
         out.append("")
-    if subcommands:
-        out.append("agents (--agent NAME):")
-        for line in subcommands:
-            name, _, text = line.partition(" ")
-            out += _lines(name, text.strip(), width)
+    out.append("agents (--agent NAME):")
+    for name, text in agents.items():
+        out += _lines(name, text, width)
     return "\n".join(out).rstrip() + "\n"
 
 
-def layout(mode: str | None, prog: str, description: str | None, argv: list[str], cls: type, agent_names: list[str]):
+def layout(mode: str | None, prog: str, description: str | None, *, agent: str | None = None, given: bool = False):
     """How a command's ``--help`` page is laid out (:func:`podracer.command_line.plain_help`): a training command's
-    (``mode`` "anakin" or "sebulba") by :func:`arrange`, another's by :func:`simple`."""
-    import dataclasses
+    (``mode`` "anakin" or "sebulba", showing ``agent``'s flags, named on the command line when ``given``) by
+    :func:`arrange`, another's by :func:`simple`."""
     import functools
 
     if mode is None:
         return functools.partial(simple, prog=prog, description=description or "")
 
-    from podracer import agents, presets
+    from podracer import agents
 
-    given = presets._agent_given(argv, agent_names)
-    chooses = "impala for Atari games, ppo for every other --env" if hasattr(cls, "command_line_agent") else ""
-    agent = given or agents.name_of(next(f.default for f in dataclasses.fields(cls) if f.name == "agent"))
+    chooses = "impala for Atari games, ppo for every other --env" if mode == "sebulba" else ""
     chosen = f"--agent {agent}" if given else "[--agent NAME]"
     usage = f"usage: {prog} {chosen} [--env NAME] [--preset NAME] [--total-env-steps N] [FLAGS ...]"
     about = (description or "").split(". Choose the agent")[0].rstrip(".") + "."
     return functools.partial(
-        arrange, usage=usage, description=about, mode=mode, agent=agent, agents=agent_names, default_agent=chooses
+        arrange,
+        usage=usage,
+        description=about,
+        mode=mode,
+        agent=agent,
+        agents=agents.descriptions(),
+        default_agent=chooses,
     )
 
 
@@ -203,7 +205,7 @@ def simple(page: str, *, prog: str, description: str) -> str:
     """A command without an agent (``podracer evaluate``, ``preview``): its usage, its description and its flags in
     one group, in the same plain notation."""
     width = min(shutil.get_terminal_size((100, 24)).columns, 110)
-    found, _ = entries(page)
+    found = entries(page)
     found.pop("help", None)
     out = [f"usage: {prog} [FLAGS ...]", "", *textwrap.wrap(description, width, break_on_hyphens=False), "", "flags:"]
     for head, text in found.values():

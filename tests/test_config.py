@@ -215,6 +215,16 @@ def test_the_table_covers_at_least_thirty_inputs_of_both_modes():
     assert {cls for cls, _, _ in BAD_INPUTS} == {A, S, E, P}
 
 
+def test_the_registry_describes_each_agent_as_its_config_docstring_does():
+    """``--help`` lists the agents from the registry's lines without importing them: each line is its config's
+    docstring's first paragraph, so the two cannot drift apart."""
+    from podracer import agents
+
+    for name, line in agents.descriptions().items():
+        first = (agents.config_class(name).__doc__ or "").strip().split("\n\n")[0]
+        assert line == " ".join(first.split()), name
+
+
 def test_every_agent_field_is_a_flag_of_both_modes_with_the_agents_own_defaults():
 
     from podracer import agents

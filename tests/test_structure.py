@@ -14,6 +14,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "podracer"
 FEEDERS = [*sorted((ROOT / "anakin").glob("*.py")), *sorted((ROOT / "sebulba").glob("*.py"))]
 
@@ -276,3 +278,39 @@ def test_the_device_layout_module_loads_no_agent_and_no_environment():
 def _closures_of(name: str) -> list[str]:
     done = subprocess.run([sys.executable, "-c", _CLOSURES, name], capture_output=True, text=True, check=True)
     return json.loads(done.stdout)[name]
+
+
+_AGENT_MODULES = {f"podracer.agents.{name}" for name in ("a2c", "alphazero", "dqn", "impala", "muzero", "ppo", "pqn")}
+_AGENT_MODULES |= {"podracer.agents.r2d2", "podracer.agents.sac"}
+
+
+def test_the_agent_registry_and_the_config_tree_load_no_agent_module():
+    """Naming and listing agents needs none of them imported: each is imported when its config is first made."""
+    for name in ("podracer.agents", "podracer.config", "podracer.cli"):
+        assert not _AGENT_MODULES & set(_closures_of(name)), name
+
+
+_HELP_IMPORTS = r"""
+import contextlib, io, json, sys
+from podracer import cli
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        cli.main(sys.argv[1:])
+    except SystemExit as done:
+        assert done.code == 0, done.code
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("podracer.agents."))))
+"""
+
+
+@pytest.mark.parametrize(
+    "argv, shown",
+    [
+        (["anakin", "--help"], "a2c"),
+        (["anakin", "--agent", "pqn", "--help"], "pqn"),
+        (["sebulba", "muzero", "--help"], "muzero"),
+        (["anakin", "--preset", "cartpole", "--help"], "ppo"),
+    ],
+)
+def test_a_help_page_imports_the_agent_it_shows_and_no_other(argv, shown):
+    done = subprocess.run([sys.executable, "-c", _HELP_IMPORTS, *argv], capture_output=True, text=True, check=True)
+    assert _AGENT_MODULES & set(json.loads(done.stdout)) == {f"podracer.agents.{shown}"}, done.stdout

@@ -7,11 +7,11 @@ import functools
 import difflib
 import inspect
 import re
+import importlib
 import sys
 from collections.abc import Callable
+from typing import NamedTuple
 
-from podracer.agents.a2c import A2CConfig, make_a2c
-from podracer.agents.alphazero import AlphaZeroConfig, make_alphazero
 from podracer import optim
 from podracer.agents.base import (
     Agent,
@@ -28,31 +28,106 @@ from podracer.agents.base import (
     transitions,
     unroll_trajectory,
 )
-from podracer.agents.dqn import DQNConfig, make_dqn
-from podracer.agents.impala import IMPALAConfig, make_impala
-from podracer.agents.muzero import MuZeroConfig, make_muzero
-from podracer.agents.ppo import PPOBatch, PPOConfig, make_ppo
-from podracer.agents.pqn import PQNConfig, make_pqn
-from podracer.agents.r2d2 import R2D2Config, make_r2d2
-from podracer.agents.sac import SACConfig, make_sac
 from podracer.types import EnvSpec, RunFacts
 
-_AGENTS: dict[str, tuple[Callable[..., Agent], type]] = {
-    "a2c": (make_a2c, A2CConfig),
-    "alphazero": (make_alphazero, AlphaZeroConfig),
-    "dqn": (make_dqn, DQNConfig),
-    "impala": (make_impala, IMPALAConfig),
-    "muzero": (make_muzero, MuZeroConfig),
-    "ppo": (make_ppo, PPOConfig),
-    "pqn": (make_pqn, PQNConfig),
-    "r2d2": (make_r2d2, R2D2Config),
-    "sac": (make_sac, SACConfig),
+
+class BuiltIn(NamedTuple):
+    """Where a built-in agent lives, and its one line for ``--help``, so that naming or listing it imports nothing:
+    its module is imported when its config class or factory is first asked for."""
+
+    module: str
+    make: str
+    config: str
+    description: str  # the config class's docstring's first sentence (a test keeps them equal)
+
+
+_BUILT_IN = {
+    "a2c": BuiltIn("a2c", "make_a2c", "A2CConfig", "Advantage actor-critic (A2C)."),
+    "alphazero": BuiltIn(
+        "alphazero",
+        "make_alphazero",
+        "AlphaZeroConfig",
+        "Gumbel AlphaZero: mctx's Gumbel search on the game's own rules, a policy-value network learning from it.",
+    ),
+    "dqn": BuiltIn(
+        "dqn",
+        "make_dqn",
+        "DQNConfig",
+        "Double Q-learning with n-step returns, a target network and prioritized replay.",
+    ),
+    "impala": BuiltIn("impala", "make_impala", "IMPALAConfig", "IMPALA: actor-critic with V-trace corrections."),
+    "muzero": BuiltIn(
+        "muzero",
+        "make_muzero",
+        "MuZeroConfig",
+        "Gumbel MuZero: mctx's Gumbel search on a learned model (representation, dynamics, prediction).",
+    ),
+    "ppo": BuiltIn(
+        "ppo", "make_ppo", "PPOConfig", "PPO: clipped surrogate objective, several epochs of minibatches per update."
+    ),
+    "pqn": BuiltIn(
+        "pqn", "make_pqn", "PQNConfig", "PQN: vectorised Q(lambda) with LayerNorm, no replay, no target network."
+    ),
+    "r2d2": BuiltIn("r2d2", "make_r2d2", "R2D2Config", "R2D2: recurrent double Q-learning from prioritized sequences."),
+    "sac": BuiltIn(
+        "sac",
+        "make_sac",
+        "SACConfig",
+        "Soft actor-critic with twin critics, target critics and a tuned entropy temperature.",
+    ),
 }
-BUILT_IN = frozenset(_AGENTS)
+# the public names of the built-in agents' modules (``agents.PPOConfig``, ``agents.make_ppo``, ``agents.PPOBatch``),
+# each imported on first use (PEP 562)
+_LAZY = {
+    **{entry.config: (entry.module, entry.config) for entry in _BUILT_IN.values()},
+    **{entry.make: (entry.module, entry.make) for entry in _BUILT_IN.values()},
+    "PPOBatch": ("ppo", "PPOBatch"),
+}
+# registered agents (and built-in ones once imported): name -> (make, config class)
+_AGENTS: dict[str, tuple[Callable[..., Agent], type]] = {}
+BUILT_IN = frozenset(_BUILT_IN)
 ENTRY_POINTS = "podracer.agents"  # the entry-point group an installed package registers its agents in
 _NAME = re.compile(r"[a-z][a-z0-9_-]*")
 _REQUIRED_FIELDS = ("learning_rate", "max_grad_norm")  # what the optimizer is made from, where no `optimizer` field
 _entry_points_loaded = False
+
+
+def _entry(name: str) -> tuple[Callable[..., Agent], type]:
+    """``name``'s factory and config class; a built-in agent's module is imported here, on first use."""
+    if name not in _AGENTS and name in _BUILT_IN:
+        where = _BUILT_IN[name]
+        module = importlib.import_module(f"{__name__}.{where.module}")
+        _AGENTS[name] = (getattr(module, where.make), getattr(module, where.config))
+    return _AGENTS[name]
+
+
+def _adopt_imported() -> None:
+    """Enters the built-in agents whose modules are already imported (``from podracer.agents.ppo import
+    PPOConfig``), so that their configs are known by class without importing the others."""
+    for name, where in _BUILT_IN.items():
+        if name not in _AGENTS and f"{__name__}.{where.module}" in sys.modules:
+            _entry(name)
+
+
+def descriptions() -> dict[str, str]:
+    """Every agent's one line for ``--help`` (its config's docstring's first sentence), by name, in name order,
+    without importing a built-in agent's module."""
+    out = {}
+    for name in names():
+        if name in _BUILT_IN:
+            out[name] = _BUILT_IN[name].description
+        else:
+            doc = (_AGENTS[name][1].__doc__ or "").strip().split("\n\n")[0]
+            out[name] = " ".join(doc.split())
+    return out
+
+
+def __getattr__(name: str):
+    """A built-in agent's config class or factory (``agents.PPOConfig``), its module imported on first use."""
+    if name in _LAZY:
+        module, attribute = _LAZY[name]
+        return getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def register(name: str, config_class: type, make: Callable[..., Agent]) -> None:
@@ -73,7 +148,8 @@ def register(name: str, config_class: type, make: Callable[..., Agent]) -> None:
             f"An agent's name is lower case letters, digits, '-' and '_', starting with a letter "
             f"(it becomes --agent NAME), got {name!r}."
         )
-    if name in BUILT_IN and _AGENTS[name][1] is not config_class:
+    _adopt_imported()
+    if name in BUILT_IN and _entry(name)[1] is not config_class:
         raise ValueError(f"{name!r} is a built-in agent; register yours under another name.")
     if not (isinstance(config_class, type) and dataclasses.is_dataclass(config_class)):
         raise ValueError(
@@ -131,7 +207,7 @@ def _load_entry_points() -> None:
     from importlib import metadata
 
     for entry in metadata.entry_points(group=ENTRY_POINTS):
-        if entry.name in _AGENTS:
+        if entry.name in _AGENTS or entry.name in BUILT_IN:
             continue
         where = f"podracer.agents entry point {entry.name} = {entry.value!r}"
         try:
@@ -144,25 +220,25 @@ def _load_entry_points() -> None:
 def names() -> list[str]:
     """Names accepted by :func:`make`: the built-in agents, those registered, those of installed entry points."""
     _load_entry_points()
-    return sorted(_AGENTS)
+    return sorted(set(_AGENTS) | BUILT_IN)
 
 
 def config_class(name: str):
     """The config dataclass of the agent called ``name``."""
-    _load_entry_points()
-    if name not in _AGENTS:
-        close = difflib.get_close_matches(name, list(_AGENTS), n=3, cutoff=0.6)
+    if name not in names():
+        close = difflib.get_close_matches(name, names(), n=3, cutoff=0.6)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise ValueError(
             f"Unknown agent {name!r}; available: {', '.join(names())} (an agent of your own: "
             f"agents.register, --import MODULE, or a {ENTRY_POINTS} entry point).{hint}"
         )
-    return _AGENTS[name][1]
+    return _entry(name)[1]
 
 
 def name_of(config) -> str:
     """The registry name of an agent config (``A2CConfig()`` -> ``"a2c"``)."""
     _load_entry_points()
+    _adopt_imported()
     for name, (_, cls) in _AGENTS.items():
         if type(config) is cls:
             return name
@@ -175,7 +251,7 @@ def name_of(config) -> str:
 def config_classes(*, built_in: bool = False) -> dict[str, type]:
     """Every registered agent's config class by name, in name order (``built_in``: podracer's own only, without
     loading entry points)."""
-    return {name: _AGENTS[name][1] for name in (sorted(BUILT_IN) if built_in else names())}
+    return {name: _entry(name)[1] for name in (sorted(BUILT_IN) if built_in else names())}
 
 
 def make(agent, spec: EnvSpec, *, run: RunFacts | None = None, **hyper) -> Agent:
@@ -192,7 +268,7 @@ def make(agent, spec: EnvSpec, *, run: RunFacts | None = None, **hyper) -> Agent
         agent = with_hyperparameters(config_cls(), hyper)
     elif hyper:
         raise ValueError("Pass hyper-parameters in the agent's config, or pass the agent's name.")
-    factory = _AGENTS[name_of(agent)][0]
+    factory = _entry(name_of(agent))[0]
     built = factory(spec, agent, run) if _takes_run(factory) else factory(spec, agent)
     if built.optimizer is not None:
         return built
@@ -233,6 +309,7 @@ __all__ = [
     "unroll_trajectory",
     "config_class",
     "config_classes",
+    "descriptions",
     "make",
     "make_a2c",
     "make_alphazero",
