@@ -1,6 +1,6 @@
-"""The command line's own grammar, beneath the config tree (:func:`podracer.config.parse`): ``--import MODULE``,
-``--agent NAME`` and ``--resume`` spelled as users write them, one-line usage errors, and help pages without tyro's
-notation."""
+"""The command line's own grammar, beneath the config tree (:func:`podracer.config.parse`): ``--import MODULE``
+found and imported before anything is parsed, ``--agent NAME`` and ``--resume`` spelled as users write them, and
+the default log directory."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from podracer import agents
 from podracer.disk import writable_directory
+from podracer.flags import UsageError
 
 
 def import_module(target: str):
@@ -66,10 +67,6 @@ def import_requested(argv: Sequence[str]) -> None:
             import_module(token.split("=", 1)[1])
 
 
-class UsageError(Exception):
-    """A command line that cannot run; :func:`parse` prints it as one line and exits with status 2."""
-
-
 def spell_agent_flag(argv: list[str]) -> list[str]:
     """``--agent NAME`` (or ``--agent=NAME``) becomes the subcommand ``NAME``, placed first."""
     for i, token in enumerate(argv):
@@ -111,63 +108,6 @@ def spell_resume_flag(argv: list[str]) -> list[str]:
         else:
             out.append(token)
     return out
-
-
-def plain_help(show, arrange=None) -> None:
-    """Runs ``show()`` (tyro printing a help page and exiting) and prints the page without tyro's own notation:
-    ``{None}|STR`` is ``STR`` (the default, None, says the flag may be left out) and "(source subcommand: a2c)"
-    says whose flags follow. Each replacement keeps its width, so the page's boxes stay aligned. ``arrange``, when
-    given, lays the page out again (:func:`podracer.helptext.arrange`)."""
-    import contextlib
-    import io
-    import re
-
-    page = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(page):
-            show()
-    except SystemExit as done:
-        text = page.getvalue()
-        text = re.sub(r"\{None\}\|(\{[^{}\n]*\}|[^\s{}]+)", lambda m: m.group(1).ljust(len(m.group(0))), text)
-        text = re.sub(
-            r"\(source subcommand: ([\w-]+)\)", lambda m: f"flags of --agent {m.group(1)}:".ljust(len(m.group(0))), text
-        )
-        sys.stdout.write(arrange(text) if arrange and done.code == 0 else text)
-        sys.stdout.flush()
-        raise done from None
-
-
-def one_line(event) -> None:
-    """A tyro parse-error hook: our own one-line message for the errors a user meets most."""
-    from tyro import _errors
-
-    argument = getattr(event, "argument", None)
-    names = getattr(getattr(argument, "lowered", None), "name_or_flags", None) or ()
-    where = "/".join(names)
-    if isinstance(event, _errors.InstantiationFailure):
-        message = event.message if "--" in event.message or not where else f"{where}: {event.message}"
-        raise UsageError(message)
-    if isinstance(event, _errors.InvalidChoice):
-        raise UsageError(
-            f"{where or 'argument'}: invalid choice: {event.value!r} (choose from {', '.join(event.choices)})."
-        )
-    if isinstance(event, _errors.MissingArgs):
-        missing = [
-            "/".join(getattr(getattr(a.arg, "lowered", None), "name_or_flags", None) or ("?",))
-            for a in event.missing_arguments
-        ]
-        raise UsageError(f"the following arguments are required: {', '.join(missing)}")
-    if isinstance(event, _errors.UnrecognizedArgs):
-        raise UsageError(f"unrecognized arguments: {' '.join(event.tokens)} (each agent's flags: --agent NAME --help)")
-
-
-def error_hook():
-    """tyro's (private, experimental) parse-error hook, or None where this tyro has none."""
-    try:
-        from tyro import _errors
-    except ImportError:
-        return None
-    return getattr(_errors, "on_parse_error", None)
 
 
 RUNS_DIR = "PODRACER_RUNS_DIR"  # where the command line's default log directories go; unset: ./runs
@@ -217,9 +157,6 @@ __all__ = [
     "flag_values",
     "import_module",
     "import_requested",
-    "one_line",
-    "plain_help",
-    "error_hook",
     "spell_agent_flag",
     "spell_resume_flag",
 ]

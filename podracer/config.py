@@ -1,4 +1,4 @@
-"""The config tree, and the command lines that tyro generates from it.
+"""The config tree, and the command lines made from it (:mod:`podracer.flags`).
 
 Frozen dataclasses, each checked once in ``__post_init__`` with an error that names the flag:
 
@@ -13,6 +13,7 @@ agent's config is therefore a new flag of both modes, with its default and help 
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import functools
 import importlib.util
@@ -20,21 +21,17 @@ import sys
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal, TypeVar
 
-import tyro
-
-from podracer import agents, envs, helptext, parallel, population, presets, sweep
+from podracer import agents, envs, flags, helptext, parallel, population, presets, sweep
 from podracer.envs import catalog
 from podracer import multihost
 from podracer.agents.base import check_finite, flag
+from podracer.flags import Flag
 from podracer.types import MAX_SEED
 from podracer.command_line import (  # noqa: F401 (UsageError, import_module: re-exported)
     UsageError,
-    error_hook,
     flag_values,
     import_module,
     import_requested,
-    one_line,
-    plain_help,
     spell_agent_flag,
     spell_resume_flag,
 )
@@ -55,7 +52,7 @@ def _agent_default(name: str):
 
 AnakinEnvName = Annotated[
     str,
-    tyro.conf.arg(
+    Flag(
         metavar="NAME",
         help=f"JAX environment: {', '.join(envs.names())}, one registered with podracer.envs.register, or "
         f"SUITE:NAME ({', '.join(f'{s}:...' for s in sorted(envs.SUITES))}); --env list shows them, --env list:TEXT "
@@ -65,27 +62,14 @@ AnakinEnvName = Annotated[
 
 Imports = Annotated[
     tuple[str, ...],
-    tyro.conf.arg(
+    Flag(
         name="import",
         metavar="MODULE",
         help="import this module (package.module, or a path/to/file.py) before anything else, so that the environments "
         "and agents it registers (podracer.envs.register, podracer.agents.register) can be named; repeat for several",
+        repeat=True,
     ),
-    tyro.conf.UseAppendAction,
 ]
-
-
-def _with_agent(cls: type, agent) -> type:
-    """``cls`` (a mode's config) whose ``agent`` field is ``agent``'s config class, with ``agent`` as its default:
-    what the parser is given, so that it shows and parses that agent's flags alone."""
-    narrowed = dataclasses.make_dataclass(
-        cls.__name__,
-        [("agent", type(agent), dataclasses.field(default_factory=functools.partial(lambda a: a, agent)))],
-        bases=(cls,),
-        frozen=True,
-    )
-    narrowed.__doc__, narrowed.__module__, narrowed.__qualname__ = cls.__doc__, cls.__module__, cls.__qualname__
-    return narrowed
 
 
 def _agent_token(argv: Sequence[str], cls: type) -> int | None:
@@ -125,7 +109,7 @@ class RunConfig:
     # write DIR/metrics.jsonl and TensorBoard events there; on the command line, without it: a new
     # runs/ENV__AGENT__SEED__TIME ($PODRACER_RUNS_DIR instead of runs)
     log_dir: str | None = None
-    no_log_dir: Annotated[bool, tyro.conf.FlagCreatePairsOff] = False  # the command line writes no log directory
+    no_log_dir: Annotated[bool, Flag(pair=False)] = False  # the command line writes no log directory
     # save the learner there (orbax; podracer evaluate plays it) at the end, on Ctrl-C and every
     # --checkpoint-every updates; the newest 3 are kept
     checkpoint_dir: str | None = None
@@ -239,11 +223,11 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
     updates_per_call: int = 20  # updates scanned on the device per host call; one log line per call
     # NAME=V1,V2,... (repeat for a grid): train every setting x --num-seeds in one program; ends with a table of final
     # returns (mean, IQM, 95% bootstrap intervals) and, with --log-dir, sweep.csv and sweep.png
-    sweep: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
+    sweep: Annotated[tuple[str, ...], Flag(metavar="SETTING", repeat=True)] = ()
     # lanes of a population trained in one program with population-based training over --pbt-search
     population: int | None = None
     # NAME=[log:]LOW..HIGH (repeat): a hyper-parameter PBT searches, its range and scale (learning_rate=log:1e-4..1e-2)
-    pbt_search: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
+    pbt_search: Annotated[tuple[str, ...], Flag(metavar="RANGE", repeat=True)] = ()
     pbt_every: int | None = None  # updates between rankings (a multiple of --updates-per-call); None: every call
     pbt_fraction: float = 0.25  # the bottom fraction of lanes copies a lane of the top fraction at each ranking
     pbt_resample: float = 0.25  # chance that a copied value is drawn afresh from its range, else x0.8 or x1.25
@@ -371,21 +355,15 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
         return 1 if actor_platform == "cpu" or num_envs_per_actor % 2 else 2
 
 
-def _default_agent(cls, default, argv: list[str]) -> list[str]:
-    """A command line that names no agent gets the one its config class chooses for its ``--env``
-    (``command_line_agent``), as the subcommand; ``--help`` and a caller's own default config are left alone."""
+def _default_agent(cls, argv: list[str], asks_help: bool) -> str | None:
+    """The agent a command line that names none trains, where its config class chooses by ``--env``
+    (``command_line_agent``: Sebulba's); None (the field's default) for ``--help`` and other classes."""
     choose = getattr(cls, "command_line_agent", None)
-    if (
-        choose is None
-        or not isinstance(default, type)
-        or any(a in ("-h", "--help") for a in argv)
-        or any(a in agents.names() for a in argv)
-    ):
-        return argv
+    if choose is None or asks_help:
+        return None
     given = flag_values(argv, "--env")
     env = given[-1] if given else next((f.default for f in dataclasses.fields(cls) if f.name == "env"), None)
-    name = choose(env) if isinstance(env, str) else None
-    return [name, *argv] if name else argv
+    return choose(env) if isinstance(env, str) else None
 
 
 def _mode(cls) -> str | None:
@@ -393,21 +371,26 @@ def _mode(cls) -> str | None:
     return "anakin" if issubclass(cls, AnakinConfig) else "sebulba" if issubclass(cls, SebulbaConfig) else None
 
 
-def _apply_preset(argv: list[str], mode: str) -> list[str]:
-    """``argv`` with ``--preset NAME`` expanded into the preset's flags, put first (the command line's own win);
-    ``--preset NAME`` stays at the end so that the config records it."""
-    try:
-        expanded, preset = presets.expand(argv, mode, agents.names())
-    except ValueError as error:
-        raise UsageError(str(error)) from None
-    return expanded if preset is None else [*expanded, "--preset", preset.name]
+def _field(cls: type, name: str) -> dataclasses.Field:
+    return next(f for f in dataclasses.fields(cls) if f.name == name)
+
+
+def _take_agent(argv: list[str], cls: type) -> tuple[str | None, list[str]]:
+    """The agent ``argv`` names (``--agent NAME``, ``--agent=NAME`` or ``NAME`` alone), and ``argv`` without it."""
+    argv = spell_agent_flag(argv)
+    at = _agent_token(argv, cls)
+    return (None, argv) if at is None else (argv[at], argv[:at] + argv[at + 1 :])
 
 
 def parse(
     default: T | type[T], argv: Sequence[str] | None = None, *, prog: str | None = None, description: str | None = None
 ) -> T:
     """The config that ``argv`` (default ``sys.argv[1:]``) describes, starting from ``default`` (a config, or a
-    config class whose defaults apply). Bad input prints ``PROG: error: MESSAGE`` and exits with status 2."""
+    config class whose defaults apply). Bad input prints ``PROG: error: MESSAGE`` and exits with status 2.
+
+    In order: ``--import`` (it registers agents and environments the rest may name), ``--env list`` and ``--preset
+    list`` (they print and exit), the agent (``--agent NAME``, a preset's, or the default: its config's fields are
+    flags), the preset's flags parsed as the defaults of the command line's own, then the command line."""
     prog = prog or sys.argv[0]
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -421,7 +404,6 @@ def parse(
         description = ((description or "").rstrip(".") + ". " if description else "") + (
             "Choose the agent with --agent NAME (or NAME alone); --agent NAME --help lists its flags."
         )
-    markers = (tyro.conf.OmitSubcommandPrefixes, tyro.conf.OmitArgPrefixes, tyro.conf.CascadeSubcommandArgs)
     mode = _mode(cls)
     if "env" in {f.name for f in dataclasses.fields(cls)}:
         catalog.list_if_asked(flag_values(argv, "--env"), mode or "anakin")  # --env list[:TEXT]: exits 0
@@ -431,43 +413,46 @@ def parse(
     if mode and "list" in flag_values(argv, "--preset"):
         print(presets.listing(mode))
         raise SystemExit(0)
+    preset = None
     try:
-        if mode:
-            argv = _apply_preset(argv, mode)
-        argv = _default_agent(cls, default, spell_resume_flag(spell_agent_flag(argv)))
-        parsed, kwargs, given = cls, {}, None
-        if chooses:  # the parser is given the chosen agent's config class alone
-            at = _agent_token(argv, cls)
-            given = None if at is None else argv.pop(at)
-            if given is not None:
-                agent = agents.config_class(given)()
-                if not isinstance(default, type) and type(default.agent) is type(agent):
-                    agent = default.agent
-            elif isinstance(default, type):
-                agent = next(f for f in dataclasses.fields(cls) if f.name == "agent").default_factory()
+        preset_argv, preset, argv = presets.take(argv, mode, agents.names()) if mode else ([], None, argv)
+        asks_help = any(a in ("-h", "--help") for a in argv)
+        argv = [a for a in spell_resume_flag(argv) if a not in ("-h", "--help")]
+        instance = None if isinstance(default, type) else default
+        given, chosen, chosen_by_name = None, {}, False
+        if chooses:
+            given, argv = _take_agent(argv, cls)
+            from_preset, preset_argv = _take_agent(preset_argv, cls)
+            named = given or from_preset or _default_agent(cls, preset_argv + argv, asks_help)
+            chosen_by_name = bool(given or from_preset)
+            if named is None:
+                agent = instance.agent if instance is not None else _field(cls, "agent").default_factory()
+            elif instance is not None and agents.name_of(instance.agent) == named:
+                agent = instance.agent
             else:
-                agent = default.agent
-            parsed = _with_agent(cls, agent)
-        if not isinstance(default, type):
-            kwargs["default"] = parsed(
-                **{f.name: getattr(default, f.name) for f in dataclasses.fields(default) if f.name != "agent"},
-                **({"agent": parsed.__dataclass_fields__["agent"].default_factory()} if chooses else {}),
-            )
-        hook = error_hook()
-        cli = functools.partial(
-            tyro.cli, parsed, args=argv, prog=prog, description=description, config=markers, **kwargs
-        )
-        if any(a in ("-h", "--help") for a in argv):
-            name = agents.name_of(agent) if chooses else None
-            plain_help(cli, helptext.layout(mode, prog, description, agent=name, given=given is not None))
-        if hook is None:  # a tyro without the hook: its own (boxed) messages
-            config = cli()
-        else:
-            with hook(one_line):
-                config = cli()
-        if parsed is cls:
-            return config
-        return cls(**{f.name: getattr(config, f.name) for f in dataclasses.fields(cls)})
-    except UsageError as error:
-        print(f"{prog}: error: {presets.blame(str(error), argv)}", file=sys.stderr, flush=True)
+                agent = agents.config_class(named)()
+            chosen = {"agent": agent}
+        start = flags.starting(cls, instance, **chosen)
+        found = flags.options(cls, start)
+        if asks_help:
+            name = agents.name_of(start.agent) if chooses else None
+            page = helptext.layout(mode, prog, description, agent=name, given=chosen_by_name)
+            sys.stdout.write(page(found))
+            sys.stdout.flush()
+            raise SystemExit(0)
+        parser = flags.parser(found, prog)
+        values = argparse.Namespace()
+        if preset is not None:
+            try:
+                values = parser.parse_args(preset_argv, values)
+            except UsageError as error:
+                raise UsageError(presets.blame(preset, str(error))) from None
+            values = argparse.Namespace(**vars(values), **{"preset": preset.name})
+        values = parser.parse_args(argv, values)
+        return flags.build(cls, start, vars(values))  # each config's __post_init__ checks it: a ValueError
+    except (UsageError, ValueError) as error:
+        message = str(error)
+        if message.startswith("unrecognized arguments: ") and chooses:
+            message += " (each agent's flags: --agent NAME --help)"
+        print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None

@@ -1,9 +1,9 @@
 """Help pages in a researcher's order: what to train, how long, seeds and logging first; the run's plumbing later;
-the agent's hyper-parameters in a group titled by the agent; no tyro notation.
+the agent's hyper-parameters in a group titled by the agent.
 
-tyro writes the page (every flag, its metavar and its help from the config's comments); :func:`arrange` reads
-that page's entries and lays them out again in the groups below. A flag no group names goes to "more", so a field
-added to a config is never left out of ``--help``.
+A page is written from the command's flags (:func:`podracer.flags.options`: each flag's name, metavar, default and
+help from the config's comments) in the groups below. A flag no group names goes to the agent's group (or "flags"), so
+a field added to a config is never left out of ``--help``.
 """
 
 from __future__ import annotations
@@ -85,39 +85,17 @@ GROUPS = (
     ),
 )
 HELP_COLUMN = 26  # where the help text starts; a longer flag puts it on the next line
-ENTRY = re.compile(r"^  (-h, --help|--[\w-]+(?:, --no-[\w-]+)?)(?: (\S+(?: \S+)*?))?(?: {2,}(\S.*))?$")
 
 
-def entries(page: str) -> dict[str, tuple[str, str]]:
-    """The flags of a tyro help page: name (without dashes) -> (its flags and metavar, its help), in page order."""
-    found: dict[str, tuple[str, str]] = {}
-    current = None
-    for raw in page.splitlines():
-        line = raw.rstrip()
-        stripped = line.strip()
-        if not stripped or set(stripped) <= {"-"} or line.startswith(" ") and not line.startswith("  "):
-            current = None if not stripped or set(stripped) <= {"-"} else current
-            continue
-        match = ENTRY.match(line)
-        if match and not re.search(r", --(?!no-)", match.group(1)):  # not a group's summary line
-            flags, metavar, text = match.groups()
-            name = flags.split(",")[0].removeprefix("--").removeprefix("-h, --")
-            current = name
-            found[name] = (flags + (f" {metavar}" if metavar else ""), text or "")
-        elif current and current in found and line.startswith("    "):
-            head, text = found[current]
-            found[current] = (head, f"{text} {stripped}".strip())
-    return found
+def entries(found) -> dict[str, tuple[str, str]]:
+    """The entries of a page: each flag's name (without dashes) -> (its flags and metavar, its help and default)."""
+    return {option.flag[2:]: (option.heading, option.described) for option in found}
 
 
 def _plain(head: str, text: str, mode: str) -> tuple[str, str]:
-    """One entry without tyro's notation and without words meant for the other mode."""
-    head = re.sub(r"\{?\[(\w+) \[\1 \.\.\.\]\]\}?", r"\1 ...", head)
+    """One entry in plain words, without words meant for the other mode."""
     head = re.sub(r"^(--[\w-]+-dir) STR$", r"\1 DIR", head)
     head = re.sub(r"^--(preset|wandb-project) STR$", r"--\1 NAME", head)
-    text = re.sub(r"\s*\(default: None\)", "", text)
-    if ", --no-" not in head:  # a flag without a pair: given, it is on
-        text = re.sub(r"\s*\(default: False\)", "", text)
     other = "Sebulba" if mode == "anakin" else "Anakin"
     text = re.sub(rf"\s*\({other}: [^()]*\)", "", text)
     text = re.sub(rf"\({mode.capitalize()}: ([^()]*)\)", r"(\1)", text)
@@ -133,7 +111,7 @@ def _lines(head: str, text: str, width: int) -> list[str]:
 
 
 def arrange(
-    page: str,
+    found,
     *,
     usage: str,
     description: str,
@@ -142,11 +120,10 @@ def arrange(
     agents: dict[str, str],
     default_agent: str = "",
 ) -> str:
-    """``page`` (tyro's help of a training command with ``agent`` chosen) in :data:`GROUPS`' order, then the agent's
-    hyper-parameters, then the agents to choose from (``agents``: name -> one line)."""
+    """The page of a training command's flags (``found``, with ``agent`` chosen): :data:`GROUPS` in order, then the
+    agent's hyper-parameters, then the agents to choose from (``agents``: name -> one line)."""
     width = min(shutil.get_terminal_size((100, 24)).columns, 110)
-    found = entries(page)
-    found.pop("help", None)
+    found = entries(found)
     found["agent"] = (
         "--agent NAME",
         f"the agent: {', '.join(agents)} (default: {default_agent or agent}); its hyper-parameters follow, "
@@ -176,7 +153,7 @@ def arrange(
 
 
 def layout(mode: str | None, prog: str, description: str | None, *, agent: str | None = None, given: bool = False):
-    """How a command's ``--help`` page is laid out (:func:`podracer.command_line.plain_help`): a training command's
+    """How a command's ``--help`` page is written from its flags: a training command's
     (``mode`` "anakin" or "sebulba", showing ``agent``'s flags, named on the command line when ``given``) by
     :func:`arrange`, another's by :func:`simple`."""
     import functools
@@ -201,12 +178,11 @@ def layout(mode: str | None, prog: str, description: str | None, *, agent: str |
     )
 
 
-def simple(page: str, *, prog: str, description: str) -> str:
+def simple(found, *, prog: str, description: str) -> str:
     """A command without an agent (``podracer evaluate``, ``preview``): its usage, its description and its flags in
     one group, in the same plain notation."""
     width = min(shutil.get_terminal_size((100, 24)).columns, 110)
-    found = entries(page)
-    found.pop("help", None)
+    found = entries(found)
     out = [f"usage: {prog} [FLAGS ...]", "", *textwrap.wrap(description, width, break_on_hyphens=False), "", "flags:"]
     for head, text in found.values():
         out += _lines(*_plain(head, text, "evaluate"), width)

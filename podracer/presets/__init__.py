@@ -111,14 +111,15 @@ def listing(mode: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def expand(argv: Sequence[str], mode: str, agent_names: Sequence[str]) -> tuple[list[str], Preset | None]:
-    """``argv`` with ``--preset NAME`` (or ``--preset=NAME``) replaced by the preset's flags, put first so that the
-    command line's own flags win, and the preset (None without one). The command line may name the preset's agent
-    again; naming another is an error (the preset's agent flags would not apply to it)."""
+def take(argv: Sequence[str], mode: str, agent_names: Sequence[str]) -> tuple[list[str], Preset | None, list[str]]:
+    """``argv`` split into the preset that ``--preset NAME`` (or ``--preset=NAME``) names (None without one), its
+    flags (the parser's defaults: the command line's own flags win) and the rest of ``argv``, ``--preset`` taken out.
+    The command line may name the preset's agent again; naming another is an error (the preset's agent flags would
+    not apply to it)."""
     argv = list(argv)
     found = [i for i, token in enumerate(argv) if token == "--preset" or token.startswith("--preset=")]
     if not found:
-        return argv, None
+        return [], None, argv
     if len(found) > 1:
         raise ValueError("--preset takes one preset; give it once.")
     i = found[0]
@@ -132,7 +133,7 @@ def expand(argv: Sequence[str], mode: str, agent_names: Sequence[str]) -> tuple[
     given = _agent_given(rest, agent_names)
     if given is not None and preset.agent is not None and given != preset.agent:
         raise ValueError(f"--preset {name} trains --agent {preset.agent}; drop --agent {given} or the preset.")
-    return [*preset.argv(agent=given is None), *rest], preset
+    return preset.argv(agent=given is None), preset, rest
 
 
 def _agent_given(argv: Sequence[str], agent_names: Sequence[str]) -> str | None:
@@ -147,20 +148,15 @@ def _agent_given(argv: Sequence[str], agent_names: Sequence[str]) -> str | None:
     return None
 
 
-def blame(message: str, argv: Sequence[str]) -> str:
-    """A usage error about a flag that the preset put on the command line (``argv`` as :func:`expand` left it, ending
-    in ``--preset NAME``) names the preset and its file, for a misspelt key in its TOML; others are left as they are."""
-    unknown = message.removeprefix("unrecognized arguments: ").split(" (")[0].split()
-    if not message.startswith("unrecognized arguments: ") or list(argv[-2:-1]) != ["--preset"]:
-        return message
-    preset = get(argv[-1])
-    theirs = [token for token in unknown if token in preset.argv()]
-    if not theirs:
-        return message
-    return (
-        f"--preset {preset.name}: {preset.suite}.toml gives {theirs[0]}, which is not a flag of this command (a "
-        "misspelt key? flag names as on the command line, without the dashes)."
-    )
+def blame(preset: Preset, message: str) -> str:
+    """A usage error in the flags that ``preset`` gives names the preset and its file (a misspelt key in its TOML)."""
+    if message.startswith("unrecognized arguments: "):
+        flag = message.removeprefix("unrecognized arguments: ").split()[0]
+        return (
+            f"--preset {preset.name}: {preset.suite}.toml gives {flag}, which is not a flag of this command (a "
+            "misspelt key? flag names as on the command line, without the dashes)."
+        )
+    return f"--preset {preset.name}: {preset.suite}.toml: {message}"
 
 
-__all__ = ["MODES", "Preset", "blame", "expand", "for_env", "get", "listing", "load", "names"]
+__all__ = ["MODES", "Preset", "blame", "take", "for_env", "get", "listing", "load", "names"]
