@@ -16,7 +16,7 @@ from podracer import agents, anakin, checkpoint, envs, parallel, startup
 from podracer import logging as logging_lib
 from podracer import normalize as normalize_lib
 from podracer import plan as plan_lib
-from podracer import population as population_lib
+from podracer import pbt
 from podracer import sweep as sweep_lib
 from podracer.anakin.population import Population
 from podracer.agents.base import Agent, hyperparameters, with_hyperparameters
@@ -226,8 +226,8 @@ def make_sweep(config: AnakinConfig, spec, run: RunFacts | None = None) -> anaki
 
     if config.sweep:
         return anakin.Sweep(config.sweep_points, build)
-    search = population_lib.parse_search(config.agent, config.pbt_search)
-    lanes = population_lib.starting_values(search, config.population, config.seed)
+    search = pbt.parse_search(config.agent, config.pbt_search)
+    lanes = pbt.starting_values(search, config.population, config.seed)
     every = config.pbt_every or config.updates_per_call
     return Population(search, lanes, build, every, config.pbt_fraction, config.pbt_resample, config.seed)
 

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal, TypeVar
 
-from podracer import agents, envs, flags, helptext, parallel, population, presets, sweep
+from podracer import agents, envs, flags, helptext, parallel, pbt, presets, sweep
 from podracer.envs import catalog
 from podracer import multihost
 from podracer.agents.base import check_finite, flag
@@ -256,7 +256,7 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
                 "--checkpoint-every",
                 "updates per call (--updates-per-call)",
             )
-        population.check_config(self)  # --num-seeds, --sweep and --population against each other and the rest
+        pbt.check_config(self)  # --num-seeds, --sweep and --population against each other and the rest
 
     @property
     def sweep_points(self) -> tuple[dict[str, float], ...]:
@@ -408,7 +408,7 @@ def parse(
     if "env" in {f.name for f in dataclasses.fields(cls)}:
         catalog.list_if_asked(flag_values(argv, "--env"), mode or "anakin")  # --env list[:TEXT]: exits 0
     if mode == "sebulba" and any(a.split("=")[0] in ("--population", "--pbt-search") for a in argv):
-        print(f"{prog}: error: {population.SEBULBA_REFUSAL}", file=sys.stderr, flush=True)
+        print(f"{prog}: error: {pbt.SEBULBA_REFUSAL}", file=sys.stderr, flush=True)
         raise SystemExit(2)
     if mode and "list" in flag_values(argv, "--preset"):
         print(presets.listing(mode))

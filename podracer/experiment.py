@@ -15,7 +15,7 @@ import jax
 
 from podracer import anakin, checkpoint, lifetime, parallel, play, preflight, runlock, startup
 from podracer import logging as logging_lib
-from podracer import population as population_lib
+from podracer import pbt
 from podracer import sweep as sweep_lib
 from podracer.agents.base import Agent
 from podracer.build import (
@@ -38,7 +38,7 @@ from podracer.envs.base import HostEnv, example_action_mask, example_observation
 from podracer.learner import init_learner_state, should_unroll
 from podracer.logging import Logger
 from podracer.runkit import AnakinCheckpoints, Progress, check_unfinished, sebulba_checkpoints
-from podracer.sebulba import assemble, learner as sebulba_learner
+from podracer.sebulba import assemble, learner_loop as sebulba_learner
 from podracer.plan import RunPlan
 
 
@@ -161,7 +161,7 @@ def _train_anakin(
     saver.finish(result)
     if main and sweep is not None and result.history:
         if config.population:  # the best lane, its values, and with --log-dir its schedule
-            print(population_lib.report(result.history, sweep.names, config.log_dir)[0], flush=True)
+            print(pbt.report(result.history, sweep.names, config.log_dir)[0], flush=True)
         else:
             print(sweep_lib.report(result.history, sweep.points, config.log_dir, config.eval_policy), flush=True)
     return result

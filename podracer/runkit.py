@@ -24,7 +24,7 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
-from podracer import checkpoint, lifetime, parallel, population, startup
+from podracer import checkpoint, lifetime, parallel, pbt, startup
 from podracer import logging as logging_lib
 from podracer.learner import nonfinite_names
 
@@ -262,7 +262,7 @@ class AnakinCheckpoints:
         learner = jax.tree.map(lambda x: x[0], local.learner) if parallel.is_main_process() else None
         if learner is not None and local.population != ():  # a population: its best lane's learner
             lanes = jax.tree.map(lambda x: x[0], local.population)
-            best = population.best_lane(lanes.fitness, lanes.return_sum, lanes.episodes)
+            best = pbt.best_lane(lanes.fitness, lanes.return_sum, lanes.episodes)
             learner = jax.tree.map(lambda x: x[best], learner)
         return local, learner
 

@@ -14,11 +14,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import anakin, checkpoint, experiment, population
+from podracer import anakin, checkpoint, experiment, pbt as population
 from podracer.agents import A2CConfig
 from podracer.anakin.population import Population, PopulationState
 from podracer.config import AnakinConfig, SebulbaConfig, parse
-from podracer.population import PERTURB, Range
+from podracer.pbt import PERTURB, Range
 from podracer.types import LearnerState
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -199,14 +199,14 @@ def test_no_library_module_imports_itself_through_others():
 # their suite adapters). run: the host side of a run (device layout, processes, host environments, checkpoints,
 # logging, lifetime, the feeders' host loops, playing and evaluation). cli: the config tree and the command line,
 # with, for now, the modules that read the config tree (the composition root, evaluate's and preview's entries).
-_CORE = """types axes initializers networks optim replay learner stats normalize sweep population
+_CORE = """types axes initializers networks optim replay learner stats normalize sweep pbt
 agents agents.a2c agents.alphazero agents.base agents.dqn agents.impala agents.losses agents.muzero agents.ppo
 agents.pqn agents.qlearning agents.r2d2 agents.sac agents.search agents.settings
 envs envs.base envs.wrappers envs.cartpole envs.catch envs.memory envs.synthetic
 envs.brax envs.craftax envs.gymnax envs.jumanji envs.navix envs.pgx envs.playground envs.xminigrid"""
 _RUN = """disk coordinator multihost parallel plan checkpoint resume_identity runlock lifetime logging startup
 compile_cache runkit preflight play ladder anakin anakin.core anakin.loop anakin.population
-sebulba sebulba.actor sebulba.assemble sebulba.learner sebulba.pipeline sebulba.run
+sebulba sebulba.actor sebulba.assemble sebulba.learner_loop sebulba.pipeline sebulba.run
 envs.host envs.envpool envs.gymnasium"""
 _CLI = (
     """config flags command_line helptext cli presets envs.catalog build experiment evaluate preview sebulba.__main__"""

@@ -30,7 +30,7 @@ from podracer import parallel
 from podracer.agents.base import Agent
 from podracer.anakin.core import AnakinState, init_entries, init_learner, make_update
 from podracer.envs.base import Environment
-from podracer.population import PERTURB, Range
+from podracer.pbt import PERTURB, Range
 
 PBT_SEED_OFFSET = 7_000_003  # the exploit/explore key: apart from the training and evaluation seeds
 

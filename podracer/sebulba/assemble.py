@@ -21,7 +21,7 @@ from podracer.envs.base import HostEnv
 from podracer.learner import make_learner_step
 from podracer.runkit import Progress
 from podracer.sebulba.actor import make_act, run_actor
-from podracer.sebulba.learner import LearnerStatus, Schedule, SebulbaResult, learn
+from podracer.sebulba.learner_loop import LearnerStatus, Schedule, SebulbaResult, learn
 from podracer.sebulba.pipeline import ActorStatus, ParamStore, StopAwareQueue
 from podracer.sebulba.run import ActorFailed, run
 from podracer.types import LearnerState
