@@ -97,7 +97,8 @@ def flag_name(field: str) -> str:
 @functools.cache
 def comments(cls: type) -> dict[str, str]:
     """Each field's comment in ``cls``'s source (and its bases'): the comment at the end of its line, else the
-    comment lines right above it, joined into one line; fields without one are left out."""
+    comment lines right above it, joined into one line; fields without one are left out. Read from the source by
+    hand because the comments are the config tree's documentation and argparse takes help only as strings."""
     found: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
         if not dataclasses.is_dataclass(klass):
@@ -169,7 +170,10 @@ def _reader(hint) -> tuple[Callable[[str], Any], str, tuple[str, ...] | None]:
         return _choice(choices), "{" + ",".join(choices) + "}", choices
     if hint in (int, float, str):
         return _scalar(hint, hint.__name__), hint.__name__.upper(), None
-    raise TypeError(f"a config field of type {hint!r} cannot be a flag")
+    raise ValueError(
+        f"a config field of type {getattr(hint, '__name__', hint)} cannot be a flag (flags take int, float, str, "
+        "bool, a Literal, X | None or tuple[X, ...])"
+    )
 
 
 def starting(cls: type, instance=None, **values) -> types.SimpleNamespace:
@@ -193,7 +197,7 @@ def starting(cls: type, instance=None, **values) -> types.SimpleNamespace:
 def options(cls: type, instance=None, path: tuple[str, ...] = ()) -> list[Option]:
     """The flags of the config class ``cls``, with the values of ``instance`` (one of ``cls``, a :func:`starting`,
     or None: the fields' defaults) as their defaults; a field holding a dataclass gives its own fields' flags after
-    the others'."""
+    the others'. A field of another type is a one-line ``ValueError`` naming it."""
     hints = typing.get_type_hints(cls, include_extras=True)
     notes = comments(cls)
     own, nested = [], []
@@ -221,12 +225,15 @@ def options(cls: type, instance=None, path: tuple[str, ...] = ()) -> list[Option
         if hint is bool:
             own.append(Option((*path, field.name), name, "switch", None, "", help_text, value, pair=said.pair))
             continue
-        if typing.get_origin(hint) is tuple:
-            convert, metavar, choices = _reader(typing.get_args(hint)[0])
-            kind = "repeat" if said.repeat else "several"
-        else:
-            convert, metavar, choices = _reader(hint)
-            kind = "value"
+        try:
+            if typing.get_origin(hint) is tuple:
+                convert, metavar, choices = _reader(typing.get_args(hint)[0])
+                kind = "repeat" if said.repeat else "several"
+            else:
+                convert, metavar, choices = _reader(hint)
+                kind = "value"
+        except ValueError as error:
+            raise ValueError(f"{cls.__name__}.{field.name}: {error}.") from None
         if optional:
             convert = _or_none(convert)
         own.append(

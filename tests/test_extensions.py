@@ -45,6 +45,22 @@ def _make_tiny(spec, config=TinyConfig()):
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class TableConfig(TinyConfig):
+    table: dict = dataclasses.field(default_factory=dict)  # a type no flag takes
+
+
+def test_an_agent_config_field_that_cannot_be_a_flag_is_a_one_line_error_naming_it(registries, capsys):
+    agents.register("table", TableConfig, _make_tiny)
+    with pytest.raises(SystemExit) as exit_:
+        config.parse(AnakinConfig, ["--agent", "table"], prog="train")
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "train: error: TableConfig.table: a config field of type dict cannot be a flag (flags take int, float, str, "
+        "bool, a Literal, X | None or tuple[X, ...])."
+    )
+
+
 def test_a_registered_agent_is_a_subcommand_of_both_modes_with_checked_flags(registries, capsys):
     agents.register("tiny", TinyConfig, _make_tiny)
     assert "tiny" in agents.names() and agents.config_class("tiny") is TinyConfig
