@@ -1,5 +1,5 @@
 """The command line's own grammar, beneath the config tree (:func:`podracer.config.parse`): ``--import MODULE``
-found and imported before anything is parsed, ``--agent NAME`` and ``--resume`` spelled as users write them, and
+found and imported before anything is parsed, ``--agent NAME`` spelled as the subcommand ``NAME``, and
 the default log directory."""
 
 from __future__ import annotations
@@ -92,24 +92,6 @@ def flag_values(argv: Sequence[str], flag: str) -> list[str]:
     ]
 
 
-RESUME_CHOICES = ("no", "yes", "auto")
-
-
-def spell_resume_flag(argv: list[str]) -> list[str]:
-    """``--resume`` alone (as before it took a value) is ``--resume yes``; ``--no-resume`` is ``--resume no``."""
-    out = []
-    for i, token in enumerate(argv):
-        if token == "--no-resume":
-            out += ["--resume", "no"]
-        elif token == "--resume" and (
-            i + 1 >= len(argv) or argv[i + 1].startswith("-") or argv[i + 1] in agents.names()
-        ):
-            out += ["--resume", "yes"]
-        else:
-            out.append(token)
-    return out
-
-
 RUNS_DIR = "PODRACER_RUNS_DIR"  # where the command line's default log directories go; unset: ./runs
 
 
@@ -152,11 +134,9 @@ __all__ = [
     "RUNS_DIR",
     "default_log_dir",
     "settle_log_dir",
-    "RESUME_CHOICES",
     "UsageError",
     "flag_values",
     "import_module",
     "import_requested",
     "spell_agent_flag",
-    "spell_resume_flag",
 ]

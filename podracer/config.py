@@ -33,7 +33,6 @@ from podracer.command_line import (  # noqa: F401 (UsageError, import_module: re
     import_module,
     import_requested,
     spell_agent_flag,
-    spell_resume_flag,
 )
 
 T = TypeVar("T")
@@ -75,9 +74,7 @@ Imports = Annotated[
 def _agent_token(argv: Sequence[str], cls: type) -> int | None:
     """Where ``argv`` names its agent as a subcommand (``NAME``, where ``--agent NAME`` has been spelled so): a
     registered name that is not the value of a flag; None where it names none."""
-    names = set(agents.names())
-    switches = {flag(f.name) for f in dataclasses.fields(cls) if isinstance(f.default, bool)}
-    switches |= {"--no-" + switch[2:] for switch in switches}
+    names, switches = set(agents.names()), flags.without_value(cls)
     for i, token in enumerate(argv):
         before = argv[i - 1] if i else ""
         if token in names and (not before.startswith("-") or "=" in before or before in switches):
@@ -120,7 +117,7 @@ class RunConfig:
     checkpoint_every_seconds: float | None = None
     # continue from the newest checkpoint in --checkpoint-dir: yes (bare --resume): it must be there; auto: when it is,
     # else start fresh (one command line for every attempt of a requeued job); no
-    resume: Literal["no", "yes", "auto"] = "no"
+    resume: Annotated[Literal["no", "yes", "auto"], Flag(bare="yes", off="no")] = "no"
     # an update with a non-finite loss, gradient or parameter: stop (one line, exit 1; none saved), skip it, continue
     on_nonfinite: Literal["stop", "skip", "continue"] = "stop"
     cpu_devices: int | None = None  # CPU devices to expose when JAX runs on the CPU; None: one per core
@@ -417,7 +414,7 @@ def parse(
     try:
         preset_argv, preset, argv = presets.take(argv, mode, agents.names()) if mode else ([], None, argv)
         asks_help = any(a in ("-h", "--help") for a in argv)
-        argv = [a for a in spell_resume_flag(argv) if a not in ("-h", "--help")]
+        argv = [a for a in argv if a not in ("-h", "--help")]
         instance = None if isinstance(default, type) else default
         given, chosen, chosen_by_name = None, {}, False
         if chooses:

@@ -42,6 +42,8 @@ class Flag:
     help: str | None = None  # the help, where not the field's comment
     pair: bool = True  # a bool field: --x and --no-x; False: --x alone
     repeat: bool = False  # a tuple field: the flag repeated for each value (--sweep A --sweep B), not --x A B
+    bare: str | None = None  # the value of the flag given without one (--resume: yes); --no-x then gives ``off``
+    off: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +59,8 @@ class Option:
     default: Any  # dataclasses.MISSING: required
     pair: bool = True
     choices: tuple[str, ...] | None = None
+    bare: str | None = None  # the value of the flag alone (``Flag.bare``), and of --no-x (``Flag.off``)
+    off: str | None = None
 
     @property
     def dest(self) -> str:
@@ -237,9 +241,33 @@ def options(cls: type, instance=None, path: tuple[str, ...] = ()) -> list[Option
         if optional:
             convert = _or_none(convert)
         own.append(
-            Option((*path, field.name), name, kind, convert, said.metavar or metavar, help_text, value, choices=choices)
+            Option(
+                (*path, field.name),
+                name,
+                kind,
+                convert,
+                said.metavar or metavar,
+                help_text,
+                value,
+                choices=choices,
+                bare=said.bare,
+                off=said.off,
+            )
         )
     return own + nested
+
+
+def without_value(cls: type) -> set[str]:
+    """The flags of ``cls``'s own fields that may stand without a value: switches (``--x``, ``--no-x``) and flags
+    with a :attr:`Flag.bare` value (``--resume``), so that a token after them is not read as their value."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    out = set()
+    for field in dataclasses.fields(cls):
+        hint, said = _unwrap(hints[field.name])
+        if hint is bool or said.bare is not None:
+            name = "--" + (said.name or field.name.replace("_", "-"))
+            out |= {name, "--no-" + name[2:]}
+    return out
 
 
 class Parser(argparse.ArgumentParser):
@@ -260,6 +288,9 @@ def parser(found: Sequence[Option], prog: str) -> Parser:
             out.add_argument(option.flag, dest=option.dest, action="store_true")
             if option.pair:
                 out.add_argument("--no-" + option.flag[2:], dest=option.dest, action="store_false")
+        elif option.bare is not None:  # --x alone is --x BARE; --no-x is --x OFF
+            out.add_argument(option.flag, dest=option.dest, type=option.convert, nargs="?", const=option.bare)
+            out.add_argument("--no-" + option.flag[2:], dest=option.dest, action="store_const", const=option.off)
         elif option.kind == "repeat":
             out.add_argument(option.flag, dest=option.dest, action="append", type=option.convert)
         else:
@@ -295,4 +326,16 @@ def build(cls: type, instance, given: dict[str, Any], path: tuple[str, ...] = ()
     return cls(**values)
 
 
-__all__ = ["Flag", "Option", "Parser", "UsageError", "build", "comments", "flag_name", "options", "parser", "starting"]
+__all__ = [
+    "Flag",
+    "Option",
+    "Parser",
+    "UsageError",
+    "build",
+    "comments",
+    "flag_name",
+    "options",
+    "parser",
+    "starting",
+    "without_value",
+]
