@@ -1,5 +1,5 @@
 """The command line's own grammar, beneath the config tree (:func:`podracer.config.parse`): ``--import MODULE``
-found and imported before anything is parsed, ``--agent NAME`` spelled as the subcommand ``NAME``, and
+found and imported before anything is parsed, the agent a command line names, and
 the default log directory."""
 
 from __future__ import annotations
@@ -67,20 +67,27 @@ def import_requested(argv: Sequence[str]) -> None:
             import_module(token.split("=", 1)[1])
 
 
-def spell_agent_flag(argv: list[str]) -> list[str]:
-    """``--agent NAME`` (or ``--agent=NAME``) becomes the subcommand ``NAME``, placed first."""
+def take_agent(argv: Sequence[str], without_value: set[str]) -> tuple[str | None, list[str]]:
+    """The agent ``argv`` names (``--agent NAME``, ``--agent=NAME``, or ``NAME`` alone where it is not a flag's value:
+    after a flag of ``without_value``, a switch, it is not) and ``argv`` without it; None where it names none. The
+    parser is made from that agent's config, so it is found before anything is parsed."""
+    argv, names = list(argv), agents.names()
     for i, token in enumerate(argv):
         if token == "--agent" or token.startswith("--agent="):
             if token == "--agent":
                 if i + 1 >= len(argv):
-                    raise UsageError("--agent needs a value: " + ", ".join(agents.names()) + ".")
+                    raise UsageError("--agent needs a value: " + ", ".join(names) + ".")
                 name, rest = argv[i + 1], argv[:i] + argv[i + 2 :]
             else:
                 name, rest = token.split("=", 1)[1], argv[:i] + argv[i + 1 :]
-            if name not in agents.names():
-                raise UsageError(f"--agent: invalid choice: {name!r} (choose from {', '.join(agents.names())}).")
-            return [name, *rest]
-    return argv
+            if name not in names:
+                raise UsageError(f"--agent: invalid choice: {name!r} (choose from {', '.join(names)}).")
+            return name, rest
+    for i, token in enumerate(argv):
+        before = argv[i - 1] if i else ""
+        if token in names and (not before.startswith("-") or "=" in before or before in without_value):
+            return token, argv[:i] + argv[i + 1 :]
+    return None, argv
 
 
 def flag_values(argv: Sequence[str], flag: str) -> list[str]:
@@ -138,5 +145,5 @@ __all__ = [
     "flag_values",
     "import_module",
     "import_requested",
-    "spell_agent_flag",
+    "take_agent",
 ]

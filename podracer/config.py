@@ -32,7 +32,7 @@ from podracer.command_line import (  # noqa: F401 (UsageError, import_module: re
     flag_values,
     import_module,
     import_requested,
-    spell_agent_flag,
+    take_agent,
 )
 
 T = TypeVar("T")
@@ -69,17 +69,6 @@ Imports = Annotated[
         repeat=True,
     ),
 ]
-
-
-def _agent_token(argv: Sequence[str], cls: type) -> int | None:
-    """Where ``argv`` names its agent as a subcommand (``NAME``, where ``--agent NAME`` has been spelled so): a
-    registered name that is not the value of a flag; None where it names none."""
-    names, switches = set(agents.names()), flags.without_value(cls)
-    for i, token in enumerate(argv):
-        before = argv[i - 1] if i else ""
-        if token in names and (not before.startswith("-") or "=" in before or before in switches):
-            return i
-    return None
 
 
 def check_env(name: str) -> None:
@@ -372,13 +361,6 @@ def _field(cls: type, name: str) -> dataclasses.Field:
     return next(f for f in dataclasses.fields(cls) if f.name == name)
 
 
-def _take_agent(argv: list[str], cls: type) -> tuple[str | None, list[str]]:
-    """The agent ``argv`` names (``--agent NAME``, ``--agent=NAME`` or ``NAME`` alone), and ``argv`` without it."""
-    argv = spell_agent_flag(argv)
-    at = _agent_token(argv, cls)
-    return (None, argv) if at is None else (argv[at], argv[:at] + argv[at + 1 :])
-
-
 def parse(
     default: T | type[T], argv: Sequence[str] | None = None, *, prog: str | None = None, description: str | None = None
 ) -> T:
@@ -412,14 +394,18 @@ def parse(
         raise SystemExit(0)
     preset = None
     try:
-        preset_argv, preset, argv = presets.take(argv, mode, agents.names()) if mode else ([], None, argv)
+        preset_argv, preset, argv = presets.take(argv, mode) if mode else ([], None, argv)
         asks_help = any(a in ("-h", "--help") for a in argv)
         argv = [a for a in argv if a not in ("-h", "--help")]
         instance = None if isinstance(default, type) else default
         given, chosen, chosen_by_name = None, {}, False
         if chooses:
-            given, argv = _take_agent(argv, cls)
-            from_preset, preset_argv = _take_agent(preset_argv, cls)
+            given, argv = take_agent(argv, flags.without_value(cls))
+            from_preset, preset_argv = take_agent(preset_argv, set())
+            if given and from_preset and given != from_preset:  # the preset's agent flags would not apply to it
+                raise UsageError(
+                    f"--preset {preset.name} trains --agent {from_preset}; drop --agent {given} or the preset."
+                )
             named = given or from_preset or _default_agent(cls, preset_argv + argv, asks_help)
             chosen_by_name = bool(given or from_preset)
             if named is None:

@@ -111,11 +111,10 @@ def listing(mode: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def take(argv: Sequence[str], mode: str, agent_names: Sequence[str]) -> tuple[list[str], Preset | None, list[str]]:
+def take(argv: Sequence[str], mode: str) -> tuple[list[str], Preset | None, list[str]]:
     """``argv`` split into the preset that ``--preset NAME`` (or ``--preset=NAME``) names (None without one), its
-    flags (the parser's defaults: the command line's own flags win) and the rest of ``argv``, ``--preset`` taken out.
-    The command line may name the preset's agent again; naming another is an error (the preset's agent flags would
-    not apply to it)."""
+    flags (the parser's defaults: the command line's own flags win) and the rest of ``argv``, ``--preset`` taken
+    out."""
     argv = list(argv)
     found = [i for i, token in enumerate(argv) if token == "--preset" or token.startswith("--preset=")]
     if not found:
@@ -130,22 +129,7 @@ def take(argv: Sequence[str], mode: str, agent_names: Sequence[str]) -> tuple[li
     else:
         name, rest = argv[i].split("=", 1)[1], argv[:i] + argv[i + 1 :]
     preset = get(name, mode)
-    given = _agent_given(rest, agent_names)
-    if given is not None and preset.agent is not None and given != preset.agent:
-        raise ValueError(f"--preset {name} trains --agent {preset.agent}; drop --agent {given} or the preset.")
-    return preset.argv(agent=given is None), preset, rest
-
-
-def _agent_given(argv: Sequence[str], agent_names: Sequence[str]) -> str | None:
-    """The agent ``argv`` names (``--agent NAME``, ``--agent=NAME`` or the subcommand ``NAME``), or None."""
-    for i, token in enumerate(argv):
-        if token == "--agent" and i + 1 < len(argv):
-            return argv[i + 1]
-        if token.startswith("--agent="):
-            return token.split("=", 1)[1]
-        if token in agent_names and (i == 0 or not argv[i - 1].startswith("-")):
-            return token
-    return None
+    return preset.argv(), preset, rest
 
 
 def blame(preset: Preset, message: str) -> str:
