@@ -94,11 +94,11 @@ class RunConfig:
     seed: int = 0  # random seed
     # write DIR/metrics.jsonl and TensorBoard events there; on the command line, without it: a new
     # runs/ENV__AGENT__SEED__TIME ($PODRACER_RUNS_DIR instead of runs)
-    log_dir: str | None = None
+    log_dir: Annotated[str | None, Flag(metavar="DIR")] = None
     no_log_dir: Annotated[bool, Flag(pair=False)] = False  # the command line writes no log directory
     # save the learner there (orbax; podracer evaluate plays it) at the end, on Ctrl-C and every
     # --checkpoint-every updates; the newest 3 are kept
-    checkpoint_dir: str | None = None
+    checkpoint_dir: Annotated[str | None, Flag(metavar="DIR")] = None
     # updates between checkpoints; None: only at the end and on a stop (Ctrl-C, SIGTERM, SIGUSR1)
     checkpoint_every: int | None = None
     # also take a checkpoint once this many seconds have passed since the last one (wall time, checked after each host
@@ -132,15 +132,16 @@ class RunConfig:
     # --discount), clipped to [-10, 10]
     normalize_rewards: bool = False
     # also log to this Weights & Biases project (pip install 'podracer-rl[wandb]'; WANDB_MODE=offline needs no network)
-    wandb_project: str | None = None
+    wandb_project: Annotated[str | None, Flag(metavar="NAME")] = None
     # keep compiled programs on disk (JAX's persistent compilation cache): a run with the same settings skips
     # compilation
     compile_cache: bool = True
-    compile_cache_dir: str | None = None  # where; None: $XDG_CACHE_HOME/podracer/jax (~/.cache/podracer/jax)
+    # where; None: $XDG_CACHE_HOME/podracer/jax (~/.cache/podracer/jax)
+    compile_cache_dir: Annotated[str | None, Flag(metavar="DIR")] = None
     imports: Imports = ()
     # settings kept for a task (podracer/presets/*.toml), applied before the command line's own flags (which win);
     # --preset list describes them
-    preset: str | None = None
+    preset: Annotated[str | None, Flag(metavar="NAME")] = None
 
     def __post_init__(self):
         if isinstance(self.resume, bool):  # Python callers: resume=True / False
@@ -357,10 +358,6 @@ def _mode(cls) -> str | None:
     return "anakin" if issubclass(cls, AnakinConfig) else "sebulba" if issubclass(cls, SebulbaConfig) else None
 
 
-def _field(cls: type, name: str) -> dataclasses.Field:
-    return next(f for f in dataclasses.fields(cls) if f.name == name)
-
-
 def parse(
     default: T | type[T], argv: Sequence[str] | None = None, *, prog: str | None = None, description: str | None = None
 ) -> T:
@@ -398,7 +395,8 @@ def parse(
         asks_help = any(a in ("-h", "--help") for a in argv)
         argv = [a for a in argv if a not in ("-h", "--help")]
         instance = None if isinstance(default, type) else default
-        given, chosen, chosen_by_name = None, {}, False
+        given = from_preset = None
+        chosen = {}  # the agent, where not the default's
         if chooses:
             given, argv = take_agent(argv, flags.without_value(cls))
             from_preset, preset_argv = take_agent(preset_argv, set())
@@ -407,19 +405,13 @@ def parse(
                     f"--preset {preset.name} trains --agent {from_preset}; drop --agent {given} or the preset."
                 )
             named = given or from_preset or _default_agent(cls, preset_argv + argv, asks_help)
-            chosen_by_name = bool(given or from_preset)
-            if named is None:
-                agent = instance.agent if instance is not None else _field(cls, "agent").default_factory()
-            elif instance is not None and agents.name_of(instance.agent) == named:
-                agent = instance.agent
-            else:
-                agent = agents.config_class(named)()
-            chosen = {"agent": agent}
+            if named is not None and not (instance is not None and agents.name_of(instance.agent) == named):
+                chosen = {"agent": agents.config_class(named)()}
         start = flags.starting(cls, instance, **chosen)
         found = flags.options(cls, start)
         if asks_help:
             name = agents.name_of(start.agent) if chooses else None
-            page = helptext.layout(mode, prog, description, agent=name, given=chosen_by_name)
+            page = helptext.layout(mode, prog, description, agent=name, given=bool(given or from_preset))
             sys.stdout.write(page(found))
             sys.stdout.flush()
             raise SystemExit(0)
@@ -430,7 +422,7 @@ def parse(
                 values = parser.parse_args(preset_argv, values)
             except UsageError as error:
                 raise UsageError(presets.blame(preset, str(error))) from None
-            values = argparse.Namespace(**vars(values), **{"preset": preset.name})
+            values.preset = preset.name
         values = parser.parse_args(argv, values)
         return flags.build(cls, start, vars(values))  # each config's __post_init__ checks it: a ValueError
     except (UsageError, ValueError) as error:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 
 from podracer.config import MAX_EPISODES, Imports
+from podracer.flags import Flag
 
 from podracer.play import PALETTE_SIZE, palette, picture, play_host, play_jax  # noqa: F401 (re-exported)
 
@@ -36,7 +37,7 @@ class EvaluateConfig:
     opponent: Literal["random", "greedy", "perfect", "baseline"] | None = None
     # where pgx's baseline models are (MODEL.ckpt, as pgx.make_baseline_model leaves them): --opponent baseline reads
     # the game's there and downloads nothing (needs dm-haiku)
-    baseline_dir: str | None = None
+    baseline_dir: Annotated[str | None, Flag(metavar="DIR")] = None
     imports: Imports = ()
 
     def __post_init__(self):

@@ -94,14 +94,15 @@ class Option:
         return f"{self.help} (default: {shown})".strip()
 
 
-def flag_name(field: str) -> str:
-    return "--" + field.replace("_", "-")
+def _spelled(field: str, said: Flag) -> str:
+    """A field's flag: ``--`` and its name with dashes, or the name its :class:`Flag` gives."""
+    return "--" + (said.name or field.replace("_", "-"))
 
 
 @functools.cache
 def comments(cls: type) -> dict[str, str]:
-    """Each field's comment in ``cls``'s source (and its bases'): the comment at the end of its line, else the
-    comment lines right above it, joined into one line; fields without one are left out. Read from the source by
+    """Each field's comment in ``cls``'s source (and its bases'): the comment at the end of its line (or lines), else
+    the comment lines right above it, joined into one line; fields without one are left out. Read from the source by
     hand because the comments are the config tree's documentation and argparse takes help only as strings."""
     found: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
@@ -122,8 +123,9 @@ def comments(cls: type) -> dict[str, str]:
         for node in body:
             if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
                 continue
-            if node.end_lineno in notes:
-                found[node.target.id] = notes[node.end_lineno]
+            inside = [notes[line] for line in range(node.lineno, node.end_lineno + 1) if line in notes]
+            if inside:  # at the end of its line (of one of its lines, where a formatter split it)
+                found[node.target.id] = " ".join(inside)
                 continue
             above, line = [], node.lineno - 1
             while line in notes and line not in code_lines:
@@ -225,7 +227,7 @@ def options(cls: type, instance=None, path: tuple[str, ...] = ()) -> list[Option
             hint, more = _unwrap(hint)
             said = said if said != Flag() else more
         help_text = said.help if said.help is not None else notes.get(field.name, "")
-        name = "--" + (said.name or field.name.replace("_", "-"))
+        name = _spelled(field.name, said)
         if hint is bool:
             own.append(Option((*path, field.name), name, "switch", None, "", help_text, value, pair=said.pair))
             continue
@@ -265,7 +267,7 @@ def without_value(cls: type) -> set[str]:
     for field in dataclasses.fields(cls):
         hint, said = _unwrap(hints[field.name])
         if hint is bool or said.bare is not None:
-            name = "--" + (said.name or field.name.replace("_", "-"))
+            name = _spelled(field.name, said)
             out |= {name, "--no-" + name[2:]}
     return out
 
@@ -333,7 +335,6 @@ __all__ = [
     "UsageError",
     "build",
     "comments",
-    "flag_name",
     "options",
     "parser",
     "starting",

@@ -93,9 +93,7 @@ def entries(found) -> dict[str, tuple[str, str]]:
 
 
 def _plain(head: str, text: str, mode: str) -> tuple[str, str]:
-    """One entry in plain words, without words meant for the other mode."""
-    head = re.sub(r"^(--[\w-]+-dir) STR$", r"\1 DIR", head)
-    head = re.sub(r"^--(preset|wandb-project) STR$", r"--\1 NAME", head)
+    """One entry without words meant for the other mode."""
     other = "Sebulba" if mode == "anakin" else "Anakin"
     text = re.sub(rf"\s*\({other}: [^()]*\)", "", text)
     text = re.sub(rf"\({mode.capitalize()}: ([^()]*)\)", r"(\1)", text)

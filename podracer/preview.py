@@ -14,8 +14,10 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from typing import Annotated
 
 from podracer.config import Imports
+from podracer.flags import Flag
 
 FINISHED = "finished.json"  # written by a run into its checkpoint directory when it ends
 
@@ -24,7 +26,7 @@ FINISHED = "finished.json"  # written by a run into its checkpoint directory whe
 class PreviewConfig:
     """``python -m podracer.preview``: play each new checkpoint of a training run."""
 
-    checkpoint_dir: str  # the --checkpoint-dir of the run to watch
+    checkpoint_dir: Annotated[str, Flag(metavar="DIR")]  # the --checkpoint-dir of the run to watch
     gif: str | None = None  # rewrite this GIF with each new checkpoint's episode; None: DIR/preview.gif
     poll_seconds: float = 2.0  # how often to look for a new checkpoint
     seed: int = 0  # seed of the environment the episode is played on

@@ -350,3 +350,34 @@ def test_a_sebulba_command_line_without_agent_picks_impala_for_atari_and_ppo_oth
     # A caller's own default config keeps its agent; Anakin's default is unchanged.
     assert config.parse(S(env="CartPole-v1"), [], prog="prog").agent_name == "impala"
     assert config.parse(A, ["--env", "cartpole"], prog="prog").agent_name == "a2c"
+
+
+_COMMENTED = """
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Commented:
+    beside: int = 1  # at the end of its line
+    # above it,
+    # in two lines
+    above: int = 2
+    split: int | None = (
+        None  # inside a field a formatter split over lines
+    )
+    bare: int = 3
+"""
+
+
+def test_a_fields_help_is_its_comment_beside_above_or_inside_it(tmp_path):
+    from podracer import flags
+
+    path = tmp_path / "commented.py"
+    path.write_text(_COMMENTED)
+    commented = config.import_module(str(path)).Commented
+    assert flags.comments(commented) == {
+        "beside": "at the end of its line",
+        "above": "above it, in two lines",
+        "split": "inside a field a formatter split over lines",
+    }
+    assert [(o.flag, o.help) for o in flags.options(commented)][-1] == ("--bare", "")  # no comment, still a flag
