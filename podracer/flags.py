@@ -84,13 +84,11 @@ class Option:
         """The help with the default, as the help page shows it."""
         if self.required:
             return f"{self.help} (required)".strip()
-        if self.default is None or (self.kind == "switch" and not self.pair):
-            return self.help
-        shown = " ".join(map(str, self.default)) if isinstance(self.default, tuple) else str(self.default)
         if self.kind == "repeat":
             return f"{self.help} (repeatable)".strip()
-        if shown == "":
+        if self.default is None or self.default == () or (self.kind == "switch" and not self.pair):
             return self.help
+        shown = " ".join(map(str, self.default)) if isinstance(self.default, tuple) else str(self.default)
         return f"{self.help} (default: {shown})".strip()
 
 
