@@ -88,7 +88,7 @@ def stage_seconds(cfg, groups: int, repeats: int) -> dict[str, float]:
     import jax
     import numpy as np
 
-    from podracer import build
+    from podracer import agents
     from podracer.agents.base import split_start_state
     from podracer.envs.envpool import EnvpoolEnv
     from podracer.learner import init_learner_state, make_learner_step, should_unroll
@@ -106,7 +106,7 @@ def stage_seconds(cfg, groups: int, repeats: int) -> dict[str, float]:
     env.close()
 
     name = cfg.agent_name
-    agent = build.make_agent(cfg.agent, spec)
+    agent = agents.make(cfg.agent, spec)
     optimizer = agent.optimizer
     obs = np.zeros((g, *spec.observation.shape), spec.observation.dtype)
     state = init_learner_state(agent, optimizer, jax.random.key(0), obs[:1])

@@ -45,7 +45,7 @@ DEFAULTS = config.AnakinConfig(
 
 def report(cfg, result) -> int:
     """The training summary, then 32 fresh greedy episodes (seeds' last evaluations with --num-seeds)."""
-    from podracer import build
+    from podracer import agents
 
     if not parallel.is_main_process():
         return 0
@@ -62,7 +62,7 @@ def report(cfg, result) -> int:
             print(f"seed {cfg.seed + i}: greedy return over {cfg.eval_episodes} episodes {value:.1f}")
         return 0 if math.isfinite(final["episode_return"]) else 1
     env = envs.make(cfg.env)
-    agent = build.make_agent(cfg.agent, env.spec())
+    agent = agents.make(cfg.agent, env.spec())
     params = parallel.unreplicate(result.state.learner.params)
     returns, _ = evaluate.play_jax(env, agent, params, episodes=32, greedy=True, max_steps=1000)
     print(f"greedy return over 32 episodes: mean {returns.mean():.1f}, min {returns.min():.1f}", flush=True)

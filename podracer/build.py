@@ -1,8 +1,8 @@
-"""The shared builders: an agent from its config, the facts of the run it trains in, and what a checkpoint records
-of both (enough to rebuild the agent for a resume, an evaluation or a preview).
+"""The shared builders: the plan of a run, its sweep or population, its environments and logger, and what a
+checkpoint records of its agent and run (enough to rebuild the agent for a resume, an evaluation or a preview).
 
-:mod:`podracer.experiment` (training) and :mod:`podracer.evaluate` (playing a checkpoint) both build through here, so
-an agent is made one way whatever asks for it.
+:mod:`podracer.experiment` (training) and :mod:`podracer.evaluate` (playing a checkpoint) both build through here;
+the agent itself is made by :func:`podracer.agents.make` from its config, whatever asks for it.
 """
 
 from __future__ import annotations
@@ -19,28 +19,12 @@ from podracer import plan as plan_lib
 from podracer import pbt
 from podracer import sweep as sweep_lib
 from podracer.anakin.population import Population
-from podracer.agents.base import Agent, hyperparameters, with_hyperparameters
+from podracer.agents.base import hyperparameters, with_hyperparameters
 from podracer.config import AnakinConfig, SebulbaConfig
 from podracer.envs.base import HostEnv, example_observation
 from podracer.logging import Logger, make_logger
 from podracer.plan import RunPlan
 from podracer.types import RunFacts
-
-
-def make_agent(agent_config, spec, normalize: str | None = None, run: RunFacts | None = None) -> Agent:
-    """The agent an agent config (``PPOConfig(...)``) describes, for environments of ``spec``, with its optimizer
-    (``run``: the facts of the run it trains in, :class:`~podracer.types.RunFacts`); with ``normalize``
-    (:func:`normalization`: "observations", "rewards" or "observations+rewards"), wrapped to learn and act on
-    normalised observations and scaled rewards (:mod:`podracer.normalize`)."""
-    agent = agents.make(agent_config, spec, run=run)
-    if not normalize:
-        return agent
-    return normalize_lib.wrap(
-        agent,
-        observations="observations" in normalize,
-        rewards="rewards" in normalize,
-        discount=getattr(agent_config, "discount", 0.99),
-    )
 
 
 def normalization(config) -> str | None:
@@ -221,7 +205,7 @@ def make_sweep(config: AnakinConfig, spec, run: RunFacts | None = None) -> anaki
         return None
 
     def build(values):
-        agent = make_agent(sweep_lib.with_values(config.agent, values), spec, normalization(config), run)
+        agent = agents.make(sweep_lib.with_values(config.agent, values), spec, run=run, normalize=normalization(config))
         return agent, agent.optimizer
 
     if config.sweep:

@@ -51,10 +51,13 @@ class EvaluateConfig:
 
 
 def _agent_for(metadata, spec):
-    from podracer import build
+    from podracer import agents, build
 
-    return build.make_agent(
-        build.agent_config_from(metadata), spec, metadata.get("normalize"), build.run_facts_from(metadata)
+    return agents.make(
+        build.agent_config_from(metadata),
+        spec,
+        run=build.run_facts_from(metadata),
+        normalize=metadata.get("normalize"),
     )
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import jax
 
-from podracer import anakin, checkpoint, lifetime, parallel, play, preflight, runlock, startup
+from podracer import agents, anakin, checkpoint, lifetime, parallel, play, preflight, runlock, startup
 from podracer import logging as logging_lib
 from podracer import pbt
 from podracer import sweep as sweep_lib
@@ -23,7 +23,6 @@ from podracer.build import (
     check_normalizable,
     final_entries,
     host_env_factory,
-    make_agent,
     make_env,
     make_sweep,
     newest_checkpoint,
@@ -66,7 +65,7 @@ def _start_anakin(config: AnakinConfig, stop) -> anakin.RunResult:
     plan = anakin_plan(config)
     per_device = plan.envs_per_batch
     check_normalizable(config, env.spec())
-    agent = make_agent(config.agent, env.spec(), normalization(config), plan.facts)
+    agent = agents.make(config.agent, env.spec(), run=plan.facts, normalize=normalization(config))
     preflight.check_anakin(config, env, agent, per_device)
     counts = {"--num-envs-per-device": per_device, "devices (--cpu-devices on a CPU)": parallel.num_global_devices()}
     counts["--num-processes"] = parallel.process_count()
@@ -205,7 +204,8 @@ def _start_sebulba(config: SebulbaConfig, make_env, stop, log) -> sebulba_learne
     check_normalizable(config, spec)
     plan = sebulba_plan(config, per_actor, layout)
     check_unfinished(config.checkpoint_dir, config.resume, plan.num_updates, "--total-env-steps")
-    agent = make_agent(config.agent, spec, normalization(config), plan.facts)  # once: the estimate's and the run's
+    # One agent: the memory estimate's and the run's.
+    agent = agents.make(config.agent, spec, run=plan.facts, normalize=normalization(config))
     preflight.check_sebulba(config, agent, spec, layout, num_actors, per_actor)
     # Actor i's group g gets seeds as if its batch were one envpool batch (envpool seeds env j with seed + j).
     groups = [

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import agents, anakin, build, checkpoint, envs, experiment, learner, parallel
+from podracer import agents, anakin, checkpoint, envs, experiment, learner, parallel
 from podracer import multihost
 from podracer.agents import A2CConfig, PPOConfig
 from podracer.config import AnakinConfig
@@ -301,8 +301,8 @@ def test_an_interrupted_and_resumed_run_ends_exactly_as_an_uninterrupted_one(tmp
     env = envs.make("catch")
     template = anakin.init_state(
         env,
-        build.make_agent(whole.agent, env.spec()),
-        build.make_agent(whole.agent, env.spec()).optimizer,
+        agents.make(whole.agent, env.spec()),
+        agents.make(whole.agent, env.spec()).optimizer,
         jax.random.key(0),
         8,
     ).learner
@@ -415,8 +415,8 @@ def test_resume_falls_back_past_a_damaged_newest_checkpoint(tmp_path, capfd):
     assert checkpoint.steps(str(saved)) == [20, 40, 60]
     env = envs.make("catch")
     agent, optimizer = (
-        build.make_agent(A2CConfig(), env.spec()),
-        build.make_agent(A2CConfig(), env.spec()).optimizer,
+        agents.make(A2CConfig(), env.spec()),
+        agents.make(A2CConfig(), env.spec()).optimizer,
     )
     template = anakin.init(env, agent, optimizer, jax.random.key(0), 4)
     for damage in ("truncated data file", "missing _METADATA", "broken json"):
@@ -442,7 +442,7 @@ def test_an_evaluation_plays_the_greedy_or_the_sampled_action_as_asked():
     """``make_evaluate(greedy=False)`` plays the action ``act`` returns, not the most likely one: two agents whose
     sampled and greedy actions are swapped score the same with the policies swapped, and Catch tells the two apart."""
     env = envs.make("catch")
-    agent = build.make_agent(A2CConfig(), env.spec())
+    agent = agents.make(A2CConfig(), env.spec())
 
     def fixed(sampled: int, greedy: int):
         def act(params, observation, key, state, first, **_):
@@ -463,9 +463,9 @@ def test_an_evaluation_plays_the_greedy_or_the_sampled_action_as_asked():
 
 def test_evaluation_uses_fixed_seeds_and_a_target_return_stops_the_run_with_a_checkpoint(tmp_path, capfd):
     env = envs.make("catch")
-    agent = build.make_agent(A2CConfig(), env.spec())
+    agent = agents.make(A2CConfig(), env.spec())
     params = anakin.init_state(
-        env, agent, build.make_agent(A2CConfig(), env.spec()).optimizer, jax.random.key(0), 4
+        env, agent, agents.make(A2CConfig(), env.spec()).optimizer, jax.random.key(0), 4
     ).learner.params
     evaluate = jax.jit(anakin.make_evaluate(env, agent, 16))
     first, again = evaluate(params, jax.random.key(5)), evaluate(params, jax.random.key(5))
@@ -524,8 +524,8 @@ def test_a_full_disk_ends_the_run_with_one_error_keeps_the_last_checkpoint_and_r
         parallel.local_entries(
             anakin.init(
                 env,
-                build.make_agent(config.agent, env.spec()),
-                build.make_agent(config.agent, env.spec()).optimizer,
+                agents.make(config.agent, env.spec()),
+                agents.make(config.agent, env.spec()).optimizer,
                 jax.random.key(0),
                 4,
                 rollout_length=4,

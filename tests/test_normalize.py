@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import anakin, build, checkpoint, envs, evaluate, experiment, normalize, parallel
+from podracer import agents, anakin, build, checkpoint, envs, evaluate, experiment, normalize, parallel
 from podracer.agents import PPOConfig
 from podracer.config import AnakinConfig
 from podracer.types import EnvSpec
@@ -60,9 +60,9 @@ def test_statistics_on_two_devices_equal_one_device_on_the_concatenated_batch():
 
 def test_the_rollout_ships_each_environments_discounted_return_reset_at_episode_starts():
     env = envs.make("catch")  # rewards only at the last step of 9-step episodes
-    agent = build.make_agent(PPOConfig(discount=0.9), env.spec(), "rewards")
+    agent = agents.make(PPOConfig(discount=0.9), env.spec(), normalize="rewards")
     assert agent.return_discount == 0.9
-    state = anakin.init_state(env, agent, build.make_agent(PPOConfig(), env.spec()).optimizer, jax.random.key(0), 4)
+    state = anakin.init_state(env, agent, agents.make(PPOConfig(), env.spec()).optimizer, jax.random.key(0), 4)
     rollout = jax.jit(anakin.make_rollout(env, agent, 25))
     _, trajectory, _ = rollout(state.learner.params, state.rollout)
     reward, last = np.asarray(trajectory.timestep.reward), np.asarray(trajectory.timestep.last)
@@ -93,9 +93,9 @@ def test_normalized_runs_resume_exactly_and_evaluate_plays_with_the_saved_statis
     experiment.train_anakin(dataclasses.replace(parts, num_updates=20, resume="yes"))
 
     env = envs.make(common["env"])
-    agent = build.make_agent(whole.agent, env.spec(), "observations+rewards")
+    agent = agents.make(whole.agent, env.spec(), normalize="observations+rewards")
     template = anakin.init_state(
-        env, agent, build.make_agent(whole.agent, env.spec()).optimizer, jax.random.key(0), 2
+        env, agent, agents.make(whole.agent, env.spec()).optimizer, jax.random.key(0), 2
     ).learner
     a, meta = checkpoint.restore(whole.checkpoint_dir, template)
     b, _ = checkpoint.restore(parts.checkpoint_dir, template)
@@ -111,7 +111,7 @@ def test_normalized_runs_resume_exactly_and_evaluate_plays_with_the_saved_statis
     _, timestep = env.reset(jax.random.key(3))
     observation = jnp.stack([timestep.observation] * 2) * 3.0
     _, extras, _ = loaded_agent.act(params, observation, jax.random.key(0), (), jnp.ones(2, bool))
-    inner = build.make_agent(whole.agent, env.spec())
+    inner = agents.make(whole.agent, env.spec())
     by_hand = normalize.normalize_observation(params.statistics, observation)
     _, expected, _ = inner.act(params.agent, by_hand, jax.random.key(0), (), jnp.ones(2, bool))
     _, raw, _ = inner.act(params.agent, observation, jax.random.key(0), (), jnp.ones(2, bool))

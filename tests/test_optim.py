@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import agents, build, envs, optim
+from podracer import agents, envs, optim
 from podracer.agents import PPOConfig, SACConfig
 from podracer.types import RunFacts
 
@@ -20,7 +20,7 @@ def test_sac_moves_its_temperature_at_its_own_rate(normalize):
     pytest.importorskip("gymnax")
     env = envs.make("gymnax:Pendulum-v1")
     config = SACConfig(hidden_sizes=(8,), alpha_learning_rate=0.1).replace(learning_rate=1e-3)
-    agent = build.make_agent(config, env.spec(), normalize, RUN)
+    agent = agents.make(config, env.spec(), normalize=normalize, run=RUN)
     params = agent.init(jax.random.key(0), jnp.zeros((1, 3)))
     updates, _ = agent.optimizer.update(jax.tree.map(jnp.ones_like, params), agent.optimizer.init(params), params)
     inner = updates.agent if normalize else updates

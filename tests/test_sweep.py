@@ -7,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 
-from podracer import anakin, build, checkpoint, envs, experiment, parallel, sweep
+from podracer import agents, anakin, build, checkpoint, envs, experiment, parallel, sweep
 from podracer.agents import A2CConfig, DQNConfig, PPOConfig
 from podracer.agents.base import hyperparameters
 from podracer.config import AnakinConfig
@@ -47,8 +47,8 @@ def test_a_two_by_two_sweep_equals_separate_runs_of_its_settings(devices):
     for i, (learning_rate, discount) in [(1, points[1]), (2, points[2])]:
         agent_config = A2CConfig().replace(learning_rate=learning_rate, discount=discount)
         agent, optimizer = (
-            build.make_agent(agent_config, env.spec()),
-            build.make_agent(agent_config, env.spec()).optimizer,
+            agents.make(agent_config, env.spec()),
+            agents.make(agent_config, env.spec()).optimizer,
         )
         alone = anakin.run(env, agent, optimizer, **common)
         for a, b in zip(jax.tree.leaves(alone.state.learner.params), jax.tree.leaves(together.state.learner.params)):
@@ -177,7 +177,7 @@ def test_what_the_readme_says_can_be_swept_can_be(name, swept, refused, devices)
     point = {n: hyperparameters(config)[n] for n in swept + refused}
 
     def make(values):
-        agent = build.make_agent(sweep.with_values(config, values), env.spec())
+        agent = agents.make(sweep.with_values(config, values), env.spec())
         return agent, agent.optimizer
 
     sweep_ = anakin.Sweep((point,), make)

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import NamedTuple
 
+from podracer import normalize as normalize_lib
 from podracer import optim
 from podracer.agents.base import (
     Agent,
@@ -254,11 +255,13 @@ def config_classes(*, built_in: bool = False) -> dict[str, type]:
     return {name: _entry(name)[1] for name in (sorted(BUILT_IN) if built_in else names())}
 
 
-def make(agent, spec: EnvSpec, *, run: RunFacts | None = None, **hyper) -> Agent:
+def make(agent, spec: EnvSpec, *, run: RunFacts | None = None, normalize: str | None = None, **hyper) -> Agent:
     """The agent for ``spec`` from its config (``make(PPOConfig(num_epochs=2), spec)``), or from its name and
     hyper-parameters (``make("ppo", spec, num_epochs=2, learning_rate=1e-3)``; unknown names and fields are
     errors), with its optimizer. ``run``: the facts of the run it trains in (a decaying learning rate and DQN's
-    linear epsilon need them; evaluation and preview, which take no optimizer step, pass none)."""
+    linear epsilon need them; evaluation and preview, which take no optimizer step, pass none). ``normalize``
+    ("observations", "rewards" or "observations+rewards", as checkpoints record it): the agent wrapped to learn and
+    act on normalised observations and scaled rewards (:func:`podracer.normalize.wrap`, with the agent's discount)."""
     if isinstance(agent, str):
         config_cls = config_class(agent)
         fields = set(hyperparameters(config_cls()))
@@ -270,15 +273,28 @@ def make(agent, spec: EnvSpec, *, run: RunFacts | None = None, **hyper) -> Agent
         raise ValueError("Pass hyper-parameters in the agent's config, or pass the agent's name.")
     factory = _entry(name_of(agent))[0]
     built = factory(spec, agent, run) if _takes_run(factory) else factory(spec, agent)
-    if built.optimizer is not None:
+    if built.optimizer is None:
+        built = built._replace(optimizer=_default_optimizer(built, agent, run))
+    if not normalize:
         return built
+    return normalize_lib.wrap(
+        built,
+        observations="observations" in normalize,
+        rewards="rewards" in normalize,
+        discount=getattr(agent, "discount", 0.99),
+    )
+
+
+def _default_optimizer(built: Agent, config, run: RunFacts | None):
+    """The optimizer of an agent whose factory made none: its config's optimizer settings, stepped as its kind of
+    learning takes steps (epochs of minibatches, or the replay ratio's)."""
     if built.replay is None:
         steps = functools.partial(optim.on_policy_steps, run, built.num_epochs, built.num_minibatches)
     else:
         steps = functools.partial(
             optim.replay_steps, run, built.replay.replay_ratio, built.replay.min_size, built.replay.batch_size
         )
-    return built._replace(optimizer=optim.optimizer_of(optim.settings_of(agent), steps))
+    return optim.optimizer_of(optim.settings_of(config), steps)
 
 
 def _takes_run(factory) -> bool:
