@@ -201,7 +201,8 @@ def starting(cls: type, instance=None, **values) -> types.SimpleNamespace:
 def options(cls: type, instance=None, path: tuple[str, ...] = ()) -> list[Option]:
     """The flags of the config class ``cls``, with the values of ``instance`` (one of ``cls``, a :func:`starting`,
     or None: the fields' defaults) as their defaults; a field holding a dataclass gives its own fields' flags after
-    the others'. A field of another type is a one-line ``ValueError`` naming it."""
+    the others' (those its field's ``metadata["flags"]`` names, where it names some). A field of another type is a
+    one-line ``ValueError`` naming it."""
     hints = typing.get_type_hints(cls, include_extras=True)
     notes = comments(cls)
     own, nested = [], []
@@ -215,7 +216,9 @@ def options(cls: type, instance=None, path: tuple[str, ...] = ()) -> list[Option
         else:
             value = dataclasses.MISSING
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            nested += options(type(value), value, (*path, field.name))
+            inner = options(type(value), value, (*path, field.name))
+            shown = field.metadata.get("flags")  # the settings an agent lets change (podracer.networks.network_field)
+            nested += [option for option in inner if shown is None or option.path[-1] in shown]
             continue
         hint, said = _unwrap(hints[field.name])
         optional = False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Literal
@@ -128,6 +129,96 @@ class CellLogits(nn.Module):
 
 TORSOS = ("auto", "mlp", "impala", "nature", "board")
 TorsoName = Literal[TORSOS]  # the torso choices, for configs and the command lines
+
+CORES = ("none", "lstm")
+CoreName = Literal[CORES]  # the core choices, for configs and the command lines
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig:
+    """The network settings every built-in agent config nests (``PPOConfig().network.hidden_sizes``), flat on the
+    command line (``--hidden-sizes 64 64``) as the optimizer's are. An agent's ``network`` field
+    (:func:`network_field`) gives its own defaults and the settings it lets a command line change; the others stay
+    at the values the agent builds with (DQN's MLPs are ReLU ones, whatever a PPO run would use)."""
+
+    hidden_sizes: tuple[int, ...] = (64, 64)  # hidden layer sizes of the MLPs
+    activation: Literal["tanh", "relu"] = "tanh"  # the MLPs' activation
+    # continuous actions: the Gaussian's standard deviation, one learned parameter for every state, or a softplus head
+    # of the state (at least 0.001)
+    policy_std: Literal["parameter", "state"] = "parameter"
+    # the MLPs' and heads' kernels: orthogonal (gain sqrt(2) in hidden layers, 0.01 for the policy, 1 for the value),
+    # or lecun (flax's Dense default, as codebases built on flax's defaults, such as gymnax-blines); image torsos stay
+    # orthogonal
+    kernel_init: Literal["orthogonal", "lecun"] = "orthogonal"
+    layer_norm: bool = False  # LayerNorm before every activation of the torso (PQN's normalisation)
+    shared_torso: bool = True  # one torso under the policy and the value
+    torso: TorsoName = "auto"  # auto: impala (ResNet) for images, the board torso for small boards, mlp otherwise
+    # lstm: an LSTM between torso and heads, its state carried across rollouts; minibatches are then of whole sequences
+    # (--num-minibatches divides the environments)
+    core: CoreName = "none"
+    core_size: int = 128  # LSTM units
+
+    def __post_init__(self):
+        if any(size < 1 for size in self.hidden_sizes):
+            raise ValueError(f"--hidden-sizes must all be >= 1, got {' '.join(map(str, self.hidden_sizes))}.")
+        if isinstance(self.core_size, int) and self.core_size < 1:
+            raise ValueError(f"--core-size must be >= 1, got {self.core_size}.")
+        choices = (
+            ("torso", "torso", TORSOS),
+            ("policy_std", "choice", POLICY_STDS),
+            ("kernel_init", "initializer", KERNEL_INITS),
+            ("core", "core", CORES),
+            ("activation", "activation", ("tanh", "relu")),
+        )
+        for name, what, allowed in choices:
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"--{name.replace('_', '-')}: unknown {what} {getattr(self, name)!r}; choose one of "
+                    f"{', '.join(allowed)}."
+                )
+
+
+def network_of(config) -> NetworkConfig:
+    """The network settings of a :class:`NetworkConfig` itself, of an agent config's nested ``network``, or (an agent
+    of your own whose config keeps them flat, as configs did before they nested them) of those of its fields that
+    :class:`NetworkConfig` has, the others at :class:`NetworkConfig`'s defaults."""
+    if isinstance(config, NetworkConfig):
+        return config
+    nested = getattr(config, "network", None)
+    if isinstance(nested, NetworkConfig):
+        return nested
+    names = [field.name for field in dataclasses.fields(NetworkConfig)]
+    return NetworkConfig(**{name: getattr(config, name) for name in names if hasattr(config, name)})
+
+
+def network_field(flags: Sequence[str], **defaults):
+    """An agent config's ``network`` field: a :class:`NetworkConfig` with the agent's own ``defaults``, of which the
+    settings named in ``flags`` are flags (and hyper-parameters); the others are fixed at these values, and a config
+    that changes one is refused (:func:`check_fixed`)."""
+    return dataclasses.field(default=NetworkConfig(**defaults), metadata={"flags": tuple(flags)})
+
+
+def settable(field: dataclasses.Field, value) -> tuple[str, ...]:
+    """The names of a nested settings group's fields that are flags and hyper-parameters: those its config field
+    lists (:func:`network_field`), or every one."""
+    return field.metadata.get("flags") or tuple(f.name for f in dataclasses.fields(value))
+
+
+def check_fixed(config) -> None:
+    """Each nested network settings group of ``config`` keeps the fields its agent does not let change at their
+    defaults; one that changed is a one-line error naming the flag the agent lacks."""
+    for field in dataclasses.fields(config):
+        flags, value = field.metadata.get("flags"), getattr(config, field.name)
+        if not flags or not dataclasses.is_dataclass(field.default):
+            continue
+        for inner in dataclasses.fields(value):
+            if inner.name not in flags and getattr(value, inner.name) != getattr(field.default, inner.name):
+                raise ValueError(
+                    f"{type(config).__name__} has no --{inner.name.replace('_', '-')} (its network is fixed at "
+                    f"{getattr(field.default, inner.name)!r}); it takes "
+                    f"{', '.join('--' + name.replace('_', '-') for name in flags)}."
+                )
+
 
 # The layout of rank-3 observations when a module is given none: envpool's stacked Atari frames.
 ATARI_FRAMES = ImageLayout(channel_axis=-3, low=0.0, high=255.0)

@@ -25,18 +25,20 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from podracer.agents.base import flag, with_hyperparameters
+from podracer.agents.base import flag, settable, with_hyperparameters
 from podracer.stats import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED  # noqa: F401 (re-exported)
 from podracer.stats import bootstrap_interval, interquartile_mean
 
 
 def _hints(agent_config) -> dict[str, type]:
-    """The type of every hyper-parameter of an agent config by flag name, nested optimizer settings included."""
+    """The type of every hyper-parameter of an agent config by flag name, nested optimizer and network settings
+    included."""
     hints = {}
     for field in dataclasses.fields(agent_config):
         value = getattr(agent_config, field.name)
         if dataclasses.is_dataclass(value):
-            hints.update(_hints(value))
+            shown = settable(field, value)
+            hints.update({name: hint for name, hint in _hints(value).items() if name in shown})
         else:
             hints[field.name] = typing.get_type_hints(type(agent_config))[field.name]
     return hints

@@ -19,7 +19,7 @@ from podracer.experiment import train_sebulba as train  # noqa: E402
 
 config = SebulbaConfig(
     env="fake",
-    agent=IMPALAConfig(hidden_sizes=(8,)),
+    agent=IMPALAConfig().replace(hidden_sizes=(8,)),
     total_env_steps=2 * 8 * 4 * 5,
     num_envs_per_actor=8,
     rollout_length=4,

@@ -250,7 +250,7 @@ def test_every_agent_field_is_a_flag_of_both_modes_with_the_agents_own_defaults(
     # R2D2's own discount and network, IMPALA's own gradient clip, in both modes.
     for mode in (A, S):
         assert config.parse(mode, ["--agent", "r2d2"]).agent.discount == 0.997
-        assert config.parse(mode, ["r2d2"]).agent.hidden_sizes == (64,)
+        assert config.parse(mode, ["r2d2"]).agent.network.hidden_sizes == (64,)
         assert config.parse(mode, ["--agent=impala"]).agent.optimizer.max_grad_norm == 40.0
 
 

@@ -200,7 +200,9 @@ def test_sebulba_trains_continuous_agents_on_host_environments(agent):
     from podracer.agents import PPOConfig, SACConfig
     from podracer.config import SebulbaConfig
 
-    agent_config = PPOConfig() if agent == "ppo" else SACConfig(hidden_sizes=(16,), min_replay_size=128, batch_size=32)
+    agent_config = (
+        PPOConfig() if agent == "ppo" else SACConfig(min_replay_size=128, batch_size=32).replace(hidden_sizes=(16,))
+    )
     result = experiment.train_sebulba(
         SebulbaConfig(
             env="gymnasium:Pendulum-v1",
@@ -321,7 +323,7 @@ def test_a_state_dependent_standard_deviation_is_a_softplus_head_of_the_state():
     from podracer.agents.ppo import PPOConfig
 
     obs = jax.random.normal(jax.random.key(1), (6, 3))
-    state_net = agents.make_network(VECTOR_BOX, PPOConfig(hidden_sizes=(16,), policy_std="state"))
+    state_net = agents.make_network(VECTOR_BOX, PPOConfig().replace(hidden_sizes=(16,), policy_std="state"))
     variables = state_net.init(jax.random.key(0), obs)
     head = variables["params"]["policy_head"]
     assert set(head) == {"Dense_0", "scale"}
@@ -331,9 +333,9 @@ def test_a_state_dependent_standard_deviation_is_a_softplus_head_of_the_state():
     expected = jax.nn.softplus(features @ head["scale"]["kernel"] + head["scale"]["bias"]) + networks.MIN_STD
     np.testing.assert_allclose(jnp.exp(policy["log_std"]), expected, rtol=1e-5)
     assert policy["log_std"].shape == (6, 2) and float(jnp.std(policy["log_std"][:, 0])) > 0
-    shared = agents.make_network(VECTOR_BOX, PPOConfig(hidden_sizes=(16,)))
+    shared = agents.make_network(VECTOR_BOX, PPOConfig().replace(hidden_sizes=(16,)))
     shared_variables = shared.init(jax.random.key(0), obs)
     assert set(shared_variables["params"]["policy_head"]) == {"Dense_0", "log_std"}
     np.testing.assert_allclose(jnp.std(shared.apply(shared_variables, obs)[0]["log_std"], axis=0), 0.0)
     with pytest.raises(ValueError, match=r"^--policy-std: unknown choice 'tanh'; choose one of parameter, state\.$"):
-        PPOConfig(policy_std="tanh")
+        PPOConfig().replace(policy_std="tanh")

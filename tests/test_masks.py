@@ -72,23 +72,16 @@ def registered():
 
 
 SMALL = {
-    "a2c": A2CConfig(hidden_sizes=(16,)),
-    "ppo": PPOConfig(hidden_sizes=(16,), num_epochs=1, num_minibatches=2),
-    "impala": IMPALAConfig(hidden_sizes=(16,)),
-    "dqn": DQNConfig(
-        hidden_sizes=(16,), batch_size=16, min_replay_size=32, replay_capacity=256, epsilon=1.0, epsilon_alpha=0.0
+    "a2c": A2CConfig().replace(hidden_sizes=(16,)),
+    "ppo": PPOConfig(num_epochs=1, num_minibatches=2).replace(hidden_sizes=(16,)),
+    "impala": IMPALAConfig().replace(hidden_sizes=(16,)),
+    "dqn": DQNConfig(batch_size=16, min_replay_size=32, replay_capacity=256, epsilon=1.0, epsilon_alpha=0.0).replace(
+        hidden_sizes=(16,)
     ),  # every action a random one: the mask alone keeps them legal
     "r2d2": R2D2Config(
-        hidden_sizes=(16,),
-        core_size=8,
-        batch_size=4,
-        min_replay_size=8,
-        replay_capacity=64,
-        burn_in=2,
-        epsilon=1.0,
-        epsilon_alpha=0.0,
-    ),
-    "pqn": PQNConfig(hidden_sizes=(16,), num_minibatches=2, epsilon_end=1.0),  # every action a random one
+        batch_size=4, min_replay_size=8, replay_capacity=64, burn_in=2, epsilon=1.0, epsilon_alpha=0.0
+    ).replace(hidden_sizes=(16,), core_size=8),
+    "pqn": PQNConfig(num_minibatches=2, epsilon_end=1.0).replace(hidden_sizes=(16,)),  # every action a random one
 }
 
 
@@ -202,10 +195,10 @@ def test_q_targets_take_the_max_over_legal_actions():
 
     from podracer.networks import QNetwork
 
-    config = DQNConfig(hidden_sizes=(8,), huber_delta=100.0)  # quadratic: loss = td^2 / 2
+    config = DQNConfig(huber_delta=100.0).replace(hidden_sizes=(8,))  # quadratic: loss = td^2 / 2
     spec = LegalMoves(num_actions=4).spec()
     agent = agents.make(config, spec)
-    network = QNetwork(4, 1, config.hidden_sizes)
+    network = QNetwork(4, 1, config.network.hidden_sizes)
     params = agent.init(jax.random.key(0), jnp.zeros((1, 4)))
     observations = jax.random.normal(jax.random.key(1), (64, 4))
     q = network.apply(params, observations)

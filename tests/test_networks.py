@@ -47,7 +47,10 @@ def test_the_activation_flag_reaches_the_actor_critic_mlps():
 
     spec = EnvSpec(jax.ShapeDtypeStruct((7,), jnp.float32), 3)
     cfg = config.parse(PPOConfig, ["--activation", "relu", "--hidden-sizes", "16"], prog="test")
-    relu_net, tanh_net = agents.make_network(spec, cfg), agents.make_network(spec, PPOConfig(hidden_sizes=(16,)))
+    relu_net, tanh_net = (
+        agents.make_network(spec, cfg),
+        agents.make_network(spec, PPOConfig().replace(hidden_sizes=(16,))),
+    )
     obs = jax.random.normal(jax.random.key(1), (4, 7))
     variables = relu_net.init(jax.random.key(0), obs)
     torso = variables["params"]["policy_torso"]["Dense_0"]
@@ -78,18 +81,18 @@ def test_the_kernel_init_flag_gives_flax_default_kernels_to_every_mlp_and_head(c
         named = {jax.tree_util.keystr(path): leaf for path, leaf in flat if path[-1].key == "kernel"}
         return {name: leaf for name, leaf in named.items() if "core" not in name}  # the LSTM cell is flax's own
 
-    lecun_kernels, orthogonal_kernels = kernels(lecun), kernels(PPOConfig(hidden_sizes=(256,), core=core))
+    lecun_kernels, orthogonal_kernels = kernels(lecun), kernels(PPOConfig().replace(hidden_sizes=(256,), core=core))
     assert lecun_kernels.keys() == orthogonal_kernels.keys() and any("policy_head" in k for k in lecun_kernels)
     for name, kernel in lecun_kernels.items():
         fan_in = kernel.shape[0]
         assert abs(float(jnp.std(kernel)) * np.sqrt(fan_in) - 1.0) < 0.2, name  # truncated normal, variance 1/fan-in
     head = next(v for k, v in orthogonal_kernels.items() if "policy_head" in k)
     assert float(jnp.max(jnp.abs(head))) < 0.01  # orthogonal(0.01): rows of norm 0.01
-    assert config.parse(A2CConfig, ["--kernel-init", "lecun"], prog="test").kernel_init == "lecun"
+    assert config.parse(A2CConfig, ["--kernel-init", "lecun"], prog="test").network.kernel_init == "lecun"
     with pytest.raises(
         ValueError, match=r"^--kernel-init: unknown initializer 'he'; choose one of orthogonal, lecun\.$"
     ):
-        PPOConfig(kernel_init="he")
+        PPOConfig().replace(kernel_init="he")
 
 
 def test_cell_actions_give_each_cell_a_logit_from_its_neighbourhood_with_shared_weights():
@@ -202,3 +205,40 @@ def test_orthogonal_init_equals_flax_and_vmapped_seeds_never_deadlock():
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0 and out.stdout.strip() == "done", out.stderr[-2000:]
+
+
+def test_an_agent_keeps_the_network_settings_it_does_not_take_fixed_and_says_so():
+    from podracer import config
+    from podracer.agents import DQNConfig, PQNConfig, hyperparameters
+    from podracer.networks import NetworkConfig
+
+    assert DQNConfig().network.activation == "relu" and PQNConfig().network.layer_norm
+    assert {"hidden_sizes", "torso"} <= set(hyperparameters(DQNConfig()))
+    assert not {"activation", "core", "shared_torso", "layer_norm"} & set(hyperparameters(DQNConfig()))
+    assert DQNConfig().replace(hidden_sizes=(8,)).network == NetworkConfig(hidden_sizes=(8,), activation="relu")
+    with pytest.raises(
+        ValueError,
+        match=r"^DQNConfig has no --activation \(its network is fixed at 'relu'\); it takes "
+        r"--hidden-sizes, --torso\.$",
+    ):
+        DQNConfig(network=NetworkConfig(activation="tanh"))
+    with pytest.raises(SystemExit) as exit_:
+        config.parse(config.AnakinConfig, ["--agent", "dqn", "--activation", "tanh"], prog="prog")
+    assert exit_.value.code == 2
+
+
+def test_an_agent_of_your_own_with_flat_network_fields_builds_the_same_network():
+    import dataclasses
+
+    from podracer.networks import NetworkConfig
+
+    @dataclasses.dataclass(frozen=True)
+    class Flat:
+        hidden_sizes: tuple[int, ...] = (16,)
+        activation: str = "relu"
+        shared_torso: bool = False
+
+    spec = EnvSpec(jax.ShapeDtypeStruct((5,), jnp.float32), 3)
+    nested = NetworkConfig(hidden_sizes=(16,), activation="relu", shared_torso=False)
+    assert agents.make_network(spec, Flat()) == agents.make_network(spec, nested)
+    assert agents.make_network(spec, Flat()) != agents.make_network(spec, NetworkConfig())

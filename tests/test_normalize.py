@@ -77,7 +77,7 @@ def test_the_rollout_ships_each_environments_discounted_return_reset_at_episode_
 
 def test_normalized_runs_resume_exactly_and_evaluate_plays_with_the_saved_statistics(tmp_path):
     common = dict(
-        agent=PPOConfig(hidden_sizes=(8,), num_epochs=1, num_minibatches=1),
+        agent=PPOConfig(num_epochs=1, num_minibatches=1).replace(hidden_sizes=(8,)),
         env="cartpole",
         num_envs_per_device=2,
         rollout_length=8,

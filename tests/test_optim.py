@@ -19,7 +19,7 @@ def test_sac_moves_its_temperature_at_its_own_rate(normalize):
     --alpha-learning-rate, the networks by --learning-rate, inside a normalising wrapper too."""
     pytest.importorskip("gymnax")
     env = envs.make("gymnax:Pendulum-v1")
-    config = SACConfig(hidden_sizes=(8,), alpha_learning_rate=0.1).replace(learning_rate=1e-3)
+    config = SACConfig(alpha_learning_rate=0.1).replace(hidden_sizes=(8,)).replace(learning_rate=1e-3)
     agent = agents.make(config, env.spec(), normalize=normalize, run=RUN)
     params = agent.init(jax.random.key(0), jnp.zeros((1, 3)))
     updates, _ = agent.optimizer.update(jax.tree.map(jnp.ones_like, params), agent.optimizer.init(params), params)

@@ -116,7 +116,11 @@ def test_pqn_learns_catch_on_most_seeds(core, devices, optimized_xla):
     env = envs.make("catch")
     num_updates, num_envs, rollout = 150, 16, 16
     run = RunFacts(num_updates, num_envs, rollout, num_updates * num_envs * rollout * 2)
-    config = PQNConfig(core=core, hidden_sizes=(64,), core_size=32).replace(learning_rate=3e-3, epsilon_fraction=0.3)
+    config = (
+        PQNConfig()
+        .replace(core=core, hidden_sizes=(64,), core_size=32)
+        .replace(learning_rate=3e-3, epsilon_fraction=0.3)
+    )
     agent = agents.make(config, env.spec(), run=run)
     result = anakin.run(
         env,

@@ -40,10 +40,10 @@ def test_each_preset_names_only_existing_flags_and_parses(name):
 
 def test_a_flag_on_the_command_line_wins_over_the_preset():
     cfg = config.parse(AnakinConfig, ["--num-updates", "480", "--preset", "memory-lstm", "--core-size", "16"])
-    assert cfg.num_updates == 480 and cfg.agent.core_size == 16  # given
-    assert cfg.agent.core == "lstm" and cfg.rollout_length == 16 and cfg.num_envs == 32  # the preset's
+    assert cfg.num_updates == 480 and cfg.agent.network.core_size == 16  # given
+    assert cfg.agent.network.core == "lstm" and cfg.rollout_length == 16 and cfg.num_envs == 32  # the preset's
     same_agent = config.parse(AnakinConfig, ["--preset", "memory-lstm", "--agent", "ppo"])
-    assert same_agent.agent.core == "lstm"
+    assert same_agent.agent.network.core == "lstm"
 
 
 @pytest.mark.parametrize(

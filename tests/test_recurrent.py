@@ -237,7 +237,7 @@ def test_recurrent_ppo_learns_from_whole_sequences_that_replay_what_the_actor_sa
         experiment.train_anakin(
             AnakinConfig(
                 env="memory",
-                agent=PPOConfig(core="lstm", num_minibatches=4),
+                agent=PPOConfig(num_minibatches=4).replace(core="lstm"),
                 num_envs_per_device=6,
                 rollout_length=4,
                 num_updates=1,

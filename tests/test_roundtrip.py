@@ -25,32 +25,37 @@ pytestmark = pytest.mark.slow
 
 REPLAY = dict(batch_size=8, min_replay_size=16, replay_capacity=256)
 ANAKIN = {
-    "a2c": ("catch", A2CConfig(hidden_sizes=(16,))),
-    "a2c-lstm": ("catch", A2CConfig(hidden_sizes=(16,), core="lstm", core_size=8)),
-    "ppo": ("catch", PPOConfig(hidden_sizes=(16,), num_epochs=1, num_minibatches=2)),
-    "ppo-lstm": ("catch", PPOConfig(hidden_sizes=(16,), num_epochs=1, num_minibatches=2, core="lstm", core_size=8)),
-    "impala": ("catch", IMPALAConfig(hidden_sizes=(16,))),
-    "impala-lstm": ("catch", IMPALAConfig(hidden_sizes=(16,), core="lstm", core_size=8)),
-    "dqn": ("catch", DQNConfig(hidden_sizes=(16,), **REPLAY)),
-    "dqn-linear": ("catch", DQNConfig(hidden_sizes=(16,), epsilon_schedule="linear", **REPLAY)),
+    "a2c": ("catch", A2CConfig().replace(hidden_sizes=(16,))),
+    "a2c-lstm": ("catch", A2CConfig().replace(hidden_sizes=(16,), core="lstm", core_size=8)),
+    "ppo": ("catch", PPOConfig(num_epochs=1, num_minibatches=2).replace(hidden_sizes=(16,))),
+    "ppo-lstm": (
+        "catch",
+        PPOConfig(num_epochs=1, num_minibatches=2).replace(hidden_sizes=(16,), core="lstm", core_size=8),
+    ),
+    "impala": ("catch", IMPALAConfig().replace(hidden_sizes=(16,))),
+    "impala-lstm": ("catch", IMPALAConfig().replace(hidden_sizes=(16,), core="lstm", core_size=8)),
+    "dqn": ("catch", DQNConfig(**REPLAY).replace(hidden_sizes=(16,))),
+    "dqn-linear": ("catch", DQNConfig(epsilon_schedule="linear", **REPLAY).replace(hidden_sizes=(16,))),
     "r2d2": (
         "catch",
-        R2D2Config(hidden_sizes=(16,), core_size=8, burn_in=2, batch_size=4, min_replay_size=8, replay_capacity=64),
+        R2D2Config(burn_in=2, batch_size=4, min_replay_size=8, replay_capacity=64).replace(
+            hidden_sizes=(16,), core_size=8
+        ),
     ),
-    "sac": ("gymnax:Pendulum-v1", SACConfig(hidden_sizes=(16,), **REPLAY).replace(lr_schedule="linear")),
-    "pqn": ("catch", PQNConfig(hidden_sizes=(16,), num_minibatches=2)),
-    "pqn-lstm": ("catch", PQNConfig(hidden_sizes=(16,), num_minibatches=2, core="lstm", core_size=8)),
-    "alphazero": ("pgx:tic_tac_toe", AlphaZeroConfig(hidden_sizes=(16,), num_simulations=4)),
-    "muzero": ("catch", MuZeroConfig(hidden_sizes=(16,), latent_size=8, num_simulations=4, unroll_steps=2)),
+    "sac": ("gymnax:Pendulum-v1", SACConfig(**REPLAY).replace(hidden_sizes=(16,)).replace(lr_schedule="linear")),
+    "pqn": ("catch", PQNConfig(num_minibatches=2).replace(hidden_sizes=(16,))),
+    "pqn-lstm": ("catch", PQNConfig(num_minibatches=2).replace(hidden_sizes=(16,), core="lstm", core_size=8)),
+    "alphazero": ("pgx:tic_tac_toe", AlphaZeroConfig(num_simulations=4).replace(hidden_sizes=(16,))),
+    "muzero": ("catch", MuZeroConfig(latent_size=8, num_simulations=4, unroll_steps=2).replace(hidden_sizes=(16,))),
 }
 SEBULBA = {
-    "a2c": A2CConfig(hidden_sizes=(16,)),
-    "ppo": PPOConfig(hidden_sizes=(16,), num_epochs=1, num_minibatches=2).replace(lr_schedule="cosine"),
-    "ppo-lstm": PPOConfig(hidden_sizes=(16,), num_epochs=1, num_minibatches=2, core="lstm", core_size=8),
-    "impala": IMPALAConfig(hidden_sizes=(16,)),
-    "sac": SACConfig(hidden_sizes=(16,), **REPLAY),
-    "pqn": PQNConfig(hidden_sizes=(16,), num_minibatches=2),
-    "muzero": MuZeroConfig(hidden_sizes=(16,), latent_size=8, num_simulations=4, unroll_steps=2),
+    "a2c": A2CConfig().replace(hidden_sizes=(16,)),
+    "ppo": PPOConfig(num_epochs=1, num_minibatches=2).replace(hidden_sizes=(16,)).replace(lr_schedule="cosine"),
+    "ppo-lstm": PPOConfig(num_epochs=1, num_minibatches=2).replace(hidden_sizes=(16,), core="lstm", core_size=8),
+    "impala": IMPALAConfig().replace(hidden_sizes=(16,)),
+    "sac": SACConfig(**REPLAY).replace(hidden_sizes=(16,)),
+    "pqn": PQNConfig(num_minibatches=2).replace(hidden_sizes=(16,)),
+    "muzero": MuZeroConfig(latent_size=8, num_simulations=4, unroll_steps=2).replace(hidden_sizes=(16,)),
 }
 
 

@@ -107,7 +107,7 @@ def test_a_run_counts_its_optimizer_steps_to_end_the_decay():
 
 def test_ppo_value_clipping_takes_the_larger_error_of_the_clipped_and_unclipped_values():
     env = envs.make("catch")
-    config = PPOConfig(hidden_sizes=(8,), clip_value_loss=True, clip_epsilon=0.2, num_minibatches=1)
+    config = PPOConfig(clip_value_loss=True, clip_epsilon=0.2, num_minibatches=1).replace(hidden_sizes=(8,))
     agent = agents.make(config, env.spec())
     state = jax.jit(lambda key: anakin.init_state(env, agent, optax.adam(1e-3), key, 4, rollout_length=8))(
         jax.random.key(0)
@@ -120,7 +120,7 @@ def test_ppo_value_clipping_takes_the_larger_error_of_the_clipped_and_unclipped_
     error = jnp.maximum(jnp.square(values - batch.value_target), jnp.square(clipped - batch.value_target))
     _, metrics = jax.jit(agent.loss)(params, batch, jax.random.key(0))
     np.testing.assert_allclose(metrics["value_loss"], 0.5 * jnp.mean(error * batch.mask), rtol=1e-5)
-    plain = agents.make(PPOConfig(hidden_sizes=(8,), num_minibatches=1), env.spec())
+    plain = agents.make(PPOConfig(num_minibatches=1).replace(hidden_sizes=(8,)), env.spec())
     _, unclipped = jax.jit(plain.loss)(params, batch, jax.random.key(0))
     np.testing.assert_allclose(
         unclipped["value_loss"], 0.5 * jnp.mean(jnp.square(values - batch.value_target) * batch.mask), rtol=1e-5
@@ -142,7 +142,7 @@ def test_dqn_linear_epsilon_decays_over_its_share_of_the_run_counted_by_the_lear
         [linear_epsilon(s, 1.0, 0.05, 500) for s in (0, 250, 500, 10_000)], [1.0, 0.525, 0.05, 0.05], atol=1e-6
     )
     env = envs.make("catch")
-    config = DQNConfig(epsilon_schedule="linear", epsilon_fraction=0.5, hidden_sizes=(8,))
+    config = DQNConfig(epsilon_schedule="linear", epsilon_fraction=0.5).replace(hidden_sizes=(8,))
     agent = agents.make(config, env.spec(), run=RunFacts(1, 1, 1, total_env_steps=1000))
     params = agent.init(jax.random.key(0), jnp.zeros((1, *env.spec().observation.shape)))
     observation = jnp.zeros((4000, *env.spec().observation.shape))
@@ -187,7 +187,7 @@ def test_dqn_linear_epsilon_decays_over_its_share_of_the_run_counted_by_the_lear
 
 def test_ppo_without_bootstrap_truncated_treats_a_time_limit_as_a_terminal_state():
     env = envs.make("catch")  # its episodes end terminally (discount 0) within the rollout
-    truncating = PPOConfig(hidden_sizes=(8,), num_minibatches=1, bootstrap_truncated=False)
+    truncating = PPOConfig(num_minibatches=1, bootstrap_truncated=False).replace(hidden_sizes=(8,))
     agent = agents.make(truncating, env.spec())
     state = jax.jit(lambda key: anakin.init_state(env, agent, optax.adam(1e-3), key, 4, rollout_length=24))(
         jax.random.key(0)
@@ -201,7 +201,7 @@ def test_ppo_without_bootstrap_truncated_treats_a_time_limit_as_a_terminal_state
     truncated = terminal._replace(
         timestep=terminal.timestep._replace(discount=jnp.ones_like(terminal.timestep.discount))
     )
-    bootstrapping = agents.make(PPOConfig(hidden_sizes=(8,), num_minibatches=1), env.spec())
+    bootstrapping = agents.make(PPOConfig(num_minibatches=1).replace(hidden_sizes=(8,)), env.spec())
     prepare = jax.jit(lambda agent, p, t: agent.prepare(p, t), static_argnums=0)
     as_terminal = prepare(agent, params, truncated).advantage
     np.testing.assert_allclose(as_terminal, prepare(bootstrapping, params, terminal).advantage, rtol=1e-6)

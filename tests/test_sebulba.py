@@ -71,7 +71,7 @@ class FakeHostEnv:
 def _config(**overrides):
     base = dict(
         env="fake",
-        agent=IMPALAConfig(hidden_sizes=(8,)),
+        agent=IMPALAConfig().replace(hidden_sizes=(8,)),
         total_env_steps=8 * 4 * 6,
         num_envs_per_actor=8,
         rollout_length=4,
@@ -568,9 +568,9 @@ def test_recurrent_agents_ship_their_start_state_once_per_trajectory_to_several_
     assert split.action.shape == (2, 5, 2) and split.actor_state.shape == (2, 2, 3)
     for name in ("r2d2", "a2c", "ppo"):  # PPO: 2 minibatches of 2 whole sequences on each learner
         agent = {
-            "r2d2": R2D2Config(core_size=8, hidden_sizes=(8,), batch_size=4, min_replay_size=4),
-            "a2c": A2CConfig(core="lstm", core_size=8, hidden_sizes=(8,)),
-            "ppo": PPOConfig(core="lstm", core_size=8, hidden_sizes=(8,), num_minibatches=2),
+            "r2d2": R2D2Config(batch_size=4, min_replay_size=4).replace(core_size=8, hidden_sizes=(8,)),
+            "a2c": A2CConfig().replace(core="lstm", core_size=8, hidden_sizes=(8,)),
+            "ppo": PPOConfig(num_minibatches=2).replace(core="lstm", core_size=8, hidden_sizes=(8,)),
         }[name]
         config = SebulbaConfig(
             env="jax:memory",

@@ -421,7 +421,7 @@ def test_a_pgx_game_against_a_fixed_snapshot_of_an_earlier_agent(tmp_path, capsy
     experiment.run_sebulba(
         SebulbaConfig(
             env="pgx:tic_tac_toe",
-            agent=PPOConfig(hidden_sizes=(16,)),
+            agent=PPOConfig().replace(hidden_sizes=(16,)),
             total_env_steps=64,
             num_envs_per_actor=4,
             rollout_length=4,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Literal
 
 import dataclasses
 import functools
@@ -13,7 +12,6 @@ import jax.numpy as jnp
 from podracer.agents.base import (
     Configurable,
     Agent,
-    CoreName,
     check_hyperparameters,
     make_network,
     make_policy_fns,
@@ -22,7 +20,7 @@ from podracer.agents.base import (
     transitions,
     unroll_trajectory,
 )
-from podracer.networks import TorsoName
+from podracer.networks import NetworkConfig, network_field
 from podracer.optim import OptimizerConfig, optimizer_of, on_policy_steps, optimizer_field
 from podracer.types import RunFacts, EnvSpec, Trajectory
 
@@ -38,19 +36,10 @@ class A2CConfig(Configurable):
     n_step: int | None = None  # n-step bootstrapped returns instead of lambda returns; None: lambda returns
     value_coef: float = 0.5  # weight of the value loss
     entropy_coef: float = 0.01  # weight of the entropy bonus
-    hidden_sizes: tuple[int, ...] = (64, 64)  # hidden layer sizes of the MLPs
-    activation: Literal["tanh", "relu"] = "tanh"  # the MLPs' activation
-    # continuous actions: the Gaussian's standard deviation, one learned parameter for every state, or a softplus head
-    # of the state (at least 0.001)
-    policy_std: Literal["parameter", "state"] = "parameter"
-    # the MLPs' and heads' kernels: orthogonal (gain sqrt(2) in hidden layers, 0.01 for the policy, 1 for the value),
-    # or lecun (flax's Dense default, as codebases built on flax's defaults, such as gymnax-blines); image torsos stay
-    # orthogonal
-    kernel_init: Literal["orthogonal", "lecun"] = "orthogonal"
-    shared_torso: bool = True  # one MLP under both heads (as in DeepMind's Anakin colab)
-    torso: TorsoName = "auto"  # auto: impala (ResNet) for images, mlp otherwise
-    core: CoreName = "none"  # lstm: an LSTM between torso and heads, its state carried across rollouts
-    core_size: int = 128  # LSTM units
+    # --hidden-sizes, --activation, --policy-std, --kernel-init, --shared-torso, --torso, --core, --core-size
+    network: NetworkConfig = network_field(
+        ("hidden_sizes", "activation", "policy_std", "kernel_init", "shared_torso", "torso", "core", "core_size")
+    )
 
     def __post_init__(self):
         check_hyperparameters(self)

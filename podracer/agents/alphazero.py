@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Literal
 
 import jax
 import jax.numpy as jnp
@@ -32,7 +31,7 @@ from podracer.agents.base import (
     transitions,
 )
 from podracer.agents.search import completed_q, gumbel_search, legal_logits
-from podracer.networks import TorsoName
+from podracer.networks import NetworkConfig, network_field
 from podracer.optim import OptimizerConfig, optimizer_of, on_policy_steps, optimizer_field
 from podracer.types import EnvSpec, RunFacts, Trajectory
 
@@ -59,10 +58,10 @@ class AlphaZeroConfig(Configurable):
     value_coef: float = 1.0  # weight of the value loss
     num_epochs: int = 1  # passes over each batch of trajectories
     num_minibatches: int = 1  # minibatches per pass; must divide each learner device's batch
-    hidden_sizes: tuple[int, ...] = (128, 128)  # hidden layer sizes of the MLPs
-    activation: Literal["tanh", "relu"] = "relu"  # the MLPs' activation
-    shared_torso: bool = True  # one torso under the policy and the value
-    torso: TorsoName = "auto"  # auto: the board torso for board observations, mlp otherwise
+    # --hidden-sizes, --activation, --shared-torso, --torso
+    network: NetworkConfig = network_field(
+        ("hidden_sizes", "activation", "shared_torso", "torso"), hidden_sizes=(128, 128), activation="relu"
+    )
 
     def __post_init__(self):
         check_hyperparameters(self)

@@ -13,12 +13,15 @@ import optax
 from podracer.types import image_layout
 from podracer.networks import (
     ActorCritic,
+    NetworkConfig,  # noqa: F401 (re-exported beside make_network)
     ObservationTorso,
     RecurrentNetwork,
     StructuredTorso,
     choose_torso,
     lstm_initial_state,
+    network_of,
     reset_state,
+    settable,  # noqa: F401 (re-exported: which of a nested group's settings are hyper-parameters)
 )
 from podracer.agents.settings import (  # noqa: F401 (re-exported: the configs' helpers lived here)
     CORES,
@@ -177,38 +180,37 @@ def make_torso(
 
 
 def make_network(spec, config):
-    """The actor-critic network for ``spec`` from an agent config's ``hidden_sizes``, ``activation``, ``shared_torso``,
-    ``torso``, ``policy_std`` and ``kernel_init``; with ``core = "lstm"`` (or structured observations) a
-    :class:`~podracer.networks.RecurrentNetwork` whose LSTM has ``core_size`` units."""
-    core, init = getattr(config, "core", "none"), getattr(config, "kernel_init", "orthogonal")
-    if core == "lstm" or isinstance(spec.observation, dict):
-        if core != "lstm":
+    """The actor-critic network for ``spec`` from network settings (:func:`podracer.networks.network_of`: a
+    :class:`~podracer.networks.NetworkConfig`, or an agent config holding one or its fields): ``hidden_sizes``,
+    ``activation``, ``shared_torso``, ``torso``, ``policy_std`` and ``kernel_init``; with ``core = "lstm"`` (or
+    structured observations) a :class:`~podracer.networks.RecurrentNetwork` whose LSTM has ``core_size`` units."""
+    net = network_of(config)
+    if net.core == "lstm" or isinstance(spec.observation, dict):
+        if net.core != "lstm":
             raise ValueError("Structured (dict) observations need a recurrent agent (core='lstm').")
-        torso = make_torso(
-            spec, config.torso, config.hidden_sizes, getattr(config, "activation", "tanh"), kernel_init=init
-        )
+        torso = make_torso(spec, net.torso, net.hidden_sizes, net.activation, kernel_init=net.kernel_init)
         return RecurrentNetwork(
             policy_actions(spec),
             torso,
-            config.core_size,
+            net.core_size,
             heads="actor_critic",
             action_size=action_size(spec),
-            policy_std=getattr(config, "policy_std", "parameter"),
-            kernel_init=init,
+            policy_std=net.policy_std,
+            kernel_init=net.kernel_init,
         )
     return ActorCritic(
         num_actions=policy_actions(spec),
         obs_rank=len(spec.observation.shape),
-        hidden_sizes=config.hidden_sizes,
-        activation=getattr(config, "activation", "tanh"),
-        shared_torso=config.shared_torso,
-        torso=config.torso,
+        hidden_sizes=net.hidden_sizes,
+        activation=net.activation,
+        shared_torso=net.shared_torso,
+        torso=net.torso,
         image=image_layout(spec),
         obs_shape=tuple(spec.observation.shape),
         action_size=action_size(spec),
         cell_actions=spec.cell_actions,
-        policy_std=getattr(config, "policy_std", "parameter"),
-        kernel_init=init,
+        policy_std=net.policy_std,
+        kernel_init=net.kernel_init,
     )
 
 

@@ -26,7 +26,6 @@ from podracer.agents.base import (
     mask_logits,
     require_actions,
 )
-from podracer.networks import TorsoName
 from podracer.agents.qlearning import (
     check_replay_sizes,
     epsilon_greedy,
@@ -36,6 +35,7 @@ from podracer.agents.qlearning import (
     replay_spec,
     transition_items,
 )
+from podracer.networks import NetworkConfig, network_field
 from podracer.optim import OptimizerConfig, optimizer_of, optimizer_field, replay_steps
 from podracer.types import RunFacts, EnvSpec, Trajectory
 
@@ -50,8 +50,6 @@ class DQNConfig(Configurable):
     optimizer: OptimizerConfig = optimizer_field(learning_rate=1e-3, max_grad_norm=10.0)
     discount: float = 0.99  # discount gamma
     n_step: int = 3  # bootstrapped returns over up to n steps (fewer at episode and trajectory ends)
-    hidden_sizes: tuple[int, ...] = (64, 64)  # hidden layer sizes of the MLP
-    torso: TorsoName = "auto"  # auto: impala (ResNet) for images, mlp otherwise
     # ladder: Ape-X's fixed rates over the environments (--epsilon, --epsilon-alpha); linear: every environment's
     # epsilon decays from --epsilon-start to --epsilon-end over --epsilon-fraction of the run's env steps, then stays
     epsilon_schedule: Literal["ladder", "linear"] = "ladder"
@@ -73,6 +71,8 @@ class DQNConfig(Configurable):
     importance_exponent: float = 0.4  # prioritized replay beta
     target_period: int = 100  # gradient steps between copies of the online network to the target
     target_tau: float | None = None  # Polyak averaging each step instead of periodic copies
+    # --hidden-sizes, --torso
+    network: NetworkConfig = network_field(("hidden_sizes", "torso"), activation="relu")
 
     def __post_init__(self):
         check_hyperparameters(self)
@@ -89,7 +89,7 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig(), run: RunFacts | Non
     import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
 
     require_actions(spec, "dqn", "discrete")
-    network = make_q_network(spec, config)
+    network = make_q_network(spec, config.network)
 
     linear = config.epsilon_schedule == "linear"
     if linear and run is None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Literal
 
 import dataclasses
 import functools
@@ -13,7 +12,6 @@ import jax.numpy as jnp
 from podracer.agents.base import (
     Configurable,
     Agent,
-    CoreName,
     check_hyperparameters,
     make_network,
     require_actions,
@@ -23,7 +21,7 @@ from podracer.agents.base import (
     transitions,
     unroll_trajectory,
 )
-from podracer.networks import TorsoName
+from podracer.networks import NetworkConfig, network_field
 from podracer.optim import OptimizerConfig, optimizer_of, on_policy_steps, optimizer_field
 from podracer.types import RunFacts, EnvSpec, Trajectory
 
@@ -40,12 +38,8 @@ class IMPALAConfig(Configurable):
     clip_pg_rho_threshold: float = 1.0  # V-trace: clip of the importance weights in the policy gradient
     value_coef: float = 0.5  # weight of the value loss
     entropy_coef: float = 0.01  # weight of the entropy bonus
-    hidden_sizes: tuple[int, ...] = (64, 64)  # hidden layer sizes of the MLPs
-    activation: Literal["tanh", "relu"] = "tanh"  # the MLPs' activation
-    shared_torso: bool = True  # one torso under both heads
-    torso: TorsoName = "auto"  # auto: impala (ResNet) for images, mlp otherwise
-    core: CoreName = "none"  # lstm: an LSTM between torso and heads, its state carried across rollouts
-    core_size: int = 128  # LSTM units
+    # --hidden-sizes, --activation, --shared-torso, --torso, --core, --core-size
+    network: NetworkConfig = network_field(("hidden_sizes", "activation", "shared_torso", "torso", "core", "core_size"))
 
     def __post_init__(self):
         check_hyperparameters(self)

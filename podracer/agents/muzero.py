@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Literal
 
 import flax.linen as nn
 import chex
@@ -40,7 +39,8 @@ from podracer.agents.base import (
     require_actions,
     transitions,
 )
-from podracer.networks import MLP, TorsoName
+from podracer.networks import MLP
+from podracer.networks import NetworkConfig, network_field
 from podracer.optim import OptimizerConfig, optimizer_of, on_policy_steps, optimizer_field
 from podracer.types import EnvSpec, RunFacts, Trajectory
 
@@ -68,9 +68,10 @@ class MuZeroConfig(Configurable):
     num_minibatches: int = 1  # minibatches per pass; must divide each learner device's windows (steps x envs)
     support_size: int = 20  # value and reward: categorical over 2 x this + 1 bins of the signed-hyperbolic transform
     latent_size: int = 64  # size of the latent state
-    hidden_sizes: tuple[int, ...] = (128, 128)  # hidden layers of the representation's, dynamics' and prediction's MLPs
-    activation: Literal["tanh", "relu"] = "relu"  # the MLPs' activation
-    torso: TorsoName = "auto"  # the representation's torso: auto: impala (ResNet) for images, board for boards, mlp
+    # --hidden-sizes, --activation, --torso
+    network: NetworkConfig = network_field(
+        ("hidden_sizes", "activation", "torso"), hidden_sizes=(128, 128), activation="relu"
+    )
 
     def __post_init__(self):
         check_hyperparameters(self)
@@ -137,9 +138,10 @@ def make_muzero(spec: EnvSpec, config: MuZeroConfig = MuZeroConfig(), run: RunFa
     require_actions(spec, "muzero", "discrete")
     if isinstance(spec.observation, dict):
         raise ValueError("--agent muzero takes array observations; this environment's are structured (a dict).")
-    torso = make_torso(spec, config.torso, config.hidden_sizes, config.activation)
+    net = config.network
+    torso = make_torso(spec, net.torso, net.hidden_sizes, net.activation)
     bins = 2 * config.support_size + 1
-    network = MuZeroNetwork(torso, spec.num_actions, config.latent_size, config.hidden_sizes, config.activation, bins)
+    network = MuZeroNetwork(torso, spec.num_actions, config.latent_size, net.hidden_sizes, net.activation, bins)
     pair = rlax.muzero_pair(-config.support_size, config.support_size, bins, rlax.SIGNED_HYPERBOLIC_PAIR)
     K = config.unroll_steps
     qtransform = completed_q(config)

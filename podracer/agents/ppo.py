@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 import chex
 import jax
@@ -12,7 +12,6 @@ import jax.numpy as jnp
 
 from podracer.agents.base import (
     Configurable,
-    CoreName,
     Agent,
     behaviour_policy,
     check_hyperparameters,
@@ -26,7 +25,8 @@ from podracer.agents.base import (
 )
 from podracer.agents import losses
 from podracer.agents.losses import clipped_surrogate, normalized_advantages
-from podracer.networks import RecurrentNetwork, TorsoName
+from podracer.networks import RecurrentNetwork
+from podracer.networks import NetworkConfig, network_field
 from podracer.optim import OptimizerConfig, optimizer_of, on_policy_steps, optimizer_field
 from podracer.types import RunFacts, EnvSpec, Trajectory
 
@@ -51,21 +51,11 @@ class PPOConfig(Configurable):
     # bootstrap from the value of the last observation of an episode cut by a time limit; off: the cut ends the
     # episode as a terminal state does (as gymnax-blines' and PureJaxRL's GAE treat every done)
     bootstrap_truncated: bool = True
-    hidden_sizes: tuple[int, ...] = (64, 64)  # hidden layer sizes of the MLPs
-    activation: Literal["tanh", "relu"] = "tanh"  # the MLPs' activation
-    # continuous actions: the Gaussian's standard deviation, one learned parameter for every state, or a softplus head
-    # of the state (at least 0.001)
-    policy_std: Literal["parameter", "state"] = "parameter"
-    # the MLPs' and heads' kernels: orthogonal (gain sqrt(2) in hidden layers, 0.01 for the policy, 1 for the value),
-    # or lecun (flax's Dense default, as codebases built on flax's defaults, such as gymnax-blines); image torsos stay
-    # orthogonal
-    kernel_init: Literal["orthogonal", "lecun"] = "orthogonal"
-    shared_torso: bool = False  # one torso under both heads
-    torso: TorsoName = "auto"  # auto: impala (ResNet) for images, mlp otherwise
-    # lstm: an LSTM between torso and heads, its state carried across rollouts; minibatches are then of whole sequences
-    # (--num-minibatches divides the environments)
-    core: CoreName = "none"
-    core_size: int = 128  # LSTM units
+    # --hidden-sizes, --activation, --policy-std, --kernel-init, --shared-torso, --torso, --core, --core-size
+    network: NetworkConfig = network_field(
+        ("hidden_sizes", "activation", "policy_std", "kernel_init", "shared_torso", "torso", "core", "core_size"),
+        shared_torso=False,
+    )
 
     def __post_init__(self):
         check_hyperparameters(self)

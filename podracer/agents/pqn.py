@@ -26,7 +26,6 @@ import jax.numpy as jnp
 from podracer.agents.base import (
     Agent,
     Configurable,
-    CoreName,
     START_STATE,
     check_hyperparameters,
     first_flags,
@@ -37,7 +36,8 @@ from podracer.agents.base import (
     transitions,
 )
 from podracer.agents.qlearning import epsilon_greedy, linear_epsilon, make_q_network
-from podracer.networks import RecurrentNetwork, TorsoName, lstm_initial_state, reset_state
+from podracer.networks import RecurrentNetwork, lstm_initial_state, reset_state
+from podracer.networks import NetworkConfig, network_field
 from podracer.optim import OptimizerConfig, optimizer_of, on_policy_steps, optimizer_field
 from podracer.types import EnvSpec, RunFacts, Trajectory
 
@@ -56,13 +56,13 @@ class PQNConfig(Configurable):
     epsilon_start: float = 1.0  # exploration: epsilon at the run's start ...
     epsilon_end: float = 0.05  # ... after --epsilon-fraction of the run ...
     epsilon_fraction: float = 0.2  # ... the share of the run's env steps the linear decay takes
-    layer_norm: bool = True  # LayerNorm before every activation of the torso (PQN's normalisation)
-    hidden_sizes: tuple[int, ...] = (128, 128)  # hidden layer sizes of the MLP
-    torso: TorsoName = "auto"  # auto: impala (ResNet) for images, the board torso for small boards, mlp otherwise
-    # lstm: PQN-RNN, an LSTM between torso and head, its state carried across rollouts; minibatches are then of
-    # whole sequences (--num-minibatches divides the environments)
-    core: CoreName = "none"
-    core_size: int = 128  # LSTM units
+    # --layer-norm, --hidden-sizes, --torso, --core, --core-size
+    network: NetworkConfig = network_field(
+        ("layer_norm", "hidden_sizes", "torso", "core", "core_size"),
+        hidden_sizes=(128, 128),
+        activation="relu",
+        layer_norm=True,
+    )
 
     def __post_init__(self):
         check_hyperparameters(self)
@@ -104,16 +104,17 @@ def make_pqn(spec: EnvSpec, config: PQNConfig = PQNConfig(), run: RunFacts | Non
             "--agent pqn decays epsilon over the run's env steps: make it with the run's facts, "
             "agents.make(config, spec, run=RunFacts(...)) (the command lines do)."
         )
-    recurrent = config.core == "lstm"
+    net = config.network
+    recurrent = net.core == "lstm"
     if recurrent:
-        torso = make_torso(spec, config.torso, config.hidden_sizes, "relu", config.layer_norm)
-        network = RecurrentNetwork(spec.num_actions, torso, config.core_size, heads="q")
+        torso = make_torso(spec, net.torso, net.hidden_sizes, net.activation, net.layer_norm)
+        network = RecurrentNetwork(spec.num_actions, torso, net.core_size, heads="q")
     else:
-        network = make_q_network(spec, config, config.layer_norm)
+        network = make_q_network(spec, net)
     decay_steps = config.epsilon_fraction * run.total_env_steps
 
     def initial_state(batch):
-        return lstm_initial_state(batch, config.core_size) if recurrent else ()
+        return lstm_initial_state(batch, net.core_size) if recurrent else ()
 
     def init(key, observation):
         if recurrent:

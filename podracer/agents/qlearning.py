@@ -151,18 +151,19 @@ def q_learning_td(q_tm1, a_tm1, r_t, discount_t, q_t_value, q_t_selector, legal_
     return jax.vmap(rlax.double_q_learning)(q_tm1, a_tm1, r_t, discount_t, q_t_value, selector)
 
 
-def make_q_network(spec: EnvSpec, config, layer_norm: bool = False) -> QNetwork:
-    """The feed-forward Q-network of ``config`` (its ``hidden_sizes`` and ``torso``) for ``spec``'s observations
-    (``layer_norm``: PQN's)."""
+def make_q_network(spec: EnvSpec, network) -> QNetwork:
+    """The feed-forward Q-network of a :class:`~podracer.networks.NetworkConfig` (its ``hidden_sizes``,
+    ``activation``, ``torso`` and ``layer_norm``) for ``spec``'s observations."""
     return QNetwork(
         spec.num_actions,
         len(spec.observation.shape),
-        config.hidden_sizes,
-        torso=config.torso,
+        network.hidden_sizes,
+        activation=network.activation,
+        torso=network.torso,
         image=image_layout(spec),
         obs_shape=tuple(spec.observation.shape),
         cell_actions=spec.cell_actions,
-        layer_norm=layer_norm,
+        layer_norm=network.layer_norm,
     )
 
 

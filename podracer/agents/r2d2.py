@@ -31,7 +31,8 @@ from podracer.agents.base import (
     require_actions,
 )
 from podracer.agents.qlearning import check_replay_sizes, epsilon_greedy, n_step_targets, replay_spec
-from podracer.networks import RecurrentNetwork, TorsoName
+from podracer.networks import RecurrentNetwork
+from podracer.networks import NetworkConfig, network_field
 from podracer.optim import OptimizerConfig, optimizer_of, optimizer_field, replay_steps
 from podracer.types import RunFacts, EnvSpec, TimeStep, Trajectory
 
@@ -45,9 +46,6 @@ class R2D2Config(Configurable):
     discount: float = 0.997  # discount gamma
     n_step: int = 5  # bootstrapped returns over up to n steps
     burn_in: int = 4  # steps of each stored sequence that only warm the LSTM state up; < --rollout-length
-    hidden_sizes: tuple[int, ...] = (64,)  # hidden layer sizes of the MLP under the LSTM
-    torso: TorsoName = "auto"  # auto: impala (ResNet) for images, mlp otherwise
-    core_size: int = 128  # LSTM units
     epsilon: float = 0.4  # Ape-X ladder: the most exploring actor's epsilon ...
     epsilon_alpha: float = 7.0  # ... and the ladder's exponent range
     value_rescaling: bool = True  # learn h(Q) (off: plain n-step double Q on sequences)
@@ -62,6 +60,10 @@ class R2D2Config(Configurable):
     eta: float = 0.9  # priority = eta x max |td| + (1 - eta) x mean |td| over a sequence
     target_period: int = 100  # gradient steps between target-network copies
     target_tau: float | None = None  # Polyak averaging each step instead of periodic copies
+    # --hidden-sizes, --torso, --core-size
+    network: NetworkConfig = network_field(
+        ("hidden_sizes", "torso", "core_size"), hidden_sizes=(64,), activation="relu", core="lstm"
+    )
 
     def __post_init__(self):
         check_hyperparameters(self)
@@ -73,8 +75,9 @@ def make_r2d2(spec: EnvSpec, config: R2D2Config = R2D2Config(), run: RunFacts | 
     import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
 
     require_actions(spec, "r2d2", "discrete")
-    torso = make_torso(spec, config.torso, config.hidden_sizes, "relu")
-    network = RecurrentNetwork(spec.num_actions, torso, config.core_size, heads="q")
+    net = config.network
+    torso = make_torso(spec, net.torso, net.hidden_sizes, net.activation)
+    network = RecurrentNetwork(spec.num_actions, torso, net.core_size, heads="q")
 
     def choose(q_values, key, action_mask):
         action = epsilon_greedy(q_values, key, config.epsilon, config.epsilon_alpha, action_mask)

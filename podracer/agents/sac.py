@@ -31,6 +31,7 @@ import optax
 from podracer.agents.base import Configurable, Agent, ReplaySpec, action_size, check_hyperparameters, require_actions
 from podracer.agents.qlearning import check_replay_sizes, transition_items
 from podracer.networks import MLP
+from podracer.networks import NetworkConfig, network_field
 from podracer.optim import OptimizerConfig, optimizer_of, optimizer_field, replay_steps
 from podracer.types import RunFacts, EnvSpec, Trajectory
 
@@ -44,7 +45,6 @@ class SACConfig(Configurable):
     # --learning-rate, --max-grad-norm, --lr-schedule, --lr-warmup-steps, --lr-end, --lr-decay-steps, --update-rule
     optimizer: OptimizerConfig = optimizer_field(learning_rate=3e-4, max_grad_norm=None)
     discount: float = 0.99  # discount gamma
-    hidden_sizes: tuple[int, ...] = (256, 256)  # hidden layer sizes of the actor's and each critic's MLP
     # the temperature's own Adam learning rate (same schedule, no clip); None: --learning-rate
     alpha_learning_rate: float | None = None
     initial_alpha: float = 1.0  # entropy temperature at the start
@@ -54,6 +54,8 @@ class SACConfig(Configurable):
     replay_ratio: float = 32.0  # items learned from per item inserted, held by a rate limiter
     min_replay_size: int = 1_000  # items inserted before learning starts (per shard)
     target_tau: float = 0.005  # Polyak averaging of the target critics, each gradient step
+    # --hidden-sizes
+    network: NetworkConfig = network_field(("hidden_sizes",), hidden_sizes=(256, 256), activation="relu")
 
     def __post_init__(self):
         check_hyperparameters(self)
@@ -107,7 +109,7 @@ def make_sac(spec: EnvSpec, config: SACConfig = SACConfig(), run: RunFacts | Non
     if isinstance(spec.observation, dict) or len(spec.observation.shape) == 3:
         raise ValueError("--agent sac takes vector observations; this environment's are images or structured.")
     size = action_size(spec)
-    actor, critic = SquashedGaussianActor(size, config.hidden_sizes), TwinCritic(config.hidden_sizes)
+    actor, critic = SquashedGaussianActor(size, config.network.hidden_sizes), TwinCritic(config.network.hidden_sizes)
     target_entropy = -config.target_entropy_scale * size
     obs_rank = len(spec.observation.shape)
 

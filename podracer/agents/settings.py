@@ -6,14 +6,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-from typing import Literal
 
-from podracer.networks import KERNEL_INITS, POLICY_STDS, TORSOS
-from podracer.optim import LR_SCHEDULES, UPDATE_RULES, OptimizerConfig
-
-
-CORES = ("none", "lstm")
-CoreName = Literal[CORES]  # the core choices, for configs and the command lines
+from podracer.networks import CORES, KERNEL_INITS, POLICY_STDS, TORSOS, CoreName, check_fixed, settable
+from podracer.optim import LR_SCHEDULES, UPDATE_RULES
 
 # How every agent config's fields are checked, by field name; each failure is a ValueError naming the flag.
 _AT_LEAST_ONE = (
@@ -81,40 +76,46 @@ def check_finite(config) -> None:
             raise ValueError(f"{flag(field.name)} must be a finite number, got {value}.")
 
 
-def hyperparameters(config) -> dict:
-    """Every hyper-parameter of an agent config by its flag's name, the nested optimizer settings' included
-    (``{"learning_rate": 3e-3, ..., "discount": 0.99, ...}``)."""
-    values = {}
+def _groups(config) -> dict[str, tuple[object, tuple[str, ...]]]:
+    """The nested settings groups of an agent config (its optimizer's, its network's), by field name, each with the
+    names of its fields that are hyper-parameters (:func:`podracer.networks.settable`)."""
+    out = {}
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
-        if isinstance(value, OptimizerConfig):
-            values.update({f.name: getattr(value, f.name) for f in dataclasses.fields(value)})
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            out[field.name] = (value, settable(field, value))
+    return out
+
+
+def hyperparameters(config) -> dict:
+    """Every hyper-parameter of an agent config by its flag's name, the nested optimizer and network settings'
+    included (``{"learning_rate": 3e-3, ..., "discount": 0.99, ..., "hidden_sizes": (64, 64), ...}``)."""
+    groups, values = _groups(config), {}
+    for field in dataclasses.fields(config):
+        if field.name in groups:
+            group, names = groups[field.name]
+            values.update({name: getattr(group, name) for name in names})
         else:
-            values[field.name] = value
+            values[field.name] = getattr(config, field.name)
     return values
 
 
 def with_hyperparameters(config, values, *, checked: bool = True):
-    """``config`` with ``values`` (flag names, :func:`hyperparameters`) set, nested optimizer settings included;
-    ``checked=False`` sets them without the configs' checks (traced values inside a compiled program)."""
-    nested = {
-        f.name: getattr(config, f.name)
-        for f in dataclasses.fields(config)
-        if isinstance(getattr(config, f.name), OptimizerConfig)
-    }
+    """``config`` with ``values`` (flag names, :func:`hyperparameters`) set, nested optimizer and network settings
+    included; ``checked=False`` sets them without the configs' checks (traced values inside a compiled program)."""
+    groups = _groups(config)
     own, inner = dict(values), {}
-    for name, group in nested.items():
-        names = {f.name for f in dataclasses.fields(group)}
+    for name, (_, names) in groups.items():
         inner[name] = {k: own.pop(k) for k in list(own) if k in names}
     if checked:
-        parts = {name: dataclasses.replace(nested[name], **v) for name, v in inner.items() if v}
+        parts = {name: dataclasses.replace(groups[name][0], **v) for name, v in inner.items() if v}
         return dataclasses.replace(config, **own, **parts)
     out = copy.copy(config)
     for name, value in own.items():
         object.__setattr__(out, name, value)
     for name, v in inner.items():
         if v:
-            group = copy.copy(nested[name])
+            group = copy.copy(groups[name][0])
             for k, value in v.items():
                 object.__setattr__(group, k, value)
             object.__setattr__(out, name, group)
@@ -135,6 +136,7 @@ def check_hyperparameters(config) -> None:
     means "off" and is not checked): finite numbers, counts >= 1, rates and thresholds > 0, weights >= 0,
     probabilities and discounts in [0, 1], hidden sizes >= 1, a known torso and core."""
     check_finite(config)
+    check_fixed(config)
     values = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
     for name, value in values.items():
         if value is None:
