@@ -2,8 +2,8 @@
 
 Every training command goes through one start-up and exit path (:func:`train`): the config parsed from the
 command line, Ctrl-C turned into a stop event before JAX starts, the CPU device count, the persistent
-compilation cache, the multi-process start, and the exit statuses (0 done, 1 no finite result or an update that was
-not finite (``--on-nonfinite stop``), 2 bad input
+compilation cache, the multi-process start, and the exit statuses (0 done, 1 no finite result, an update that was
+not finite (``--on-nonfinite stop``) or more than half of them (``skip``, ``continue``), 2 bad input
 or a layout that does not fit; a run stopped by a signal, after saving its last completed update: 130 Ctrl-C,
 143 SIGTERM, 138 SIGUSR1). ``examples/anakin_catch.py`` and ``python -m
 podracer.sebulba`` call it with their own names and take the same flags.
@@ -233,7 +233,7 @@ def _train_anakin(cfg, stop):
 
 
 def _report_anakin(cfg, result) -> int:
-    from podracer import anakin, logging, parallel
+    from podracer import anakin, logging, parallel, runkit
 
     compiled = startup.programs()
     said, final = logging.closing(result.history, cfg.eval_policy)
@@ -253,12 +253,30 @@ def _report_anakin(cfg, result) -> int:
                 f"over {len(shown)} seeds: mean {sum(shown) / len(shown):.3f}, min {min(shown):.3f}, "
                 f"interquartile mean {anakin.interquartile_mean(shown):.3f}"
             )
+    discarded, most = runkit.nonfinite_said(cfg.on_nonfinite, result.nonfinite)
+    if parallel.is_main_process():
         print(
-            f"{said}; steady state {result.env_steps_per_second:,.0f} env steps/s; "
-            f"compile {compiled['seconds']:.1f} s: {startup.programs_said()}",
+            f"{said}; {discarded + '; ' if discarded else ''}steady state {result.env_steps_per_second:,.0f} env "
+            f"steps/s; compile {compiled['seconds']:.1f} s: {startup.programs_said()}",
             flush=True,
         )
-    return 0 if math.isfinite(final) else 1
+    return _most_not_finite(cfg, most) or (0 if math.isfinite(final) else 1)
+
+
+def _most_not_finite(cfg, most: bool) -> int:
+    """Exit status 1, said in one line, for a run that discarded (or trained on) more than half its updates."""
+    from podracer import parallel
+
+    if not most:
+        return 0
+    if parallel.is_main_process():
+        print(
+            f"podracer: more than half of the run's updates were not finite (--on-nonfinite {cfg.on_nonfinite}): "
+            "its agent is not a trained one (lower --learning-rate, clip gradients with --max-grad-norm, or scale "
+            "rewards); exit status 1",
+            flush=True,
+        )
+    return 1
 
 
 def anakin(
@@ -286,13 +304,14 @@ def _train_sebulba(cfg, stop):
 
 
 def _report_sebulba(cfg, result) -> int:
-    from podracer import logging, parallel
+    from podracer import logging, parallel, runkit
 
     ended = [h for h in result.history if h.get("episodes", 1) > 0 or "eval_return" in h]
     if parallel.is_main_process():
         said = logging.closing(ended)[0] if ended else "no episode ended"
-        print(f"done: {result.updates} updates; {said}", flush=True)
-    return 0
+        discarded = runkit.nonfinite_said(cfg.on_nonfinite, result.nonfinite)[0]
+        print(f"done: {result.updates} updates; {said}{'; ' + discarded if discarded else ''}", flush=True)
+    return _most_not_finite(cfg, runkit.nonfinite_said(cfg.on_nonfinite, result.nonfinite)[1])
 
 
 def sebulba(

@@ -62,12 +62,13 @@ def check_unfinished(directory: str | None, resume: str, num_updates: int, budge
 class NonfiniteWatch:
     """Reads the learner's ``nonfinite`` codes (:func:`podracer.learner.nonfinite_code`) after each host call or
     update. ``policy`` ``stop`` raises :class:`Diverged` at the first non-finite update; ``skip`` (the learner step
-    discarded it) and ``continue`` count them, ``continue`` saying so once (``main``: this process prints)."""
+    discarded it) and ``continue`` count them (``count`` of the ``seen`` updates, entries counted apart), saying so
+    at the first one (``main``: this process prints)."""
 
     def __init__(self, policy: str = "stop", main: bool = True):
         if policy not in ON_NONFINITE:
             raise ValueError(f"--on-nonfinite: invalid choice: {policy!r} (choose from {', '.join(ON_NONFINITE)}).")
-        self.policy, self.main, self.count, self._said = policy, main, 0, False
+        self.policy, self.main, self.count, self.seen, self._said = policy, main, 0, 0, False
 
     def check(self, codes, done_before: int) -> int:
         """``codes``: ``[updates]`` (or ``[updates, entries]``) of the updates after ``done_before``; returns how many
@@ -75,6 +76,7 @@ class NonfiniteWatch:
         codes = np.asarray(codes, np.float64)
         rows = codes.reshape(len(codes), -1) if codes.ndim else codes.reshape(1, 1)
         bad = rows > 0
+        self.seen += bad.size
         if not bad.any():
             return 0
         first = int(np.nonzero(bad.any(axis=1))[0][0])
@@ -83,15 +85,27 @@ class NonfiniteWatch:
         entry = int(entries[0]) if codes.ndim > 1 else None
         if self.policy == "stop":
             raise Diverged(done_before + first + 1, what, entry)
-        if self.policy == "continue" and not self._said and self.main:
+        if not self._said and self.main:
+            doing = "discarding such updates" if self.policy == "skip" else "training on"
             print(
-                f"podracer: {Diverged(done_before + first + 1, what, entry)}; --on-nonfinite continue: training on "
-                "(said once; each log record counts them in nonfinite_updates)",
+                f"podracer: {Diverged(done_before + first + 1, what, entry)}; --on-nonfinite {self.policy}: {doing} "
+                "(said once; the closing line counts them, each log record in nonfinite_updates)",
                 flush=True,
             )
             self._said = True
         self.count += int(bad.sum())
         return int(bad.sum())
+
+
+def nonfinite_said(policy: str, counted: tuple[int, int]) -> tuple[str, bool]:
+    """The closing line's words on the updates ``--on-nonfinite skip`` discarded or ``continue`` trained on
+    (``counted``: :attr:`NonfiniteWatch.count` of :attr:`NonfiniteWatch.seen`; "" when there were none), and
+    whether they were more than half of them: such a run ends with exit status 1, its agent no trained one."""
+    bad, seen = counted
+    if not bad:
+        return "", False
+    what = "discarded" if policy == "skip" else "not finite"
+    return f"{bad:,} of {seen:,} updates {what} (--on-nonfinite {policy})", 2 * bad > seen
 
 
 class Cadence:

@@ -81,6 +81,36 @@ def test_skip_discards_every_nonfinite_update_and_continue_trains_on_into_a_chec
         _params(str(tmp_path / "continue"))
 
 
+def test_skip_says_so_at_the_first_discarded_update_counts_them_at_the_end_and_most_discarded_exits_1(tmp_path, capsys):
+    from podracer import cli
+
+    config = _anakin(tmp_path, "aloud", on_nonfinite="skip", updates_per_call=2)
+    result = train_anakin(config)
+    assert result.nonfinite == (3, 4)  # the first update is finite, the three after it are discarded
+    said = capsys.readouterr().out
+    assert said.count("--on-nonfinite skip: discarding such updates") == 1
+    assert "podracer: update 2 is not finite (loss, gradient norm, parameters); --on-nonfinite skip" in said
+    assert cli._report_anakin(config, result) == 1
+    closing, verdict = capsys.readouterr().out.splitlines()[-2:]
+    assert "; 3 of 4 updates discarded (--on-nonfinite skip); steady state " in closing
+    assert verdict.startswith("podracer: more than half of the run's updates were not finite (--on-nonfinite skip)")
+
+
+def test_the_closing_words_on_discarded_updates():
+    from podracer.runkit import nonfinite_said
+
+    watch = NonfiniteWatch("continue", main=False)
+    watch.check(np.zeros((2, 3)), 0)
+    watch.check(np.array([[0.0, 1.0, 0.0], [0.0, 0.0, 0.0]]), 2)
+    assert (watch.count, watch.seen) == (1, 12)
+    assert nonfinite_said("continue", (watch.count, watch.seen)) == (
+        "1 of 12 updates not finite (--on-nonfinite continue)",
+        False,
+    )
+    assert nonfinite_said("skip", (7, 12)) == ("7 of 12 updates discarded (--on-nonfinite skip)", True)
+    assert nonfinite_said("skip", (6, 12))[1] is False and nonfinite_said("stop", (0, 12)) == ("", False)
+
+
 def test_sebulba_stops_before_the_nonfinite_parameters_reach_the_actors_or_a_checkpoint(tmp_path):
     config = SebulbaConfig(
         env="CartPole-v1",

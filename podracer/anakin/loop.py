@@ -163,6 +163,8 @@ class RunResult(NamedTuple):
     history: list[dict[str, float]]  # one summary per host call
     compile_seconds: float  # initialization and compilation of the update, before the first call
     env_steps_per_second: float  # median throughput of the host calls (all seeds together), compilation excluded
+    # updates that were not finite, of those taken (entries counted apart): --on-nonfinite skip's or continue's
+    nonfinite: tuple[int, int] = (0, 0)
 
 
 class Hooks(NamedTuple):
@@ -315,4 +317,4 @@ def _train(plan: RunPlan, env, agent, optimizer, sweep, state, start_update: int
             break
 
     steady = float(np.median(call_seconds)) if call_seconds else float("nan")
-    return RunResult(state, history, compile_seconds, per_call / steady)
+    return RunResult(state, history, compile_seconds, per_call / steady, (watch.count, watch.seen))

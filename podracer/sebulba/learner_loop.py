@@ -40,6 +40,8 @@ class SebulbaResult(NamedTuple):
     state: LearnerState  # replicated over the learner devices
     history: list[dict[str, float]]  # one summary per log line
     updates: int  # learner updates done, those before a resume included
+    # updates that were not finite, of those this run took: --on-nonfinite skip's or continue's
+    nonfinite: tuple[int, int] = (0, 0)
 
 
 class Schedule(NamedTuple):
@@ -138,7 +140,7 @@ def learn(
             lifetime.wait_for_the_end()
         if save is not None and updates > cadence.saved:  # the end of the run, a stop, Ctrl-C or a failure
             save(state, updates)
-    return SebulbaResult(state, history, updates)
+    return SebulbaResult(state, history, updates, (nonfinite.count, nonfinite.seen))
 
 
 def _seconds_until_ready(state: LearnerState, start: float) -> float:
