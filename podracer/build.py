@@ -79,7 +79,16 @@ def run_facts_from(metadata: dict) -> RunFacts | None:
 
 
 # Agent hyper-parameters that shape the saved state: a resumed run keeps its checkpoint's.
-STATE_SHAPING = ("hidden_sizes", "torso", "core", "core_size", "shared_torso", "layer_norm", "replay_capacity")
+STATE_SHAPING = (
+    "hidden_sizes",
+    "torso",
+    "core",
+    "core_size",
+    "shared_torso",
+    "layer_norm",
+    "replay_capacity",
+    "update_rule",  # the optimizer state's tree (Adam's moments, RMSprop's one average)
+)
 
 
 def make_env(config) -> envs.Environment:

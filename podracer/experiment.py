@@ -26,6 +26,7 @@ from podracer.build import (
     make_env,
     make_sweep,
     newest_checkpoint,
+    resume_identity,
     normalization,
     run_ended,
     run_logger,
@@ -198,12 +199,14 @@ def _start_sebulba(config: SebulbaConfig, make_env, stop, log) -> sebulba_learne
     group_size = per_actor // num_groups
     probe = make_env(config.seed, 1)  # the spec, for the memory estimate before the batches are made
     try:
-        spec = probe.spec()
+        spec, env_name = probe.spec(), getattr(probe, "task_id", config.env)
     finally:
         probe.close()
     check_normalizable(config, spec)
     plan = sebulba_plan(config, per_actor, layout)
-    check_unfinished(config.checkpoint_dir, config.resume, plan.num_updates, "--total-env-steps")
+    counts = {"--num-envs-per-actor": per_actor, "--num-processes": parallel.process_count()}
+    identity = resume_identity(config, "sebulba", env_name, counts)  # a checkpoint of another run is never finished
+    check_unfinished(config.checkpoint_dir, config.resume, plan.num_updates, "--total-env-steps", identity)
     # One agent: the memory estimate's and the run's.
     agent = agents.make(config.agent, spec, run=plan.facts, normalize=normalization(config))
     preflight.check_sebulba(config, agent, spec, layout, num_actors, per_actor)

@@ -3,14 +3,31 @@ by flag (:func:`podracer.build.resume_identity` records them), and the one-line 
 
 from __future__ import annotations
 
+# What a flag's absence from an identity means: recorded only where it is not this (a run without --population,
+# against the random player), or not recorded by older checkpoints (which all used Adam before --update-rule was);
+# a key absent on one side is compared as this value.
+ABSENT = {"--population": None, "--pbt-search": [], "--opponent": "random", "--update-rule": "adam"}
+_UNKNOWN = object()  # a key an older checkpoint did not record: not compared
+
 
 def check_resume_identity(directory: str, saved: dict, identity: dict) -> None:
     """A ``ValueError`` naming every flag whose value in ``identity`` (this run's) differs from the checkpoint's
-    ``saved`` metadata, with both values; older checkpoints' metadata (:func:`identity_of_older`) too."""
-    theirs = saved.get("resume_identity") or identity_of_older(saved)
-    differ = [k for k, v in identity.items() if theirs.get(k, v) != v]
+    ``saved`` metadata, with both values, the keys of either side compared (a flag recorded on one side only
+    differs unless the other side's absence means the same, :data:`ABSENT`); older checkpoints' metadata
+    (:func:`identity_of_older`) too."""
+    theirs = dict(saved.get("resume_identity") or identity_of_older(saved))
+    hyper = saved.get("agent_hyperparameters", {})  # every hyper-parameter, by name: what older identities lacked
+    for key in identity:
+        name = key.removeprefix("--").replace("-", "_")
+        if key not in theirs and key.startswith("--") and name in hyper:
+            theirs[key] = hyper[name]
+    differ = []
+    for key in [*identity, *(k for k in theirs if k not in identity)]:
+        there, here = (side.get(key, ABSENT.get(key, _UNKNOWN)) for side in (theirs, identity))
+        if there is not _UNKNOWN and here is not _UNKNOWN and there != here:
+            differ.append((key, there, here))
     if differ:
-        shown = "; ".join(f"{k} {_shown(theirs[k])} there, {_shown(identity[k])} here" for k in differ)
+        shown = "; ".join(f"{k} {_shown(there)} there, {_shown(here)} here" for k, there, here in differ)
         raise ValueError(
             f"--resume: {directory!r} holds a checkpoint of another run: {shown}. Resume with its settings, or "
             "choose another --checkpoint-dir."
@@ -28,7 +45,9 @@ def identity_of_older(saved: dict) -> dict:
 
 
 def _shown(value) -> str:
+    if value is None or value == []:
+        return "none"
     return " ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
-__all__ = ["check_resume_identity", "identity_of_older"]
+__all__ = ["ABSENT", "check_resume_identity", "identity_of_older"]

@@ -27,6 +27,7 @@ import numpy as np
 from podracer import checkpoint, lifetime, parallel, pbt, startup
 from podracer import logging as logging_lib
 from podracer.learner import nonfinite_names
+from podracer.resume_identity import check_resume_identity
 
 SLOW_RUN_SECONDS = 86_400  # a run whose ETA is longer than this is said to be slow, once
 ON_NONFINITE = ("stop", "skip", "continue")  # --on-nonfinite's choices; stop is the default
@@ -47,15 +48,22 @@ class Finished(Exception):
     """``--resume`` found the run done (:func:`check_unfinished`): the command says so and exits 0."""
 
 
-def check_unfinished(directory: str | None, resume: str, num_updates: int, budget: str) -> None:
+def check_unfinished(
+    directory: str | None, resume: str, num_updates: int, budget: str, identity: dict | None = None
+) -> None:
     """Raises :class:`Finished`, before anything is compiled, when ``--resume`` (``yes`` or ``auto``) would continue a
     run whose newest checkpoint in ``directory`` already holds its ``num_updates`` updates (``budget``: the flag that
-    sets the run's length)."""
+    sets the run's length); first, with ``identity`` (:func:`podracer.build.resume_identity`), the checkpoint must
+    be this run's (a one-line ``ValueError`` naming each flag that differs): another run's is never called
+    finished."""
     done = checkpoint.steps(directory) if directory and resume != "no" else []
+    if done and identity is not None:
+        check_resume_identity(directory, checkpoint.newest_metadata(directory)[0], identity)
     if done and done[-1] >= num_updates:
         raise Finished(
             f"the run in {directory} has finished: its newest checkpoint, {checkpoint.describe_newest(directory)}, "
-            f"holds all {num_updates:,} updates; nothing to train (to train on, raise {budget})."
+            f"holds {done[-1]:,} updates, all of this run's {num_updates:,}; nothing to train (to train on, raise "
+            f"{budget})."
         )
 
 

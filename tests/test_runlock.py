@@ -189,3 +189,53 @@ def test_a_resume_on_another_device_count_is_refused_through_the_command_line(tm
         "there, 16 here; devices (--cpu-devices on a CPU) 2 there, 1 here. Resume with its settings, or choose "
         "another --checkpoint-dir."
     ], refused.stderr
+
+
+def test_a_flag_recorded_on_one_side_only_is_a_difference_unless_its_absence_means_the_same():
+    here = {"mode": "anakin", "--env": "catch", "--agent": "a2c", "--update-rule": "adam"}
+    population = {**here, "--population": 4, "--pbt-search": ["learning_rate=log:1e-4..1e-2"]}
+    with pytest.raises(ValueError) as refused:
+        check_resume_identity("D", {"resume_identity": population}, here)
+    assert str(refused.value) == (
+        "--resume: 'D' holds a checkpoint of another run: --population 4 there, none here; --pbt-search "
+        "learning_rate=log:1e-4..1e-2 there, none here. Resume with its settings, or choose another --checkpoint-dir."
+    )
+    with pytest.raises(ValueError, match=r"another run: --population none there, 4 here; --pbt-search none there"):
+        check_resume_identity("D", {"resume_identity": here}, population)
+    rmsprop = {**here, "--update-rule": "rmsprop"}
+    with pytest.raises(ValueError, match=r"another run: --update-rule adam there, rmsprop here\. Resume"):
+        check_resume_identity("D", {"resume_identity": here}, rmsprop)
+    # a checkpoint written before --update-rule was recorded: its agent's hyper-parameters say it, else Adam
+    before = {"mode": "anakin", "--env": "catch", "--agent": "a2c"}
+    check_resume_identity("D", {"resume_identity": before}, here)
+    check_resume_identity(
+        "D", {"resume_identity": before, "agent_hyperparameters": {"update_rule": "rmsprop"}}, rmsprop
+    )
+    with pytest.raises(ValueError, match=r"--update-rule adam there, rmsprop here"):
+        check_resume_identity("D", {"resume_identity": before}, rmsprop)
+
+
+def test_sebulba_never_calls_another_runs_checkpoint_finished(tmp_path):
+    from podracer.config import SebulbaConfig
+    from podracer.experiment import train_sebulba
+
+    directory = str(tmp_path / "run")
+    train_anakin(
+        AnakinConfig(
+            env="catch", agent=A2CConfig(), num_envs=8, num_updates=8, updates_per_call=4, checkpoint_dir=directory
+        )
+    )
+    config = SebulbaConfig(
+        env="CartPole-v1",
+        total_env_steps=64,  # one update: fewer than the 8 the Anakin checkpoint holds
+        num_envs_per_actor=4,
+        rollout_length=16,
+        actor_devices=(0,),
+        learner_devices=(1,),
+        checkpoint_dir=directory,
+        resume="auto",
+    )
+    with pytest.raises(
+        ValueError, match=r"^--resume: .* holds a checkpoint of another run: mode anakin there, sebulba "
+    ):
+        train_sebulba(config)

@@ -76,7 +76,7 @@ def test_resume_auto_of_a_finished_run_says_so_exits_0_and_compiles_nothing(tmp_
     assert again.returncode == 0, again.stderr[-3000:]
     assert (
         f"podracer anakin: the run in {directory} has finished: its newest checkpoint, {directory / 'step_40'}, "
-        "holds all 40 updates; nothing to train (to train on, raise --num-updates)." in again.stdout
+        "holds 40 updates, all of this run's 40; nothing to train (to train on, raise --num-updates)." in again.stdout
     ), again.stdout
     assert "Compiling " not in again.stderr and "compiling" not in again.stdout, again.stderr[-3000:]
     removed = (
