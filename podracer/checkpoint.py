@@ -33,7 +33,7 @@ import numpy as np
 
 from podracer import disk
 from podracer import parallel
-from podracer.resume_identity import check_resume_identity
+from podracer.resume_identity import changes_said, check_resume_identity
 from podracer.types import LearnerState
 
 _STEP = re.compile(r"^step_(\d+)$")
@@ -355,7 +355,9 @@ def restore_run_state(directory: str, step: int, template):
     )
 
 
-def prepare(directory: str, *, resume: str | bool, identity: dict[str, Any]) -> int | None:
+def prepare(
+    directory: str, *, resume: str | bool, identity: dict[str, Any], hyperparameters: dict | None = None
+) -> int | None:
     """Checks ``directory`` at start-up; returns the step to resume from (``None``: a fresh run).
 
     ``resume`` is ``"no"``, ``"yes"`` or ``"auto"`` (``--resume``; ``True`` and ``False`` mean yes and no):
@@ -363,7 +365,8 @@ def prepare(directory: str, *, resume: str | bool, identity: dict[str, Any]) -> 
     command line serves every attempt of a requeued job. One-line errors (``ValueError``) for a path that is
     a file or cannot be written, for checkpoints already there with ``"no"`` (they would be mixed with this
     run's), for ``"yes"`` with nothing to resume, and for a checkpoint whose metadata differ from ``identity``
-    (for example ``{"mode": "anakin", "env": "catch", "agent": "a2c"}``).
+    (for example ``{"mode": "anakin", "env": "catch", "agent": "a2c"}``). A resume that changes hyper-parameters
+    shaping no saved state (``hyperparameters``: this run's agent's, by flag name) says so in one line.
     """
     resume = {True: "yes", False: "no"}.get(resume, resume)
     disk.writable_directory(directory, f"--checkpoint-dir {directory!r}")
@@ -383,6 +386,9 @@ def prepare(directory: str, *, resume: str | bool, identity: dict[str, Any]) -> 
         raise ValueError(f"--resume: no checkpoint in {directory!r} to resume from.")
     saved, newest = newest_metadata(directory)
     check_resume_identity(directory, saved, identity)
+    said = changes_said(saved, hyperparameters) if hyperparameters is not None else ""
+    if said and parallel.is_main_process():
+        print(f"podracer: {said}", flush=True)
     return newest
 
 

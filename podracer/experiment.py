@@ -74,7 +74,12 @@ def _start_anakin(config: AnakinConfig, stop) -> anakin.RunResult:
     resume_step, main = None, parallel.is_main_process()
     if config.checkpoint_dir:  # checked before anything is compiled
         identity = metadata["resume_identity"]
-        resume_step = checkpoint.prepare(config.checkpoint_dir, resume=config.resume, identity=identity)
+        resume_step = checkpoint.prepare(
+            config.checkpoint_dir,
+            resume=config.resume,
+            identity=identity,
+            hyperparameters=metadata["agent_hyperparameters"],
+        )
         check_unfinished(config.checkpoint_dir, config.resume, plan.num_updates, "--num-updates")
         if main:
             checkpoint.mark_running(config.checkpoint_dir)

@@ -3,6 +3,8 @@ by flag (:func:`podracer.build.resume_identity` records them), and the one-line 
 
 from __future__ import annotations
 
+import json
+
 # What a flag's absence from an identity means: recorded only where it is not this (a run without --population,
 # against the random player), or not recorded by older checkpoints (which all used Adam before --update-rule was);
 # a key absent on one side is compared as this value.
@@ -34,6 +36,20 @@ def check_resume_identity(directory: str, saved: dict, identity: dict) -> None:
         )
 
 
+def changes_said(saved: dict, hyperparameters: dict) -> str:
+    """The line a resume says when it changes hyper-parameters that shape no saved state (``resuming with
+    --unroll-steps 3 (was 5)``; "" when none changed): ``saved``, the checkpoint's metadata; ``hyperparameters``,
+    this run's agent's by flag name. Those that do shape it were refused before (:func:`check_resume_identity`)."""
+    before = saved.get("agent_hyperparameters", {})
+    now = json.loads(json.dumps(hyperparameters))  # as the checkpoint recorded them: tuples as lists
+    changed = [(name, before[name], value) for name, value in now.items() if name in before and before[name] != value]
+    if not changed:
+        return ""
+    return "resuming with " + ", ".join(
+        f"--{name.replace('_', '-')} {_shown(value)} (was {_shown(was)})" for name, was, value in changed
+    )
+
+
 def identity_of_older(saved: dict) -> dict:
     """What a checkpoint written before ``resume_identity`` was recorded says of its run, by flag."""
     keys = {"mode": "mode", "--env": "env", "--agent": "agent", "--rollout-length": "rollout_length"}
@@ -50,4 +66,4 @@ def _shown(value) -> str:
     return " ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
-__all__ = ["ABSENT", "check_resume_identity", "identity_of_older"]
+__all__ = ["ABSENT", "changes_said", "check_resume_identity", "identity_of_older"]

@@ -333,7 +333,9 @@ def sebulba_checkpoints(config, metadata: dict, state, steps_per_update: int):
         return state, 0, None
     identity = metadata["resume_identity"]
     updates = 0
-    if checkpoint.prepare(config.checkpoint_dir, resume=config.resume, identity=identity) is not None:
+    hyper = metadata["agent_hyperparameters"]
+    resumed = checkpoint.prepare(config.checkpoint_dir, resume=config.resume, identity=identity, hyperparameters=hyper)
+    if resumed is not None:
         state, _ = checkpoint.restore(config.checkpoint_dir, state)
         updates = int(state.step)
         if config.log_dir and parallel.is_main_process():  # the resumed run writes the lines after it again

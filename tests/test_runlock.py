@@ -239,3 +239,23 @@ def test_sebulba_never_calls_another_runs_checkpoint_finished(tmp_path):
         ValueError, match=r"^--resume: .* holds a checkpoint of another run: mode anakin there, sebulba "
     ):
         train_sebulba(config)
+
+
+def test_a_resume_that_changes_what_shapes_no_state_says_so_in_one_line(tmp_path, capsys):
+    from podracer.resume_identity import changes_said
+
+    saved = {"agent_hyperparameters": {"unroll_steps": 5, "hidden_sizes": [64, 64], "discount": 0.99}}
+    assert changes_said(saved, {"unroll_steps": 3, "hidden_sizes": (64, 64), "discount": 0.99}) == (
+        "resuming with --unroll-steps 3 (was 5)"
+    )
+    assert changes_said(saved, {"unroll_steps": 5, "hidden_sizes": (64, 64), "new_flag": 1}) == ""
+    directory = str(tmp_path / "run")
+    first = AnakinConfig(
+        env="catch", agent=A2CConfig(), num_envs=8, num_updates=4, updates_per_call=4, checkpoint_dir=directory
+    )
+    train_anakin(first)
+    capsys.readouterr()
+    again = dataclasses.replace(first, resume="auto", num_updates=8, agent=A2CConfig().replace(entropy_coef=0.02))
+    train_anakin(again)
+    said = [line for line in capsys.readouterr().out.splitlines() if "resuming with" in line]
+    assert said == ["podracer: resuming with --entropy-coef 0.02 (was 0.01)"]
