@@ -127,7 +127,7 @@ def test_muzero_balances_cartpole_in_sebulba_in_most_runs(devices):
     for seed in (100, 101, 102):
         config = SebulbaConfig(
             env="CartPole-v1",
-            agent=agents.MuZeroConfig(value_scale=0.02, **SMALL),
+            agent=agents.MuZeroConfig(value_scale=0.02).replace(**SMALL),
             total_env_steps=400_000,
             num_envs_per_actor=32,
             rollout_length=32,

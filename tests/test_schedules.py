@@ -174,7 +174,7 @@ def test_dqn_linear_epsilon_decays_over_its_share_of_the_run_counted_by_the_lear
     with pytest.raises(ValueError, match=r"^--epsilon-schedule linear decays over the run's env steps: make the agent"):
         agents.make(config, env.spec())
     small = dict(hidden_sizes=(8,), min_replay_size=64, batch_size=32, replay_capacity=128)
-    agent = agents.make(DQNConfig(**small, epsilon_schedule="linear"), env.spec(), run=RunFacts(1, 1, 1, 1000))
+    agent = agents.make(DQNConfig(epsilon_schedule="linear").replace(**small), env.spec(), run=RunFacts(1, 1, 1, 1000))
     optimizer = learner.make_optimizer(1e-3)
     devices = jax.devices()[:2]
     state = anakin.init(env, agent, optimizer, jax.random.key(0), 3, devices)
