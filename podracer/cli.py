@@ -307,11 +307,11 @@ def _report_sebulba(cfg, result) -> int:
     from podracer import logging, parallel, runkit
 
     ended = [h for h in result.history if h.get("episodes", 1) > 0 or "eval_return" in h]
+    discarded, most = runkit.nonfinite_said(cfg.on_nonfinite, result.nonfinite)
     if parallel.is_main_process():
         said = logging.closing(ended)[0] if ended else "no episode ended"
-        discarded = runkit.nonfinite_said(cfg.on_nonfinite, result.nonfinite)[0]
         print(f"done: {result.updates} updates; {said}{'; ' + discarded if discarded else ''}", flush=True)
-    return _most_not_finite(cfg, runkit.nonfinite_said(cfg.on_nonfinite, result.nonfinite)[1])
+    return _most_not_finite(cfg, most)
 
 
 def sebulba(

@@ -26,7 +26,6 @@ from podracer.build import (
     make_env,
     make_sweep,
     newest_checkpoint,
-    resume_identity,
     normalization,
     run_ended,
     run_logger,
@@ -210,8 +209,11 @@ def _start_sebulba(config: SebulbaConfig, make_env, stop, log) -> sebulba_learne
     check_normalizable(config, spec)
     plan = sebulba_plan(config, per_actor, layout)
     counts = {"--num-envs-per-actor": per_actor, "--num-processes": parallel.process_count()}
-    identity = resume_identity(config, "sebulba", env_name, counts)  # a checkpoint of another run is never finished
-    check_unfinished(config.checkpoint_dir, config.resume, plan.num_updates, "--total-env-steps", identity)
+    metadata = run_metadata(config, "sebulba", env_name, plan.facts, counts)
+    # A checkpoint of another run is never called finished.
+    check_unfinished(
+        config.checkpoint_dir, config.resume, plan.num_updates, "--total-env-steps", metadata["resume_identity"]
+    )
     # One agent: the memory estimate's and the run's.
     agent = agents.make(config.agent, spec, run=plan.facts, normalize=normalization(config))
     preflight.check_sebulba(config, agent, spec, layout, num_actors, per_actor)
@@ -221,7 +223,9 @@ def _start_sebulba(config: SebulbaConfig, make_env, stop, log) -> sebulba_learne
         for i in range(num_actors)
     ]
     try:
-        return _run_sebulba(config, agent, plan, layout, groups, first_actor, stop, log, make_env, run_lifetime)
+        return _run_sebulba(
+            config, agent, plan, metadata, layout, groups, first_actor, stop, log, make_env, run_lifetime
+        )
     finally:
         for group in groups:
             for env in group:
@@ -229,7 +233,17 @@ def _start_sebulba(config: SebulbaConfig, make_env, stop, log) -> sebulba_learne
 
 
 def _run_sebulba(
-    config, agent: Agent, plan: RunPlan, layout, groups, first_actor: int, stop, log, make_env, run_lifetime
+    config,
+    agent: Agent,
+    plan: RunPlan,
+    metadata: dict,
+    layout,
+    groups,
+    first_actor: int,
+    stop,
+    log,
+    make_env,
+    run_lifetime,
 ):
     startup.mark("environment")
     spec, first_env = groups[0][0].spec(), groups[0][0]
@@ -252,8 +266,6 @@ def _run_sebulba(
         agent, agent.optimizer, learner_key, observation, rollout_length=config.rollout_length, action_mask=mask
     )
     per_actor = plan.envs_per_batch
-    counts = {"--num-envs-per-actor": per_actor, "--num-processes": parallel.process_count()}
-    metadata = run_metadata(config, "sebulba", getattr(first_env, "task_id", config.env), plan.facts, counts)
     state, updates, save = sebulba_checkpoints(config, metadata, state, plan.env_steps_per_update)
     unroll = should_unroll(observation_rank(spec), layout.learner_devices[0].platform)
     if parallel.is_main_process():
