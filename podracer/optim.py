@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable
 from typing import Literal
 
+import jax
 import jax.numpy as jnp
 import optax
 
@@ -243,6 +244,29 @@ def injected_hyperparameters(opt_state) -> dict:
     return found
 
 
+def with_injected_hyperparameters(opt_state, values: dict):
+    """``opt_state`` with the injected hyper-parameters that ``values`` names (``{"learning_rate": ...}``) set to
+    its values, wherever they are held (see :func:`injected_hyperparameters`); names it does not hold are ignored.
+    A population's lane that copies another's optimizer state takes its own new rate this way: the update reads the
+    rate from the state, not from the optimizer it was built with."""
+
+    def injected(node) -> bool:
+        return isinstance(getattr(node, "hyperparams", None), dict)
+
+    def set_values(node):
+        if not injected(node):
+            return node
+        held = node.hyperparams
+        return node._replace(
+            hyperparams={
+                name: jnp.asarray(values[name], jnp.asarray(v).dtype).reshape(jnp.shape(v)) if name in values else v
+                for name, v in held.items()
+            }
+        )
+
+    return jax.tree.map(set_values, opt_state, is_leaf=injected)
+
+
 __all__ = [
     "ADAM_EPS",
     "FIELDS",
@@ -263,4 +287,5 @@ __all__ = [
     "optimizer_of",
     "replay_steps",
     "settings_of",
+    "with_injected_hyperparameters",
 ]

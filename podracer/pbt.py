@@ -158,19 +158,24 @@ def lane_label(values: Mapping[str, float]) -> str:
 
 def schedule(history: Sequence[dict], names: Sequence[str], lane: int) -> list[dict]:
     """Lane ``lane``'s values after every logged call, traced back through the lanes it copied: before a copy made
-    at update ``u`` from lane ``j`` (``pbt_parent_per_lane``, ``pbt_copied_at_per_lane``), its line is ``j``'s."""
+    at update ``u`` from lane ``j`` (``pbt_parent_per_lane``, ``pbt_copied_at_per_lane``), its line is ``j``'s. The
+    row of a copy says why in ``copied`` (``lane 2 (ranked in the bottom)``, or ``(diverging)``: a non-finite update
+    since the ranking before, its fitness then NaN); other rows leave it empty."""
     rows, current = [], lane
     for record in reversed(history):
-        rows.append(
-            {
-                "env_steps": record["env_steps"],
-                "lane": current,
-                **{name: record[f"pbt_{name}_per_lane"][current] for name in names},
-            }
-        )
+        row = {
+            "env_steps": record["env_steps"],
+            "lane": current,
+            **{name: record[f"pbt_{name}_per_lane"][current] for name in names},
+            "copied": "",
+        }
+        rows.append(row)
         # --pbt-every is a multiple of --updates-per-call: a copy happens at the last update of a call
         if record["pbt_copied_at_per_lane"][current] == record["pbt_updates"]:
+            fitness = record.get("pbt_fitness_per_lane", [0.0] * (current + 1))[current]
+            why = "diverging" if fitness is None or math.isnan(fitness) else "ranked in the bottom"
             current = int(record["pbt_parent_per_lane"][current])
+            row["copied"] = f"lane {current} ({why})"
     return rows[::-1]
 
 

@@ -19,7 +19,7 @@ from podracer.plan import RunPlan, anakin_plan
 from podracer.agents.base import Agent
 from podracer.anakin.core import AnakinState, Entries, init, init_state, make_update
 from podracer.envs.base import Environment
-from podracer.runkit import NonfiniteWatch
+from podracer.runkit import NonfiniteWatch, PopulationDiverged
 from podracer.stats import summarize, summarize_evaluation, summarize_seeds
 from podracer.types import MAX_SEED, Metrics, Params
 
@@ -148,6 +148,26 @@ def _calls(num_updates: int, updates_per_call: int, start_update: int) -> range:
     )
     first = parallel.check_divisible(start_update, updates_per_call, "the updates already done", "updates per call")
     return range(first, num_calls)
+
+
+def _describer(sweep, seeds: int | None, lanes_before: Callable[[], dict]) -> Callable[[int], tuple[str, dict]]:
+    """``describe(entry) -> (label, values)`` for :class:`~podracer.runkit.NonfiniteWatch`: entry ``e`` of a run's
+    entries named as the user knows it (a population's lane with its values before the call, a sweep's setting and
+    seed, a seed), with the searched values that its message names in place of the run's base flags."""
+    from podracer.pbt import lane_label
+    from podracer.sweep import label
+
+    def describe(entry: int) -> tuple[str, dict]:
+        if sweep is None:
+            return f"seed entry {entry}", {}
+        before = lanes_before()
+        if f"pbt_{sweep.names[0]}_per_lane" in before:
+            values = {n: float(before[f"pbt_{n}_per_lane"][entry]) for n in sweep.names}
+            return f"lane {entry}: {lane_label(values)}", values
+        point = sweep.points[entry // (seeds or 1)]
+        return f"setting {label(point)}, seed entry {entry % (seeds or 1)}", dict(point)
+
+    return describe
 
 
 def _summary(metrics, summarize_call, env_steps: float, sps: float) -> tuple[dict, np.ndarray]:
@@ -290,12 +310,16 @@ def _train(plan: RunPlan, env, agent, optimizer, sweep, state, start_update: int
     compile_seconds = time.perf_counter() - compile_start
     progress(f"compiled in {compile_seconds:.1f} s")
     summarize_call = summarize if entries is None else summarize_seeds
-    watch = NonfiniteWatch(plan.on_nonfinite, parallel.is_main_process())
+    lanes_before: dict = {}  # a population's values before the call in flight, to name a lane that diverges
+    describe = _describer(sweep, seeds, lambda: lanes_before)
+    watch = NonfiniteWatch(plan.on_nonfinite, parallel.is_main_process(), describe)
     per_call = (entries or 1) * plan.env_steps(plan.updates_per_call)  # env steps of a host call, every entry's
     history, call_seconds = [], []
     for call in _calls(plan.num_updates, plan.updates_per_call, start_update):
         if hooks.stop is not None and parallel.any_process(hooks.stop.is_set()):
             break
+        if sweep is not None:
+            lanes_before = sweep.summary(state)
         start = time.perf_counter()
         state, metrics = p_multi(state)
         metrics = parallel.host_entry(metrics)  # waits for the call
@@ -311,6 +335,8 @@ def _train(plan: RunPlan, env, agent, optimizer, sweep, state, start_update: int
         if hooks.log is not None:
             hooks.log(summary)
         watch.check(codes, done - plan.updates_per_call)  # stop: raises before anything non-finite is saved
+        if sweep is not None and (lost := getattr(sweep, "all_diverged", lambda _: None)(summary)):
+            raise PopulationDiverged(done, lost)  # no lane left to copy: nothing of this call is saved
         if hooks.after_call is not None:
             hooks.after_call(state, done)
         if summary.get("target_reached"):

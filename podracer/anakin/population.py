@@ -8,6 +8,12 @@ last ranking; the bottom ``fraction`` copy the parameters, optimizer state and t
 own key), and their values become the donor's, each times 0.8 or 1.25 (clipped to its range) or, with probability
 ``resample``, drawn afresh from its range.
 
+A lane that took a non-finite update since the last ranking (its loss, gradients or parameters: discarded with
+``--on-nonfinite skip``, kept with ``continue``) is diverging: its return sum is NaN until the ranking, which ranks
+it below every finite lane and always replaces it (with more diverging lanes than ``fraction`` of them, all are
+replaced), from donors that are finite; its recorded fitness is NaN, which is how the lineage says why it was
+replaced. When every lane is diverging nothing is copied, and the host stops the run (:func:`all_diverged`).
+
 Every lane spans every device of every process (each device steps its own environments of every lane; gradients
 average over devices), so each device holds every lane's learner and the same episode statistics: every device
 ranks alike and copies alike, with a key made from ``seed`` and the update count, and no collective beyond the
@@ -27,6 +33,7 @@ import numpy as np
 import optax
 
 from podracer import parallel
+from podracer.optim import with_injected_hyperparameters
 from podracer.agents.base import Agent
 from podracer.anakin.core import AnakinState, init_entries, init_learner, make_update
 from podracer.envs.base import Environment
@@ -40,9 +47,11 @@ class PopulationState(NamedTuple):
 
     values: dict[str, chex.Array]  # float32 []: the lane's searched hyper-parameters now
     updates: chex.Array  # int32 []: updates done
-    return_sum: chex.Array  # float32 []: returns of the episodes that ended since the last ranking, summed
+    return_sum: chex.Array  # float32 []: returns of the episodes that ended since the last ranking, summed (nan: a
+    # non-finite update since then, the lane is diverging)
     episodes: chex.Array  # float32 []: how many ended
-    fitness: chex.Array  # float32 []: the mean return the last ranking saw (nan before one; -inf: no episode)
+    fitness: chex.Array  # float32 []: the mean return the last ranking saw (nan before one, or diverging; -inf: no
+    # episode)
     parent: chex.Array  # int32 []: the lane copied at the last copy (-1: none yet)
     copied_at: chex.Array  # int32 []: the update of the last copy (-1: none yet)
 
@@ -112,6 +121,7 @@ class Population(NamedTuple):
             inner, metrics = jax.vmap(one)(AnakinState(state.learner, state.rollout), lanes.values)
             ended = metrics["episodes"]
             returns = jnp.where(ended > 0, metrics["episode_return"], 0.0) * ended
+            returns = jnp.where(metrics["nonfinite"] > 0, jnp.nan, returns)  # diverging until the next ranking
             lanes = lanes._replace(
                 updates=lanes.updates + 1, return_sum=lanes.return_sum + returns, episodes=lanes.episodes + ended
             )
@@ -125,13 +135,17 @@ class Population(NamedTuple):
         """The ranking, the copies and the new values (see the module's docstring), on one device's lanes."""
         n = len(self.points)
         k = max(1, int(n * self.fraction))
+        diverging = jnp.isnan(lanes.return_sum)
         fitness = jnp.where(lanes.episodes > 0, lanes.return_sum / jnp.maximum(lanes.episodes, 1.0), -jnp.inf)
-        order = jnp.argsort(fitness, stable=True)  # worst first
-        bottom, top = order[:k], order[n - k :]
+        fitness = jnp.where(diverging, -jnp.inf, fitness)
+        order = jnp.lexsort((fitness, ~diverging))  # worst first: every diverging lane, then by fitness (stable)
+        position = jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))
+        donors = jnp.minimum(k, n - diverging.sum())  # the top lanes, never a diverging one
+        copied = ((position < k) | diverging) & (donors > 0)
         key = jax.random.fold_in(jax.random.key(self.seed + PBT_SEED_OFFSET), lanes.updates[0])
         pick, *keys = jax.random.split(key, 1 + 2 * len(self.search))
-        source = jnp.arange(n).at[bottom].set(top[jax.random.randint(pick, (k,), 0, k)])
-        copied = jnp.zeros(n, bool).at[bottom].set(True)
+        drawn_donor = order[n - 1 - jax.random.randint(pick, (n,), 0, jnp.maximum(donors, 1))]
+        source = jnp.where(copied, drawn_donor, jnp.arange(n))
 
         def take(tree):
             return jax.tree.map(lambda x: x[source], tree)
@@ -150,26 +164,40 @@ class Population(NamedTuple):
                 jax.random.uniform(redraw_key, (n,)) < self.resample, drawn, jnp.clip(donor * factor, r.low, r.high)
             )
             values[r.name] = jnp.where(copied, explored, lanes.values[r.name]).astype(jnp.float32)
+        # the update reads an injected rate (and clip norm) from the optimizer state: the copied one holds the donor's
+        learner = learner._replace(opt_state=with_injected_hyperparameters(learner.opt_state, values))
         zero = jnp.zeros(n, jnp.float32)
         return learner, lanes._replace(
             values=values,
-            fitness=fitness.astype(jnp.float32),
+            fitness=jnp.where(diverging, jnp.nan, fitness).astype(jnp.float32),
             return_sum=zero,
             episodes=zero,
             parent=jnp.where(copied, source, lanes.parent).astype(jnp.int32),
             copied_at=jnp.where(copied, lanes.updates, lanes.copied_at).astype(jnp.int32),
         )
 
+    def all_diverged(self, summary: dict) -> list[dict[str, float]] | None:
+        """Each lane's values (by name) when a ranking in the call that ``summary`` (:meth:`summary`'s) describes
+        found every lane diverging, so that nothing could be copied; else None. The host stops the run then."""
+        fitness = np.asarray(summary["pbt_fitness_per_lane"], np.float64)
+        ranked = summary["pbt_updates"] > 0 and summary["pbt_updates"] % self.every == 0
+        if not ranked or not np.isnan(fitness).all():
+            return None
+        return [{name: float(summary[f"pbt_{name}_per_lane"][i]) for name in self.names} for i in range(len(fitness))]
+
     def summary(self, state: AnakinState) -> dict:
         """Every lane's values and lineage after a host call, from the first local device (every device holds the
-        same): ``pbt_NAME_per_lane``, ``pbt_parent_per_lane``, ``pbt_copied_at_per_lane``, ``pbt_fitness_per_lane``
-        and ``pbt_updates``, for the log records."""
+        same): ``pbt_NAME_per_lane``, ``pbt_parent_per_lane``, ``pbt_copied_at_per_lane``, ``pbt_fitness_per_lane``,
+        ``pbt_diverging_per_lane`` (1: the last ranking found a non-finite update since the one before) and
+        ``pbt_updates``, for the log records."""
         lanes = parallel.host_entry(state.population)
         out = {f"pbt_{name}_per_lane": np.asarray(v, np.float64).tolist() for name, v in lanes.values.items()}
         out["pbt_parent_per_lane"] = np.asarray(lanes.parent).tolist()
         out["pbt_copied_at_per_lane"] = np.asarray(lanes.copied_at).tolist()
         out["pbt_fitness_per_lane"] = np.asarray(lanes.fitness, np.float64).tolist()
         out["pbt_updates"] = int(np.asarray(lanes.updates)[0])
+        ranked = out["pbt_updates"] >= self.every  # NaN fitness after a ranking: the lane was diverging then
+        out["pbt_diverging_per_lane"] = [int(ranked and math.isnan(f)) for f in out["pbt_fitness_per_lane"]]
         return out
 
 
