@@ -19,7 +19,7 @@ from podracer import plan as plan_lib
 from podracer import pbt
 from podracer import sweep as sweep_lib
 from podracer.anakin.population import Population
-from podracer.agents.base import hyperparameters, with_hyperparameters
+from podracer.agents.base import flag, hyperparameters, with_hyperparameters
 from podracer.config import AnakinConfig, SebulbaConfig
 from podracer.envs.base import HostEnv, example_observation
 from podracer.logging import Logger, make_logger
@@ -45,6 +45,39 @@ def check_normalizable(config, spec) -> None:
             f"--normalize-observations: {config.env}'s observations have no floating-point entry to "
             "normalise (images and boards of integers are scaled by their torso); drop the flag."
         )
+
+
+def check_applies(config, spec) -> None:
+    """Flags set away from their defaults that this run would not use are refused in one line naming the flag and
+    what it needs (the rule written in ``docs/faults.md``): a Gaussian policy's ``--policy-std`` with discrete
+    actions; ``--lr-end`` and ``--lr-decay-steps`` (given, searched or swept) with ``--lr-schedule constant``."""
+    agent = config.agent
+    network = getattr(agent, "network", None)
+    if getattr(network, "policy_std", "parameter") != "parameter" and not spec.continuous:
+        raise ValueError(
+            f"--policy-std {network.policy_std} sets a Gaussian policy's standard deviation, and {config.env}'s "
+            "actions are discrete: drop it."
+        )
+    optimizer = getattr(agent, "optimizer", None)
+    if getattr(optimizer, "lr_schedule", None) != "constant":
+        return
+    varied = [  # what --sweep NAME=... and --pbt-search NAME=... vary
+        (flag_name, text.split("=")[0].strip().removeprefix("--").replace("-", "_"))
+        for flag_name, texts in (
+            ("--sweep", getattr(config, "sweep", ())),
+            ("--pbt-search", getattr(config, "pbt_search", ())),
+        )
+        for text in texts or ()
+    ]
+    for name, default in (("lr_end", 0.0), ("lr_decay_steps", None)):
+        given = [f"{flag_name} {name}" for flag_name, varied_name in varied if varied_name == name]
+        if getattr(optimizer, name) != default:
+            given.insert(0, f"{flag(name)} {getattr(optimizer, name)}")
+        if given:
+            raise ValueError(
+                f"{given[0]} has no effect with --lr-schedule constant (the rate never decays): choose "
+                "--lr-schedule linear or cosine, or drop it."
+            )
 
 
 def agent_metadata(agent_config, run: RunFacts | None = None) -> dict:

@@ -257,6 +257,21 @@ DESCRIPTION = (
 )
 
 
+def kept_lane(checkpoint_dir: str) -> str:
+    """What a population's checkpoint holds, in words: its kept lane and that lane's searched values ("" for a
+    checkpoint of one agent)."""
+    from podracer import checkpoint
+    from podracer.pbt import lane_label
+
+    metadata = checkpoint.read_metadata(checkpoint_dir)
+    if "population_lane" not in metadata:
+        return ""
+    return (
+        f"playing lane {metadata['population_lane']} of the population (the best at its last ranking): "
+        f"{lane_label(metadata['population_values'])}"
+    )
+
+
 def main(argv=None, *, prog: str = "python -m podracer.evaluate", name: str = "podracer.evaluate") -> int:
     """``podracer evaluate`` (``python -m podracer.evaluate``): the exit status."""
     from podracer import config, lifetime
@@ -278,6 +293,8 @@ def main(argv=None, *, prog: str = "python -m podracer.evaluate", name: str = "p
     except (ValueError, FileNotFoundError) as error:
         print(f"{name}: error: {error}", file=sys.stderr)
         return 2
+    if kept := kept_lane(args.checkpoint):
+        print(f"{name}: {kept}")
     for i, value in enumerate(returns):
         print(f"episode {i}: return {value:.1f}")
     print(f"mean return {np.nanmean(returns):.2f} over {len(returns)} episodes")

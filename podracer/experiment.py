@@ -20,6 +20,7 @@ from podracer import sweep as sweep_lib
 from podracer.agents.base import Agent
 from podracer.build import (
     anakin_plan,
+    check_applies,
     check_normalizable,
     final_entries,
     host_env_factory,
@@ -65,6 +66,7 @@ def _start_anakin(config: AnakinConfig, stop) -> anakin.RunResult:
     plan = anakin_plan(config)
     per_device = plan.envs_per_batch
     check_normalizable(config, env.spec())
+    check_applies(config, env.spec())
     agent = agents.make(config.agent, env.spec(), run=plan.facts, normalize=normalization(config))
     preflight.check_anakin(config, env, agent, per_device)
     counts = {"--num-envs-per-device": per_device, "devices (--cpu-devices on a CPU)": parallel.num_global_devices()}
@@ -207,6 +209,7 @@ def _start_sebulba(config: SebulbaConfig, make_env, stop, log) -> sebulba_learne
     finally:
         probe.close()
     check_normalizable(config, spec)
+    check_applies(config, spec)
     plan = sebulba_plan(config, per_actor, layout)
     counts = {"--num-envs-per-actor": per_actor, "--num-processes": parallel.process_count()}
     metadata = run_metadata(config, "sebulba", env_name, plan.facts, counts)

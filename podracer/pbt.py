@@ -47,6 +47,7 @@ def parse_search(agent_config, specs: Sequence[str]) -> tuple[Range, ...]:
     errors naming the flag for a malformed spec, an unknown or integer hyper-parameter, a value the agent refuses."""
     ranges: dict[str, Range] = {}
     names = sweepable(agent_config)
+    real = [name for name in names if _field_type(agent_config, name) is not int]  # what PBT can perturb
     for spec in specs:
         name, _, text = spec.partition("=")
         name = name.strip().removeprefix("--").replace("-", "_")
@@ -58,8 +59,8 @@ def parse_search(agent_config, specs: Sequence[str]) -> tuple[Range, ...]:
             )
         if name not in names:
             raise ValueError(
-                f"--pbt-search: {name!r} is not a numeric hyper-parameter of this agent; choose from "
-                f"{', '.join(names)}."
+                f"--pbt-search: {name!r} is not a real-valued hyper-parameter of this agent; choose from "
+                f"{', '.join(real)}."
             )
         if _field_type(agent_config, name) is int:
             raise ValueError(

@@ -83,11 +83,21 @@ def check_anakin(config, env, agent: Agent, per_device: int) -> None:
     check_memory(
         anakin_memory(config, env, agent, agent.optimizer, per_device),
         parallel.available_memory(),
-        f"{per_device:,} envs per device (--num-envs-per-device, --num-envs), --rollout-length "
+        _learners(config) + f"{per_device:,} envs per device (--num-envs-per-device, --num-envs), --rollout-length "
         f"{config.rollout_length}"
-        + (f", --replay-capacity {config.agent.replay_capacity:,}" if hasattr(config.agent, "replay_capacity") else "")
-        + (f", {config.num_seeds} seeds" if config.num_seeds > 1 else ""),
+        + (f", --replay-capacity {config.agent.replay_capacity:,}" if hasattr(config.agent, "replay_capacity") else ""),
     )
+
+
+def _learners(config) -> str:
+    """The flags that multiply an Anakin run's memory by the learners it trains together, first: ``--population
+    1,000,000 lanes x ``, ``--num-seeds 8 x 3 --sweep settings x ``; "" for one learner."""
+    parts = [f"--population {config.population:,} lanes"] if config.population else []
+    if config.num_seeds > 1:
+        parts.append(f"--num-seeds {config.num_seeds:,}")
+    if len(config.sweep_points) > 1:
+        parts.append(f"{len(config.sweep_points):,} --sweep settings")
+    return "".join(f"{part} x " for part in parts)
 
 
 def check_sebulba(config, agent: Agent, spec, layout: parallel.Layout, num_actors: int, per_actor: int) -> None:

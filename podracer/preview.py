@@ -27,7 +27,9 @@ class PreviewConfig:
     """``python -m podracer.preview``: play each new checkpoint of a training run."""
 
     checkpoint_dir: Annotated[str, Flag(metavar="DIR")]  # the --checkpoint-dir of the run to watch
-    gif: str | None = None  # rewrite this GIF with each new checkpoint's episode; None: DIR/preview.gif
+    # rewrite this GIF with each new checkpoint's episode; None: DIR-preview.gif, beside the run's directory (its
+    # inside is the run's, locked while it trains)
+    gif: str | None = None
     poll_seconds: float = 2.0  # how often to look for a new checkpoint
     seed: int = 0  # seed of the environment the episode is played on
     max_steps: int = 10_000  # an episode longer than this is cut
@@ -48,6 +50,12 @@ class PreviewConfig:
             raise ValueError(f"--wait must be >= 0, got {self.wait}.")
 
 
+def default_gif(checkpoint_dir: str) -> str:
+    """Where the preview of ``checkpoint_dir`` goes without ``--gif``: ``DIR-preview.gif``, beside the directory
+    (``runs/ck`` -> ``runs/ck-preview.gif``), never inside the directory a run holds."""
+    return os.path.normpath(os.path.abspath(checkpoint_dir)) + "-preview.gif"
+
+
 def watch(config: PreviewConfig, *, report: Callable[[str], None] = print, timeout: float | None = None) -> list[int]:
     """Plays every new newest checkpoint of ``config.checkpoint_dir`` until the run has ended (or ``timeout``
     seconds); returns the checkpoints (updates) it played."""
@@ -55,7 +63,7 @@ def watch(config: PreviewConfig, *, report: Callable[[str], None] = print, timeo
 
     if config.gif:
         evaluate.check_output_file(config.gif, "--gif")
-    gif = config.gif or os.path.join(config.checkpoint_dir, "preview.gif")
+    gif = config.gif or default_gif(config.checkpoint_dir)
     played: list[int] = []
     drawable, waiting, start = True, False, time.monotonic()
     while timeout is None or time.monotonic() - start < timeout:

@@ -314,20 +314,25 @@ class AnakinCheckpoints:
         main thread runs the next call."""
         local = parallel.local_entries(state)
         learner = jax.tree.map(lambda x: x[0], local.learner) if parallel.is_main_process() else None
+        kept = {}
         if learner is not None and local.population != ():  # a population: its best lane's learner
             lanes = jax.tree.map(lambda x: x[0], local.population)
             best = pbt.best_lane(lanes.fitness, lanes.return_sum, lanes.episodes)
             learner = jax.tree.map(lambda x: x[best], learner)
-        return local, learner
+            values = {name: float(np.asarray(v)[best]) for name, v in lanes.values.items()}
+            kept = {"population_lane": best, "population_values": values}  # what evaluate names
+        return local, learner, kept
 
     def save(self, state, updates: int, snapshot=None) -> None:
         """A checkpoint after ``updates`` updates (of ``state``, or of its :meth:`snapshot`): every process's run
-        state, then process 0's learner."""
-        local, learner = snapshot or self.snapshot(state)
+        state, then process 0's learner (a population's: its best lane's, named in the metadata with its values)."""
+        local, learner, kept = snapshot or self.snapshot(state)
         checkpoint.save_run_state(self.config.checkpoint_dir, updates, None, local=local)
         if learner is not None:
             checkpoint.save(
-                self.config.checkpoint_dir, learner, {**self.metadata, "env_steps": updates * self.steps_per_update}
+                self.config.checkpoint_dir,
+                learner,
+                {**self.metadata, **kept, "env_steps": updates * self.steps_per_update},
             )
         self.cadence.saved_at(updates)
 

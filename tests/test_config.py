@@ -381,3 +381,68 @@ def test_a_fields_help_is_its_comment_beside_above_or_inside_it(tmp_path):
         "split": "inside a field a formatter split over lines",
     }
     assert [(o.flag, o.help) for o in flags.options(commented)][-1] == ("--bare", "")  # no comment, still a flag
+
+
+@pytest.mark.parametrize(
+    "cls, argv, message",
+    [
+        (
+            AnakinConfig,
+            "--policy-std state",
+            "--policy-std state sets a Gaussian policy's standard deviation, and catch's actions are discrete: drop "
+            "it.",
+        ),
+        (
+            SebulbaConfig,
+            "--env CartPole-v1 --agent ppo --policy-std state",
+            "--policy-std state sets a Gaussian policy's standard deviation, and CartPole-v1's actions are discrete",
+        ),
+        (
+            AnakinConfig,
+            "--lr-end 0.001",
+            "--lr-end 0.001 has no effect with --lr-schedule constant (the rate never decays): choose --lr-schedule "
+            "linear or cosine, or drop it.",
+        ),
+        (AnakinConfig, "--lr-decay-steps 10", "--lr-decay-steps 10 has no effect with --lr-schedule constant"),
+        (AnakinConfig, "--sweep lr_end=0,1e-4", "--sweep lr_end has no effect with --lr-schedule constant"),
+        (
+            AnakinConfig,
+            "--population 4 --pbt-search lr_end=1e-5..1e-4",
+            "--pbt-search lr_end has no effect with --lr-schedule constant",
+        ),
+    ],
+)
+def test_a_flag_that_would_have_no_effect_is_refused_naming_it(cls, argv, message):
+    """The rule of docs/faults.md: a flag set away from its default that this run would not use is refused."""
+    from podracer import build, envs
+
+    parsed = config.parse(cls, argv.split(), prog="prog")
+    spec = envs.make(parsed.env).spec() if cls is AnakinConfig else _host_spec(parsed.env)
+    with pytest.raises(ValueError) as error:
+        build.check_applies(parsed, spec)
+    assert str(error.value).startswith(message), str(error.value)
+
+
+def _host_spec(name):
+    from podracer import build
+
+    env = build.host_env_factory(config.parse(SebulbaConfig, ["--env", name], prog="prog"))(0, 1)
+    try:
+        return env.spec()
+    finally:
+        getattr(env, "close", lambda: None)()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    ["--lr-schedule linear --lr-end 0.001", "--lr-schedule cosine --lr-decay-steps 10", "--lr-warmup-steps 5"],
+)
+def test_the_same_flags_are_taken_where_they_apply(argv):
+    from podracer import build, envs
+    from podracer.types import Box
+
+    parsed = config.parse(AnakinConfig, argv.split(), prog="prog")
+    build.check_applies(parsed, envs.make(parsed.env).spec())
+    continuous = config.parse(AnakinConfig, ["--agent", "ppo", "--policy-std", "state"], prog="prog")
+    spec = envs.make("catch").spec()
+    build.check_applies(continuous, spec._replace(num_actions=0, box=Box(low=(-1.0,), high=(1.0,))))

@@ -131,7 +131,8 @@ def test_preview_plays_each_new_checkpoint_until_the_run_has_ended(tmp_path):
     lines = []
     played = preview.watch(preview.PreviewConfig(str(directory), poll_seconds=0.2), report=lines.append, timeout=60)
     assert played == [20] and lines[0].startswith("checkpoint step_20: return ") and "wrote" in lines[0]
-    assert lines[-1] == "the run has ended; played 1 checkpoint(s)." and (directory / "preview.gif").exists()
+    assert lines[-1] == "the run has ended; played 1 checkpoint(s)." and (tmp_path / "run-preview.gif").exists()
+    assert not (directory / "preview.gif").exists()  # beside the run's directory, never inside it
 
     # Beside a run that resumes and writes two more checkpoints, the preview picks up the newer ones.
     lines.clear()

@@ -94,6 +94,12 @@ def test_bad_command_lines_fail_with_clear_messages(tmp_path):
     for flags, named in (
         (["--num-envs-per-device", "1000000000"], "1,000,000,000 envs per device (--num-envs-per-device"),
         (["--agent", "dqn", "--replay-capacity", "1000000000"], "--replay-capacity 1,000,000,000"),
+        # what multiplies the memory is named first, where it is the number of learners trained together
+        (
+            ["--population", "1000000", "--pbt-search", "learning_rate=log:1e-4..1e-2"],
+            "(--population 1,000,000 lanes x ",
+        ),
+        (["--num-seeds", "1000000"], "(--num-seeds 1,000,000 x "),
     ):
         out = _run("--cpu-devices", "2", "--no-compile-cache", "--compile-cache-dir", str(tmp_path / "off"), *flags)
         lines = out.stderr.splitlines()

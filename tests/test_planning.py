@@ -335,6 +335,11 @@ def test_pgx_baseline_models_are_read_from_a_local_directory_and_play_legal_move
         baseline_opponent("tic_tac_toe", str(tmp_path))
     with pytest.raises(ValueError, match=r"^--opponent baseline and --baseline-dir DIR go together"):
         EvaluateConfig(checkpoint="runs/x", opponent="baseline")
+    (tmp_path / "othello_v0.ckpt").write_bytes(b"\x80\x04not a pickle")  # a corrupt file: one line, no traceback
+    with pytest.raises(
+        ValueError, match=r"^--baseline-dir: .*othello_v0\.ckpt is not pgx's baseline model othello_v0 \(Unpickling"
+    ):
+        baseline_opponent("othello", str(tmp_path))
     _fake_baseline(tmp_path)
     opponent = baseline_opponent("othello", str(tmp_path))
     assert opponent.__name__ == "pgx's baseline model othello_v0 (greedy)"

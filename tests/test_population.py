@@ -176,7 +176,8 @@ def test_schedule_follows_the_lanes_a_line_copied():
         ),
         (
             "--population 4 --pbt-search nope=1..2",
-            "--pbt-search: 'nope' is not a numeric hyper-parameter of this agent",
+            "--pbt-search: 'nope' is not a real-valued hyper-parameter of this agent; choose from learning_rate, "
+            "max_grad_norm, lr_end, discount, td_lambda, value_coef, entropy_coef.",  # no whole-number one
         ),
         (
             "--agent ppo --population 4 --pbt-search num_epochs=1..4",
@@ -429,3 +430,21 @@ def test_a_population_with_one_sane_lane_learns_and_never_copies_a_diverging_one
         assert replaced_diverging >= 1  # the case this test is about happened
         reached.append(max(records[-1]["eval_return_per_seed"]))
     assert sum(value >= 0.9 for value in reached) >= 2, reached
+
+
+def test_evaluate_names_the_lane_a_population_checkpoint_keeps_and_its_values(tmp_path, capsys):
+    from podracer import evaluate
+
+    directory = tmp_path / "ck"
+    search = "learning_rate=log:1e-3..1e-2"
+    assert _population_cli(tmp_path, "--pbt-search", search, "--checkpoint-dir", str(directory)) == 0
+    metadata = checkpoint.read_metadata(str(directory))
+    lane, values = metadata["population_lane"], metadata["population_values"]
+    capsys.readouterr()
+    assert evaluate.main(["--checkpoint", str(directory), "--episodes", "2"], name="podracer evaluate") == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == (
+        f"podracer evaluate: playing lane {lane} of the population (the best at its last ranking): "
+        f"learning_rate={values['learning_rate']:.3g}"
+    )
+    assert 1e-3 <= values["learning_rate"] <= 1e-2 and lane in (0, 1)

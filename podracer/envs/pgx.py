@@ -140,7 +140,15 @@ def baseline_opponent(name: str, directory: str) -> Opponent:
     require_package("pgx", "haiku")
     from pgx import make_baseline_model
 
-    model = make_baseline_model(model_id, download_dir=directory)
+    try:
+        model = make_baseline_model(model_id, download_dir=directory)
+    except Exception as error:  # noqa: BLE001 - pickle, haiku and key errors all mean the file is not the model
+        reason = str(error).splitlines()[0] if str(error).strip() else ""
+        raise ValueError(
+            f"--baseline-dir: {path} is not pgx's baseline model {model_id} ({type(error).__name__}"
+            f"{': ' + reason if reason else ''}); fetch it again with pgx.make_baseline_model('{model_id}', "
+            "download_dir=DIR) and copy DIR's file here."
+        ) from None
 
     def opponent(observation, legal_action_mask, key):
         del key
