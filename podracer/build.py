@@ -165,8 +165,6 @@ def resume_identity(config, mode: str, env: str, counts: dict) -> dict:
     hyper = hyperparameters(config.agent)
     identity = {"mode": mode, "--env": env, "--agent": agents.name_of(config.agent)}
     identity["--rollout-length"] = config.rollout_length
-    if getattr(config, "opponent", "random") != "random":  # another game for the agent
-        identity["--opponent"] = config.opponent
     identity["--normalize-observations"] = config.normalize_observations
     identity["--normalize-rewards"] = config.normalize_rewards
     identity.update({"--" + name.replace("_", "-"): hyper[name] for name in STATE_SHAPING if name in hyper})

@@ -356,7 +356,12 @@ def restore_run_state(directory: str, step: int, template):
 
 
 def prepare(
-    directory: str, *, resume: str | bool, identity: dict[str, Any], hyperparameters: dict | None = None
+    directory: str,
+    *,
+    resume: str | bool,
+    identity: dict[str, Any],
+    hyperparameters: dict | None = None,
+    run: dict | None = None,
 ) -> int | None:
     """Checks ``directory`` at start-up; returns the step to resume from (``None``: a fresh run).
 
@@ -366,7 +371,8 @@ def prepare(
     a file or cannot be written, for checkpoints already there with ``"no"`` (they would be mixed with this
     run's), for ``"yes"`` with nothing to resume, and for a checkpoint whose metadata differ from ``identity``
     (for example ``{"mode": "anakin", "env": "catch", "agent": "a2c"}``). A resume that changes hyper-parameters
-    shaping no saved state (``hyperparameters``: this run's agent's, by flag name) says so in one line.
+    shaping no saved state (``hyperparameters``: this run's agent's, by flag name; ``run``: its run flags that
+    shape none, :data:`podracer.resume_identity.SAID`) says so in one line.
     """
     resume = {True: "yes", False: "no"}.get(resume, resume)
     disk.writable_directory(directory, f"--checkpoint-dir {directory!r}")
@@ -386,7 +392,7 @@ def prepare(
         raise ValueError(f"--resume: no checkpoint in {directory!r} to resume from.")
     saved, newest = newest_metadata(directory)
     check_resume_identity(directory, saved, identity)
-    said = changes_said(saved, hyperparameters) if hyperparameters is not None else ""
+    said = changes_said(saved, hyperparameters, run) if hyperparameters is not None else ""
     if said and parallel.is_main_process():
         print(f"podracer: {said}", flush=True)
     return newest

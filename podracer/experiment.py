@@ -80,6 +80,7 @@ def _start_anakin(config: AnakinConfig, stop) -> anakin.RunResult:
             resume=config.resume,
             identity=identity,
             hyperparameters=metadata["agent_hyperparameters"],
+            run={"opponent": metadata["opponent"]},
         )
         check_unfinished(config.checkpoint_dir, config.resume, plan.num_updates, "--num-updates")
         if main:

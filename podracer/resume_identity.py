@@ -8,7 +8,9 @@ import json
 # What a flag's absence from an identity means: recorded only where it is not this (a run without --population,
 # against the random player), or not recorded by older checkpoints (which all used Adam before --update-rule was);
 # a key absent on one side is compared as this value.
-ABSENT = {"--population": None, "--pbt-search": [], "--opponent": "random", "--update-rule": "adam"}
+ABSENT = {"--population": None, "--pbt-search": [], "--update-rule": "adam"}
+# Run flags that shape no saved state, recorded in the metadata (by key): a resume may change them, and says so.
+SAID = {"opponent": ("--opponent", "random")}
 _UNKNOWN = object()  # a key an older checkpoint did not record: not compared
 
 
@@ -18,6 +20,8 @@ def check_resume_identity(directory: str, saved: dict, identity: dict) -> None:
     differs unless the other side's absence means the same, :data:`ABSENT`); older checkpoints' metadata
     (:func:`identity_of_older`) too."""
     theirs = dict(saved.get("resume_identity") or identity_of_older(saved))
+    for flag, _ in SAID.values():  # identities written before it was said rather than refused
+        theirs.pop(flag, None)
     hyper = saved.get("agent_hyperparameters", {})  # every hyper-parameter, by name: what older identities lacked
     for key in identity:
         name = key.removeprefix("--").replace("-", "_")
@@ -36,18 +40,25 @@ def check_resume_identity(directory: str, saved: dict, identity: dict) -> None:
         )
 
 
-def changes_said(saved: dict, hyperparameters: dict) -> str:
+def changes_said(saved: dict, hyperparameters: dict, run: dict | None = None) -> str:
     """The line a resume says when it changes hyper-parameters that shape no saved state (``resuming with
     --unroll-steps 3 (was 5)``; "" when none changed): ``saved``, the checkpoint's metadata; ``hyperparameters``,
-    this run's agent's by flag name. Those that do shape it were refused before (:func:`check_resume_identity`)."""
+    this run's agent's by flag name; ``run``, this run's :data:`SAID` flags by metadata key (``{"opponent":
+    "perfect"}``). Those that do shape it were refused before (:func:`check_resume_identity`)."""
     before = saved.get("agent_hyperparameters", {})
     now = json.loads(json.dumps(hyperparameters))  # as the checkpoint recorded them: tuples as lists
-    changed = [(name, before[name], value) for name, value in now.items() if name in before and before[name] != value]
+    changed = [
+        (f"--{name.replace('_', '-')}", before[name], value)
+        for name, value in now.items()
+        if name in before and before[name] != value
+    ]
+    for key, value in (run or {}).items():
+        flag, absent = SAID[key]
+        if saved.get(key, absent) != value:
+            changed.append((flag, saved.get(key, absent), value))
     if not changed:
         return ""
-    return "resuming with " + ", ".join(
-        f"--{name.replace('_', '-')} {_shown(value)} (was {_shown(was)})" for name, was, value in changed
-    )
+    return "resuming with " + ", ".join(f"{flag} {_shown(value)} (was {_shown(was)})" for flag, was, value in changed)
 
 
 def identity_of_older(saved: dict) -> dict:
@@ -66,4 +77,4 @@ def _shown(value) -> str:
     return " ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
-__all__ = ["ABSENT", "changes_said", "check_resume_identity", "identity_of_older"]
+__all__ = ["ABSENT", "SAID", "changes_said", "check_resume_identity", "identity_of_older"]

@@ -249,6 +249,16 @@ def test_a_resume_that_changes_what_shapes_no_state_says_so_in_one_line(tmp_path
         "resuming with --unroll-steps 3 (was 5)"
     )
     assert changes_said(saved, {"unroll_steps": 5, "hidden_sizes": (64, 64), "new_flag": 1}) == ""
+    # the other player of a two-player game shapes no state either: said, not refused (an absent record: random)
+    assert changes_said({**saved, "opponent": "random"}, {"unroll_steps": 5}, {"opponent": "self"}) == (
+        "resuming with --opponent self (was random)"
+    )
+    assert changes_said(saved, {"unroll_steps": 3}, {"opponent": "greedy"}) == (
+        "resuming with --unroll-steps 3 (was 5), --opponent greedy (was random)"
+    )
+    from podracer.resume_identity import check_resume_identity
+
+    check_resume_identity("D", {"resume_identity": {"mode": "anakin", "--opponent": "greedy"}}, {"mode": "anakin"})
     directory = str(tmp_path / "run")
     first = AnakinConfig(
         env="catch", agent=A2CConfig(), num_envs=8, num_updates=4, updates_per_call=4, checkpoint_dir=directory
