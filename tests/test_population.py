@@ -157,54 +157,53 @@ def test_schedule_follows_the_lanes_a_line_copied():
     assert [(r["lane"], r["x"]) for r in rows] == [(1, 2.0), (0, 2.5), (0, 2.5)]
 
 
-@pytest.mark.parametrize(
-    "flags, message",
-    [
-        (
-            "--population 4",
-            "--population needs --pbt-search NAME=[log:]LOW..HIGH (for example learning_rate=log:1e-4..1e-2).",
-        ),
-        (
-            "--population 1 --pbt-search learning_rate=1e-4..1e-2",
-            "--population must be >= 2 (lanes that rank and copy each other), got 1.",
-        ),
-        ("--pbt-search learning_rate=1e-4..1e-2", "--pbt-search needs --population N (the lanes that search)."),
-        (
-            "--population 4 --pbt-search learning_rate=1e-4",
-            "--pbt-search takes NAME=[log:]LOW..HIGH (for example learning_rate=log:1e-4..1e-2), got "
-            "'learning_rate=1e-4'.",
-        ),
-        (
-            "--population 4 --pbt-search nope=1..2",
-            "--pbt-search: 'nope' is not a real-valued hyper-parameter of this agent; choose from learning_rate, "
-            "max_grad_norm, lr_end, discount, td_lambda, value_coef, entropy_coef.",  # no whole-number one
-        ),
-        (
-            "--agent ppo --population 4 --pbt-search num_epochs=1..4",
-            "--pbt-search num_epochs: --num-epochs takes whole numbers",
-        ),
-        (
-            "--population 4 --pbt-search learning_rate=log:0..1e-2",
-            "--pbt-search learning_rate: the range 0..1e-2 needs 0 < LOW < HIGH, finite.",
-        ),
-        (
-            "--population 4 --pbt-search learning_rate=1e-4..1e-2 --pbt-every 30",
-            "--pbt-every 30 must be a positive multiple of the 20 updates per call (--updates-per-call).",
-        ),
-        (
-            "--population 4 --pbt-search learning_rate=1e-4..1e-2 --num-seeds 2",
-            "--population trains its own lanes: drop --sweep and --num-seeds",
-        ),
-        (
-            "--population 4 --pbt-search learning_rate=1e-4..1e-2 --pbt-fraction 0.6",
-            "--pbt-fraction must be in (0, 0.5]",
-        ),
-        (
-            "--population 4 --pbt-search learning_rate=1e-4..1e-2 --pbt-resample 2",
-            "--pbt-resample is a probability in [0, 1], got 2.",
-        ),
-    ],
-)
+POPULATION_INPUTS = [  # (flags of podracer anakin, the one-line error); tools/faults.py runs them too
+    (
+        "--population 4",
+        "--population needs --pbt-search NAME=[log:]LOW..HIGH (for example learning_rate=log:1e-4..1e-2).",
+    ),
+    (
+        "--population 1 --pbt-search learning_rate=1e-4..1e-2",
+        "--population must be >= 2 (lanes that rank and copy each other), got 1.",
+    ),
+    ("--pbt-search learning_rate=1e-4..1e-2", "--pbt-search needs --population N (the lanes that search)."),
+    (
+        "--population 4 --pbt-search learning_rate=1e-4",
+        "--pbt-search takes NAME=[log:]LOW..HIGH (for example learning_rate=log:1e-4..1e-2), got 'learning_rate=1e-4'.",
+    ),
+    (
+        "--population 4 --pbt-search nope=1..2",
+        "--pbt-search: 'nope' is not a real-valued hyper-parameter of this agent; choose from learning_rate, "
+        "max_grad_norm, lr_end, discount, td_lambda, value_coef, entropy_coef.",  # no whole-number one
+    ),
+    (
+        "--agent ppo --population 4 --pbt-search num_epochs=1..4",
+        "--pbt-search num_epochs: --num-epochs takes whole numbers",
+    ),
+    (
+        "--population 4 --pbt-search learning_rate=log:0..1e-2",
+        "--pbt-search learning_rate: the range 0..1e-2 needs 0 < LOW < HIGH, finite.",
+    ),
+    (
+        "--population 4 --pbt-search learning_rate=1e-4..1e-2 --pbt-every 30",
+        "--pbt-every 30 must be a positive multiple of the 20 updates per call (--updates-per-call).",
+    ),
+    (
+        "--population 4 --pbt-search learning_rate=1e-4..1e-2 --num-seeds 2",
+        "--population trains its own lanes: drop --sweep and --num-seeds",
+    ),
+    (
+        "--population 4 --pbt-search learning_rate=1e-4..1e-2 --pbt-fraction 0.6",
+        "--pbt-fraction must be in (0, 0.5]",
+    ),
+    (
+        "--population 4 --pbt-search learning_rate=1e-4..1e-2 --pbt-resample 2",
+        "--pbt-resample is a probability in [0, 1], got 2.",
+    ),
+]
+
+
+@pytest.mark.parametrize("flags, message", POPULATION_INPUTS)
 def test_bad_population_flags_are_one_line_errors(flags, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
         parse(AnakinConfig, flags.split(), prog="prog")
