@@ -16,7 +16,7 @@ from podracer import agents, anakin, checkpoint, envs, parallel, startup
 from podracer import logging as logging_lib
 from podracer import normalize as normalize_lib
 from podracer import plan as plan_lib
-from podracer import pbt
+from podracer import pbt, record
 from podracer import sweep as sweep_lib
 from podracer.anakin.population import Population
 from podracer.agents.base import flag, hyperparameters, with_hyperparameters
@@ -176,11 +176,12 @@ def resume_identity(config, mode: str, env: str, counts: dict) -> dict:
 def run_logger(config, total_env_steps: int, console_keys: tuple[str, ...], resuming: bool) -> Logger:
     """The run's logger: console progress on process 0 and, with ``--log-dir``, JSONL and TensorBoard (a run that
     does not resume adds no second series there: :func:`podracer.logging.start_fresh`)."""
-    if parallel.is_main_process() and not resuming:
+    main = parallel.is_main_process()
+    if main and not resuming:
         logging_lib.start_fresh(config.log_dir, config.resume)
-    return make_logger(
+    logger = make_logger(
         config.log_dir,
-        is_main=parallel.is_main_process(),
+        is_main=main,
         total_env_steps=total_env_steps,
         console_keys=console_keys + (("eval_return", "eval_return_min") if config.eval_every else ()),
         wandb_project=config.wandb_project,
@@ -188,6 +189,10 @@ def run_logger(config, total_env_steps: int, console_keys: tuple[str, ...], resu
         process=parallel.process_index(),
         started=startup.LAUNCH,  # progress lines count from the launch
     )
+    if main and config.log_dir:  # the run records itself: run.toml (replayable with --preset), run.json
+        mode = "anakin" if isinstance(config, AnakinConfig) else "sebulba"
+        logger.add_hyperparameters(record.write(config, mode, config.log_dir))
+    return logger
 
 
 def newest_checkpoint(config):

@@ -217,6 +217,8 @@ def settings_line(cfg) -> str:
     from podracer.agents.base import hyperparameters
 
     mode = "anakin" if isinstance(cfg, config.AnakinConfig) else "sebulba"
+    if cfg.preset and presets.is_file(cfg.preset):
+        return f"preset {cfg.preset}: the settings recorded there (flags on the command line override them)"
     if cfg.preset:
         flags = " ".join(presets.get(cfg.preset).argv())
         return f"preset {cfg.preset}: {flags} (flags on the command line override it)"

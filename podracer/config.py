@@ -391,7 +391,7 @@ def parse(
         raise SystemExit(0)
     preset = None
     try:
-        preset_argv, preset, argv = presets.take(argv, mode) if mode else ([], None, argv)
+        preset_argv, preset, argv = presets.take(argv, mode, flags.repeated(cls)) if mode else ([], None, argv)
         asks_help = any(a in ("-h", "--help") for a in argv)
         argv = [a for a in argv if a not in ("-h", "--help")]
         instance = None if isinstance(default, type) else default

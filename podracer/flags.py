@@ -260,6 +260,18 @@ def options(cls: type, instance=None, path: tuple[str, ...] = ()) -> list[Option
     return own + nested
 
 
+def repeated(cls: type) -> frozenset[str]:
+    """The flags of ``cls``'s own fields (without their dashes) given once per value (``--sweep A --sweep B``),
+    read from the annotations alone: no default is made (an agent's config is not imported for it)."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    out = set()
+    for field in dataclasses.fields(cls):
+        hint, said = _unwrap(hints[field.name])
+        if said.repeat:
+            out.add(_spelled(field.name, said).removeprefix("--"))
+    return frozenset(out)
+
+
 def without_value(cls: type) -> set[str]:
     """The flags of ``cls``'s own fields that may stand without a value: switches (``--x``, ``--no-x``) and flags
     with a :attr:`Flag.bare` value (``--resume``), so that a token after them is not read as their value."""
@@ -338,6 +350,7 @@ __all__ = [
     "comments",
     "options",
     "parser",
+    "repeated",
     "starting",
     "without_value",
 ]

@@ -261,6 +261,19 @@ class TensorBoardSink:
                         self.writer.write_event(Event(wall_time=now, step=step, summary=scalar(tag, float(v))))
             self.writer.flush()
 
+    def hyperparameters(self, values: Mapping[str, object], metrics: Sequence[str] = ("episode_return",)) -> None:
+        """The run's settings in TensorBoard's HParams tab (``values``: name -> number, string or bool; a list is
+        written as its text), beside ``metrics``."""
+        from tensorboardX.proto.event_pb2 import Event
+        from tensorboardX.summary import hparams
+
+        shown = {k: v if isinstance(v, int | float | str | bool) else str(v) for k, v in values.items()}
+        now = time.time()
+        with _disk_errors(self.log_dir, "its TensorBoard events"):
+            for summary in hparams(shown, dict.fromkeys(metrics, 0.0)):
+                self.writer.write_event(Event(wall_time=now, step=0, summary=summary))
+            self.writer.flush()
+
     def close(self) -> None:
         try:
             self.writer.close()
@@ -309,6 +322,12 @@ class Logger:
         for sink in self.sinks:
             if isinstance(sink, JsonlSink):
                 sink.identity.update(fields)
+
+    def add_hyperparameters(self, values: Mapping[str, object]) -> None:
+        """The run's settings, for the sinks that show them (TensorBoard's HParams tab)."""
+        for sink in self.sinks:
+            if isinstance(sink, TensorBoardSink):
+                sink.hyperparameters(values)
 
     def close(self) -> None:
         """Closes every sink, even when one fails (the first failure is raised once all are closed)."""

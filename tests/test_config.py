@@ -192,6 +192,8 @@ BAD_INPUTS = [
     (S, "--sweep discount=0.9,0.99", "unrecognized arguments: --sweep"),
     (A, "--seed 1180591620717411303424", "--seed must be between 0 and 2147483647, got 1180591620717411303424."),
     (S, "--seed -1", "--seed must be between 0 and 2147483647, got -1."),
+    (A, "--preset missing/run.toml", "--preset missing/run.toml: cannot be read (No such file or directory)."),
+    (S, "--preset missing.toml", "--preset missing.toml: cannot be read (No such file or directory)."),
     (A, "--eval-episodes 100000", "--eval-episodes must be <= 65,536 (one environment each), got 100000."),
     (
         E,

@@ -237,9 +237,8 @@ _RUN = """disk coordinator multihost parallel plan checkpoint resume_identity ru
 compile_cache runkit preflight play ladder anakin anakin.core anakin.loop anakin.population
 sebulba sebulba.actor sebulba.assemble sebulba.learner_loop sebulba.pipeline sebulba.run
 envs.host envs.envpool envs.gymnasium"""
-_CLI = (
-    """config flags command_line helptext cli presets envs.catalog build experiment evaluate preview sebulba.__main__"""
-)
+_CLI = """config flags command_line helptext cli presets envs.catalog build record experiment evaluate preview
+    sebulba.__main__"""
 LAYERS = {
     f"podracer.{name}": layer
     for layer, names in (("core", _CORE), ("run", _RUN), ("cli", _CLI))

@@ -33,8 +33,9 @@ class Preset(NamedTuple):
     def agent(self) -> str | None:
         return self.flags.get("agent")
 
-    def argv(self, *, agent: bool = True) -> list[str]:
-        """The preset as command-line tokens (``agent=False``: without its ``--agent``)."""
+    def argv(self, *, agent: bool = True, repeat: frozenset[str] = frozenset()) -> list[str]:
+        """The preset as command-line tokens (``agent=False``: without its ``--agent``; ``repeat``: the flags given
+        once per value, ``--sweep A --sweep B``, rather than ``--hidden-sizes 64 64``)."""
         tokens = []
         for name, value in self.flags.items():
             if name == "agent" and not agent:
@@ -43,6 +44,8 @@ class Preset(NamedTuple):
                 tokens.append(f"--{name}")
             elif value is False:
                 tokens.append(f"--no-{name}")
+            elif isinstance(value, list) and name in repeat:
+                tokens += [token for v in value for token in (f"--{name}", str(v))]
             elif isinstance(value, list):
                 tokens += [f"--{name}", *(str(v) for v in value)]
             else:
@@ -81,8 +84,37 @@ def names(mode: str | None = None) -> list[str]:
     return sorted(name for name, preset in load().items() if mode is None or preset.mode == mode)
 
 
+def from_file(path: str) -> Preset:
+    """The preset that the TOML file ``path`` holds (one table, in the format of this package's files: a run
+    directory's ``run.toml`` is one); its name is ``path``. One-line ``ValueError`` s naming ``--preset``."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as error:
+        raise ValueError(f"--preset {path}: cannot be read ({error.strerror or error}).") from None
+    try:
+        found = _parse(path.removesuffix(".toml"), text)
+    except tomllib.TOMLDecodeError as error:
+        raise ValueError(f"--preset {path}: not TOML ({error}).") from None
+    if len(found) != 1:
+        named = ", ".join(found) or "none"
+        raise ValueError(f"--preset {path}: holds {len(found)} presets ({named}); give a file of one.")
+    return next(iter(found.values()))._replace(name=path)
+
+
+def is_file(name: str) -> bool:
+    """Whether ``--preset`` names a file (a path ending in ``.toml``) rather than one of this package's presets."""
+    return name.endswith(".toml")
+
+
 def get(name: str, mode: str | None = None) -> Preset:
-    """The preset ``name``; a one-line ``ValueError`` naming ``--preset`` for an unknown one or one of another mode."""
+    """The preset ``name`` (one of this package's, or a file: :func:`from_file`); a one-line ``ValueError`` naming
+    ``--preset`` for an unknown one or one of another mode."""
+    if is_file(name):
+        preset = from_file(name)
+        if mode is not None and preset.mode != mode:
+            raise ValueError(f"--preset {name} is for podracer {preset.mode}, not {mode}.")
+        return preset
     presets = load()
     if name not in presets:
         raise ValueError(
@@ -111,10 +143,12 @@ def listing(mode: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def take(argv: Sequence[str], mode: str) -> tuple[list[str], Preset | None, list[str]]:
-    """``argv`` split into the preset that ``--preset NAME`` (or ``--preset=NAME``) names (None without one), its
-    flags (the parser's defaults: the command line's own flags win) and the rest of ``argv``, ``--preset`` taken
-    out."""
+def take(
+    argv: Sequence[str], mode: str, repeat: frozenset[str] = frozenset()
+) -> tuple[list[str], Preset | None, list[str]]:
+    """``argv`` split into the preset that ``--preset NAME`` (or ``--preset=NAME``, or ``--preset FILE.toml``)
+    names (None without one), its flags (the parser's defaults: the command line's own flags win; ``repeat``: the
+    flags given once per value) and the rest of ``argv``, ``--preset`` taken out."""
     argv = list(argv)
     found = [i for i, token in enumerate(argv) if token == "--preset" or token.startswith("--preset=")]
     if not found:
@@ -129,7 +163,7 @@ def take(argv: Sequence[str], mode: str) -> tuple[list[str], Preset | None, list
     else:
         name, rest = argv[i].split("=", 1)[1], argv[:i] + argv[i + 1 :]
     preset = get(name, mode)
-    return preset.argv(), preset, rest
+    return preset.argv(repeat=repeat), preset, rest
 
 
 def blame(preset: Preset, message: str) -> str:
@@ -143,4 +177,4 @@ def blame(preset: Preset, message: str) -> str:
     return f"--preset {preset.name}: {preset.suite}.toml: {message}"
 
 
-__all__ = ["MODES", "Preset", "blame", "take", "for_env", "get", "listing", "load", "names"]
+__all__ = ["MODES", "Preset", "blame", "take", "for_env", "from_file", "get", "is_file", "listing", "load", "names"]

@@ -1,0 +1,81 @@
+"""A run directory records its run: ``run.toml`` (the settings, which ``--preset FILE`` replays to the same records on
+the same seed), ``run.json`` (the command, the versions, the devices) and TensorBoard's hyper-parameters."""
+
+import json
+import sys
+import tomllib
+
+import jax
+import pytest
+
+from podracer import config, presets, record
+from podracer.config import AnakinConfig
+
+
+def _train(argv):
+    from podracer import cli
+
+    return cli.main(["anakin", "--cpu-devices", str(len(jax.devices("cpu"))), *argv])
+
+
+def _records(directory):
+    return [json.loads(line) for line in (directory / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_a_run_directory_replays_to_the_same_records(tmp_path, monkeypatch):
+    first, again = tmp_path / "first", tmp_path / "again"
+    flags = ["--agent", "ppo", "--num-envs", "16", "--rollout-length", "8", "--num-updates", "20",
+             "--updates-per-call", "10", "--seed", "7", "--hidden-sizes", "32", "32", "--entropy-coef", "0.02",
+             "--no-shared-torso"]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", ["podracer", "anakin", *flags])
+    assert _train([*flags, "--log-dir", str(first)]) == 0
+    written = tomllib.loads((first / "run.toml").read_text())["run"]
+    assert written["mode"] == "anakin" and f"--preset {first / 'run.toml'}" in written["note"]
+    assert written["flags"]["seed"] == 7 and written["flags"]["hidden-sizes"] == [32, 32]
+    assert written["flags"]["shared-torso"] is False and "log-dir" not in written["flags"]
+    facts = json.loads((first / "run.json").read_text())
+    assert facts["command"] == ["podracer", "anakin", *flags] and facts["mode"] == "anakin"
+    assert facts["versions"]["jax"] == jax.__version__ and "podracer" in facts["versions"]
+    assert len(facts["devices"]) == len(jax.devices("cpu"))
+    assert b"_hparams_/experiment" in b"".join(p.read_bytes() for p in first.glob("events*"))
+
+    assert _train(["--preset", str(first / "run.toml"), "--log-dir", str(again)]) == 0
+    drop = ("sps", "run_id")
+    ours, theirs = ([{k: v for k, v in r.items() if k not in drop} for r in _records(d)] for d in (first, again))
+    assert ours == theirs and len(ours) == 2
+
+    # the same config, parsed back: every field that says what the run trains
+    replayed = config.parse(AnakinConfig, ["--preset", str(first / "run.toml")], prog="prog")
+    original = config.parse(AnakinConfig, flags, prog="prog")
+    assert replayed.agent == original.agent and replayed.seed == original.seed and replayed.num_envs == 16
+
+
+def test_repeated_flags_are_recorded_and_replayed_once_per_value(tmp_path):
+    cfg = config.parse(AnakinConfig, ["--sweep", "learning_rate=1e-3,3e-3", "--sweep", "discount=0.9,0.99"], prog="p")
+    flags = record.resolved_flags(cfg)
+    assert flags["sweep"] == ["learning_rate=1e-3,3e-3", "discount=0.9,0.99"] and "import" not in flags
+    path = tmp_path / "run.toml"
+    path.write_text(record.toml("anakin", flags, "a note"))
+    assert config.parse(AnakinConfig, ["--preset", str(path)], prog="p").sweep == cfg.sweep
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (None, "--preset {path}: cannot be read (No such file or directory)."),
+        ("[a]\nmode = 'anakin'\nnote = ''\nflags = {}\n[b]\nmode = 'anakin'\nnote = ''\nflags = {}\n",
+         "--preset {path}: holds 2 presets (a, b); give a file of one."),
+        ("[run]\nmode = 'sebulba'\nnote = ''\nflags = {}\n", "--preset {path} is for podracer sebulba, not anakin."),
+        ("[run\n", "--preset {path}: not TOML ("),
+    ],
+)  # fmt: skip
+def test_a_bad_preset_file_is_one_line(tmp_path, capsys, text, message):
+    path = tmp_path / "run.toml"
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(SystemExit) as exit_info:
+        config.parse(AnakinConfig, ["--preset", str(path)], prog="prog")
+    assert exit_info.value.code == 2
+    errors = capsys.readouterr().err.splitlines()
+    assert len(errors) == 1 and errors[0].startswith("prog: error: " + message.format(path=path)), errors
+    assert presets.is_file(str(path))
