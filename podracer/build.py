@@ -154,6 +154,7 @@ def run_metadata(config, mode: str, env: str, run: RunFacts, counts: dict | None
         "rollout_length": config.rollout_length,
         "normalize": normalization(config),
         "opponent": getattr(config, "opponent", "random"),
+        "log_dir": os.path.abspath(config.log_dir) if config.log_dir else None,  # where a resume keeps logging
         **agent_metadata(config.agent, run),
         "resume_identity": resume_identity(config, mode, env, counts or {}),
     }

@@ -121,6 +121,22 @@ def default_log_dir(env: str, agent: str, seed: int, root: str | None = None) ->
     raise ValueError(f"the runs directory {root!r} holds 999 runs named {stem}: pass --log-dir.")
 
 
+def resumed_log_dir(cfg) -> str | None:
+    """The log directory of the run that ``--resume`` (yes or auto) continues from ``--checkpoint-dir``, as its
+    newest checkpoint records it, where that directory is still there; else None."""
+    if not cfg.checkpoint_dir or cfg.resume == "no":
+        return None
+    from podracer import checkpoint
+
+    try:
+        if not checkpoint.steps(cfg.checkpoint_dir):
+            return None
+        recorded = checkpoint.newest_metadata(cfg.checkpoint_dir)[0].get("log_dir")
+    except (OSError, ValueError):  # no intact checkpoint: the run's own checks say so
+        return None
+    return recorded if recorded and os.path.isdir(recorded) else None
+
+
 def settle_log_dir(cfg):
     """``cfg`` with its log directory settled for the command line (the main process): ``--log-dir`` checked (a file,
     or not writable: one line), else a new :func:`default_log_dir` unless ``--no-log-dir``; and the line to say."""
@@ -133,6 +149,8 @@ def settle_log_dir(cfg):
         return cfg, None
     if cfg.no_log_dir:
         return cfg, None
+    if resumed := resumed_log_dir(cfg):  # a requeued job keeps one record: the directory of the run it resumes
+        return dataclasses.replace(cfg, log_dir=resumed), f"logging to {resumed}, the record of the run it resumes"
     path = default_log_dir(cfg.env, cfg.agent_name, cfg.seed)
     return dataclasses.replace(cfg, log_dir=path), f"logging to {path} (metrics.jsonl, TensorBoard; --no-log-dir: none)"
 
@@ -140,6 +158,7 @@ def settle_log_dir(cfg):
 __all__ = [
     "RUNS_DIR",
     "default_log_dir",
+    "resumed_log_dir",
     "settle_log_dir",
     "UsageError",
     "flag_values",

@@ -82,7 +82,8 @@ def _start_anakin(config: AnakinConfig, stop) -> anakin.RunResult:
             hyperparameters=metadata["agent_hyperparameters"],
             run={"opponent": metadata["opponent"]},
         )
-        check_unfinished(config.checkpoint_dir, config.resume, plan.num_updates, "--num-updates")
+        budget = "--num-updates" if config.total_env_steps is None else "--total-env-steps"
+        check_unfinished(config.checkpoint_dir, config.resume, plan.num_updates, budget)
         if main:
             checkpoint.mark_running(config.checkpoint_dir)
     try:

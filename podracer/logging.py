@@ -13,7 +13,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, TextIO
 
 
@@ -30,7 +30,8 @@ def _finite_or_none(value: float):
 
 class ConsoleSink:
     """One progress line per log step: seconds since ``started`` (``time.monotonic()``; default: the sink's creation),
-    env steps, env steps/s, mean episode return, and chosen extras."""
+    env steps (of ``total_env_steps``, with the time left at the pace since the first line: ``eta 1m05s``), env
+    steps/s, mean episode return, and chosen extras."""
 
     def __init__(
         self,
@@ -38,19 +39,24 @@ class ConsoleSink:
         keys: Sequence[str] = (),
         stream: TextIO | None = None,
         started: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ):
         self.total = total_env_steps
         self.keys = tuple(keys)
         self.stream = stream or sys.stdout
-        self.start = time.monotonic() if started is None else started
+        self.clock = clock
+        self.start = clock() if started is None else started
+        self.first: tuple[float, float] | None = None  # (env steps, time) of the first line: the pace counts from it
 
     def write(self, metrics: Mapping[str, float]) -> None:
-        steps = metrics.get("env_steps", float("nan"))
+        steps, now = metrics.get("env_steps", float("nan")), self.clock()
         progress = f"{steps:>12,.0f}"
         if self.total:
-            progress += f"/{self.total:,.0f} ({100 * steps / self.total:5.1f}%)"
+            progress += f"/{self.total:,.0f} ({100 * steps / self.total:5.1f}%{self.eta(steps, now)})"
+        if self.first is None and math.isfinite(steps):
+            self.first = (steps, now)
         parts = [
-            f"[{time.monotonic() - self.start:7.1f}s]",
+            f"[{now - self.start:7.1f}s]",
             f"env steps {progress}",
             f"sps {metrics.get('sps', float('nan')):>10,.0f}",
             _return_shown(metrics),
@@ -58,8 +64,26 @@ class ConsoleSink:
         parts += [f"{k} {metrics[k]:.4g}" for k in self.keys if k in metrics]
         print(" | ".join(parts), file=self.stream, flush=True)
 
+    def eta(self, steps: float, now: float) -> str:
+        """``, eta 1m05s``: the time the rest of the run takes at the pace since the first line (compilation and
+        start-up left out); "" before a pace is known."""
+        if self.first is None or not steps > self.first[0] or not now > self.first[1]:
+            return ""
+        left = max(self.total - steps, 0.0) * (now - self.first[1]) / (steps - self.first[0])
+        return f", eta {duration(left)}"
+
     def close(self) -> None:
         pass
+
+
+def duration(seconds: float) -> str:
+    """``12s``, ``4m05s``, ``2h03m``: a span as a person reads it."""
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
 def _return_shown(metrics: Mapping[str, float]) -> str:

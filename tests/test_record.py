@@ -79,3 +79,24 @@ def test_a_bad_preset_file_is_one_line(tmp_path, capsys, text, message):
     errors = capsys.readouterr().err.splitlines()
     assert len(errors) == 1 and errors[0].startswith("prog: error: " + message.format(path=path)), errors
     assert presets.is_file(str(path))
+
+
+def test_a_requeued_job_keeps_one_run_directory(tmp_path, monkeypatch, capsys):
+    """The README's Slurm line (--resume auto, no --log-dir), started three times: one run directory under
+    $PODRACER_RUNS_DIR, whose metrics.jsonl runs on without a gap; a fourth start of the finished run makes no
+    directory and names the flag that set its budget."""
+    monkeypatch.setenv("PODRACER_RUNS_DIR", str(tmp_path / "runs"))
+    checkpoints = str(tmp_path / "ck")
+    common = ["--num-envs", "16", "--rollout-length", "8", "--updates-per-call", "10", "--checkpoint-dir",
+              checkpoints, "--resume", "auto", "--checkpoint-every", "10"]  # fmt: skip
+    for updates in (20, 40, 60):  # each attempt goes further, as a job's attempts cut by preemption do
+        assert _train([*common, "--num-updates", str(updates)]) == 0
+    runs = list((tmp_path / "runs").iterdir())
+    assert len(runs) == 1, runs
+    steps = [r["env_steps"] for r in _records(runs[0])]
+    assert steps == [16 * 8 * 10 * i for i in range(1, 7)]
+    said = capsys.readouterr().out
+    assert said.count(f"logging to {runs[0]}, the record of the run it resumes") == 2
+    assert _train([*common, "--total-env-steps", str(16 * 8 * 60)]) == 0
+    assert list((tmp_path / "runs").iterdir()) == runs
+    assert "nothing to train (to train on, raise --total-env-steps)" in capsys.readouterr().out

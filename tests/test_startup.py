@@ -161,3 +161,19 @@ def test_each_run_has_its_own_lifetime_whose_end_is_taken_once(monkeypatch):
     assert third._save is not None and second._save is None
     third._save()
     assert saved == [(42, 5)]
+
+
+def test_progress_lines_say_the_time_left_at_the_pace_since_the_first_line():
+    """The first line has no pace yet (compilation came before it); later lines say how long the rest takes."""
+    times = iter([10.0, 12.0, 14.0, 5000.0])
+    stream = io.StringIO()
+    sink = ConsoleSink(1000, stream=stream, started=0.0, clock=lambda: next(times))
+    for steps in (100, 200, 300):
+        sink.write({"env_steps": steps, "sps": 50.0, "episode_return": 1.0, "episodes": 1.0})
+    first, second, third = stream.getvalue().splitlines()
+    assert "( 10.0%)" in first and "eta" not in first
+    assert "( 20.0%, eta 16s)" in second  # 800 steps left at 100 steps per 2 s
+    assert "( 30.0%, eta 14s)" in third
+    from podracer.logging import duration
+
+    assert [duration(s) for s in (5, 65, 3600 * 2 + 180)] == ["5s", "1m05s", "2h03m"]
