@@ -224,7 +224,7 @@ def settings_line(cfg) -> str:
         return f"preset {cfg.preset}: {flags} (flags on the command line override it)"
     values = dict(hyperparameters(cfg.agent))
     values.update(normalize_observations=cfg.normalize_observations, normalize_rewards=cfg.normalize_rewards)
-    settings = " ".join(_shown(name, value) for name, value in values.items())
+    settings = " ".join(_shown(name, value) for name, value in values.items() if value is not None)  # unset: left out
     known = presets.for_env(cfg.env, mode)
     hint = f"; --preset {' or --preset '.join(known)} has settings measured on it" if known else ""
     return f"no --preset: {cfg.agent_name} on {cfg.env} with {settings}{hint}"
