@@ -27,8 +27,10 @@ _WHERE = {
     "SebulbaConfig": "podracer.config",
     "TimeStep": "podracer.types",
     "Trajectory": "podracer.types",
+    "load": "podracer.facade",
     "make_learner_step": "podracer.learner",
     "make_optimizer": "podracer.learner",
+    "train": "podracer.facade",
 }
 _SUBMODULES = ("agents", "anakin", "config", "envs", "learner", "logging", "networks", "parallel")
 

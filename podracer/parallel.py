@@ -25,6 +25,12 @@ from podracer.axes import BATCH_AXIS, DEVICE_AXIS, pmean_flat, psum_flat  # noqa
 from podracer.multihost import jax_private
 
 
+def started_cpu_devices() -> int | None:
+    """The CPU devices JAX exposes when its backends have started (a notebook that has used JAX), else None."""
+    started = jax_private("xla_bridge", "backends_are_initialized")
+    return len(jax.devices("cpu")) if started is not None and started() else None
+
+
 def set_cpu_device_count(count: int) -> None:
     """Exposes ``count`` CPU devices to XLA (for entry points, before JAX starts its backends).
 

@@ -237,7 +237,7 @@ _RUN = """disk coordinator multihost parallel plan checkpoint resume_identity ru
 compile_cache runkit preflight play ladder anakin anakin.core anakin.loop anakin.population
 sebulba sebulba.actor sebulba.assemble sebulba.learner_loop sebulba.pipeline sebulba.run
 envs.host envs.envpool envs.gymnasium"""
-_CLI = """config flags command_line helptext cli presets envs.catalog build record experiment evaluate preview
+_CLI = """config flags command_line helptext cli presets envs.catalog build record experiment evaluate preview facade
     sebulba.__main__"""
 LAYERS = {
     f"podracer.{name}": layer

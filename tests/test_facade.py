@@ -1,0 +1,40 @@
+"""The Python entry: the README's ``podracer.train(...)`` and ``podracer.load(dir).act(obs)`` lines, as written."""
+
+import re
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+import podracer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_readmes_train_and_load_lines_run_as_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("PODRACER_RUNS_DIR", str(tmp_path / "runs"))
+    block = next(
+        b for b in re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S) if "podracer.train(" in b
+    )
+    scope: dict = {}
+    exec(compile(block, "README.md", "exec"), scope)  # noqa: S102 - the README's own lines
+    run, policy, actions = scope["run"], scope["policy"], scope["actions"]
+    assert run.status == 0 and run.log_dir.startswith(str(tmp_path / "runs"))
+    assert run.checkpoint_dir == f"{run.log_dir}/checkpoint" and (Path(run.log_dir) / "run.toml").exists()
+    assert np.asarray(actions).shape == (8,) and set(np.asarray(actions).tolist()) <= {0, 1, 2}
+    again = policy.act(scope["timestep"].observation)
+    np.testing.assert_array_equal(again, actions)  # greedy: the same observations, the same actions
+    sampled = policy.act(scope["timestep"].observation, jax.random.key(3), greedy=False)
+    assert np.asarray(sampled).shape == (8,)
+
+
+def test_bad_settings_and_directories_raise_one_line():
+    with pytest.raises(
+        ValueError, match=r"^podracer.train\('anakin'\): error: --learning-rate must be > 0, got -1.0\.$"
+    ):
+        podracer.train(learning_rate=-1)
+    with pytest.raises(ValueError, match=r"^podracer.train: mode is 'anakin' or 'sebulba', got 'x'\.$"):
+        podracer.train("x")
+    with pytest.raises(ValueError, match=r"^podracer.load: 'nowhere' is not a directory"):
+        podracer.load("nowhere")
