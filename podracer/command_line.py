@@ -128,10 +128,11 @@ def resumed_log_dir(cfg) -> str | None:
         return None
     from podracer import checkpoint
 
-    try:
-        if not checkpoint.steps(cfg.checkpoint_dir):
+    try:  # the newest checkpoint's JSON alone: nothing here may start JAX before the devices are set
+        found = checkpoint.steps(cfg.checkpoint_dir)
+        if not found:
             return None
-        recorded = checkpoint.newest_metadata(cfg.checkpoint_dir)[0].get("log_dir")
+        recorded = checkpoint.read_metadata(cfg.checkpoint_dir, found[-1]).get("log_dir")
     except (OSError, ValueError):  # no intact checkpoint: the run's own checks say so
         return None
     return recorded if recorded and os.path.isdir(recorded) else None
