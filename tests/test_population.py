@@ -137,7 +137,7 @@ def test_a_population_run_logs_its_lanes_and_resumes_exactly(tmp_path):
     assert all(r["pbt_copied_at_per_lane"].count(r["pbt_updates"]) == 1 for r in ranked)  # 4 x 0.25: one copy
     assert (tmp_path / "whole" / "pbt_schedule.csv").exists() and (tmp_path / "whole" / "pbt_schedule.png").exists()
     schedule = (tmp_path / "whole" / "pbt_schedule.csv").read_text().splitlines()
-    assert schedule[0] == "env_steps,lane,learning_rate,entropy_coef" and len(schedule) == 1 + len(ours)
+    assert schedule[0] == "env_steps,lane,learning_rate,entropy_coef,copied" and len(schedule) == 1 + len(ours)
 
     meta = [checkpoint.read_metadata(d) for d in (whole.checkpoint_dir, parts.checkpoint_dir)]
     assert meta[0]["updates"] == meta[1]["updates"] == 80
