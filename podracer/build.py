@@ -61,14 +61,9 @@ def check_applies(config, spec) -> None:
     optimizer = getattr(agent, "optimizer", None)
     if getattr(optimizer, "lr_schedule", None) != "constant":
         return
-    varied = [  # what --sweep NAME=... and --pbt-search NAME=... vary
-        (flag_name, text.split("=")[0].strip().removeprefix("--").replace("-", "_"))
-        for flag_name, texts in (
-            ("--sweep", getattr(config, "sweep", ())),
-            ("--pbt-search", getattr(config, "pbt_search", ())),
-        )
-        for text in texts or ()
-    ]
+    varied = [("--sweep", name) for name in (getattr(config, "sweep_points", ()) or ({},))[0]]
+    if getattr(config, "pbt_search", ()):
+        varied += [("--pbt-search", r.name) for r in pbt.parse_search(agent, config.pbt_search)]
     for name, default in (("lr_end", 0.0), ("lr_decay_steps", None)):
         given = [f"{flag_name} {name}" for flag_name, varied_name in varied if varied_name == name]
         if getattr(optimizer, name) != default:

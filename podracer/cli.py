@@ -144,30 +144,26 @@ def divergence_line(cfg, error) -> str:
     from podracer.agents.base import flag, hyperparameters
     from podracer.runkit import PopulationDiverged
 
-    searched = error.lanes[0] if isinstance(error, PopulationDiverged) else error.values
+    lanes = isinstance(error, PopulationDiverged)  # --on-nonfinite skip or continue: a saved lane may not be finite
+    searched = error.lanes[0] if lanes else error.values
     values = hyperparameters(cfg.agent)
     whose = f" ({error.label.split(':')[0]}'s)" if error.values else ""  # a lane's or a setting's own values
     suspects = [f"{flag(name)} {value:.3g}{whose}" for name, value in error.values.items()]
-    if isinstance(error, PopulationDiverged):
+    if lanes:
         suspects.append(f"--pbt-search {' '.join(cfg.pbt_search)} (narrow the ranges)")
     suspects += [
         f"{flag(name)} {values[name]:g}"
         for name in ("learning_rate", "max_grad_norm", "reward_scale")
         if isinstance(values.get(name), (int, float)) and name not in searched
     ]
-    lanes = isinstance(error, PopulationDiverged)  # --on-nonfinite skip or continue: a lane's saved state may not be
+    kept = "nothing was saved (no --checkpoint-dir)"
     if cfg.checkpoint_dir:
         from podracer import checkpoint
 
-        kept = (
-            f"the newest checkpoint is {checkpoint.describe_newest(cfg.checkpoint_dir)}"
-            if lanes and checkpoint.steps(cfg.checkpoint_dir)
-            else f"the newest checkpoint, {checkpoint.describe_newest(cfg.checkpoint_dir)}, is finite"
-            if checkpoint.steps(cfg.checkpoint_dir)
-            else f"no checkpoint had been saved in {cfg.checkpoint_dir}"
-        )
-    else:
-        kept = "nothing was saved (no --checkpoint-dir)"
+        kept = f"no checkpoint had been saved in {cfg.checkpoint_dir}"
+        if checkpoint.steps(cfg.checkpoint_dir):
+            newest = checkpoint.describe_newest(cfg.checkpoint_dir)
+            kept = f"the newest checkpoint is {newest}" if lanes else f"the newest checkpoint, {newest}, is finite"
     instead = "" if lanes else "; --on-nonfinite skip discards such updates instead"
     return (
         f"{error}: the run stops; {kept}. Most likely at fault: {', '.join(suspects) or 'the learning rate'} "

@@ -101,7 +101,7 @@ class Policy:
     def __init__(self, directory: str):
         import jax
 
-        from podracer import checkpoint, evaluate
+        from podracer import checkpoint, evaluate, play
 
         metadata, _ = checkpoint.newest_metadata(directory)
         self.spec = _spec_of(metadata)
@@ -111,7 +111,7 @@ class Policy:
                 f"podracer.load: {directory} holds AlphaZero, which searches the game's own states; play it with "
                 "podracer evaluate (or podracer.evaluate.play)."
             )
-        self._policies = {g: _policy(self.agent, g) for g in (True, False)}
+        self._policies = {g: play.policy(self.agent, g) for g in (True, False)}
         self._core, self._batch = None, None
         self._key = jax.random.key(0)
 
@@ -132,19 +132,6 @@ class Policy:
             self._key, key = jax.random.split(self._key)
         action, self._core = self._policies[greedy](self.params, observations, key, self._core, first, action_mask)
         return action
-
-
-def _policy(agent, greedy: bool):
-    import jax
-
-    from podracer.agents.base import act_mask, greedy_action
-
-    @jax.jit
-    def policy(params, observation, key, core, first, action_mask):
-        action, extras, core = agent.act(params, observation, key, core, first, **act_mask(action_mask))
-        return (greedy_action(extras) if greedy else action), core
-
-    return policy
 
 
 def _spec_of(metadata: dict):

@@ -66,7 +66,7 @@ def play_host(
 
     return _episodes(
         agent,
-        _policy(agent, greedy),
+        policy(agent, greedy),
         params,
         env.reset(),
         step,
@@ -105,15 +105,15 @@ def play_jax(
         state, timestep = jitted_step(state, action)
         return timestep, state.stats.episode_return
 
-    policy = _policy(agent, greedy, env)
+    act_fn = policy(agent, greedy, env)
 
     def act(params, observation, key, core, first, action_mask):  # a planning agent searches from the states
-        return policy(params, observation, key, core, first, action_mask, state)
+        return act_fn(params, observation, key, core, first, action_mask, state)
 
     return _episodes(agent, act, params, timestep, step, key, episodes, max_steps, record, env.spec())
 
 
-def _policy(agent, greedy: bool, env=None):
+def policy(agent, greedy: bool, env=None):
     """The jitted ``policy(params, observation, key, core, first, action_mask, env_state=None) -> (action, core)``
     (``env``, ``env_state``: the wrapped JAX environment and its states, for a planning agent)."""
     import jax
@@ -363,5 +363,6 @@ __all__ = [
     "picture",
     "play_host",
     "play_jax",
+    "policy",
     "random_action",
 ]

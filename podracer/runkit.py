@@ -62,9 +62,7 @@ class PopulationDiverged(Diverged):
     def __init__(self, update: int, lanes: list[dict[str, float]]):
         self.lanes = lanes
         Diverged.__init__(self, update, [])
-        named = "; ".join(
-            f"lane {i}: {', '.join(f'{n}={v:.3g}' for n, v in values.items())}" for i, values in enumerate(lanes)
-        )
+        named = "; ".join(f"lane {i}: {pbt.lane_label(values)}" for i, values in enumerate(lanes))
         RuntimeError.__init__(
             self,
             f"every lane of the population took a non-finite update before the ranking at update {update}, so none "

@@ -310,7 +310,9 @@ def _train(plan: RunPlan, env, agent, optimizer, sweep, state, start_update: int
     compile_seconds = time.perf_counter() - compile_start
     progress(f"compiled in {compile_seconds:.1f} s")
     summarize_call = summarize if entries is None else summarize_seeds
-    lanes_before: dict = {}  # a population's values before the call in flight, to name a lane that diverges
+    # a population's values before the call in flight, to name a lane that diverges: the state's at the start, then
+    # each call's summary (which holds them), so that no call reads the state back for it
+    lanes_before: dict = {} if sweep is None else sweep.summary(state)
     describe = _describer(sweep, seeds, lambda: lanes_before)
     watch = NonfiniteWatch(plan.on_nonfinite, parallel.is_main_process(), describe)
     per_call = (entries or 1) * plan.env_steps(plan.updates_per_call)  # env steps of a host call, every entry's
@@ -318,8 +320,6 @@ def _train(plan: RunPlan, env, agent, optimizer, sweep, state, start_update: int
     for call in _calls(plan.num_updates, plan.updates_per_call, start_update):
         if hooks.stop is not None and parallel.any_process(hooks.stop.is_set()):
             break
-        if sweep is not None:
-            lanes_before = sweep.summary(state)
         start = time.perf_counter()
         state, metrics = p_multi(state)
         metrics = parallel.host_entry(metrics)  # waits for the call
@@ -337,6 +337,7 @@ def _train(plan: RunPlan, env, agent, optimizer, sweep, state, start_update: int
         watch.check(codes, done - plan.updates_per_call)  # stop: raises before anything non-finite is saved
         if sweep is not None and (lost := getattr(sweep, "all_diverged", lambda _: None)(summary)):
             raise PopulationDiverged(done, lost)  # no lane left to copy: nothing of this call is saved
+        lanes_before = summary
         if hooks.after_call is not None:
             hooks.after_call(state, done)
         if summary.get("target_reached"):
