@@ -41,6 +41,8 @@ from typing import NamedTuple
 sys.path.insert(0, str(Path(__file__).parent))
 import _report  # noqa: E402
 
+from podracer import install  # noqa: E402
+
 
 class Row(NamedTuple):
     key: str  # what --rows takes
@@ -659,7 +661,7 @@ def main(argv=None) -> int:
             try:
                 plot(row, out.parent / f"{out.name}_{row['key']}.png")
             except ImportError:
-                print("matplotlib is not installed: no learning-curve PNGs (pip install 'podracer-rl[plot]').")
+                print(f"matplotlib is not installed: no learning-curve PNGs ({install.command('plot')}).")
     print("\n" + render(merged(saved, rows, keys)))
     return 0
 

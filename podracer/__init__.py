@@ -10,8 +10,6 @@ import importlib
 
 __version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it; podracer --version prints it)
 
-DISTRIBUTION = "podracer-rl"  # the name on the package index: pip install podracer-rl
-
 # name -> the module that defines it; a submodule maps to itself
 _WHERE = {
     "Agent": "podracer.agents",

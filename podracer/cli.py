@@ -17,7 +17,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
-from podracer import __version__, DISTRIBUTION, startup
+from podracer import __version__, install, startup
 
 # Nothing that imports JAX is imported here: ``podracer --help`` and ``--version`` print at once; a command imports
 # what it needs (the config tree, the devices) when it runs.
@@ -347,7 +347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(USAGE)
         return 0 if argv else 2
     if argv[0] == "--version":
-        print(f"podracer {__version__} (pip install {DISTRIBUTION})")
+        print(f"podracer {__version__} (from {install.origin()})")
         return 0
     command, rest = argv[0], argv[1:]
     if command == "anakin":

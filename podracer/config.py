@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal, TypeVar
 
-from podracer import agents, envs, flags, helptext, parallel, pbt, presets, sweep
+from podracer import agents, envs, flags, helptext, install, parallel, pbt, presets, sweep
 from podracer.envs import catalog
 from podracer import multihost
 from podracer.agents.base import check_finite, flag
@@ -131,7 +131,7 @@ class RunConfig:
     # learn from rewards divided by a running estimate of the discounted return's standard deviation (the agent's
     # --discount), clipped to [-10, 10]
     normalize_rewards: bool = False
-    # also log to this Weights & Biases project (pip install 'podracer-rl[wandb]'; WANDB_MODE=offline needs no network)
+    # also log to this Weights & Biases project (the wandb extra; WANDB_MODE=offline needs no network)
     wandb_project: Annotated[str | None, Flag(metavar="NAME")] = None
     # keep compiled programs on disk (JAX's persistent compilation cache): a run with the same settings skips
     # compilation
@@ -166,7 +166,7 @@ class RunConfig:
         if self.target_return is not None and self.eval_every is None:
             raise ValueError("--target-return needs --eval-every.")
         if self.wandb_project and importlib.util.find_spec("wandb") is None:
-            raise ValueError("--wandb-project needs wandb: pip install 'podracer-rl[wandb]'.")
+            raise ValueError(f"--wandb-project needs wandb: {install.command('wandb')}.")
         if (
             self.checkpoint_every is not None or self.checkpoint_every_seconds is not None or self.resume != "no"
         ) and not self.checkpoint_dir:
@@ -323,6 +323,10 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
         _check_burn_in(self.agent, self.rollout_length)
         if envs.is_jax_on_host(self.env):
             check_env(self.env.removeprefix("jax:"))  # unknown names fail here, with the list of known ones
+        elif not self.env.startswith("gymnasium:"):
+            from podracer.envs.envpool import require
+
+            require(self.env)  # envpool is an extra: its absence is one line here, before anything starts
         if self.env_groups is not None:
             parallel.check_divisible(self.num_envs_per_actor, self.env_groups, "--num-envs-per-actor", "--env-groups")
 

@@ -240,6 +240,17 @@ def check_output_file(path: str, flag: str) -> None:
         os.remove(path)
 
 
+def gif_unavailable() -> str:
+    """Why no GIF can be written here ("" when one can): pillow, the ``video`` extra, is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("PIL") is not None:
+        return ""
+    from podracer import install
+
+    return f"--gif needs pillow: {install.command('video')}."
+
+
 def write_gif(frames, path: str, fps: int = 15) -> None:
     from PIL import Image
 
@@ -282,6 +293,8 @@ def main(argv=None, *, prog: str = "python -m podracer.evaluate", name: str = "p
     try:
         if args.gif:
             check_output_file(args.gif, "--gif")
+            if unavailable := gif_unavailable():
+                raise ValueError(unavailable)
         returns, frames = play(
             args.checkpoint,
             args.episodes,

@@ -306,7 +306,7 @@ class TensorBoardSink:
 
 
 class WandbSink:
-    """A Weights & Biases run in ``project`` (``pip install 'podracer-rl[wandb]'``); every metric against ``env_steps``
+    """A Weights & Biases run in ``project`` (the ``wandb`` extra); every metric against ``env_steps``
     (lists become ``name/0``, ``name/1``, ...). ``WANDB_MODE=offline`` writes the run to disk only (``wandb sync``
     uploads it later); its files go under ``log_dir`` when one is given."""
 

@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from podracer.agents.base import flag, with_hyperparameters
-from podracer.sweep import PLOT_NEEDS, _field_type, sweepable
+from podracer.sweep import _field_type, plot_needs, sweepable
 
 SEBULBA_REFUSAL = (
     "--population trains in Anakin only (podracer anakin --population N --pbt-search ...): Sebulba's learner "
@@ -202,7 +202,7 @@ def report(history: Sequence[dict], names: Sequence[str], log_dir: str | None) -
             writer.writerows(rows)
         picture = os.path.join(log_dir, "pbt_schedule.png")
         if importlib.util.find_spec("matplotlib") is None:
-            text += f"\npbt: wrote {path} (not {picture}: {PLOT_NEEDS})"
+            text += f"\npbt: wrote {path} (not {picture}: {plot_needs()})"
         else:
             _plot(rows, names, picture)
             text += f"\npbt: wrote {path} and {picture}"

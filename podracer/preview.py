@@ -66,6 +66,12 @@ def watch(config: PreviewConfig, *, report: Callable[[str], None] = print, timeo
     gif = config.gif or default_gif(config.checkpoint_dir)
     played: list[int] = []
     drawable, waiting, start = True, False, time.monotonic()
+    if unavailable := evaluate.gif_unavailable():
+        if config.gif:
+            raise ValueError(unavailable)
+        notice = unavailable.replace("--gif needs", "a GIF needs")
+        print(f"podracer.preview: {notice} Printing returns only.", file=sys.stderr, flush=True)
+        drawable = False
     while timeout is None or time.monotonic() - start < timeout:
         if os.path.isfile(config.checkpoint_dir):
             raise ValueError(f"--checkpoint-dir {config.checkpoint_dir!r} is a file, not a directory.")

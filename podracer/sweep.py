@@ -166,7 +166,11 @@ def format_table(rows: Sequence[dict], what: str) -> str:
     return "\n".join(lines)
 
 
-PLOT_NEEDS = "drawing it needs matplotlib: pip install 'podracer-rl[plot]'"
+def plot_needs() -> str:
+    """Why a sweep's picture was not drawn, and the command that makes it possible."""
+    from podracer import install
+
+    return f"drawing it needs matplotlib: {install.command('plot')}"
 
 
 def plot(history: Sequence[dict], points: Sequence[Mapping[str, float]], path: str) -> None:
@@ -178,7 +182,7 @@ def plot(history: Sequence[dict], points: Sequence[Mapping[str, float]], path: s
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise ValueError("the sweep's plot needs matplotlib: pip install 'podracer-rl[plot]'.") from None
+        raise ValueError(f"the sweep's plot {plot_needs().removeprefix('drawing it ')}.") from None
     steps = np.array([h["env_steps"] for h in history])
     curves = np.array([h["episode_return_per_seed"] for h in history], np.float64).reshape(
         len(history), len(points), -1
@@ -221,7 +225,7 @@ def report(
             writer.writerows(rows)
         table_path, picture = os.path.join(log_dir, "sweep.csv"), os.path.join(log_dir, "sweep.png")
         if importlib.util.find_spec("matplotlib") is None:  # a plain install: the table, and how to get the picture
-            text += f"\nsweep: wrote {table_path} (not {picture}: {PLOT_NEEDS})"
+            text += f"\nsweep: wrote {table_path} (not {picture}: {plot_needs()})"
         else:
             plot(history, points, picture)
             text += f"\nsweep: wrote {table_path} and {picture}"

@@ -23,7 +23,7 @@ os.environ["PODRACER_RUNS_DIR"] = tempfile.mkdtemp(prefix="podracer-test-runs-")
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
-from podracer import compile_cache  # noqa: E402
+from podracer import compile_cache, install  # noqa: E402
 
 # The tests' own programs go to the same per-worker cache: tests that compile the same program share it.
 compile_cache.use_compile_cache()
@@ -121,9 +121,7 @@ def pytest_collection_modifyitems(config, items):
             package = mark.args[0]
             if importlib.util.find_spec(package) is None:
                 extra = mark.kwargs.get("extra", package)
-                item.add_marker(
-                    pytest.mark.skip(reason=f"{package} is not installed: pip install 'podracer-rl[{extra}]'")
-                )
+                item.add_marker(pytest.mark.skip(reason=f"{package} is not installed: {install.command(extra)}"))
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ def test_the_console_script_lists_its_four_commands():
 
 def test_version_and_help_print_without_importing_jax():
     """``podracer --version`` and ``--help`` import nothing heavy (``import podracer`` is lazy): the version is the one
-    pyproject.toml reads, the distribution's name is the one on the package index."""
+    pyproject.toml reads, and it says where this copy came from (a checkout here, before any release)."""
     probe = (
         "import sys; from podracer import cli; status = cli.main(sys.argv[1:]); "
         "print('imported:', sorted(m for m in ('jax', 'flax', 'optax', 'tyro', 'numpy') if m in sys.modules)); "
@@ -39,7 +39,8 @@ def test_version_and_help_print_without_importing_jax():
     )
     import podracer
 
-    version = f"podracer {podracer.__version__} (pip install podracer-rl)"
+    origin = f"the checkout {ROOT.resolve()}; not on the package index before the first release"
+    version = f"podracer {podracer.__version__} (from {origin})"
     for argv, said in ((["--version"], version), (["--help"], "usage: podracer")):
         run = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, timeout=120)
         assert run.returncode == 0, run.stderr

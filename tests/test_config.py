@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from podracer import config
+from podracer import config, install
 from podracer.agents.base import hyperparameters
 from podracer.config import AnakinConfig, SebulbaConfig
 from podracer.evaluate import EvaluateConfig
@@ -297,7 +297,7 @@ def test_wandb_without_the_package_is_a_one_line_error(monkeypatch, capsys):
     with pytest.raises(SystemExit) as exit_info:
         config.parse(A, ["--wandb-project", "p"], prog="prog")
     assert exit_info.value.code == 2
-    assert "prog: error: --wandb-project needs wandb: pip install 'podracer-rl[wandb]'." in capsys.readouterr().err
+    assert f"prog: error: --wandb-project needs wandb: {install.command('wandb')}." in capsys.readouterr().err
 
 
 def test_a_sweep_without_matplotlib_writes_its_table_and_says_how_to_get_the_plot(monkeypatch, tmp_path):
@@ -315,7 +315,7 @@ def test_a_sweep_without_matplotlib_writes_its_table_and_says_how_to_get_the_plo
     text = sweep.report(history, points, str(tmp_path))
     assert text.splitlines()[-1] == (
         f"sweep: wrote {tmp_path / 'sweep.csv'} (not {tmp_path / 'sweep.png'}: drawing it needs matplotlib: "
-        "pip install 'podracer-rl[plot]')"
+        f"{install.command('plot')})"
     )
     assert (tmp_path / "sweep.csv").is_file() and not (tmp_path / "sweep.png").exists()
 

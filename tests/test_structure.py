@@ -182,7 +182,7 @@ def test_the_lower_layers_stay_below_what_uses_them():
             "podracer.parallel",
             "podracer.stats",
         },
-        "podracer.sweep": {"podracer.agents.base", "podracer.stats"},
+        "podracer.sweep": {"podracer.agents.base", "podracer.stats", "podracer.install"},
     }
     for name, allowed in below.items():
         assert GRAPH[name] <= allowed, (name, GRAPH[name] - allowed)
@@ -228,7 +228,7 @@ def test_no_library_module_imports_itself_through_others():
 # their suite adapters). run: the host side of a run (device layout, processes, host environments, checkpoints,
 # logging, lifetime, the feeders' host loops, playing and evaluation). cli: the config tree and the command line,
 # with, for now, the modules that read the config tree (the composition root, evaluate's and preview's entries).
-_CORE = """types axes initializers networks optim replay learner stats normalize sweep pbt
+_CORE = """install types axes initializers networks optim replay learner stats normalize sweep pbt
 agents agents.a2c agents.alphazero agents.base agents.dqn agents.impala agents.losses agents.muzero agents.ppo
 agents.pqn agents.qlearning agents.r2d2 agents.sac agents.search agents.settings
 envs envs.base envs.wrappers envs.cartpole envs.catch envs.memory envs.synthetic

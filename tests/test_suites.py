@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import build, config, envs, experiment
+from podracer import build, config, envs, experiment, install
 from podracer.config import AnakinConfig, SebulbaConfig
 from podracer.envs import catalog
 from podracer.envs.gymnax import GymnaxEnv
@@ -127,7 +127,7 @@ def test_a_missing_suite_names_the_extra_to_install(monkeypatch, capsys):
             config.parse(cls, ["--env", "gymnax:CartPole-v1"], prog="prog")
         assert exit_info.value.code == 2
         assert (
-            "prog: error: --env: gymnax: environments need gymnax: pip install 'podracer-rl[gymnax]'."
+            f"prog: error: --env: gymnax: environments need gymnax: {install.command('gymnax')}."
             in capsys.readouterr().err
         )
 
@@ -147,14 +147,10 @@ def test_every_suite_names_its_extra_when_its_package_is_missing(suite, package,
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == package else real(name, *a))
     with pytest.raises(
         ValueError,
-        match=rf"^{suite}: environments need {package}: pip install "
-        rf"'podracer-rl\[{suite}\]'\.$",
+        match=rf"^{suite}: environments need {package}: {re.escape(install.command(suite))}\.$",
     ):
         envs.check(f"{suite}:Anything")
-    assert (
-        f"{suite}: not installed (environments need {package}: pip install 'podracer-rl[{suite}]'.)"
-        in catalog.listing()
-    )
+    assert f"{suite}: not installed (environments need {package}: {install.command(suite)}.)" in catalog.listing()
 
 
 @pytest.mark.suite("gymnax")

@@ -108,7 +108,9 @@ def require_package(suite: str, package: str) -> None:
     import importlib.util
 
     if importlib.util.find_spec(package) is None:
-        raise ValueError(f"{suite}: environments need {package}: pip install 'podracer-rl[{suite}]'.")
+        from podracer import install
+
+        raise ValueError(f"{suite}: environments need {package}: {install.command(suite)}.")
 
 
 def check_task(suite: str, name: str, known) -> None:

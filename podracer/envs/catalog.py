@@ -78,11 +78,19 @@ def _host_sections(pattern: str) -> list[list[str]]:
     from podracer.envs import envpool as envpool_lib
 
     by_suite: dict[str, list[str]] = {}
-    for task in envpool_lib._all_task_ids():
+    try:
+        tasks, missing = envpool_lib._all_task_ids(), False
+    except ValueError:  # not installed
+        tasks, missing = (), True
+    for task in tasks:
         by_suite.setdefault(envpool_lib.suite_of(task), []).append(task)
     sections = [_section(f"envpool {suite}:", tasks, pattern) for suite, tasks in by_suite.items()]
     sections = [section for section in sections if section]
-    if sections:
+    if missing:  # whatever the pattern: the tasks it may have meant are not here
+        from podracer import install
+
+        sections.append([f"envpool's tasks: not installed ({install.command('envpool')})"])
+    if sections and not missing:
         short = ", ".join(f"{name} = {task}" for name, task in envpool_lib.SHORT_NAMES.items())
         sections.insert(0, [f"envpool {envpool_lib._version()} (--env TASK_ID; short names: {short}):"])
     if pattern in ("", "gymnasium"):

@@ -36,8 +36,23 @@ SHORT_NAMES = {
 }
 
 
+def require(env: str = "") -> None:
+    """Fails with one line naming the extra to install when envpool is not installed (Sebulba's gymnasium and jax
+    routes run without it); ``env``: the ``--env`` value that asked for it."""
+    import importlib.util
+
+    if importlib.util.find_spec("envpool") is None:
+        from podracer import install
+
+        raise ValueError(
+            f"--env {env or 'TASK_ID'}: envpool's tasks need envpool: {install.command('envpool')} "
+            "(--env gymnasium:ID and --env jax:NAME run without it)."
+        )
+
+
 @functools.cache
 def _all_task_ids() -> tuple[str, ...]:
+    require()
     import envpool
 
     return tuple(envpool.list_all_envs())
@@ -54,6 +69,7 @@ def resolve_task_id(name: str) -> str:
 
     Unknown names fail with the closest known ids.
     """
+    require(name)
     ids = _all_task_ids()
     if name in ids:
         return name
@@ -174,6 +190,7 @@ class EnvpoolEnv:
         clip_rewards: bool = True,
         max_episode_steps: int | None = None,
     ):
+        require(task)
         import envpool
 
         if num_envs < 1:
