@@ -67,7 +67,16 @@ def check_cluster(environ=None) -> None:
     """``--distributed`` outside a cluster that JAX detects (no :data:`CLUSTER_VARIABLES`, no TPU runtime): a
     one-line ``ValueError`` saying what is missing and what to pass instead, before JAX waits for a coordinator."""
     environ = os.environ if environ is None else environ
-    if any(name in environ for name in CLUSTER_VARIABLES) or importlib.util.find_spec("libtpu") is not None:
+    found = [name for name in CLUSTER_VARIABLES if name in environ]
+    if found == ["KUBERNETES_SERVICE_HOST"] and importlib.util.find_spec("kubernetes") is None:
+        from podracer import install
+
+        raise ValueError(  # JAX would warn, skip the pod's detector and fail later without saying why
+            "--distributed in a Kubernetes pod needs JAX's kubernetes client to find the other pods: "
+            f"{install.command('k8s')} (or start every process with --coordinator HOST:PORT --num-processes N "
+            "--process-id I)."
+        )
+    if found or importlib.util.find_spec("libtpu") is not None:
         return
     raise ValueError(
         "--distributed found no cluster to join: none of the variables Slurm sets for a task of a job step "
