@@ -27,7 +27,7 @@ class EvaluateConfig:
 
     checkpoint: str  # a --checkpoint-dir of a run
     episodes: int = 5  # episodes to play, one per environment, all at once
-    gif: str | None = None  # write the first episode to this GIF (image or board observations)
+    gif: str | None = None  # write the first episode to this GIF (pictures, boards, classic control, gymnasium:ID)
     # take the most likely (or, for value-based agents, the highest-valued) action instead of the behaviour policy's
     greedy: bool = False
     seed: int = 0  # random seed
@@ -148,13 +148,27 @@ def snapshot_opponent(checkpoint_dir: str, *, greedy: bool = True):
     return opponent
 
 
-def _check_recordable(metadata, spec) -> None:
+def _drawing(metadata, spec, env=None):
+    """How ``--gif`` draws the first episode: ``(draw(timestep) -> frame, or None for a picture of the
+    observation, close)``. Image and board observations are their own pictures; a gymnasium batch made to render
+    draws itself; classic control is drawn from its observations (:mod:`podracer.video`); anything else is a
+    one-line error."""
     structured = isinstance(spec.observation, dict)
-    if structured or len(spec.observation.shape) < 2:
-        shape = {k: v.shape for k, v in spec.observation.items()} if structured else spec.observation.shape
-        raise ValueError(
-            f"--gif needs image or board observations; {metadata['env']} has observations of shape {shape}."
-        )
+    if not structured and len(spec.observation.shape) >= 2:
+        return None, lambda: None
+    if env is not None and getattr(env, "renders", lambda: False)():
+        return (lambda timestep: env.render_first()), lambda: None
+    from podracer import video
+
+    task = video.classic_task(metadata["env"])
+    if task is not None:
+        renderer = video.ObservationRenderer(task)
+        return (lambda timestep: renderer(np.asarray(timestep.observation[0]))), renderer.close
+    shape = {k: v.shape for k, v in spec.observation.items()} if structured else spec.observation.shape
+    raise ValueError(
+        f"--gif needs image or board observations, a classic-control task ({', '.join(sorted(video.STATES))}) or a "
+        f"gymnasium:ID that renders rgb_array; {metadata['env']} has observations of shape {shape}."
+    )
 
 
 def _play_host(metadata, directory, episodes, seed, greedy, max_steps, record, opponent=None):
@@ -163,13 +177,17 @@ def _play_host(metadata, directory, episodes, seed, greedy, max_steps, record, o
 
     from podracer import envs
 
-    env = envs.make_host(metadata["env"], episodes, seed=seed)
+    drawn = record and metadata["env"].startswith("gymnasium:")  # the batch draws itself
+    env = envs.make_host(metadata["env"], episodes, seed=seed, **({"render_mode": "rgb_array"} if drawn else {}))
+    close = lambda: None  # noqa: E731
     try:
-        if record:
-            _check_recordable(metadata, env.spec())
+        draw, close = _drawing(metadata, env.spec(), env) if record else (None, close)
         agent, params, _ = load(directory, env.spec())
-        return play_host(env, agent, params, episodes, seed=seed, greedy=greedy, max_steps=max_steps, record=record)
+        return play_host(
+            env, agent, params, episodes, seed=seed, greedy=greedy, max_steps=max_steps, record=record, draw=draw
+        )
     finally:
+        close()
         env.close()
 
 
@@ -186,10 +204,14 @@ def _play_jax(metadata, directory, episodes, seed, greedy, max_steps, record, op
             raise ValueError(f"--opponent baseline: {name} is not a two-player pgx game (pgx:NAME).")
         opponent = baseline_opponent(name.removeprefix("pgx:"), opponent[1])
     env = wrappers.for_evaluation(build.env_against(name, opponent))
-    if record:
-        _check_recordable(metadata, env.spec())
-    agent, params, _ = load(directory, env.spec())
-    return play_jax(env, agent, params, episodes, seed=seed, greedy=greedy, max_steps=max_steps, record=record)
+    draw, close = _drawing(metadata, env.spec()) if record else (None, lambda: None)
+    try:
+        agent, params, _ = load(directory, env.spec())
+        return play_jax(
+            env, agent, params, episodes, seed=seed, greedy=greedy, max_steps=max_steps, record=record, draw=draw
+        )
+    finally:
+        close()
 
 
 def play(
@@ -203,9 +225,9 @@ def play(
     opponent: str | None = None,
 ):
     """Returns of ``episodes`` episodes of a Sebulba (envpool) or Anakin (JAX) checkpoint, and the first
-    episode's frames when ``record`` (image or board observations); ``opponent``: a two-player game's other player
-    (``"random"``, ``"greedy"``, ``"perfect"``, ``("baseline", DIR)``: pgx's baseline model read from DIR; None: the
-    run's)."""
+    episode's frames when ``record`` (pictures, boards, classic control, a gymnasium batch: :func:`_drawing`);
+    ``opponent``: a two-player game's other player (``"random"``, ``"greedy"``, ``"perfect"``, ``("baseline",
+    DIR)``: pgx's baseline model read from DIR; None: the run's)."""
     from podracer import checkpoint
 
     metadata, _ = checkpoint.newest_metadata(directory)

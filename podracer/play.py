@@ -19,17 +19,21 @@ from podracer.envs.base import Environment
 from podracer.stats import summarize_evaluation
 
 
-def _episodes(agent, policy, params, timestep, step, key, episodes: int, max_steps: int, record: bool, spec=None):
+def _episodes(
+    agent, policy, params, timestep, step, key, episodes: int, max_steps: int, record: bool, spec=None, draw=None
+):
     """Plays until each of the ``episodes`` environments has ended one episode.
 
     ``step(action) -> (timestep, running episode returns)``. Returns the returns, and
-    the first environment's frames until its episode ends when ``record`` (pictures of its
-    observations, drawn as ``spec`` lays them out: :func:`picture`).
+    the first environment's frames until its episode ends when ``record``: ``draw(timestep)`` of each time step,
+    by default a picture of its first observation, drawn as ``spec`` lays it out (:func:`picture`).
     """
     import jax
 
+    if draw is None:
+        draw = lambda timestep: picture(timestep.observation[0], spec)  # noqa: E731
     returns = np.full(episodes, np.nan)
-    frames = [picture(timestep.observation[0], spec)] if record else []
+    frames = [draw(timestep)] if record else []
     core, first = agent.initial_state(episodes), np.ones(episodes, bool)
     for _ in range(max_steps):
         key, act_key = jax.random.split(key)
@@ -37,7 +41,7 @@ def _episodes(agent, policy, params, timestep, step, key, episodes: int, max_ste
         first = np.asarray(timestep.last)
         timestep, episode_returns = step(action)
         if record and np.isnan(returns[0]):
-            frames.append(picture(timestep.observation[0], spec))
+            frames.append(draw(timestep))
         finished = np.asarray(timestep.last) & np.isnan(returns)
         returns[finished] = np.asarray(episode_returns)[finished]
         if not np.isnan(returns).any():
@@ -55,9 +59,11 @@ def play_host(
     greedy: bool = True,
     max_steps: int = 100_000,
     record: bool = False,
+    draw=None,
 ):
     """Returns of one episode per environment of the host batch ``env`` (``env.num_envs == episodes``) played by
-    ``agent`` with ``params`` (one copy), from ``env.reset()``; the first one's frames when ``record``."""
+    ``agent`` with ``params`` (one copy), from ``env.reset()``; the first one's frames when ``record``
+    (``draw(timestep)``: a frame; by default a picture of the observation)."""
     import jax
 
     def step(action):
@@ -75,6 +81,7 @@ def play_host(
         max_steps,
         record,
         env.spec(),
+        draw,
     )
 
 
@@ -88,9 +95,11 @@ def play_jax(
     greedy: bool = False,
     max_steps: int = 100_000,
     record: bool = False,
+    draw=None,
 ):
     """Returns of ``episodes`` episodes (one per environment, all at once) of ``agent`` with ``params``
-    (one copy, not replicated) on the JAX environment ``env``; the first one's frames when ``record``."""
+    (one copy, not replicated) on the JAX environment ``env``; the first one's frames when ``record``
+    (``draw(timestep)``: a frame; by default a picture of the observation)."""
     import jax
 
     from podracer import envs
@@ -110,7 +119,7 @@ def play_jax(
     def act(params, observation, key, core, first, action_mask):  # a planning agent searches from the states
         return act_fn(params, observation, key, core, first, action_mask, state)
 
-    return _episodes(agent, act, params, timestep, step, key, episodes, max_steps, record, env.spec())
+    return _episodes(agent, act, params, timestep, step, key, episodes, max_steps, record, env.spec(), draw)
 
 
 def policy(agent, greedy: bool, env=None):

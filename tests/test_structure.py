@@ -236,7 +236,7 @@ envs.brax envs.craftax envs.gymnax envs.jumanji envs.navix envs.pgx envs.playgro
 _RUN = """disk coordinator multihost parallel plan checkpoint resume_identity runlock lifetime logging startup
 compile_cache runkit preflight play ladder anakin anakin.core anakin.loop anakin.population
 sebulba sebulba.actor sebulba.assemble sebulba.learner_loop sebulba.pipeline sebulba.run
-envs.host envs.envpool envs.gymnasium"""
+envs.host envs.envpool envs.gymnasium video"""
 _CLI = """config flags command_line helptext cli presets envs.catalog build record experiment evaluate preview facade
     sebulba.__main__"""
 LAYERS = {

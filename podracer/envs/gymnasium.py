@@ -85,6 +85,26 @@ class GymnasiumEnv:
     def spec(self) -> EnvSpec:
         return self._spec
 
+    def renders(self) -> bool:
+        """Whether :meth:`render_first` draws: a batch made with ``render_mode="rgb_array"`` of an environment that
+        has that mode, stepped synchronously."""
+        modes = self._envs.metadata.get("render_modes") or ()
+        return (
+            getattr(self._envs, "render_mode", None) == "rgb_array"
+            and "rgb_array" in modes
+            and hasattr(self._envs, "envs")
+        )
+
+    def render_first(self) -> np.ndarray:
+        """The first environment's picture now (uint8 ``[H, W, 3]``), drawn by the environment (:meth:`renders`)."""
+        import gymnasium
+
+        try:
+            frame = self._envs.envs[0].render()
+        except gymnasium.error.DependencyNotInstalled as error:
+            raise ValueError(f"--gif needs what {self.task_id} draws with: {error}") from None
+        return np.asarray(frame, np.uint8)
+
     def reset(self) -> TimeStep:
         observation, info = self._envs.reset(seed=self._seed)
         self.stats = self._episodes.reset()
