@@ -518,12 +518,17 @@ def check(rows: list[dict]) -> list[str]:
 
 
 def table(rows: list[dict]) -> str:
-    """The table's Markdown; "reached" is decided again from each row's fields (:func:`reached`), so that a saved
-    row is judged by the rule of today's script."""
+    """The table's Markdown, in two tables of one line per row, named by the row's key (what ``--rows`` takes): the
+    verdicts (the figure, the published one at its budget, random play, reached), then how each row ran (so that
+    each fits a page 1,400 pixels wide). "reached" is decided again from each row's fields (:func:`reached`), so
+    that a saved row is judged by the rule of today's script."""
     lines = [
-        "| task | agent | preset | env steps per seed | seeds run | final return IQM [95% CI] | measured by | random | "
-        "published (budget) | budget ratio | reached | wall s | env steps/s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| row | task | agent | final return IQM [95% CI] | published (budget) | random | reached |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    ran = [
+        "| row | preset | env steps per seed | budget ratio | seeds run | measured by | wall s | env steps/s |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         budget = f" ({r['published_env_steps']:,})" if r["published_env_steps"] else ""
@@ -532,10 +537,13 @@ def table(rows: list[dict]) -> str:
         said = "-" if r["published"] is None else "yes" if verdict else "no" if verdict is False else "not compared"
         scale = max(abs(v) for v in (r["iqm"], r["ci_low"], r["ci_high"]) if v == v)  # the returns' size
         lines.append(
-            f"| {r['task']} | {r['agent']} | {r['preset']} | {r['env_steps']:,} | {_seeds(r)} | "
+            f"| {r['key']} | {r['task']} | {r['agent']} | "
             f"{_number(r['iqm'], scale)} [{_number(r['ci_low'], scale)}, {_number(r['ci_high'], scale)}] | "
-            f"{_measure(r)} | {_number(r['random'], scale)} | {_number(r['published'], scale)}{budget} | "
-            f"{'-' if ratio is None else f'{ratio:.2f}x'} | {said} | {r['wall_s']:.0f} | {r['env_steps_per_s']:,.0f} |"
+            f"{_number(r['published'], scale)}{budget} | {_number(r['random'], scale)} | {said} |"
+        )
+        ran.append(
+            f"| {r['key']} | {r['preset']} | {r['env_steps']:,} | {'-' if ratio is None else f'{ratio:.2f}x'} | "
+            f"{_seeds(r)} | {_measure(r)} | {r['wall_s']:.0f} | {r['env_steps_per_s']:,.0f} |"
         )
     sources = [f"- {r['key']}: {r['published_source']}" for r in rows]
     notes = {row.key: row.note for row in ROWS}  # today's notes, also for a table saved before them
@@ -546,7 +554,8 @@ def table(rows: list[dict]) -> str:
         f"A row is compared with a published figure only at that figure's budget (budget ratio within "
         f'{BUDGET_TOLERANCE:.0%}); "not compared" rows ran another budget.'
     )
-    text = "\n".join(lines) + f"\n\n{rule}\n\nPublished figures:\n\n" + "\n".join(sources)
+    text = "\n".join(lines) + f"\n\n{rule}\n\nHow each row ran:\n\n" + "\n".join(ran)
+    text += "\n\nPublished figures:\n\n" + "\n".join(sources)
     return text + ("\n\nNotes:\n\n" + "\n".join(noted) if noted else "")
 
 
@@ -574,7 +583,9 @@ def plot(row: dict, path: Path) -> None:
     ax.axhline(row["random"], color="grey", ls=":", label="random play")
     if row["published"] is not None:
         ax.axhline(row["published"], color="black", ls="--", label="published")
-    ax.set(title=f"{row['task']} ({row['agent']})", xlabel="env steps per seed", ylabel="training return")
+    title = f"{row['key']}: {row['task']} ({row['agent']}, {row['env_steps']:,} env steps)"
+    ax.set(xlabel="env steps per seed", ylabel="training return")
+    ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -51,11 +51,48 @@ def test_each_help_block_is_the_commands_real_help(page, monkeypatch):
         assert max(map(len, block.splitlines())) <= 101, f"docs/{page}: {command} is wider than the page"
 
 
-def test_the_benchmarks_page_leads_with_the_generated_reproduction_table_and_its_curves():
+def _hooks():
     pytest.importorskip("mkdocs")  # the docs extra
     spec = importlib.util.spec_from_file_location("mkdocs_hooks", ROOT / "tools" / "mkdocs_hooks.py")
     hooks = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hooks)
+    return hooks
+
+
+def test_the_docstrings_sphinx_roles_become_cross_references_resolved_from_where_they_are():
+    """mkdocstrings prints Sphinx roles raw; the hook makes each an optional autorefs reference to the object the
+    name means where it is written (.ci/run counts the roles left in the built site: none)."""
+    hooks = _hooks()
+    page = (
+        '<h2 id="podracer.evaluate">evaluate</h2><p>:func:<code>~podracer.play.policy</code> and '
+        ":func:<code>play</code>, :class:<code>podracer.envs.EnvSpec</code>, :func:<code>jax.jit</code></p>"
+        '<h3 id="podracer.envs.gymnasium.GymnasiumEnv.renders">renders</h3><p>:meth:<code>render_first</code></p>'
+    )
+    assert hooks.roles_to_references(page) == (
+        '<h2 id="podracer.evaluate">evaluate</h2><p>'
+        '<autoref identifier="podracer.play.policy" optional><code>policy</code></autoref> and '
+        '<autoref identifier="podracer.evaluate.play" optional><code>play</code></autoref>, '
+        '<autoref identifier="podracer.types.EnvSpec" optional><code>podracer.envs.EnvSpec</code></autoref>, '
+        "<code>jax.jit</code></p>"
+        '<h3 id="podracer.envs.gymnasium.GymnasiumEnv.renders">renders</h3><p>'
+        '<autoref identifier="podracer.envs.gymnasium.GymnasiumEnv.render_first" optional><code>render_first</code>'
+        "</autoref></p>"
+    )
+
+
+def test_the_home_pages_counts_come_from_the_registries():
+    from podracer import agents, envs
+
+    hooks = _hooks()
+    page = hooks.on_page_markdown((ROOT / "docs" / "index.md").read_text(), None, None, None)
+    assert "<!-- agents -->" not in page and "<!-- suites -->" not in page
+    assert f"{hooks.NUMBERS[len(agents.BUILT_IN)]} agents (A2C, Gumbel AlphaZero, DQN, IMPALA, Gumbel MuZero" in page
+    assert f"{hooks.NUMBERS[len(envs.SUITES)]} JAX suites (brax, craftax, gymnax" in page
+    assert page.count("and xminigrid)") == 2
+
+
+def test_the_benchmarks_page_leads_with_the_generated_reproduction_table_and_its_curves():
+    hooks = _hooks()
     page = (ROOT / "docs" / "benchmarks.md").read_text()
     assert page.index("<!-- reproduce-table -->") < page.index("## Throughput")  # first, before the throughput
     shown = hooks.on_page_markdown(page, None, None, None)

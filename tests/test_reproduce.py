@@ -34,9 +34,9 @@ def test_a_quick_row_trains_measures_random_play_and_writes_only_when_asked(tmp_
         timeout=600,
     )
     assert run.returncode == 0, run.stderr
-    assert (
-        "| task | agent | preset | env steps per seed | seeds run | final return IQM [95% CI] | measured by | random |"
-        in run.stdout
+    assert "| row | task | agent | final return IQM [95% CI] | published (budget) | random | reached |" in run.stdout
+    assert "| row | preset | env steps per seed | budget ratio | seeds run | measured by | wall s | env steps/s |" in (
+        run.stdout
     )
     assert "| 100-101 |" in run.stdout  # the report's seeds, not the presets' tuning seeds 0-4
     rows = json.loads(out.with_suffix(".json").read_text())
@@ -120,6 +120,8 @@ def test_a_row_is_compared_only_at_its_published_budget():
         "env_steps_per_s": 182_289.0,
         "reached": True,
     }  # saved under the old rule: judged again
-    line = reproduce.table([row]).splitlines()[2]
-    assert line.endswith("| -172.2 (100,000) | 12.29x | not compared | 42 | 182,289 |"), line
-    assert "| -176.2 [-287.2, -158.2] | - | -1,237.2 |" in line  # a row saved without its measure says "-"
+    text = reproduce.table([row])
+    line = text.splitlines()[2]
+    assert line.endswith("| -176.2 [-287.2, -158.2] | -172.2 (100,000) | -1,237.2 | not compared |"), line
+    ran = text.split("How each row ran:\n\n")[1].splitlines()[2]
+    assert ran.endswith("| 1,228,800 | 12.29x | 0-4 (tuning seeds) | - | 42 | 182,289 |"), ran  # no measure: "-"
