@@ -243,8 +243,9 @@ def _train_anakin(cfg, stop):
 def _report_anakin(cfg, result) -> int:
     from podracer import anakin, logging, parallel, runkit
 
-    compiled = startup.programs()
     said, final = logging.closing(result.history, cfg.eval_policy)
+    if cfg.sweep or cfg.population:  # their figures are per setting, or per lane, above: no average of them here
+        said = f"final returns: {'per setting, in the table' if cfg.sweep else 'the best lane'} above"
     if parallel.is_main_process():
         if cfg.num_seeds > 1 and not cfg.sweep:  # a sweep prints its own table
             greedy = "eval_return_per_seed" in result.history[-1]  # (or sampled: --eval-policy)
@@ -265,7 +266,7 @@ def _report_anakin(cfg, result) -> int:
     if parallel.is_main_process():
         print(
             f"{said}; {discarded + '; ' if discarded else ''}steady state {result.env_steps_per_second:,.0f} env "
-            f"steps/s; compile {compiled['seconds']:.1f} s: {startup.programs_said()}",
+            f"steps/s; {startup.programs_said()}",
             flush=True,
         )
     return _most_not_finite(cfg, most) or (0 if math.isfinite(final) else 1)

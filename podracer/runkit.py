@@ -201,7 +201,8 @@ class Progress:
     """What a run is doing, for the heartbeat line printed when no progress line has come for a while: env steps
     done of ``total_steps`` and the phase (starting, compiling, training), or instead what ``describe()`` says
     (Sebulba's learner and actor threads), then the ETA; and, once, a warning when the ETA passes a day
-    (``what``: the flag that sets the run's length)."""
+    (``what``: the flag that sets the run's length). ``done()``: the env steps done now, where the feeder knows them
+    between progress lines (Sebulba's learner counts its updates)."""
 
     def __init__(
         self,
@@ -212,21 +213,25 @@ class Progress:
         what: str = "",
         describe: Callable[[], list[str]] | None = None,
         first: str = "first call",
+        done: Callable[[], float] | None = None,
     ):
         self.total, self.steps, self.main, self.what, self.describe = total_steps, steps, main, what, describe
+        self.done = done
         self.first = first  # the start-up's last phase: until the first progress line
         self.phase, self.start, self.first_steps = "starting", time.monotonic(), steps
         self.heartbeat: lifetime.Heartbeat | None = None
         self.warned = False
 
     def event(self, text: str) -> None:
-        """A feeder's progress: ``"compiling"``, then ``"compiled in S s"`` (the clock of the ETA starts there)."""
+        """A feeder's progress: ``"compiling"`` (said), then ``"compiled in S s"`` (the clock of the ETA starts
+        there; not said: the start-up line that comes with the first progress line gives the run's one compile
+        figure)."""
         compiling = text == "compiling"
         self.phase = "compiling" if compiling else "training"
         if not compiling:
             startup.mark("compile")
-        if self.main:
-            print(f"podracer: {'compiling ...' if compiling else text}", flush=True)
+        if self.main and compiling:
+            print("podracer: compiling ...", flush=True)
         self.start, self.first_steps = time.monotonic(), self.steps
 
     def advanced(self, steps: float) -> None:
@@ -263,6 +268,8 @@ class Progress:
         return (self.total - self.steps) * (time.monotonic() - self.start) / done
 
     def status(self) -> str:
+        if self.done is not None:
+            self.steps = max(self.steps, self.done())
         eta = self.eta()
         if self.describe is not None:
             parts = [f"env steps {self.steps:,.0f}", *self.describe()]

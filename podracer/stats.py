@@ -86,9 +86,24 @@ def bootstrap_interval(
     return float(np.percentile(stats, tail)), float(np.percentile(stats, 100 - tail))
 
 
+INTERVAL_SEEDS = 5  # fewer seeds than this make a bootstrap interval that means little: their range is said instead
+
+
+def spread(values, statistic) -> tuple[float, float, str]:
+    """How far ``statistic`` over ``values`` (one per seed) could be off, and what that is: its 95 % bootstrap
+    interval (``"95% CI"``) over :data:`INTERVAL_SEEDS` or more values, else the values' range, lowest to highest
+    (``"range"``)."""
+    values = np.asarray(values, np.float64)
+    if len(values) < INTERVAL_SEEDS:
+        return float(np.min(values)), float(np.max(values)), "range"
+    return (*bootstrap_interval(values, statistic), "95% CI")
+
+
 __all__ = [
     "BOOTSTRAP_SAMPLES",
     "BOOTSTRAP_SEED",
+    "INTERVAL_SEEDS",
+    "spread",
     "bootstrap_interval",
     "interquartile_mean",
     "summarize",

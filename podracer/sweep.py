@@ -27,7 +27,7 @@ import numpy as np
 
 from podracer.agents.base import flag, settable, with_hyperparameters
 from podracer.stats import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED  # noqa: F401 (re-exported)
-from podracer.stats import bootstrap_interval, interquartile_mean
+from podracer.stats import INTERVAL_SEEDS, bootstrap_interval, interquartile_mean, spread  # noqa: F401
 
 
 def _hints(agent_config) -> dict[str, type]:
@@ -123,14 +123,15 @@ def final_returns(history: Sequence[dict], num_points: int, policy: str = "greed
 
 def table(points: Sequence[Mapping[str, float]], returns: np.ndarray) -> list[dict]:
     """One row per setting: its values, the seeds, and the mean and interquartile mean over seeds of its
-    ``returns`` ``[points, seeds]`` with their 95 % bootstrap intervals."""
+    ``returns`` ``[points, seeds]``, each with its 95 % bootstrap interval, or over fewer than
+    :data:`~podracer.stats.INTERVAL_SEEDS` seeds the seeds' range (``interval`` says which)."""
     rows = []
     for point, values in zip(points, returns):
         finite = values[np.isfinite(values)]
-        row = {**point, "seeds": len(values)}
+        row = {**point, "seeds": len(values), "interval": "95% CI" if len(finite) >= INTERVAL_SEEDS else "range"}
         for name, statistic in (("mean", np.mean), ("iqm", interquartile_mean)):
             if len(finite):
-                low, high = bootstrap_interval(finite, statistic)
+                low, high, _ = spread(finite, statistic)
                 row.update({name: float(statistic(finite)), f"{name}_low": low, f"{name}_high": high})
             else:
                 row.update({name: math.nan, f"{name}_low": math.nan, f"{name}_high": math.nan})
@@ -140,23 +141,32 @@ def table(points: Sequence[Mapping[str, float]], returns: np.ndarray) -> list[di
 
 def format_table(rows: Sequence[dict], what: str) -> str:
     """The table as text, best setting (by interquartile mean) marked."""
-    names = [k for k in rows[0] if k not in ("seeds", "mean", "mean_low", "mean_high", "iqm", "iqm_low", "iqm_high")]
-    header = ["setting", "seeds", "mean", "95% CI", "IQM", "95% CI"]
+    statistics = ("seeds", "interval", "mean", "mean_low", "mean_high", "iqm", "iqm_low", "iqm_high")
+    names = [k for k in rows[0] if k not in statistics]
+    ranges = all(row["interval"] == "range" for row in rows)
+    spread_name = "range" if ranges else "95% CI"
+    header = ["setting", "seeds", "mean", spread_name, "IQM", spread_name]
     body = [
         [
             label({n: row[n] for n in names}),
             str(row["seeds"]),
             f"{row['mean']:.3f}",
-            f"[{row['mean_low']:.3f}, {row['mean_high']:.3f}]",
+            f"[{row['mean_low']:.3f}, {row['mean_high']:.3f}]" + ("" if ranges or row["interval"] != "range" else "*"),
             f"{row['iqm']:.3f}",
-            f"[{row['iqm_low']:.3f}, {row['iqm_high']:.3f}]",
+            f"[{row['iqm_low']:.3f}, {row['iqm_high']:.3f}]" + ("" if ranges or row["interval"] != "range" else "*"),
         ]
         for row in rows
     ]
     best = int(np.nanargmax([row["iqm"] for row in rows])) if any(np.isfinite(row["iqm"]) for row in rows) else -1
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
     lines = [
-        f"sweep: final returns over seeds ({what}); intervals: 95% percentile bootstrap over seeds",
+        f"sweep: final returns over seeds ({what}); "
+        + (
+            f"ranges: lowest to highest seed (fewer than {INTERVAL_SEEDS} seeds make no interval worth the name)"
+            if ranges
+            else "intervals: 95% percentile bootstrap over seeds"
+            + ("; *: a range, fewer seeds finished" if any(row["interval"] == "range" for row in rows) else "")
+        ),
         "  ".join(h.ljust(w) for h, w in zip(header, widths)),
     ]
     lines += [

@@ -50,13 +50,29 @@ def test_a_preset_run_compiles_each_program_once_and_says_its_start_up_once(pres
     compiled = [line for line in out.stderr.splitlines() if "Compiling " in line]  # loads from the cache too
     assert 1 <= len(compiled) <= 6, "\n".join(compiled)
     lines = out.stdout.splitlines()
-    assert re.search(rf": {len(compiled)} XLA programs(, \d+ from the cache)?$", lines[-1]), lines[-1]
+    assert re.search(rf"; {len(compiled)} XLA programs(, \d+ from the cache)?$", lines[-1]), lines[-1]
     started = [i for i, line in enumerate(lines) if line.startswith("podracer: started in ")]
     # the first progress line (with its share of the budget done; a heartbeat during a long compilation, "| env
     # steps 0/N | compiling", is not one)
     first = next(i for i, line in enumerate(lines) if "| env steps" in line and "%)" in line)
     assert started == [first - 1], out.stdout
     assert all(f" {phase} " in lines[first - 1] for phase in ("imports", "environment", "compile", "first call"))
+    # one compile figure in the run, the start-up line's
+    figures = [line for line in lines if re.search(r"compil\w* (in )?[0-9.]+ s", line)]
+    assert figures == [lines[first - 1]], figures
+
+
+def test_sebulbas_heartbeat_counts_the_env_steps_of_the_updates_done_between_progress_lines():
+    """Before the first progress line Sebulba's learner has done updates: the heartbeat says their env steps (it
+    said "env steps 0" at update 7)."""
+    from podracer import runkit
+
+    done = {"updates": 0}
+    progress = runkit.Progress(100_000, 0, False, describe=lambda: [f"learner: update {done['updates']}"],
+                               done=lambda: done["updates"] * 128)  # fmt: skip
+    assert progress.status() == "env steps 0 | learner: update 0"
+    done["updates"] = 7
+    assert progress.status().startswith("env steps 896 | learner: update 7 | ETA ")
 
 
 def test_resume_auto_of_a_finished_run_says_so_exits_0_and_compiles_nothing(tmp_path):

@@ -129,15 +129,30 @@ def test_sweepable_names_are_the_numeric_hyperparameters():
 
 def test_table_gives_mean_and_interquartile_mean_with_bootstrap_intervals():
     points = [{"learning_rate": 1e-3}, {"learning_rate": 1e-2}]
-    returns = np.array([[1.0, 2.0, 3.0, 100.0], [5.0, 5.0, 5.0, 5.0]])
+    returns = np.array([[1.0, 2.0, 3.0, 100.0, 4.0], [5.0, 5.0, 5.0, 5.0, 5.0]])
     rows = sweep.table(points, returns)
-    assert rows[0]["mean"] == pytest.approx(26.5) and rows[0]["iqm"] == pytest.approx(2.5)
-    assert rows[0]["mean_low"] < 26.5 < rows[0]["mean_high"] and rows[0]["iqm_low"] <= 2.5 <= rows[0]["iqm_high"]
-    assert 1.0 <= rows[0]["mean_low"] and rows[0]["mean_high"] <= 100.0
+    assert rows[0]["mean"] == pytest.approx(22.0) and rows[0]["iqm"] == pytest.approx(3.0)
+    assert rows[0]["mean_low"] < 22.0 < rows[0]["mean_high"] and rows[0]["iqm_low"] <= 3.0 <= rows[0]["iqm_high"]
+    assert 1.0 <= rows[0]["mean_low"] and rows[0]["mean_high"] <= 100.0 and rows[0]["interval"] == "95% CI"
     assert (rows[1]["mean_low"], rows[1]["mean_high"], rows[1]["iqm"]) == (5.0, 5.0, 5.0)
     assert sweep.table(points, returns) == rows  # a fixed bootstrap seed: the same returns, the same intervals
     text = sweep.format_table(rows, "test")
+    assert text.splitlines()[0].endswith("intervals: 95% percentile bootstrap over seeds")
     assert text.splitlines()[-1].endswith("<- best IQM") and "learning_rate=0.01" in text.splitlines()[-1]
+
+
+def test_fewer_than_five_seeds_are_said_as_their_range_not_an_interval():
+    """Two seeds make no interval worth the name: the table says the lowest and highest seed, and calls it so."""
+    points = [{"learning_rate": 1e-3}, {"learning_rate": 1e-2}]
+    rows = sweep.table(points, np.array([[0.2, 0.9], [0.5, 0.7]]))
+    assert [(r["interval"], r["mean_low"], r["mean_high"], r["iqm_low"], r["iqm_high"]) for r in rows] == [
+        ("range", 0.2, 0.9, 0.2, 0.9),
+        ("range", 0.5, 0.7, 0.5, 0.7),
+    ]
+    lines = sweep.format_table(rows, "test").splitlines()
+    assert lines[0].endswith("ranges: lowest to highest seed (fewer than 5 seeds make no interval worth the name)")
+    assert lines[1].split() == ["setting", "seeds", "mean", "range", "IQM", "range"]
+    assert "95% CI" not in "\n".join(lines)
 
 
 @pytest.mark.parametrize(

@@ -151,6 +151,7 @@ class _Watch:
             what="--total-env-steps",
             describe=self._describe,
             first="first updates",
+            done=lambda: self.learner.updates * schedule.steps_per_update,
         )
 
     def stuck(self) -> str | None:
