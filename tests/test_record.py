@@ -100,3 +100,26 @@ def test_a_requeued_job_keeps_one_run_directory(tmp_path, monkeypatch, capsys):
     assert _train([*common, "--total-env-steps", str(16 * 8 * 60)]) == 0
     assert list((tmp_path / "runs").iterdir()) == runs
     assert "nothing to train (to train on, raise --total-env-steps)" in capsys.readouterr().out
+
+
+def test_a_sebulba_run_directory_replays_to_the_same_first_progress_line(tmp_path, monkeypatch):
+    """Sebulba's actor threads make later windows depend on timing; the first (the initial policy's rollout and
+    the first update) does not, and a replay from the run directory repeats it."""
+    from podracer import cli
+
+    first, again = tmp_path / "first", tmp_path / "again"
+    flags = ["--env", "gymnasium:CartPole-v1", "--agent", "ppo", "--num-envs", "8", "--rollout-length", "32",
+             "--total-env-steps", "512", "--log-every", "1", "--seed", "3", "--actor-devices", "0",
+             "--learner-devices", "1"]  # fmt: skip
+    cpu = ["--cpu-devices", str(len(jax.devices("cpu")))]
+    monkeypatch.setattr(sys, "argv", ["podracer", "sebulba", *flags])
+    assert cli.main(["sebulba", *cpu, *flags, "--log-dir", str(first)]) == 0
+    written = tomllib.loads((first / "run.toml").read_text())["run"]
+    assert written["mode"] == "sebulba" and written["flags"]["env"] == "gymnasium:CartPole-v1"
+    assert cli.main(["sebulba", *cpu, "--preset", str(first / "run.toml"), "--log-dir", str(again)]) == 0
+    timing = ("sps", "fps", "run_id", "learner_wait_s", "learn_s", "policy_lag", "queue_size", "host_memory_mb")
+    ours, theirs = (
+        {k: v for k, v in _records(d)[0].items() if k not in timing and not k.startswith("actor_")}
+        for d in (first, again)
+    )
+    assert ours == theirs and ours["env_steps"] == 256 and ours["episodes"] > 0, ours
