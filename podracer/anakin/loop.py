@@ -214,9 +214,9 @@ def run(*args, **kwargs) -> RunResult:
     host call (checkpoints); a set ``stop`` ends the run after the call in flight; ``progress`` hears what the run is
     doing before its first summary (the update is compiled ahead of its first call, so no summary's env steps/s
     includes compilation); ``evaluate(params) -> returns`` (params as one device holds them, every entry's with
-    several; :func:`make_evaluate`) runs every ``plan.eval_every`` updates: summaries then carry ``eval_return``
-    (the mean) and its minimum and maximum, and the run stops once that mean reaches ``plan.target_return``
-    (``target_reached`` is 1 then).
+    several; :func:`make_evaluate`) runs every ``plan.eval_every`` updates and after the last call: summaries then
+    carry ``eval_return`` (the mean) and its minimum and maximum, and the run stops once that mean reaches
+    ``plan.target_return`` (``target_reached`` is 1 then).
 
     ``plan.on_nonfinite`` (:class:`~podracer.runkit.NonfiniteWatch`): ``stop`` raises
     :class:`~podracer.runkit.Diverged` after logging the call that holds the first update whose loss, gradients or
@@ -328,7 +328,8 @@ def _train(plan: RunPlan, env, agent, optimizer, sweep, state, start_update: int
         summary, codes = _summary(metrics, summarize_call, float(plan.env_steps(done)), per_call / call_seconds[-1])
         if sweep is not None:  # a population adds every lane's values and lineage
             summary.update(sweep.summary(state))
-        if hooks.evaluate is not None and plan.eval_every and done % plan.eval_every == 0:
+        # every --eval-every updates, and at the end: the closing figure is the evaluation of what is saved last
+        if hooks.evaluate is not None and plan.eval_every and (done % plan.eval_every == 0 or done == plan.num_updates):
             returns = hooks.evaluate(parallel.host_entry(state.learner.params))
             summary.update(summarize_evaluation(returns, plan.target_return))
         history.append(summary)

@@ -81,7 +81,8 @@ def learn(
     saved. ``status`` (:class:`LearnerStatus`) hears what the loop is doing, the updates done and the
     first step's seconds. A stop that abandons the step in flight saves the last completed update's host copy
     (:class:`~podracer.runkit.StopSnapshot`; ``save(copy, updates, replicated=False)``). ``evaluate(state)``
-    runs every ``schedule.eval_every`` updates; its entries join a summary logged at once, and the
+    runs every ``schedule.eval_every`` updates and after the last (the closing figure is then the evaluation of the
+    parameters saved last); its entries join a summary logged at once, and the
     loop ends when it holds a true ``target_reached``. An update whose loss, gradients or parameters are not finite
     (``schedule.on_nonfinite``, :class:`~podracer.runkit.NonfiniteWatch`) raises
     :class:`~podracer.runkit.Diverged` under ``stop``, before its parameters reach the actors or a checkpoint (the
@@ -127,7 +128,9 @@ def learn(
             if save is not None and cadence.due(updates):
                 save(state, updates)
                 cadence.saved_at(updates)
-            if evaluate is not None and schedule.eval_every and updates % schedule.eval_every == 0:
+            # every --eval-every updates, and at the end: the closing figure is the evaluation of what is saved last
+            last = updates == schedule.num_updates
+            if evaluate is not None and schedule.eval_every and (updates % schedule.eval_every == 0 or last):
                 window.evaluation = evaluate(state)
             if updates % schedule.log_every == 0 or updates == schedule.num_updates or window.evaluation:
                 history.append(window.summary(updates * schedule.steps_per_update, clock, schedule, queue.qsize()))

@@ -1,0 +1,33 @@
+"""The figure a run closes with is the saved agent's: a run that evaluates does so after its last update too (it
+evaluated only every --eval-every updates, so the closing line could report the parameters of an earlier one),
+and its checkpoint, played by ``podracer evaluate`` on the evaluation's environments, scores what the line says."""
+
+import jax
+import numpy as np
+
+from podracer import cli, evaluate
+from podracer.play import EVAL_SEED_OFFSET
+
+
+def test_sebulbas_closing_evaluation_is_its_checkpoint_played_by_evaluate(tmp_path, capsys):
+    directory = tmp_path / "ck"
+    flags = ["--env", "gymnasium:CartPole-v1", "--agent", "ppo", "--num-envs", "8", "--rollout-length", "32",
+             "--total-env-steps", str(5 * 8 * 32), "--eval-every", "3", "--eval-episodes", "6", "--seed", "4",
+             "--actor-devices", "0", "--learner-devices", "1", "--checkpoint-dir", str(directory), "--no-log-dir",
+             "--cpu-devices", str(len(jax.devices("cpu")))]  # fmt: skip
+    assert cli.main(["sebulba", *flags]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("done: 5 updates; final greedy evaluation return "), last  # after update 5, not 3
+    said = float(last.split("final greedy evaluation return ")[1].split(";")[0])
+    # the greedy policy is deterministic: the evaluation's environments give the same episodes again
+    returns, _ = evaluate.play(str(directory), 6, seed=4 + EVAL_SEED_OFFSET, greedy=True)
+    assert round(float(np.mean(returns)), 3) == said, (returns, said)
+
+
+def test_anakin_evaluates_after_its_last_call_too(tmp_path, capsys):
+    flags = ["--env", "catch", "--num-envs", "16", "--rollout-length", "8", "--num-updates", "30",
+             "--updates-per-call", "10", "--eval-every", "20", "--eval-episodes", "8", "--no-log-dir",
+             "--cpu-devices", str(len(jax.devices("cpu")))]  # fmt: skip
+    assert cli.main(["anakin", *flags]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-1].startswith("final greedy evaluation return "), out[-1]  # update 30's, though 30 % 20 != 0
