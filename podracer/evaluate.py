@@ -38,9 +38,17 @@ class EvaluateConfig:
     # where pgx's baseline models are (MODEL.ckpt, as pgx.make_baseline_model leaves them): --opponent baseline reads
     # the game's there and downloads nothing (needs dm-haiku)
     baseline_dir: Annotated[str | None, Flag(metavar="DIR")] = None
+    # planning agents (alphazero, muzero): simulations of the search at every move (default: the run's)
+    num_simulations: int | None = None
+    # planning agents: scale of the Gumbel noise at the root, 0 for none (default: the run's)
+    gumbel_scale: float | None = None
     imports: Imports = ()
 
     def __post_init__(self):
+        if self.num_simulations is not None and self.num_simulations < 1:
+            raise ValueError(f"--num-simulations must be >= 1, got {self.num_simulations}.")
+        if self.gumbel_scale is not None and not self.gumbel_scale >= 0:
+            raise ValueError(f"--gumbel-scale must be >= 0, got {self.gumbel_scale}.")
         if (self.opponent == "baseline") != (self.baseline_dir is not None):
             raise ValueError("--opponent baseline and --baseline-dir DIR go together (the model is read from DIR).")
         if not 1 <= self.episodes <= MAX_EPISODES:
@@ -50,19 +58,36 @@ class EvaluateConfig:
             )
 
 
-def _agent_for(metadata, spec):
+def search_settings(num_simulations: int | None = None, gumbel_scale: float | None = None) -> dict[str, float]:
+    """The search settings a play overrides (``--num-simulations``, ``--gumbel-scale``), those given."""
+    given = {"num_simulations": num_simulations, "gumbel_scale": gumbel_scale}
+    return {name: value for name, value in given.items() if value is not None}
+
+
+def _agent_for(metadata, spec, search=None):
     from podracer import agents, build
 
+    agent_config = build.agent_config_from(metadata)
+    if search:
+        missing = [name for name in search if not hasattr(agent_config, name)]
+        if missing:
+            flags = ", ".join("--" + name.replace("_", "-") for name in search)
+            raise ValueError(
+                f"{flags}: the checkpoint holds a {metadata['agent']} agent, which does not search "
+                "(planning agents: alphazero, muzero)."
+            )
+        agent_config = agent_config.replace(**search)
     return agents.make(
-        build.agent_config_from(metadata),
+        agent_config,
         spec,
         run=build.run_facts_from(metadata),
         normalize=metadata.get("normalize"),
     )
 
 
-def load(directory: str, spec):
-    """``(agent, params, metadata)`` from the newest checkpoint in ``directory``."""
+def load(directory: str, spec, search=None):
+    """``(agent, params, metadata)`` from the newest checkpoint in ``directory``; ``search``: a planning agent's
+    search settings to play with instead of the run's (:func:`search_settings`)."""
     import jax
 
     from podracer import checkpoint
@@ -70,7 +95,7 @@ def load(directory: str, spec):
     from podracer.learner import init_learner_state
 
     metadata, _ = checkpoint.newest_metadata(directory)
-    agent = _agent_for(metadata, spec)
+    agent = _agent_for(metadata, spec, search)
     example = example_observation(spec)
     # Abstract: a replay agent's template would otherwise allocate its whole replay memory.
     template = jax.eval_shape(
@@ -171,7 +196,7 @@ def _drawing(metadata, spec, env=None):
     )
 
 
-def _play_host(metadata, directory, episodes, seed, greedy, max_steps, record, opponent=None):
+def _play_host(metadata, directory, episodes, seed, greedy, max_steps, record, opponent=None, search=None):
     if opponent is not None:
         raise ValueError(f"--opponent: {metadata['env']} is not a two-player game (pgx:NAME).")
 
@@ -182,7 +207,7 @@ def _play_host(metadata, directory, episodes, seed, greedy, max_steps, record, o
     close = lambda: None  # noqa: E731
     try:
         draw, close = _drawing(metadata, env.spec(), env) if record else (None, close)
-        agent, params, _ = load(directory, env.spec())
+        agent, params, _ = load(directory, env.spec(), search)
         return play_host(
             env, agent, params, episodes, seed=seed, greedy=greedy, max_steps=max_steps, record=record, draw=draw
         )
@@ -191,7 +216,7 @@ def _play_host(metadata, directory, episodes, seed, greedy, max_steps, record, o
         env.close()
 
 
-def _play_jax(metadata, directory, episodes, seed, greedy, max_steps, record, opponent=None):
+def _play_jax(metadata, directory, episodes, seed, greedy, max_steps, record, opponent=None, search=None):
     from podracer import build
     from podracer.envs import wrappers
 
@@ -206,7 +231,7 @@ def _play_jax(metadata, directory, episodes, seed, greedy, max_steps, record, op
     env = wrappers.for_evaluation(build.env_against(name, opponent))
     draw, close = _drawing(metadata, env.spec()) if record else (None, lambda: None)
     try:
-        agent, params, _ = load(directory, env.spec())
+        agent, params, _ = load(directory, env.spec(), search)
         return play_jax(
             env, agent, params, episodes, seed=seed, greedy=greedy, max_steps=max_steps, record=record, draw=draw
         )
@@ -223,11 +248,13 @@ def play(
     max_steps: int = 100_000,
     record: bool = False,
     opponent: str | None = None,
+    search: dict | None = None,
 ):
     """Returns of ``episodes`` episodes of a Sebulba (envpool) or Anakin (JAX) checkpoint, and the first
     episode's frames when ``record`` (pictures, boards, classic control, a gymnasium batch: :func:`_drawing`);
     ``opponent``: a two-player game's other player (``"random"``, ``"greedy"``, ``"perfect"``, ``("baseline",
-    DIR)``: pgx's baseline model read from DIR; None: the run's)."""
+    DIR)``: pgx's baseline model read from DIR; None: the run's); ``search``: a planning agent's search settings
+    instead of the run's (:func:`search_settings`)."""
     from podracer import checkpoint
 
     metadata, _ = checkpoint.newest_metadata(directory)
@@ -238,7 +265,7 @@ def play(
 
     jax_env = envs.is_jax_on_host(metadata.get("env", ""))  # a JAX environment Sebulba stepped on the host
     play_fn = _play_host if mode == "sebulba" and not jax_env else _play_jax
-    return play_fn(metadata, directory, episodes, seed, greedy, max_steps, record, opponent)
+    return play_fn(metadata, directory, episodes, seed, greedy, max_steps, record, opponent, search)
 
 
 def check_output_file(path: str, flag: str) -> None:
@@ -324,6 +351,7 @@ def main(argv=None, *, prog: str = "python -m podracer.evaluate", name: str = "p
             greedy=args.greedy,
             record=bool(args.gif),
             opponent=("baseline", args.baseline_dir) if args.opponent == "baseline" else args.opponent,
+            search=search_settings(args.num_simulations, args.gumbel_scale),
         )
     except (ValueError, FileNotFoundError) as error:
         print(f"{name}: error: {error}", file=sys.stderr)

@@ -352,3 +352,41 @@ def test_pgx_baseline_models_are_read_from_a_local_directory_and_play_legal_move
     env = envs.wrap(envs.make("pgx:othello", opponent=opponent))
     state, timestep = env.reset(jax.random.key(3))
     assert timestep.action_mask.any()
+
+
+@pytest.mark.suite("pgx")
+def test_evaluate_plays_a_planning_checkpoint_with_the_search_settings_it_is_given(tmp_path, monkeypatch, capsys):
+    """``podracer evaluate --num-simulations N --gumbel-scale G`` plays with that search (a figure measured at 256
+    simulations is reproduced at 256, not at training's 32); an agent that does not search refuses them in one line."""
+    import podracer
+    from podracer import evaluate
+
+    cpu = str(len(jax.devices("cpu")))
+    podracer.train(
+        env="pgx:tic_tac_toe",
+        agent="alphazero",
+        num_updates=1,
+        updates_per_call=1,
+        num_envs_per_device=2,
+        rollout_length=4,
+        num_simulations=2,
+        hidden_sizes=[8],
+        cpu_devices=cpu,
+        log_dir=str(tmp_path / "az"),
+    )
+    podracer.train(env="catch", agent="ppo", num_updates=1, updates_per_call=1, num_envs_per_device=2,
+                   cpu_devices=cpu, log_dir=str(tmp_path / "ppo"))  # fmt: skip
+    made, real = [], agents.make
+    monkeypatch.setattr(agents, "make", lambda config, *a, **k: made.append(config) or real(config, *a, **k))
+    argv = ["--checkpoint", str(tmp_path / "az" / "checkpoint"), "--episodes", "2", "--greedy", "--opponent", "perfect"]
+    assert evaluate.main([*argv, "--num-simulations", "8", "--gumbel-scale", "0"], name="evaluate") == 0
+    assert (made[-1].num_simulations, made[-1].gumbel_scale) == (8, 0.0)
+    assert evaluate.main(argv, name="evaluate") == 0
+    assert (made[-1].num_simulations, made[-1].gumbel_scale) == (2, 1.0)  # the run's
+    capsys.readouterr()
+    refused = ["--checkpoint", str(tmp_path / "ppo" / "checkpoint"), "--num-simulations", "8"]
+    assert evaluate.main(refused, name="evaluate") == 2
+    assert capsys.readouterr().err == (
+        "evaluate: error: --num-simulations: the checkpoint holds a ppo agent, which does not search (planning "
+        "agents: alphazero, muzero).\n"
+    )
