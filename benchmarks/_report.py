@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import platform
 import statistics
+import subprocess
+import tarfile
 import time
 from pathlib import Path
 
@@ -112,3 +114,28 @@ def save(out: str | Path | None, text: str, data: dict) -> None:
     out.with_suffix(".md").write_text(text)
     out.with_suffix(".json").write_text(json.dumps(data, indent=1))
     print(f"saved {out.with_suffix('.md')} and {out.with_suffix('.json')}")
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def resolve(rev: str, flag: str = "--against") -> str:
+    """The full commit hash of ``rev``, or a one-line exit naming ``flag``."""
+    found = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+        capture_output=True,
+        text=True,
+    )
+    if found.returncode:
+        raise SystemExit(f"{flag}: {rev!r} is not a commit of {REPO}.")
+    return found.stdout.strip()
+
+
+def extract(commit: str, folder: Path) -> None:
+    """``commit``'s ``podracer/`` package, written under ``folder`` (put ``folder`` first on a process's path to
+    run that revision)."""
+    archive = folder / "source.tar"
+    with archive.open("wb") as f:
+        subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", commit, "podracer"], stdout=f, check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(folder, filter="data")

@@ -22,7 +22,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -130,34 +129,13 @@ class Side:
             self.process.wait()
 
 
-def resolve(rev: str) -> str:
-    """The full commit hash of ``rev``, or a one-line exit naming ``--against``."""
-    found = subprocess.run(
-        ["git", "-C", str(REPO), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
-        capture_output=True,
-        text=True,
-    )
-    if found.returncode:
-        raise SystemExit(f"--against: {rev!r} is not a commit of {REPO}.")
-    return found.stdout.strip()
-
-
-def extract(commit: str, folder: Path) -> None:
-    """``commit``'s ``podracer/`` package, written under ``folder``."""
-    archive = folder / "source.tar"
-    with archive.open("wb") as f:
-        subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", commit, "podracer"], stdout=f, check=True)
-    with tarfile.open(archive) as tar:
-        tar.extractall(folder, filter="data")
-
-
 def compare(against: str, config: dict, rounds: int) -> dict:
     import numpy as np
 
-    commit = resolve(against)
+    commit = _report.resolve(against)
     with tempfile.TemporaryDirectory(prefix="podracer-compare-") as folder:
         folder = Path(folder)
-        extract(commit, folder)
+        _report.extract(commit, folder)
         sides = [Side("today", REPO, config)]
         try:
             sides.append(Side(against, folder, config))

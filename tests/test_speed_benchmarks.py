@@ -1,4 +1,5 @@
-"""The learner-limit and commit-comparison benchmarks: the matmuls they take from a step, and their command lines."""
+"""The learner-limit, commit-comparison and compile-profile benchmarks: the matmuls they take from a step, and
+their command lines."""
 
 import json
 import shutil
@@ -106,3 +107,22 @@ def test_compare_commits_alternates_two_processes_and_compares_their_parameters(
     assert bad.returncode == 1 and bad.stderr.strip().splitlines()[-1] == (
         f"--against: 'no-such-revision' is not a commit of {REPO.resolve()}."
     )
+
+
+@pytest.mark.slow
+def test_compile_profile_times_each_program_of_a_cold_launch_beside_another_revision(tmp_path):
+    out = tmp_path / "profile"
+    command = [sys.executable, str(BENCHMARKS / "compile_profile.py"), "--presets", "catch", "--rounds", "1",
+               "--against", "HEAD", "--out", str(out)]  # fmt: skip
+    run = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    data = json.loads(out.with_suffix(".json").read_text())
+    today, other = (data["presets"]["catch"][side] for side in data["sides"])
+    # the update scanned over a host call: traced, lowered and compiled by XLA's backend, on both sides
+    assert all(program["per_device"]["backend"] > 0 and program["per_device"]["trace"] > 0
+               for program in (today["programs"], other["programs"]))  # fmt: skip
+    assert today["compile_phase_s"] > 0 and data["presets"]["catch"]["ratio"] > 0
+    assert "| per_device |" in out.with_suffix(".md").read_text()
+    bad = subprocess.run([sys.executable, str(BENCHMARKS / "compile_profile.py"), "--against", "no-such-revision"],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert bad.returncode == 1 and bad.stderr.strip().startswith("--against: 'no-such-revision' is not a commit of")
