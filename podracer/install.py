@@ -67,7 +67,14 @@ def command(*extras: str) -> str:
     needed = [r for extra in extras for r in requirements(extra)]
     if extras and needed:
         return "pip install " + " ".join(shlex.quote(r) for r in dict.fromkeys(needed))
-    return f"pip install -e {shlex.quote('.' + spec)} (in a checkout of podracer)"
+    return f"pip install {shlex.quote(wheel() + spec)}"
+
+
+def wheel() -> str:
+    """The file name of this version's wheel, as ``pip wheel --no-deps .`` builds it in a checkout."""
+    from podracer import __version__
+
+    return f"{DISTRIBUTION.replace('-', '_')}-{__version__}-py3-none-any.whl"
 
 
 def origin() -> str:
@@ -77,7 +84,10 @@ def origin() -> str:
     root = checkout()
     if root is not None:
         return f"the checkout {root}; not on the package index before the first release"
-    return f"a wheel built from a checkout; not on the package index before the first release ({command()})"
+    return (
+        f"a wheel built from a checkout ({command()}, built there with pip wheel --no-deps .); not on the package "
+        "index before the first release"
+    )
 
 
-__all__ = ["DISTRIBUTION", "RELEASED", "checkout", "command", "origin", "requirements"]
+__all__ = ["DISTRIBUTION", "RELEASED", "checkout", "command", "origin", "requirements", "wheel"]

@@ -9,6 +9,7 @@ import tomllib
 
 import pytest
 
+import podracer
 from podracer import envs, install
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -98,7 +99,10 @@ def test_the_command_says_where_this_copy_came_from(monkeypatch, tmp_path):
     assert install.command("envpool") == "pip install 'envpool>=1.2.5'"
     suites = install.requirements("suites")
     assert {r.split(">=")[0] for r in suites} >= {"gymnax", "brax", "craftax", "jumanji", "pgx", "navix", "xminigrid"}
-    assert install.origin().startswith("a wheel built from a checkout; not on the package index before the first")
+    assert install.origin() == (
+        "a wheel built from a checkout (pip install podracer_rl-0.1.0-py3-none-any.whl, built there with pip wheel "
+        "--no-deps .); not on the package index before the first release"
+    ).replace("0.1.0", podracer.__version__)
     monkeypatch.setattr(install, "RELEASED", True)
     assert install.command("gymnax") == "pip install 'podracer-rl[gymnax]'"
 
