@@ -193,3 +193,25 @@ def test_progress_lines_say_the_time_left_at_the_pace_since_the_first_line():
     from podracer.logging import duration
 
     assert [duration(s) for s in (5, 65, 3600 * 2 + 180)] == ["5s", "1m05s", "2h03m"]
+
+
+def test_the_start_up_line_names_the_programs_whose_compilation_took_long():
+    """The compile phase says where its time went, program by program, as XLA's backend reports it (a cold start:
+    the update and the learners' initial states); a program loaded from the cache in a moment is not named."""
+    from podracer import startup
+
+    startup.reset()
+    try:
+        startup.mark("imports")
+        for name, seconds in (("jit(per_device)", 5.4), ("jit(key)", 0.04), ("jit(learners)", 1.4)):
+            startup._on_duration(startup.PROGRAM_EVENT, seconds, fun_name=name)
+        startup.mark("compile")
+        startup.mark("first call")
+        line = startup.line()
+        assert re.fullmatch(
+            r"started in [0-9.]+ s: imports [0-9.]+ s, compile [0-9.]+ s \(XLA: per_device 5\.4 s, learners 1\.4 s\), "
+            r"first call [0-9.]+ s",
+            line,
+        ), line
+    finally:
+        startup.reset()
