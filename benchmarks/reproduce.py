@@ -411,7 +411,7 @@ def random_play(env_name: str, episodes: int = 256, seed: int = 0) -> float:
 def run_row(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_SEED) -> dict:
     """Trains ``row`` and measures it: a dict of the table's fields, and its learning curves."""
 
-    from podracer import anakin, experiment, sweep
+    from podracer import anakin, experiment, stats, sweep
 
     cfg, per_update = row_config(row, seeds, scale, full, seed)
     start = time.perf_counter()
@@ -419,7 +419,7 @@ def run_row(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_S
     wall = time.perf_counter() - start
     finals, what = sweep.final_returns(result.history, 1, cfg.eval_policy)
     finals = finals[0]
-    low, high = sweep.bootstrap_interval(finals, anakin.interquartile_mean)
+    low, high = stats.bootstrap_interval(finals, anakin.interquartile_mean)
     iqm = anakin.interquartile_mean(finals)
     random = random_play(cfg.env)
     env_steps = cfg.num_updates * per_update

@@ -307,11 +307,8 @@ def run_sebulba(config: SebulbaConfig, stop: threading.Event | None = None) -> s
     """The command line's Sebulba run: console progress and, with ``log_dir``, JSONL and TensorBoard."""
     with runlock.hold(_written(config), enabled=parallel.is_main_process()):  # before the logger opens its files
         resuming = config.resume != "no" and bool(checkpoint.steps(config.checkpoint_dir or ""))
-        keys = (
-            "learner_wait_s",
-            "actor_put_wait_s",
-            "policy_lag",
-        )  # fps (frames/s) is in metrics.jsonl: one figure here
+        # one throughput figure on the console (sps); fps, frames/s, stays in metrics.jsonl
+        keys = ("learner_wait_s", "actor_put_wait_s", "policy_lag")
         logger = run_logger(config, config.total_env_steps, keys, resuming)
         with logger:
             return train_sebulba(config, log=logger, stop=stop)

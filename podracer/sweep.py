@@ -27,7 +27,7 @@ import numpy as np
 
 from podracer.agents.base import flag, settable, with_hyperparameters
 from podracer.stats import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED  # noqa: F401 (re-exported)
-from podracer.stats import INTERVAL_SEEDS, bootstrap_interval, interquartile_mean, spread  # noqa: F401
+from podracer.stats import INTERVAL_SEEDS, interquartile_mean, spread
 
 
 def _hints(agent_config) -> dict[str, type]:
@@ -128,10 +128,10 @@ def table(points: Sequence[Mapping[str, float]], returns: np.ndarray) -> list[di
     rows = []
     for point, values in zip(points, returns):
         finite = values[np.isfinite(values)]
-        row = {**point, "seeds": len(values), "interval": "95% CI" if len(finite) >= INTERVAL_SEEDS else "range"}
+        row = {**point, "seeds": len(values), "interval": "range"}  # (none finished: no interval either)
         for name, statistic in (("mean", np.mean), ("iqm", interquartile_mean)):
             if len(finite):
-                low, high, _ = spread(finite, statistic)
+                low, high, row["interval"] = spread(finite, statistic)
                 row.update({name: float(statistic(finite)), f"{name}_low": low, f"{name}_high": high})
             else:
                 row.update({name: math.nan, f"{name}_low": math.nan, f"{name}_high": math.nan})
@@ -146,16 +146,17 @@ def format_table(rows: Sequence[dict], what: str) -> str:
     ranges = all(row["interval"] == "range" for row in rows)
     spread_name = "range" if ranges else "95% CI"
     header = ["setting", "seeds", "mean", spread_name, "IQM", spread_name]
+    marks = ["" if ranges or row["interval"] != "range" else "*" for row in rows]  # a range among intervals
     body = [
         [
             label({n: row[n] for n in names}),
             str(row["seeds"]),
             f"{row['mean']:.3f}",
-            f"[{row['mean_low']:.3f}, {row['mean_high']:.3f}]" + ("" if ranges or row["interval"] != "range" else "*"),
+            f"[{row['mean_low']:.3f}, {row['mean_high']:.3f}]{mark}",
             f"{row['iqm']:.3f}",
-            f"[{row['iqm_low']:.3f}, {row['iqm_high']:.3f}]" + ("" if ranges or row["interval"] != "range" else "*"),
+            f"[{row['iqm_low']:.3f}, {row['iqm_high']:.3f}]{mark}",
         ]
-        for row in rows
+        for row, mark in zip(rows, marks)
     ]
     best = int(np.nanargmax([row["iqm"] for row in rows])) if any(np.isfinite(row["iqm"]) for row in rows) else -1
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
@@ -165,7 +166,7 @@ def format_table(rows: Sequence[dict], what: str) -> str:
             f"ranges: lowest to highest seed (fewer than {INTERVAL_SEEDS} seeds make no interval worth the name)"
             if ranges
             else "intervals: 95% percentile bootstrap over seeds"
-            + ("; *: a range, fewer seeds finished" if any(row["interval"] == "range" for row in rows) else "")
+            + ("; *: a range, fewer seeds finished" if any(marks) else "")
         ),
         "  ".join(h.ljust(w) for h, w in zip(header, widths)),
     ]

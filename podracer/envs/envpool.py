@@ -190,12 +190,11 @@ class EnvpoolEnv:
         clip_rewards: bool = True,
         max_episode_steps: int | None = None,
     ):
-        require(task)
-        import envpool
-
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}.")
-        self.task_id = resolve_task_id(task)
+        self.task_id = resolve_task_id(task)  # without envpool: one line naming its extra
+        import envpool
+
         self.num_envs = num_envs
         self.atari = is_atari(self.task_id)
         # One seed per environment: seed + j for environment j (what envpool does with one seed), or as given.
