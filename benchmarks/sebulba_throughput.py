@@ -14,12 +14,14 @@ Prints a Markdown table; ``--save`` also writes it (and JSON) to ``benchmarks/re
 
     python benchmarks/sebulba_throughput.py --env Pong --updates 8
     python benchmarks/sebulba_throughput.py --env CartPole --updates 200
+    python benchmarks/sebulba_throughput.py --env Pong --agent muzero --updates 8   # another agent than IMPALA
 """
 
 from __future__ import annotations
 
 import dataclasses
 import statistics
+import sys
 import threading
 import time
 
@@ -170,8 +172,19 @@ class BenchmarkConfig:
 
 
 def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    default = BenchmarkConfig()
+    if "--agent" in argv:  # the run's agent (its hyper-parameters are then flags too); IMPALA by default
+        from podracer import agents
+
+        at = argv.index("--agent")
+        name = argv[at + 1] if at + 1 < len(argv) else ""
+        if name not in agents.names():
+            raise SystemExit(f"benchmarks/sebulba_throughput.py: error: --agent: one of {', '.join(agents.names())}")
+        del argv[at : at + 2]
+        default = BenchmarkConfig(run=dataclasses.replace(default.run, agent=agents.config_class(name)()))
     args = config_cli.parse(
-        BenchmarkConfig, argv, prog="benchmarks/sebulba_throughput.py", description=__doc__.split("\n\n")[0]
+        default, argv, prog="benchmarks/sebulba_throughput.py", description=__doc__.split("\n\n")[0]
     )
     cfg = args.run
     parallel.set_cpu_device_count(cfg.cpu_devices or parallel.available_cores())

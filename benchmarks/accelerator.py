@@ -1,0 +1,732 @@
+"""Every headline figure on an accelerator, from one prepared command, within a time budget.
+
+A lent accelerator comes for minutes, with no package index, so this script is ready before one is: it runs a
+prioritised list of measurements (rows) on whatever accelerator JAX sees, each in a process of its own with the
+time the budget has left, writes every result the moment it has it (a run cut at its limit still returns what
+finished), and prints one table naming the device, the JAX version and the commit. Rows, in priority order:
+
+- ``anakin``: Anakin PPO and A2C env steps/s on Catch and CartPole at 4,096, 16,384 and 65,536 environments (one
+  device; compilation apart); then PPO on gymnax's CartPole-v1 and Catch-bsuite beside PureJaxRL's ``ppo.py`` at
+  its own settings with the same environments, rollout and batch (rounds alternating, median of per-round ratios).
+- ``minatar-ppo``: PPO on MinAtar Breakout, SpaceInvaders, Asterix and Freeway at gymnax-blines' settings (the
+  ``*-minatar`` presets), 10M env steps x 5 seeds (100-104) vmapped: wall-clock and the seeds' returns; PureJaxRL's
+  ``ppo.py`` on Breakout at the same batch settings and seeds beside it.
+- ``minatar-pqn``: PQN on the same games at purejaxql's settings and 10M budget (the ``*-minatar-pqn`` presets).
+- ``sebulba-pong``: Sebulba IMPALA on Pong (``benchmarks/sebulba_throughput.py``): envpool's own ceiling and the
+  end-to-end env steps/s (goal: 80 % of the ceiling); then MuZero's actor throughput the same way.
+- ``craftax``: Anakin PPO env steps/s on Craftax-Classic-Symbolic, beside the Craftax paper's "a run of PPO using 1
+  billion environment interactions finishes in under an hour using only a single GPU" (arXiv 2402.16801, abstract;
+  an RTX 4090 by the project's page): a quoted bound, 278k env steps/s, not a run.
+- ``pong-training``: ``podracer sebulba --env Pong`` with its defaults for what the budget leaves (up to 10M env
+  steps): the training curve against env steps and seconds. Stopped at the budget, the run checkpoints.
+
+On a lent machine (Python 3.12, JAX with CUDA, no rlax, mctx, gymnax, envpool, ...), carry the folder that
+``benchmarks/wheelhouse.py`` prepares here and install from it first (``--wheelhouse``)::
+
+    python3 benchmarks/accelerator.py --wheelhouse .accelerator --out "$OUT"         # everything, 540 s
+    python3 benchmarks/accelerator.py --wheelhouse .accelerator --rows minatar-pqn --budget-s 500 --out "$OUT"
+    python benchmarks/accelerator.py --smoke                          # every row at toy sizes, on the CPU
+    python benchmarks/accelerator.py --table DIR/accelerator.jsonl --save   # the table into benchmarks/results/
+
+``--out DIR`` receives three files, rewritten as rows finish: ``accelerator.jsonl`` (one record per result),
+``accelerator.md`` (the table) and ``accelerator.log`` (every row's output). ``--smoke`` runs every row at toy
+sizes on the CPU in about a minute (the slow tier of the tests runs it, so the script works when a device comes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import types
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+NAME = "accelerator"
+DEFAULT_BUDGET_S = 540  # one 10-minute call, less the machine's start-up, the install and the transfers
+PUREJAXRL_COMMIT = "31756b19"  # luchris429/purejaxrl: purejaxrl/ppo.py and wrappers.py, as the CPU benchmarks
+MINATAR_GAMES = ("breakout", "space-invaders", "asterix", "freeway")
+SEEDS = (100, 101, 102, 103, 104)  # the reproduction table's held-out seeds
+# --smoke's Pong network: the Nature CNN's compilation and CPU gradients would take minutes of a smoke run
+SMOKE_TORSO = ("--torso", "mlp", "--hidden-sizes", "32")
+CRAFTAX_PAPER_SPS = 1e9 / 3600  # PPO, "1 billion environment interactions ... in under an hour" (arXiv 2402.16801)
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    needs: tuple[str, ...]  # modules the row cannot run without
+    minimum_s: float  # the row starts only when at least this much of the budget is left
+    about: str
+
+
+ROWS = (
+    Row("anakin", (), 60, "Anakin PPO and A2C env steps/s; PPO beside PureJaxRL's ppo.py"),
+    Row("sebulba-pong", ("envpool",), 90, "Sebulba IMPALA on Pong against envpool's ceiling; MuZero's actors"),
+    Row("minatar-ppo", ("gymnax",), 120, "PPO on MinAtar at gymnax-blines' settings, 10M x 5 seeds"),
+    Row("minatar-pqn", ("gymnax",), 120, "PQN on MinAtar at purejaxql's settings, 10M x 5 seeds"),
+    Row("craftax", ("craftax",), 60, "Anakin PPO env steps/s on Craftax-Classic-Symbolic"),
+    Row("pong-training", ("envpool",), 120, "podracer sebulba --env Pong: the training curve"),
+)
+BY_NAME = {row.name: row for row in ROWS}
+
+
+# ---------------------------------------------------------------------------------------------------- the driver
+
+
+def commit() -> str:
+    """The checkout's commit (``+dirty`` when it has changes), or what ``benchmarks/wheelhouse.py`` wrote into
+    the carried folder where the copy has no ``.git``."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True
+        )
+        if head.returncode == 0:
+            dirty = subprocess.run(
+                ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
+            return head.stdout.strip() + ("+dirty" if dirty else "")
+    except OSError:
+        pass
+    for folder in (ROOT / ".accelerator",):
+        if (folder / "COMMIT").is_file():
+            return (folder / "COMMIT").read_text().strip() + " (from the carried folder)"
+    return "unknown"
+
+
+def install_wheelhouse(folder: Path) -> str:
+    """Installs ``folder/wheels/*.whl`` offline into a folder of their own and puts it (and the checkout) on this
+    process's path and its children's ``PYTHONPATH``; returns that folder."""
+    wheels = sorted((folder / "wheels").glob("*.whl"))
+    if not wheels:
+        raise SystemExit(f"--wheelhouse {folder}: no wheels in {folder / 'wheels'} (python benchmarks/wheelhouse.py).")
+    site = tempfile.mkdtemp(prefix="podracer-site-")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--no-deps",
+            "--no-compile",
+            "--no-cache-dir",
+            "--target",
+            site,
+            *map(str, wheels),
+        ],
+        check=True,
+    )
+    print(f"installed {len(wheels)} carried wheels into {site}", flush=True)
+    return site
+
+
+def child_env(site: str | None, smoke: bool) -> dict:
+    paths = [str(ROOT), str(HERE)] + ([site] if site else [])
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join(paths + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    if smoke:
+        env["JAX_PLATFORMS"] = "cpu"
+    return env
+
+
+def describe_device(env: dict) -> dict:
+    """The device as JAX sees it, asked in a process of its own (this one never starts a backend: on a GPU that
+    would hold memory the rows need)."""
+    code = (
+        "import json, jax; d = jax.devices(); "
+        "print(json.dumps({'kind': d[0].device_kind, 'count': len(d), 'platform': d[0].platform, "
+        "'jax': jax.__version__}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    if out.returncode:
+        raise SystemExit(f"JAX did not start: {out.stderr.strip().splitlines()[-1:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def missing(row: Row, env: dict) -> list[str]:
+    code = "import importlib.util, sys; print(' '.join(m for m in sys.argv[1:] if not importlib.util.find_spec(m)))"
+    out = subprocess.run([sys.executable, "-c", code, *row.needs], capture_output=True, text=True, env=env)
+    return out.stdout.split()
+
+
+def read_records(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _number(value, unit: str) -> str:
+    if value is None:
+        return "–"
+    if unit == "s":
+        return f"{value:,.1f} s"
+    if unit == "%":
+        return f"{value:.1f} %"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.2f}"
+
+
+def table(header: dict, records: list[dict]) -> str:
+    lines = [
+        f"Accelerator suite on {header['device']}, JAX {header['jax']}, podracer {header['commit']}, "
+        f"{header['date']}{' (smoke: toy sizes on the CPU)' if header.get('smoke') else ''}",
+        "",
+        "| row | measurement | podracer | peer | podracer / peer | notes |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for r in records:
+        if r.get("header"):
+            continue
+        peer = _number(r.get("peer"), r.get("unit", "")) + (f" ({r['peer_name']})" if r.get("peer_name") else "")
+        ratio = f"{r['ratio']:.2f}x" if r.get("ratio") is not None else "–"
+        unit = r.get("unit", "")
+        what = r["what"] + (f" [{unit}]" if unit and unit not in ("s", "%") else "")
+        lines.append(
+            f"| {r['row']} | {what} | {_number(r.get('podracer'), unit)} | "
+            f"{peer if r.get('peer') is not None else '–'} | {ratio} | {r.get('note', '')} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def drive(args, out: Path) -> int:
+    site = install_wheelhouse(Path(args.wheelhouse)) if args.wheelhouse else None
+    env = child_env(site, args.smoke)
+    started = time.monotonic()
+    deadline = started + args.budget_s
+    device = describe_device(env)
+    header = {
+        "header": True,
+        "device": f"{device['kind']} x{device['count']} [{device['platform']}]",
+        "jax": device["jax"],
+        "commit": commit(),
+        "date": datetime.date.today().isoformat(),
+        "smoke": args.smoke,
+        "budget_s": args.budget_s,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    results, log_path = out / f"{NAME}.jsonl", out / f"{NAME}.log"
+    results.write_text(json.dumps(header) + "\n")
+    print(f"# {table(header, []).splitlines()[0]}; budget {args.budget_s:.0f} s", flush=True)
+    rows = [BY_NAME[name] for name in args.rows] if args.rows else list(ROWS)
+    failed = 0
+    with log_path.open("w") as log:
+        for row in rows:
+            left = deadline - time.monotonic()
+            absent = missing(row, env)
+            if absent:
+                note = f"not run: needs {', '.join(absent)} (carry them: python benchmarks/wheelhouse.py)"
+            elif left < (10 if args.smoke else row.minimum_s):
+                note = f"not run: {left:.0f} s of the budget left, the row needs at least {row.minimum_s:.0f} s"
+            else:
+                note = None
+            if note:
+                _append(results, {"row": row.name, "what": row.about, "note": note})
+                print(f"{row.name}: {note}", flush=True)
+                continue
+            print(f"== {row.name}: {row.about} ({left:.0f} s left)", flush=True)
+            command = [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--worker",
+                row.name,
+                "--results",
+                str(results),
+                "--deadline",
+                str(time.time() + left - 5),
+            ]
+            command += ["--smoke"] if args.smoke else []
+            command += ["--purejaxrl", args.purejaxrl] if args.purejaxrl else []
+            began = time.monotonic()
+            status = _run_row(command, env, left, log)
+            print(f"{row.name}: {time.monotonic() - began:.0f} s", flush=True)
+            if status != 0:
+                failed += 1
+                what = "cut at the budget" if status is None else f"failed (exit {status}); see {log_path.name}"
+                _append(results, {"row": row.name, "what": row.about, "note": what})
+                print(f"{row.name}: {what}", flush=True)
+            (out / f"{NAME}.md").write_text(table(header, read_records(results)))
+    text = table(header, read_records(results))
+    (out / f"{NAME}.md").write_text(text)
+    print("\n" + text, flush=True)
+    print(f"wrote {results}, {out / f'{NAME}.md'} and {log_path} in {time.monotonic() - started:.0f} s", flush=True)
+    return 1 if failed and args.smoke else 0
+
+
+def _append(path: Path, record: dict) -> None:
+    with path.open("a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def _run_row(command, env, seconds: float, log) -> int | None:
+    """The row's exit status, or ``None`` when the budget cut it (SIGTERM first: a training run checkpoints)."""
+    proc = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    end = time.monotonic() + seconds
+    import selectors
+
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stdout, selectors.EVENT_READ)
+    cut = False
+    while True:
+        if not cut and time.monotonic() > end:
+            cut = True
+            os.killpg(proc.pid, signal.SIGTERM)
+            end = time.monotonic() + 30
+        elif cut and time.monotonic() > end:
+            os.killpg(proc.pid, signal.SIGKILL)
+        if selector.select(timeout=1.0):
+            line = proc.stdout.readline()
+            if not line:
+                break
+            print(f"  {line}", end="", flush=True)
+            log.write(line)
+            log.flush()
+    proc.wait()
+    return None if cut else proc.returncode
+
+
+# ---------------------------------------------------------------------------------------------------- the rows
+
+
+class Context:
+    def __init__(self, row: str, results: Path, deadline: float, smoke: bool, purejaxrl: str | None):
+        self.row, self.results, self.deadline, self.smoke = row, results, deadline, smoke
+        self.purejaxrl = purejaxrl or str(ROOT / ".accelerator" / "purejaxrl")
+
+    def left(self) -> float:
+        return self.deadline - time.time()
+
+    def record(self, what: str, podracer=None, unit: str = "env steps/s", **fields) -> None:
+        record = {"row": self.row, "what": what, "podracer": podracer, "unit": unit, **fields}
+        _append(self.results, record)
+        shown = {k: v for k, v in record.items() if k not in ("row", "data")}
+        print(f"result: {json.dumps(shown)}", flush=True)
+
+    def has_purejaxrl(self) -> bool:
+        return (Path(self.purejaxrl) / "ppo.py").is_file() and (Path(self.purejaxrl) / "wrappers.py").is_file()
+
+
+def purejaxrl_make_train(folder: str):
+    """PureJaxRL's ``make_train`` from its ``ppo.py`` in ``folder``. Its ``wrappers.py`` imports brax and navix at
+    the top for wrappers these rows never use (gymnax's environments only): where they are not installed, empty
+    stand-ins take those imports (the lent machine carries neither)."""
+    import importlib.util
+
+    stand_ins = {
+        "brax": {},
+        "brax.envs": {},
+        "brax.envs.wrappers": {},
+        "brax.envs.wrappers.training": {"EpisodeWrapper": object, "AutoResetWrapper": object},
+        "navix": {},
+    }
+    for module, names in stand_ins.items():
+        top = module.split(".")[0]
+        if top not in sys.modules and importlib.util.find_spec(top) is not None:
+            continue  # the real package: wrappers.py imports it
+        if module not in sys.modules:
+            stand_in = types.ModuleType(module)
+            stand_in.__dict__.update(names)
+            sys.modules[module] = stand_in
+            if "." in module:
+                parent, _, child = module.rpartition(".")
+                setattr(sys.modules[parent], child, stand_in)
+    sys.path.insert(0, folder)
+    from importlib import metadata
+
+    import gymnax
+    import ppo  # PureJaxRL's purejaxrl/ppo.py, carried
+
+    if int(metadata.version("gymnax").split(".")[0]) >= 1:
+        ppo.gymnax = types.SimpleNamespace(make=lambda *a, **k: _joined(*gymnax.make(*a, **k)))
+    return ppo.make_train
+
+
+def _joined(env, params):
+    """gymnax 1.x's environment as gymnax 0.0.x's, which PureJaxRL at 31756b1 was written against: ``step`` returns
+    ``done`` (terminated or truncated) where 1.x returns the two apart; everything else is the environment's."""
+    import jax.numpy as jnp
+
+    class Joined:
+        def __getattr__(self, name):
+            return getattr(env, name)
+
+        def step(self, key, state, action, params=None):
+            obs, state, reward, terminated, truncated, info = env.step(key, state, action, params)
+            return obs, state, reward, jnp.logical_or(terminated, truncated), info
+
+    return Joined(), params
+
+
+def purejaxrl_config(env_name: str, num_envs: int, num_steps: int, updates: int, **overrides) -> dict:
+    from ppo_peers import PUREJAXRL_CARTPOLE  # its __main__'s settings at 31756b1, DEBUG off
+
+    config = dict(PUREJAXRL_CARTPOLE, ENV_NAME=env_name, NUM_ENVS=num_envs, NUM_STEPS=num_steps)
+    config.update(overrides)
+    config["TOTAL_TIMESTEPS"] = updates * num_envs * num_steps
+    return config
+
+
+def row_anakin(ctx: Context) -> None:
+    import jax
+
+    from podracer import agents, envs, learner
+    from anakin_throughput import AGENT_SETTINGS
+
+    import _report
+
+    devices = jax.devices()[:1]
+    sizes = (16,) if ctx.smoke else (4096, 16384, 65536)
+    target = 2**11 if ctx.smoke else 2**26  # env steps per host call
+    for agent_name in ("a2c", "ppo"):
+        for env_name in ("catch",) if ctx.smoke else ("catch", "cartpole"):
+            for n in sizes:
+                rollout, hyper = AGENT_SETTINGS[agent_name]
+                env = envs.make(env_name)
+                agent = agents.make(agent_name, env.spec(), **hyper)
+                updates = max(1, target // (rollout * n))
+                compile_s, median = _report.time_anakin(
+                    env,
+                    agent,
+                    learner.make_optimizer(3e-4),
+                    num_envs=n,
+                    rollout_length=rollout,
+                    updates_per_call=updates,
+                    devices=devices,
+                    calls=2 if ctx.smoke else 5,
+                )
+                ctx.record(
+                    f"{agent_name} {env_name}, {n:,} envs",
+                    updates * rollout * n / median,
+                    note=f"compile {compile_s:.1f} s; {updates} updates of {rollout} steps per call",
+                )
+    if not ctx.has_purejaxrl():
+        ctx.record(
+            "ppo beside PureJaxRL's ppo.py",
+            None,
+            note=f"not run: PureJaxRL's source is not carried ({ctx.purejaxrl}: python benchmarks/wheelhouse.py "
+            "--purejaxrl ...)",
+        )
+        return
+    import importlib.util
+
+    if importlib.util.find_spec("gymnax") is None:
+        ctx.record("ppo beside PureJaxRL's ppo.py", None, note="not run: needs gymnax")
+        return
+    make_train = purejaxrl_make_train(ctx.purejaxrl)
+    rounds = 1 if ctx.smoke else 3
+    for env_id in ("CartPole-v1",) if ctx.smoke else ("CartPole-v1", "Catch-bsuite"):
+        for n in sizes:
+            rollout = 128
+            updates = max(1, (2**11 if ctx.smoke else 2**25) // (rollout * n))
+            env = envs.make(f"gymnax:{env_id}")
+            agent = agents.make("ppo", env.spec(), num_epochs=4, num_minibatches=4)
+            compiled, state, ours_compile = _report.compile_anakin(
+                env,
+                agent,
+                learner.make_optimizer(2.5e-4),
+                num_envs=n,
+                rollout_length=rollout,
+                updates_per_call=updates,
+                devices=devices,
+            )
+            config = purejaxrl_config(env_id, n, rollout, updates)
+            start = time.perf_counter()
+            theirs = jax.jit(make_train(config)).lower(jax.random.PRNGKey(0)).compile()
+            theirs_compile = time.perf_counter() - start
+            jax.block_until_ready(theirs(jax.random.PRNGKey(0)))  # warm-up
+            ours_sps, theirs_sps = [], []
+            for r in range(rounds):
+                for side in ("ours", "theirs") if r % 2 == 0 else ("theirs", "ours"):
+                    start = time.perf_counter()
+                    if side == "ours":
+                        state, metrics = compiled(state)
+                        jax.block_until_ready(metrics)
+                        ours_sps.append(updates * rollout * n / (time.perf_counter() - start))
+                    else:
+                        jax.block_until_ready(theirs(jax.random.PRNGKey(r)))
+                        theirs_sps.append(updates * rollout * n / (time.perf_counter() - start))
+            ratios = [a / b for a, b in zip(ours_sps, theirs_sps)]
+            ctx.record(
+                f"ppo gymnax {env_id}, {n:,} envs, beside PureJaxRL",
+                statistics.median(ours_sps),
+                peer=statistics.median(theirs_sps),
+                peer_name=f"PureJaxRL {PUREJAXRL_COMMIT[:7]}",
+                ratio=statistics.median(ratios),
+                note=f"{rounds} rounds alternating, {updates} updates per call; compile {ours_compile:.1f} s vs "
+                f"{theirs_compile:.1f} s; PureJaxRL's network is its own 2x64 tanh, podracer's its 2x64 tanh default",
+                data={"ratios": ratios},
+            )
+            del compiled, state, theirs
+
+
+def _train(ctx: Context, preset: str, seeds: tuple[int, ...]) -> dict:
+    """A preset trained as ``podracer anakin --preset PRESET`` with the seeds vmapped; wall-clock and returns."""
+    import podracer
+
+    settings = dict(preset=preset, num_seeds=len(seeds), seed=seeds[0], no_log_dir=True)
+    if ctx.smoke:
+        settings.update(num_updates=2, updates_per_call=1, eval_every=2, eval_episodes=2, num_seeds=2)
+    start = time.perf_counter()
+    trained = podracer.train("anakin", **settings)
+    seconds = time.perf_counter() - start
+    last = trained.result.history[-1]
+    per_seed = last.get("eval_return_per_seed") or last.get("episode_return_per_seed")
+    return {
+        "seconds": seconds,
+        "compile_s": trained.result.compile_seconds,
+        "env_steps": last["env_steps"],
+        "per_seed": [float(x) for x in per_seed],
+        "kind": f"{trained.config.eval_policy} evaluation" if "eval_return_per_seed" in last else "training return",
+        "sps": trained.result.env_steps_per_second,
+    }
+
+
+def _iqm(values) -> float:
+    from podracer import stats
+
+    return float(stats.interquartile_mean(values))
+
+
+def row_minatar(ctx: Context, agent: str) -> None:
+    games = MINATAR_GAMES[:1] if ctx.smoke else MINATAR_GAMES
+    suffix = "-minatar" if agent == "ppo" else "-minatar-pqn"
+    took = None
+    for game in games:
+        if took is not None and ctx.left() < 1.2 * took:
+            ctx.record(
+                f"{agent} {game}",
+                None,
+                unit="s",
+                note=f"not run: {ctx.left():.0f} s left, the last game took {took:.0f} s",
+            )
+            continue
+        r = _train(ctx, game + suffix, SEEDS)
+        took = r["seconds"]
+        ctx.record(
+            f"{agent.upper()} {game} MinAtar, {r['env_steps']:,.0f} env steps x {len(r['per_seed'])} seeds",
+            r["seconds"],
+            unit="s",
+            note=f"{r['kind']} per seed {', '.join(f'{x:.1f}' for x in r['per_seed'])} (IQM "
+            f"{_iqm(r['per_seed']):.1f}); compile {r['compile_s']:.1f} s; {r['sps']:,.0f} env steps/s",
+            data=r,
+        )
+    if agent == "ppo":
+        _purejaxrl_minatar(ctx)
+
+
+def _purejaxrl_minatar(ctx: Context) -> None:
+    """PureJaxRL's ppo.py on MinAtar Breakout at the preset's batch settings, the same seeds vmapped."""
+    if not ctx.has_purejaxrl():
+        ctx.record("PureJaxRL ppo.py on Breakout", None, unit="s", note="not run: PureJaxRL's source is not carried")
+        return
+    import jax
+    import numpy as np
+
+    updates = 2 if ctx.smoke else 1220
+    config = purejaxrl_config(
+        "Breakout-MinAtar", 64, 128, updates, LR=5e-4, GAMMA=0.999, NUM_MINIBATCHES=8, ACTIVATION="relu"
+    )
+    make_train = purejaxrl_make_train(ctx.purejaxrl)
+    start = time.perf_counter()
+    if ctx.smoke:  # one seed, not vmapped: a vmapped batch of orthogonal inits (LAPACK QRs) can deadlock XLA:CPU
+        seeds = SEEDS[:1]
+        out = jax.tree.map(lambda x: x[None], jax.jit(make_train(config))(jax.random.PRNGKey(seeds[0])))
+    else:
+        seeds = SEEDS
+        keys = jax.numpy.stack([jax.random.PRNGKey(s) for s in seeds])
+        out = jax.jit(jax.vmap(make_train(config)))(keys)
+    jax.block_until_ready(out)
+    seconds = time.perf_counter() - start
+    info = out["metrics"]
+    done = np.asarray(info["returned_episode"][:, -1])  # the last update's finished episodes, per seed
+    returns = np.asarray(info["returned_episode_returns"][:, -1])
+    per_seed = [float(returns[i][done[i]].mean()) if done[i].any() else float("nan") for i in range(len(seeds))]
+    ctx.record(
+        f"PureJaxRL ppo.py Breakout MinAtar, {config['TOTAL_TIMESTEPS']:,} env steps x {len(seeds)} seeds",
+        None,
+        unit="s",
+        peer=seconds,
+        peer_name=f"PureJaxRL {PUREJAXRL_COMMIT[:7]}",
+        note=f"training return per seed {', '.join(f'{x:.1f}' for x in per_seed)} (its last update's episodes); "
+        "its own 2x64 network (relu) where the preset trains 2x256; compile included",
+        data={"per_seed": per_seed, "seconds": seconds},
+    )
+
+
+def _sebulba_throughput(ctx: Context, extra: list[str], label: str) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "sebulba"
+        command = [sys.executable, str(HERE / "sebulba_throughput.py"), "--env", "Pong", "--out", str(out), *extra]
+        if ctx.smoke:
+            command += [
+                "--updates",
+                "3",
+                "--num-envs-per-actor",
+                "8",
+                "--rollout-length",
+                "8",
+                "--repeats",
+                "2",
+                "--ceiling-steps",
+                "16",
+                *SMOKE_TORSO,
+            ]
+        else:
+            command += ["--updates", "40"]
+        subprocess.run(command, check=True, timeout=max(60, ctx.left()))
+        row = json.loads(out.with_suffix(".json").read_text())["row"]
+    ctx.record(
+        f"{label}: end to end, {row['num_envs']} envs x {row['actor_threads']} threads",
+        row["end_to_end_sps"],
+        peer=row["envpool_ceiling_sps"],
+        peer_name="envpool alone, random actions",
+        ratio=row["of_ceiling"],
+        note=f"goal 0.80 of the ceiling; bound {row['bound_sps']:,.0f}; policy lag {row['policy_lag']:.2f}",
+        data=row,
+    )
+
+
+def row_sebulba_pong(ctx: Context) -> None:
+    _sebulba_throughput(ctx, [], "IMPALA Pong")
+    if ctx.left() > 60:
+        _sebulba_throughput(ctx, ["--agent", "muzero"], "MuZero Pong actors")
+
+
+def row_craftax(ctx: Context) -> None:
+    import jax
+
+    from podracer import agents, envs, learner
+
+    import _report
+
+    n = 16 if ctx.smoke else 4096
+    rollout = 8 if ctx.smoke else 64
+    env = envs.make("craftax:Craftax-Classic-Symbolic-v1")
+    agent = agents.make("ppo", env.spec(), num_epochs=4, num_minibatches=8, hidden_sizes=(512, 512))
+    updates = 1 if ctx.smoke else 8
+    compile_s, median = _report.time_anakin(
+        env,
+        agent,
+        learner.make_optimizer(2e-4),
+        num_envs=n,
+        rollout_length=rollout,
+        updates_per_call=updates,
+        devices=jax.devices()[:1],
+        calls=2 if ctx.smoke else 4,
+    )
+    ctx.record(
+        f"ppo Craftax-Classic-Symbolic, {n:,} envs x {rollout} steps",
+        updates * rollout * n / median,
+        peer=CRAFTAX_PAPER_SPS,
+        peer_name="Craftax paper: 1B in under an hour, one GPU, quoted",
+        ratio=updates * rollout * n / median / CRAFTAX_PAPER_SPS,
+        note=f"compile {compile_s:.1f} s; 2x512 MLPs, 4 epochs of 8 minibatches; the paper's figure is its card's, "
+        "not run here",
+    )
+
+
+def row_pong_training(ctx: Context) -> None:
+    """``podracer sebulba --env Pong`` with its defaults until the budget: SIGTERM (the driver's cut) checkpoints.
+    The curve is read from its progress lines as it prints them: ``[  S s] | env steps N/... | return R``."""
+    log_dir = Path(tempfile.mkdtemp(prefix="pong-"))
+    command = [sys.executable, "-m", "podracer.cli", "sebulba", "--env", "Pong", "--log-dir", str(log_dir)]
+    if ctx.smoke:
+        command += ["--total-env-steps", "256", "--num-envs-per-actor", "8", "--rollout-length", "16", *SMOKE_TORSO]
+    start = time.perf_counter()
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    timer = threading.Timer(max(10.0, ctx.left() - 40), proc.send_signal, (signal.SIGTERM,))  # checkpoints, exits
+    timer.start()
+    curve = []
+    for line in proc.stdout:
+        print(line, end="", flush=True)
+        if line.startswith("[") and "| env steps" in line and "| return" in line:
+            seconds = float(line[1:].split("s]")[0])
+            steps = float(line.split("env steps")[1].split("/")[0].replace(",", ""))
+            value = line.split("| return")[1].split()[0]
+            if value[0] in "-0123456789":  # else "(no episode ended yet)"
+                curve.append([steps, seconds, float(value)])
+    proc.wait()
+    timer.cancel()
+    last = curve[-1] if curve else [0.0, None, None]
+    ctx.record(
+        f"podracer sebulba --env Pong (defaults), {last[0]:,.0f} env steps",
+        last[2],
+        unit="return",
+        note=f"{time.perf_counter() - start:.0f} s from launch (exit {proc.returncode}); goal: training return >= 18 "
+        "within 10M env steps",
+        data={"curve": curve, "columns": ["env_steps", "seconds", "return"]},
+    )
+
+
+WORKERS = {
+    "anakin": row_anakin,
+    "minatar-ppo": lambda ctx: row_minatar(ctx, "ppo"),
+    "minatar-pqn": lambda ctx: row_minatar(ctx, "pqn"),
+    "sebulba-pong": row_sebulba_pong,
+    "craftax": row_craftax,
+    "pong-training": row_pong_training,
+}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S, help="seconds for every row together")
+    parser.add_argument("--rows", nargs="+", choices=[r.name for r in ROWS], help="run these rows only, in order")
+    parser.add_argument("--out", default=os.environ.get("OUT"), help="the folder for the results (default: $OUT)")
+    parser.add_argument("--smoke", action="store_true", help="every row at toy sizes on the CPU")
+    parser.add_argument("--wheelhouse", help="the folder benchmarks/wheelhouse.py prepared: install it offline first")
+    parser.add_argument(
+        "--purejaxrl", help="the folder with PureJaxRL's ppo.py and wrappers.py (default: .accelerator/purejaxrl)"
+    )
+    parser.add_argument("--table", help="an accelerator.jsonl: print its table (with --save, into benchmarks/results/)")
+    parser.add_argument("--save", action="store_true", help="with --table: write benchmarks/results/accelerator_*.md")
+    parser.add_argument("--list", action="store_true", help="list the rows and exit")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--results", help=argparse.SUPPRESS)
+    parser.add_argument("--deadline", type=float, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.budget_s <= 0:
+        parser.error(f"--budget-s must be > 0, got {args.budget_s:g}.")
+    if args.list:
+        for row in ROWS:
+            print(f"{row.name:14s} {row.about} (needs {', '.join(row.needs) or 'nothing more'})")
+        return 0
+    if args.worker:
+        sys.path.insert(0, str(HERE))
+        ctx = Context(args.worker, Path(args.results), args.deadline, args.smoke, args.purejaxrl)
+        WORKERS[args.worker](ctx)
+        return 0
+    if args.table:
+        records = read_records(Path(args.table))
+        headers = [r for r in records if r.get("header")]
+        if not headers:
+            parser.error(f"--table {args.table}: no header record (not an accelerator.jsonl)")
+        text = table(headers[0], records)
+        print(text)
+        if args.save:
+            kind = headers[0]["device"].split(" x")[0].lower().replace(" ", "_")
+            path = HERE / "results" / f"{NAME}_{kind}.md"
+            path.write_text(text)
+            path.with_suffix(".jsonl").write_text(Path(args.table).read_text())
+            print(f"saved {path} and {path.with_suffix('.jsonl')}")
+        return 0
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="accelerator-"))
+    return drive(args, out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
