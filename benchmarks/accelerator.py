@@ -43,6 +43,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -248,7 +249,7 @@ def drive(args, out: Path) -> int:
                 str(time.time() + left - 5),
             ]
             command += ["--smoke"] if args.smoke else []
-            command += ["--purejaxrl", args.purejaxrl] if args.purejaxrl else []
+            command += ["--carried", args.carried] + (["--purejaxrl", args.purejaxrl] if args.purejaxrl else [])
             began = time.monotonic()
             status = _run_row(command, env, left, log)
             print(f"{row.name}: {time.monotonic() - began:.0f} s", flush=True)
@@ -303,9 +304,10 @@ def _run_row(command, env, seconds: float, log) -> int | None:
 
 
 class Context:
-    def __init__(self, row: str, results: Path, deadline: float, smoke: bool, purejaxrl: str | None):
+    def __init__(self, row: str, results: Path, deadline: float, smoke: bool, carried: str, purejaxrl: str | None):
         self.row, self.results, self.deadline, self.smoke = row, results, deadline, smoke
-        self.purejaxrl = purejaxrl or str(ROOT / ".accelerator" / "purejaxrl")
+        self.carried = Path(carried)
+        self.purejaxrl = purejaxrl or str(self.carried / "purejaxrl")
 
     def left(self) -> float:
         return self.deadline - time.time()
@@ -639,37 +641,74 @@ def row_craftax(ctx: Context) -> None:
     )
 
 
+PONG_RUN = "pong_run.tar.gz"  # the Pong run between calls: its log folder and newest checkpoint
+RETURNED_LIMIT = 16 * 2**20  # the largest file a call brings back
+
+
 def row_pong_training(ctx: Context) -> None:
     """``podracer sebulba --env Pong`` with its defaults until the budget: SIGTERM (the driver's cut) checkpoints.
-    The curve is read from its progress lines as it prints them: ``[  S s] | env steps N/... | return R``."""
+
+    The run's folder (its newest checkpoint, records and curve) comes back as ``pong_run.tar.gz`` beside the
+    results; carried into the next call as ``.accelerator/pong_run.tar.gz``, the row resumes it (``--resume auto``)
+    and continues its curve. The curve is read from the progress lines as they are printed:
+    ``[  S s] | env steps N/... | return R``."""
     log_dir = Path(tempfile.mkdtemp(prefix="pong-"))
+    before, offset = [], 0.0
+    carried = ctx.carried / PONG_RUN
+    if carried.is_file():
+        with tarfile.open(carried) as tar:
+            tar.extractall(log_dir, filter="data")
+        earlier = json.loads((log_dir / "accelerator_curve.json").read_text())
+        before, offset = earlier["curve"], earlier["seconds"]
+        print(f"resuming the run carried in {carried}: {before[-1][0] if before else 0:,.0f} env steps", flush=True)
     command = [sys.executable, "-m", "podracer.cli", "sebulba", "--env", "Pong", "--log-dir", str(log_dir)]
+    command += ["--checkpoint-dir", str(log_dir / "checkpoint"), "--resume", "auto"]
     if ctx.smoke:
         command += ["--total-env-steps", "256", "--num-envs-per-actor", "8", "--rollout-length", "16", *SMOKE_TORSO]
     start = time.perf_counter()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    timer = threading.Timer(max(10.0, ctx.left() - 40), proc.send_signal, (signal.SIGTERM,))  # checkpoints, exits
+    timer = threading.Timer(max(10.0, ctx.left() - 60), proc.send_signal, (signal.SIGTERM,))  # checkpoints, exits
     timer.start()
-    curve = []
+    curve = list(before)
+    reached = before[-1][0] if before else 0.0
     for line in proc.stdout:
         print(line, end="", flush=True)
         if line.startswith("[") and "| env steps" in line and "| return" in line:
-            seconds = float(line[1:].split("s]")[0])
+            seconds = offset + float(line[1:].split("s]")[0])
             steps = float(line.split("env steps")[1].split("/")[0].replace(",", ""))
             value = line.split("| return")[1].split()[0]
             if value[0] in "-0123456789":  # else "(no episode ended yet)"
                 curve.append([steps, seconds, float(value)])
+            reached = steps
     proc.wait()
     timer.cancel()
-    last = curve[-1] if curve else [0.0, None, None]
+    seconds = offset + time.perf_counter() - start
+    (log_dir / "accelerator_curve.json").write_text(json.dumps({"curve": curve, "seconds": seconds}))
+    returned = _pack_run(log_dir, ctx.results.parent / PONG_RUN)
     ctx.record(
-        f"podracer sebulba --env Pong (defaults), {last[0]:,.0f} env steps",
-        last[2],
+        f"podracer sebulba --env Pong (defaults), {reached:,.0f} env steps",
+        curve[-1][2] if curve else None,
         unit="return",
-        note=f"{time.perf_counter() - start:.0f} s from launch (exit {proc.returncode}); goal: training return >= 18 "
-        "within 10M env steps",
+        note=f"{seconds:.0f} s of training calls{' (resumed)' if carried.is_file() else ''}, exit "
+        f"{proc.returncode}; goal: training return >= 18 within 10M env steps; {returned}",
         data={"curve": curve, "columns": ["env_steps", "seconds", "return"]},
     )
+
+
+def _pack_run(log_dir: Path, path: Path) -> str:
+    """The run's folder, its newest checkpoint only, as ``path`` when it fits a returned file; says which."""
+    steps = sorted(log_dir.glob("checkpoint/step_*[0-9]"), key=lambda p: int(p.name.split("_")[1]))
+    skip = {p.name for p in steps[:-1]} | {p.name + ".json" for p in steps[:-1]}
+    with tarfile.open(path, "w:gz") as tar:
+        for item in sorted(log_dir.rglob("*")):
+            relative = item.relative_to(log_dir)
+            if item.is_file() and not ({*relative.parts} & skip) and item.name != ".podracer.lock":
+                tar.add(item, arcname=str(relative))
+    if path.stat().st_size > RETURNED_LIMIT:
+        size = path.stat().st_size / 2**20
+        path.unlink()
+        return f"the run's folder ({size:.1f} MiB) is over what a call returns: not kept"
+    return f"the run's folder returned as {path.name} (carry it as .accelerator/{PONG_RUN} to resume)"
 
 
 WORKERS = {
@@ -690,7 +729,12 @@ def main(argv=None) -> int:
     parser.add_argument("--smoke", action="store_true", help="every row at toy sizes on the CPU")
     parser.add_argument("--wheelhouse", help="the folder benchmarks/wheelhouse.py prepared: install it offline first")
     parser.add_argument(
-        "--purejaxrl", help="the folder with PureJaxRL's ppo.py and wrappers.py (default: .accelerator/purejaxrl)"
+        "--carried",
+        help="the carried folder: PureJaxRL's source (purejaxrl/), a Pong run to resume (pong_run.tar.gz); default: "
+        "--wheelhouse's folder, else .accelerator",
+    )
+    parser.add_argument(
+        "--purejaxrl", help="the folder with PureJaxRL's ppo.py and wrappers.py (default: CARRIED/purejaxrl)"
     )
     parser.add_argument("--table", help="an accelerator.jsonl: print its table (with --save, into benchmarks/results/)")
     parser.add_argument("--save", action="store_true", help="with --table: write benchmarks/results/accelerator_*.md")
@@ -701,13 +745,14 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.budget_s <= 0:
         parser.error(f"--budget-s must be > 0, got {args.budget_s:g}.")
+    args.carried = str(Path(args.carried or args.wheelhouse or ROOT / ".accelerator").resolve())
     if args.list:
         for row in ROWS:
             print(f"{row.name:14s} {row.about} (needs {', '.join(row.needs) or 'nothing more'})")
         return 0
     if args.worker:
         sys.path.insert(0, str(HERE))
-        ctx = Context(args.worker, Path(args.results), args.deadline, args.smoke, args.purejaxrl)
+        ctx = Context(args.worker, Path(args.results), args.deadline, args.smoke, args.carried, args.purejaxrl)
         WORKERS[args.worker](ctx)
         return 0
     if args.table:

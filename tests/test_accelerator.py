@@ -139,7 +139,8 @@ def test_what_the_lent_machine_has_is_never_carried_and_what_no_row_imports_is_l
 
 @pytest.mark.slow
 def test_smoke_runs_every_row_at_toy_sizes_on_the_cpu(tmp_path):
-    run = _run("--smoke", "--out", str(tmp_path), "--purejaxrl", str(tmp_path / "absent"))
+    carried = tmp_path / "carried"  # nothing carried: no PureJaxRL source, no Pong run to resume
+    run = _run("--smoke", "--out", str(tmp_path), "--carried", str(carried))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     header, *rows = _records(tmp_path)
     by_row = {}
@@ -162,6 +163,15 @@ def test_smoke_runs_every_row_at_toy_sizes_on_the_cpu(tmp_path):
         assert impala["data"]["agent"] == "impala" and muzero["data"]["agent"] == "muzero"
         assert impala["peer"] > 0 and impala["ratio"] == pytest.approx(impala["podracer"] / impala["peer"])
     assert "| anakin | a2c catch, 16 envs [env steps/s] |" in (tmp_path / "accelerator.md").read_text()
+    if "pong-training" in available:  # the run's folder comes back; carried into the next call, the run resumes
+        assert "returned as pong_run.tar.gz" in by_row["pong-training"][0]["note"]
+        carried.mkdir()
+        (tmp_path / "pong_run.tar.gz").rename(carried / "pong_run.tar.gz")
+        again = _run("--smoke", "--rows", "pong-training", "--out", str(tmp_path / "again"), "--carried", str(carried))
+        assert again.returncode == 0, again.stdout[-3000:]
+        (resumed,) = _records(tmp_path / "again")[1:]
+        assert "s of training calls (resumed), exit 0" in resumed["note"], resumed
+        assert "has finished: its newest checkpoint" in again.stdout  # podracer found the carried checkpoint
 
 
 def _importable(module: str) -> bool:
