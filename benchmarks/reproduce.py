@@ -4,8 +4,11 @@ Each row trains one (task, agent, preset) over several seeds vmapped in one Anak
 the final return's interquartile mean with a 95 % percentile-bootstrap interval over seeds, random play
 measured on the same environment object (uniformly random legal actions, 256 episodes), the published
 figure with its source and budget, wall time and env steps/s. A row "reaches" its published figure when it ran
-that figure's budget (within 5 % of its env steps) and the figure lies at or below the interval's upper end; at
-another budget the row is "not compared".
+that figure's budget (within 5 % of its env steps) and its interquartile mean went at least 0.95 of the way from random
+play to the figure (the table's "normalised IQM": 0 is random play, 1 the figure); at another budget the row is "not
+compared". A compared row runs at least 5 seeds; a row whose source's budget does not fit a 2-core CPU at 5 seeds
+(MinAtar at 10M env steps: ``Row.device_seeds``) keeps its 3-seed figure, labelled so, until the accelerator suite
+(``benchmarks/accelerator.py``) runs it.
 
     python benchmarks/reproduce.py                                   # every row at its budget, 5 seeds
     python benchmarks/reproduce.py --rows cartpole,mountaincar --seeds 10
@@ -13,7 +16,7 @@ another budget the row is "not compared".
     python benchmarks/reproduce.py --full                            # published budgets (accelerators)
     python benchmarks/reproduce.py --save     # also writes benchmarks/results/reproduce.{md,json} and PNGs
     python benchmarks/reproduce.py --render   # rewrites reproduce.md from reproduce.json (today's rules)
-    python benchmarks/reproduce.py --check    # exit 1 if a saved row is not at its source's budget
+    python benchmarks/reproduce.py --check    # exit 1 if a saved comparison does not count (budget, seeds, source)
 
 Rows train seeds 100 ... 104 (``--seed``, ``--seeds``): the presets were tuned, and the tests run, on seeds 0-4; the
 table records the seeds each row ran (rows saved before this rule say "0-4 (tuning seeds)").
@@ -25,7 +28,8 @@ last host call; the table's "measured by" column says which. Settings come from 
 (``podracer/presets``), then the row's own flags (``Row.flags``: the source's settings where the preset's differ);
 ``--full`` trains at least the published budget; ``--budget-scale`` scales the updates (in whole host calls).
 ``--check`` reads the saved table and exits 1 when a row with a published figure ran more than 5 % from its source's
-budget, or a row lacks its source or its seeds.
+budget, or with fewer than 5 seeds (unless it waits for a device), or a row lacks its source or its seeds; it prints
+how many compared rows reach their figure.
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ class Row(NamedTuple):
     flags: tuple[str, ...] = ()
     # what is known of a difference from the source (why a row falls short of its figure), for the table's notes
     note: str = ""
+    # its source's budget does not fit a 2-core CPU at MIN_SEEDS seeds: its 5 seeds come from the accelerator suite
+    device_seeds: bool = False
 
 
 # Sources, read at their heads on 2026-11-26: RobertTLange/gymnax at 086ad95 (README.md, its table of environments:
@@ -259,7 +265,7 @@ ROWS = (
         ),
     ),
     *(
-        Row(key, f"{key}-minatar", published, MINATAR % game, 10_000_000, flags=flags, note=note)
+        Row(key, f"{key}-minatar", published, MINATAR % game, 10_000_000, flags=flags, note=note, device_seeds=True)
         for key, game, published, flags, note in (
             (
                 "breakout",
@@ -441,7 +447,9 @@ def run_row(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_S
         "published_source": row.published_source,
         "published_env_steps": row.published_env_steps,
         "note": row.note,
-        "reached": reached(row.published, row.published_env_steps, env_steps, high),
+        "reached": reached(
+            row.published, row.published_env_steps, env_steps, anakin.interquartile_mean(finals), random
+        ),
         "beats_random": bool(low > random),
         "wall_s": wall,
         "compile_s": result.compile_seconds,
@@ -454,6 +462,8 @@ def run_row(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_S
 
 
 BUDGET_TOLERANCE = 0.05  # a row is compared with a published figure only within 5 % of that figure's env steps
+REACH_FRACTION = 0.95  # a compared row reaches when its IQM went this far of the way from random play to the figure
+MIN_SEEDS = 5  # seeds of a compared row (fewer only where the row waits for a device: Row.device_seeds)
 
 
 def budget_ratio(env_steps: int, published_env_steps: int | None) -> float | None:
@@ -461,13 +471,25 @@ def budget_ratio(env_steps: int, published_env_steps: int | None) -> float | Non
     return env_steps / published_env_steps if published_env_steps else None
 
 
-def reached(published: float | None, published_env_steps: int | None, env_steps: int, high: float) -> bool | None:
-    """Whether the row reaches its published figure (the upper end of its interval at or above it): only at the
-    figure's budget (within :data:`BUDGET_TOLERANCE`); None without a figure or at another budget."""
+def normalized(iqm: float, random: float, published: float | None) -> float | None:
+    """How far the IQM went from random play (0) to the published figure (1); None without a figure, or where the
+    figure is random play's (there is no way to go)."""
+    if published is None or published == random:
+        return None
+    return (iqm - random) / (published - random)
+
+
+def reached(
+    published: float | None, published_env_steps: int | None, env_steps: int, iqm: float, random: float
+) -> bool | None:
+    """Whether the row reaches its published figure: its IQM at least :data:`REACH_FRACTION` of the way from random
+    play to it (at or above it where the figure is random play's), only at the figure's budget (within
+    :data:`BUDGET_TOLERANCE`); None without a figure or at another budget."""
     ratio = budget_ratio(env_steps, published_env_steps)
     if published is None or ratio is None or abs(ratio - 1) > BUDGET_TOLERANCE:
         return None
-    return bool(high >= published)
+    score = normalized(iqm, random, published)
+    return bool(iqm >= published) if score is None else bool(score >= REACH_FRACTION)
 
 
 def _number(x, scale: float | None = None) -> str:
@@ -514,7 +536,23 @@ def check(rows: list[dict]) -> list[str]:
                 f"{r['key']}: ran {r['env_steps']:,} env steps per seed, {ratio:.2f}x its source's "
                 f"{r['published_env_steps']:,} (more than {BUDGET_TOLERANCE:.0%} apart)"
             )
+        elif r.get("seeds", 0) < MIN_SEEDS and not _waits_for_device(r):
+            problems.append(f"{r['key']}: compared over {r.get('seeds')} seeds (at least {MIN_SEEDS})")
     return problems
+
+
+def _waits_for_device(row: dict) -> bool:
+    return any(r.device_seeds for r in ROWS if r.key == row["key"])
+
+
+def _verdict(row: dict) -> bool | None:
+    return reached(row["published"], row["published_env_steps"], row["env_steps"], row["iqm"], row["random"])
+
+
+def reach_count(rows: list[dict]) -> tuple[int, int]:
+    """``(rows that reach, rows compared)`` by today's rule."""
+    verdicts = [v for v in map(_verdict, rows) if v is not None]
+    return sum(verdicts), len(verdicts)
 
 
 def table(rows: list[dict]) -> str:
@@ -523,8 +561,8 @@ def table(rows: list[dict]) -> str:
     each fits a page 1,400 pixels wide). "reached" is decided again from each row's fields (:func:`reached`), so
     that a saved row is judged by the rule of today's script."""
     lines = [
-        "| row | task | agent | final return IQM [95% CI] | published (budget) | random | reached |",
-        "|---|---|---|---|---|---|---|",
+        "| row | task | agent | final return IQM [95% CI] | published (budget) | random | normalised IQM | reached |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     ran = [
         "| row | preset | env steps per seed | budget ratio | seeds run | measured by | wall s | env steps/s |",
@@ -533,13 +571,17 @@ def table(rows: list[dict]) -> str:
     for r in rows:
         budget = f" ({r['published_env_steps']:,})" if r["published_env_steps"] else ""
         ratio = budget_ratio(r["env_steps"], r["published_env_steps"])
-        verdict = reached(r["published"], r["published_env_steps"], r["env_steps"], r["ci_high"])
+        verdict = _verdict(r)
         said = "-" if r["published"] is None else "yes" if verdict else "no" if verdict is False else "not compared"
+        if verdict is not None and r["seeds"] < MIN_SEEDS:
+            said += f" ({r['seeds']} seeds{': 5 wait for a device' if _waits_for_device(r) else ''})"
+        score = normalized(r["iqm"], r["random"], r["published"])
         scale = max(abs(v) for v in (r["iqm"], r["ci_low"], r["ci_high"]) if v == v)  # the returns' size
         lines.append(
             f"| {r['key']} | {r['task']} | {r['agent']} | "
             f"{_number(r['iqm'], scale)} [{_number(r['ci_low'], scale)}, {_number(r['ci_high'], scale)}] | "
-            f"{_number(r['published'], scale)}{budget} | {_number(r['random'], scale)} | {said} |"
+            f"{_number(r['published'], scale)}{budget} | {_number(r['random'], scale)} | "
+            f"{'-' if score is None else f'{score:.2f}'} | {said} |"
         )
         ran.append(
             f"| {r['key']} | {r['preset']} | {r['env_steps']:,} | {'-' if ratio is None else f'{ratio:.2f}x'} | "
@@ -550,9 +592,13 @@ def table(rows: list[dict]) -> str:
     noted = [
         f"- {r['key']}: {notes.get(r['key']) or r.get('note')}" for r in rows if notes.get(r["key"]) or r.get("note")
     ]
+    reach, compared = reach_count(rows)
     rule = (
         f"A row is compared with a published figure only at that figure's budget (budget ratio within "
-        f'{BUDGET_TOLERANCE:.0%}); "not compared" rows ran another budget.'
+        f'{BUDGET_TOLERANCE:.0%}; "not compared" rows ran another budget), over at least {MIN_SEEDS} seeds. It '
+        f"reaches the figure when its interquartile mean went at least {REACH_FRACTION} of the way from random play "
+        f"to it: normalised IQM = (IQM - random) / (published - random) >= {REACH_FRACTION} (0 is random play, 1 the "
+        f"figure). {reach} of {compared} compared rows reach."
     )
     text = "\n".join(lines) + f"\n\n{rule}\n\nHow each row ran:\n\n" + "\n".join(ran)
     text += "\n\nPublished figures:\n\n" + "\n".join(sources)
@@ -617,14 +663,18 @@ def main(argv=None) -> int:
         "--check",
         action="store_true",
         help="check the saved table (--out, else benchmarks/results): every row with a published figure ran its "
-        "source's budget (within 5%%) and names its source; exit 1 otherwise; train nothing",
+        "source's budget (within 5%%) over at least 5 seeds (or waits for a device) and names its source; exit 1 "
+        "otherwise; print how many reach; train nothing",
     )
     args = parser.parse_args(argv)
     if args.check:
         saved = _report.output_path(True, args.out, "reproduce").with_suffix(".json")
-        problems = check(json.loads(saved.read_text()))
+        data = json.loads(saved.read_text())
+        problems = check(data)
         for problem in problems:
             print(f"reproduce.py --check: {problem}", file=sys.stderr)
+        reach, compared = reach_count(data)
+        print(f"{reach} of {compared} compared rows reach their figure (normalised IQM >= {REACH_FRACTION})")
         print(f"{saved}: {'1 problem' if len(problems) == 1 else f'{len(problems)} problems' if problems else 'ok'}")
         return 1 if problems else 0
     if args.render:

@@ -13,7 +13,7 @@ FIELDS = {"task", "agent", "env_steps", "seeds", "iqm", "ci_low", "ci_high", "ra
 
 
 def test_a_quick_row_trains_measures_random_play_and_writes_only_when_asked(tmp_path):
-    """The cartpole row at its published budget (gymnax-blines' 150k env steps) on two seeds; --check passes on its
+    """The cartpole row at its published budget (gymnax-blines' 150k env steps) on five seeds; --check passes on its
     saved table and fails on the same table with the row's budget changed."""
     if importlib.util.find_spec("gymnax") is None:
         pytest.skip("the cartpole row needs gymnax")
@@ -25,7 +25,7 @@ def test_a_quick_row_trains_measures_random_play_and_writes_only_when_asked(tmp_
             "--rows",
             "cartpole",
             "--seeds",
-            "2",
+            "5",
             "--out",
             str(out),
         ],
@@ -34,21 +34,24 @@ def test_a_quick_row_trains_measures_random_play_and_writes_only_when_asked(tmp_
         timeout=600,
     )
     assert run.returncode == 0, run.stderr
-    assert "| row | task | agent | final return IQM [95% CI] | published (budget) | random | reached |" in run.stdout
+    header = (
+        "| row | task | agent | final return IQM [95% CI] | published (budget) | random | normalised IQM | reached |"
+    )
+    assert header in run.stdout
     assert "| row | preset | env steps per seed | budget ratio | seeds run | measured by | wall s | env steps/s |" in (
         run.stdout
     )
-    assert "| 100-101 |" in run.stdout  # the report's seeds, not the presets' tuning seeds 0-4
+    assert "| 100-104 |" in run.stdout  # the report's seeds, not the presets' tuning seeds 0-4
     rows = json.loads(out.with_suffix(".json").read_text())
     assert isinstance(rows, list) and len(rows) == 1
     row = rows[0]
     assert FIELDS <= set(row) and " cores of " in row["machine"]
-    assert (row["task"], row["agent"], row["seeds"], row["published"]) == ("gymnax:CartPole-v1", "ppo", 2, 500.0)
+    assert (row["task"], row["agent"], row["seeds"], row["published"]) == ("gymnax:CartPole-v1", "ppo", 5, 500.0)
     assert row["seed"] == 100
     assert "gymnax" in row["published_source"] and row["published_env_steps"] == 150_000
     assert row["env_steps"] == 300 * 16 * 32  # the preset's 300 updates: 1.02x the source's budget
     assert row["final"] == "sampled evaluation return at the end"  # gymnax-blines' protocol (164 sampled episodes)
-    assert row["ci_low"] <= row["iqm"] <= row["ci_high"] and len(row["per_seed"]) == 2
+    assert row["ci_low"] <= row["iqm"] <= row["ci_high"] and len(row["per_seed"]) == 5
     assert 10 < row["random"] < 40  # uniformly random CartPole lasts about 22 steps
     if importlib.util.find_spec("matplotlib") is not None:
         assert (tmp_path / "reproduce_cartpole.png").stat().st_size > 0
@@ -61,6 +64,10 @@ def test_a_quick_row_trains_measures_random_play_and_writes_only_when_asked(tmp_
     assert failed.stderr.strip() == (
         "reproduce.py --check: cartpole: ran 25,600 env steps per seed, 0.17x its source's 150,000 (more than 5% apart)"
     )
+    out.with_suffix(".json").write_text(json.dumps([{**row, "seeds": 3}]))  # a comparison over too few seeds
+    failed = subprocess.run(check, capture_output=True, text=True, timeout=60)
+    assert failed.returncode == 1
+    assert failed.stderr.strip() == "reproduce.py --check: cartpole: compared over 3 seeds (at least 5)"
     bad = subprocess.run(
         [sys.executable, str(BENCHMARKS / "reproduce.py"), "--rows", "nope"], capture_output=True, text=True, timeout=60
     )
@@ -68,10 +75,11 @@ def test_a_quick_row_trains_measures_random_play_and_writes_only_when_asked(tmp_
 
 
 def test_check_names_each_row_that_cannot_be_counted():
-    """--check's rule: a row with a published figure ran its source's budget (within 5 %) and names its source and
-    seeds; a row without a figure needs no budget."""
+    """--check's rule: a row with a published figure ran its source's budget (within 5 %) over at least 5 seeds
+    (fewer only where the row waits for a device) and names its source and seeds; a row without a figure needs no
+    budget."""
     reproduce = _reproduce()
-    good = {"key": "a", "published": 1.0, "published_env_steps": 1000, "env_steps": 1040, "seed": 100, "seeds": 3}
+    good = {"key": "a", "published": 1.0, "published_env_steps": 1000, "env_steps": 1040, "seed": 100, "seeds": 5}
     good["published_source"] = "somewhere (1k env steps)"
     no_figure = {**good, "key": "b", "published": None, "published_env_steps": None, "env_steps": 5}
     assert reproduce.check([good, no_figure]) == []
@@ -83,6 +91,22 @@ def test_check_names_each_row_that_cannot_be_counted():
         "a: published 1 without the budget it was measured at",
     ]
     assert reproduce.check([{k: v for k, v in good.items() if k != "seed"}]) == ["a: the seeds it ran are not recorded"]
+    assert reproduce.check([{**good, "seeds": 3}]) == ["a: compared over 3 seeds (at least 5)"]
+    assert reproduce.check([{**good, "key": "breakout", "seeds": 3}]) == []  # MinAtar at 10M: 5 seeds wait for a device
+    assert reproduce.check([{**no_figure, "seeds": 2}]) == []  # not compared: any number of seeds
+
+
+def test_a_compared_row_reaches_when_its_iqm_went_95_percent_of_the_way_from_random_play():
+    """The normalised IQM: 0 is random play, 1 the published figure; a row reaches at 0.95 or more, whichever the
+    direction of the returns, and the upper end of the interval no longer counts."""
+    reproduce = _reproduce()
+    assert reproduce.normalized(-122.9, -200.0, -118.0) == pytest.approx(77.1 / 82.0)  # MountainCar PPO: 0.94
+    assert reproduce.reached(-118.0, 250_000, 249_856, -122.9, -200.0) is False
+    assert reproduce.reached(-118.0, 250_000, 249_856, -122.0, -200.0) is True  # 78 / 82 = 0.951
+    assert reproduce.reached(15.0, 10**7, 10**7, 13.4, 0.6) is False  # Asterix: 0.89, whatever its interval's top
+    assert reproduce.reached(1.1, 150_000, 149_760, 1.1, 1.02) is True
+    assert reproduce.normalized(5.0, 5.0, 5.0) is None  # the figure is random play's: reached at or above it
+    assert reproduce.reached(5.0, 100, 100, 5.0, 5.0) is True and reproduce.reached(5.0, 100, 100, 4.9, 5.0) is False
 
 
 def _reproduce():
@@ -98,10 +122,10 @@ def test_a_row_is_compared_only_at_its_published_budget():
     """Within 5 % of the figure's env steps a row reaches it or not; at another budget it is not compared, and the
     table says the ratio."""
     reproduce = _reproduce()
-    assert reproduce.reached(-130.0, 1_000_000, 1_024_000, -120.0) is True  # 1.02x, the interval reaches it
-    assert reproduce.reached(-130.0, 1_000_000, 1_024_000, -140.0) is False
-    assert reproduce.reached(-172.2, 100_000, 1_228_800, -158.2) is None  # 12.3x: another budget
-    assert reproduce.reached(None, None, 1_000, 1.0) is None
+    assert reproduce.reached(-130.0, 1_000_000, 1_024_000, -135.0, -1237.2) is True  # 1.02x: compared
+    assert reproduce.reached(-130.0, 1_000_000, 1_024_000, -200.0, -1237.2) is False
+    assert reproduce.reached(-172.2, 100_000, 1_228_800, -158.2, -1237.2) is None  # 12.3x: another budget
+    assert reproduce.reached(None, None, 1_000, 1.0, 0.0) is None
     row = {
         "task": "gymnax:Pendulum-v1",
         "agent": "ppo",
@@ -122,6 +146,6 @@ def test_a_row_is_compared_only_at_its_published_budget():
     }  # saved under the old rule: judged again
     text = reproduce.table([row])
     line = text.splitlines()[2]
-    assert line.endswith("| -176.2 [-287.2, -158.2] | -172.2 (100,000) | -1,237.2 | not compared |"), line
+    assert line.endswith("| -176.2 [-287.2, -158.2] | -172.2 (100,000) | -1,237.2 | 1.00 | not compared |"), line
     ran = text.split("How each row ran:\n\n")[1].splitlines()[2]
     assert ran.endswith("| 1,228,800 | 12.29x | 0-4 (tuning seeds) | - | 42 | 182,289 |"), ran  # no measure: "-"
