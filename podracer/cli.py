@@ -249,15 +249,16 @@ def _report_anakin(cfg, result) -> int:
     if parallel.is_main_process():
         if cfg.num_seeds > 1 and not cfg.sweep:  # a sweep prints its own table
             greedy = "eval_return_per_seed" in result.history[-1]  # (or sampled: --eval-policy)
-            returns, _ = logging.training_return(result.history, "episode_return_per_seed")
+            window, _ = logging.training_window(result.history, "episode_return_per_seed")
+            returns = window.get("episode_return_per_seed", [float("nan")] * cfg.num_seeds)
+            counts = window.get("episodes_per_seed", [None] * len(returns))
             shown = result.history[-1]["eval_return_per_seed"] if greedy else returns
             for i, value in enumerate(shown):
-                also = f" (training {returns[i]:.3f})" if greedy else ""
-                print(
-                    f"seed {cfg.seed + i}: final {f'{cfg.eval_policy} evaluation' if greedy else 'mean episode'} "
-                    "return "
-                    f"{value:.3f}{also}"
-                )
+                if greedy:
+                    said_seed = f"{cfg.eval_policy} evaluation return {value:.3f} (training {returns[i]:.3f})"
+                else:
+                    said_seed = f"training return {value:.3f}{logging.episodes_said(counts[i])}"
+                print(f"seed {cfg.seed + i}: final {said_seed}")
             print(
                 f"over {len(shown)} seeds: mean {sum(shown) / len(shown):.3f}, min {min(shown):.3f}, "
                 f"interquartile mean {anakin.interquartile_mean(shown):.3f}"

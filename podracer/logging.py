@@ -100,30 +100,49 @@ def _return_shown(metrics: Mapping[str, float]) -> str:
 DISAGREE, DISAGREE_FLOOR = 0.1, 0.1
 
 
-def training_return(history: Sequence[Mapping[str, float]], key: str = "episode_return"):
-    """The training return of the last window in which an episode ended (``key``: a float, or a list per seed), and
-    what the closing line adds when that window is not the last one ("" when it is)."""
+def training_window(history: Sequence[Mapping[str, float]], key: str = "episode_return"):
+    """``(record, note)``: the last window in which an episode ended (``key``: a float, or a list per seed), and what
+    the closing line adds when that window is not the last one ("" when it is); the last window, with its note, when
+    no episode ended in the run."""
     for back, record in enumerate(reversed(history)):
         value = record.get(key)
         values = value if isinstance(value, (list, tuple)) else [value]
         if value is not None and all(math.isfinite(v) for v in values):
             if back == 0:
-                return value, ""
+                return record, ""
             return (
-                value,
+                record,
                 f" (no episode ended in the last window; this is the window to {record['env_steps']:,.0f} env steps)",
             )
-    return history[-1].get(key, float("nan")), " (no episode ended in the run)"
+    return history[-1], " (no episode ended in the run)"
+
+
+def training_return(history: Sequence[Mapping[str, float]], key: str = "episode_return"):
+    """The training return of the last window in which an episode ended (``key``: a float, or a list per seed), and
+    what the closing line adds when that window is not the last one ("" when it is)."""
+    record, note = training_window(history, key)
+    return record.get(key, float("nan")), note
+
+
+def episodes_said(count, per_seed: bool = False) -> str:
+    """`` over N episodes`` (`` per seed`` for a mean over seeds): how many training episodes a return averages;
+    "" where the records do not count them."""
+    if count is None or not math.isfinite(count):
+        return ""
+    shown = f"{count:,.0f}" if float(count).is_integer() or count >= 100 else f"{count:.1f}"
+    return f" over {shown} episode{'' if count == 1 else 's'}{' per seed' if per_seed else ''}"
 
 
 def closing(history: Sequence[Mapping[str, float]], policy: str = "greedy") -> tuple[str, float]:
     """The run's closing figure and its words: the evaluation at the end when the run made one (of the ``policy``
     that ``--eval-policy`` names), with the training return beside it (and whether they disagree), else the training
-    return; never a ``nan`` where an earlier window had a value."""
-    trained, note = training_return(history)
+    return, named as such with the episodes it averages; never a ``nan`` where an earlier window had a value."""
+    window, note = training_window(history)
+    trained = window.get("episode_return", float("nan"))
     last = history[-1]
     if "eval_return" not in last:
-        return f"final mean episode return {trained:.3f}{note}", trained
+        over = episodes_said(window.get("episodes"), "episode_return_per_seed" in window)
+        return f"final training return {trained:.3f}{over}{note}", trained
     evaluated = last["eval_return"]
     text = f"final {policy} evaluation return {evaluated:.3f}; training return {trained:.3f}{note}"
     if math.isfinite(evaluated) and math.isfinite(trained):

@@ -58,7 +58,8 @@ def summarize_seeds(metrics: Metrics) -> dict:
     """:func:`summarize` of metrics ``[updates, seeds]``, seed by seed, then over seeds.
 
     Each metric is its mean over seeds; the episode return also comes with its minimum
-    and maximum over seeds and the list of per-seed values (``episode_return_per_seed``).
+    and maximum over seeds and the list of per-seed values (``episode_return_per_seed``), the episodes that ended
+    with theirs (``episodes_per_seed``).
     """
     metrics = {k: np.asarray(v) for k, v in metrics.items()}
     num_seeds = next(iter(metrics.values())).shape[1]
@@ -71,6 +72,8 @@ def summarize_seeds(metrics: Metrics) -> dict:
     if np.isfinite(returns).any():
         out["episode_return_min"], out["episode_return_max"] = float(np.nanmin(returns)), float(np.nanmax(returns))
     out["episode_return_per_seed"] = returns
+    if "episodes" in per_seed[0]:
+        out["episodes_per_seed"] = [s["episodes"] for s in per_seed]
     return out
 
 

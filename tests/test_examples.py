@@ -62,7 +62,7 @@ def test_four_seeds_in_one_program_solve_catch(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "env steps" in out.stdout and "sps" in out.stdout and "return" in out.stdout
     assert "seeds 0 ... 3 together" in out.stdout
-    finals = [float(out.stdout.split(f"seed {i}: final mean episode return ")[1].split()[0]) for i in range(4)]
+    finals = [float(out.stdout.split(f"seed {i}: final training return ")[1].split()[0]) for i in range(4)]
     assert sum(f >= 0.9 for f in finals) >= 3, out.stdout
     assert "over 4 seeds: mean" in out.stdout and "interquartile mean" in out.stdout
     records = _records(tmp_path)
@@ -194,7 +194,7 @@ def test_notebook_executes_and_learns(tmp_path, monkeypatch):
     )
     assert "pmap over 2 device(s)" in outputs
     assert "pmap and shard_map give the same parameters: True" in outputs
-    final = float(outputs.split("final mean episode return")[1].split()[0])
+    final = float(outputs.split("final training return")[1].split()[0])
     assert final >= 0.9
     plot_outputs = [cell.get("outputs") for cell in notebook.cells if "plt.show()" in cell.source]
     assert any(

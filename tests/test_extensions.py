@@ -251,7 +251,7 @@ def test_an_installed_package_registers_its_task_and_agent_through_entry_points(
         cwd=tmp_path,
     )
     assert run.returncode == 0, run.stderr
-    assert "2 device(s) in 1 process(es)" in run.stdout and "final mean episode return" in run.stdout
+    assert "2 device(s) in 1 process(es)" in run.stdout and "final training return" in run.stdout
     play = subprocess.run(
         [sys.executable, "-m", "podracer.evaluate", "--checkpoint", str(tmp_path / "run"), "--episodes", "3"],
         capture_output=True,
@@ -266,7 +266,7 @@ def test_an_installed_package_registers_its_task_and_agent_through_entry_points(
 
 
 def _finals(stdout: str, seeds: int) -> list[float]:
-    return [float(stdout.split(f"seed {i}: final mean episode return ")[1].split()[0]) for i in range(seeds)]
+    return [float(stdout.split(f"seed {i}: final training return ")[1].split()[0]) for i in range(seeds)]
 
 
 def test_own_agent_example_learns_catch_on_most_seeds():
@@ -378,7 +378,7 @@ def test_own_env_and_own_agent_train_in_sebulba_and_the_env_in_anakin(tmp_path):
     )
     assert play.returncode == 0, play.stderr
     assert "mean return" in play.stdout
-    assert np.isfinite(float(out.stdout.split("final mean episode return ")[-1].split(";")[0]))
+    assert np.isfinite(float(out.stdout.split("final training return ")[-1].split()[0]))
 
 
 _TOY_SUITE = """

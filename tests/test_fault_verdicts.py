@@ -24,12 +24,12 @@ def faults():
     "kind, status, out, err, expected",
     [
         ("refused", 2, "", "podracer anakin: error: --x must be > 0, got 0.\n", "one line"),
-        ("refused", 0, "final mean episode return 0.5\n", "", "silent"),
+        ("refused", 0, "final training return 0.5 over 12 episodes\n", "", "silent"),
         ("refused", 2, "", "podracer anakin: error: something else\n", "other line"),
         ("refused", 2, "", "podracer anakin: error: --x must be > 0, got 0.\nmore\n", "noisy"),
         ("refused", 1, "", "Traceback (most recent call last):\n  File ...\nValueError: --x must be > 0", "traceback"),
         ("notice", 0, "podracer: --x must be > 0 noted\nfinal\n", "", "notice"),
-        ("notice", 0, "final mean episode return 0.5\n", "", "silent"),
+        ("notice", 0, "final training return 0.5 over 12 episodes\n", "", "silent"),
         ("notice", 2, "", "podracer anakin: error: no\n", "other line"),
     ],
 )

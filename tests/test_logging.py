@@ -85,13 +85,20 @@ def test_the_closing_line_gives_the_greedy_evaluation_beside_the_training_return
     from podracer import logging as logging_lib
 
     nan = float("nan")
-    trained = [{"env_steps": 100, "episode_return": 0.5}, {"env_steps": 200, "episode_return": 0.75}]
-    assert logging_lib.closing(trained) == ("final mean episode return 0.750", 0.75)
-    long_episodes = [{"env_steps": 100, "episode_return": -40.0}, {"env_steps": 200, "episode_return": nan}]
+    trained = [{"env_steps": 100, "episode_return": 0.5}, {"env_steps": 200, "episode_return": 0.75, "episodes": 12.0}]
+    assert logging_lib.closing(trained) == ("final training return 0.750 over 12 episodes", 0.75)
+    seeds = [{"env_steps": 200, "episode_return": 0.75, "episodes": 2.5, "episode_return_per_seed": [0.5, 1.0]}]
+    assert logging_lib.closing(seeds)[0] == "final training return 0.750 over 2.5 episodes per seed"
+    assert logging_lib.closing(trained[:1]) == ("final training return 0.500", 0.5)  # episodes not counted: not said
+    long_episodes = [
+        {"env_steps": 100, "episode_return": -40.0, "episodes": 1.0},
+        {"env_steps": 200, "episode_return": nan, "episodes": 0.0},
+    ]
     text, value = logging_lib.closing(long_episodes)  # MountainCarContinuous: no 999-step episode in the last window
     assert value == -40.0 and "nan" not in text
     assert text == (
-        "final mean episode return -40.000 (no episode ended in the last window; this is the window to 100 env steps)"
+        "final training return -40.000 over 1 episode (no episode ended in the last window; this is the window to "
+        "100 env steps)"
     )
     corner = [{"env_steps": 100, "episode_return": 1.0, "eval_return": 0.0}]  # the greedy policy turns forever
     text, value = logging_lib.closing(corner)
