@@ -382,6 +382,28 @@ def purejaxrl_config(env_name: str, num_envs: int, num_steps: int, updates: int,
     return config
 
 
+def _throughput(ctx: Context, env, agent, n: int, rollout: int, updates: int, calls: int) -> tuple[float, float]:
+    """``(compile seconds, env steps/s)`` of Anakin's update on one device (``_report.time_anakin``: compiled ahead
+    of time, one warm-up call, the median of ``calls`` timed calls; 2 with ``--smoke``)."""
+    import jax
+
+    from podracer import learner
+
+    import _report
+
+    compile_s, median = _report.time_anakin(
+        env,
+        agent,
+        learner.make_optimizer(3e-4),
+        num_envs=n,
+        rollout_length=rollout,
+        updates_per_call=updates,
+        devices=jax.devices()[:1],
+        calls=2 if ctx.smoke else calls,
+    )
+    return compile_s, updates * rollout * n / median
+
+
 def row_anakin(ctx: Context) -> None:
     import jax
 
@@ -400,19 +422,10 @@ def row_anakin(ctx: Context) -> None:
                 env = envs.make(env_name)
                 agent = agents.make(agent_name, env.spec(), **hyper)
                 updates = max(1, target // (rollout * n))
-                compile_s, median = _report.time_anakin(
-                    env,
-                    agent,
-                    learner.make_optimizer(3e-4),
-                    num_envs=n,
-                    rollout_length=rollout,
-                    updates_per_call=updates,
-                    devices=devices,
-                    calls=2 if ctx.smoke else 5,
-                )
+                compile_s, sps = _throughput(ctx, env, agent, n, rollout, updates, calls=5)
                 ctx.record(
                     f"{agent_name} {env_name}, {n:,} envs",
-                    updates * rollout * n / median,
+                    sps,
                     note=f"compile {compile_s:.1f} s; {updates} updates of {rollout} steps per call",
                 )
     if not ctx.has_purejaxrl():
@@ -609,33 +622,21 @@ def row_sebulba_pong(ctx: Context) -> None:
 
 
 def row_craftax(ctx: Context) -> None:
-    import jax
 
-    from podracer import agents, envs, learner
-
-    import _report
+    from podracer import agents, envs
 
     n = 16 if ctx.smoke else 4096
     rollout = 8 if ctx.smoke else 64
     env = envs.make("craftax:Craftax-Classic-Symbolic-v1")
     agent = agents.make("ppo", env.spec(), num_epochs=4, num_minibatches=8, hidden_sizes=(512, 512))
     updates = 1 if ctx.smoke else 8
-    compile_s, median = _report.time_anakin(
-        env,
-        agent,
-        learner.make_optimizer(2e-4),
-        num_envs=n,
-        rollout_length=rollout,
-        updates_per_call=updates,
-        devices=jax.devices()[:1],
-        calls=2 if ctx.smoke else 4,
-    )
+    compile_s, sps = _throughput(ctx, env, agent, n, rollout, updates, calls=4)
     ctx.record(
         f"ppo Craftax-Classic-Symbolic, {n:,} envs x {rollout} steps",
-        updates * rollout * n / median,
+        sps,
         peer=CRAFTAX_PAPER_SPS,
         peer_name="Craftax paper: 1B in under an hour, one GPU, quoted",
-        ratio=updates * rollout * n / median / CRAFTAX_PAPER_SPS,
+        ratio=sps / CRAFTAX_PAPER_SPS,
         note=f"compile {compile_s:.1f} s; 2x512 MLPs, 4 epochs of 8 minibatches; the paper's figure is its card's, "
         "not run here",
     )
