@@ -5,20 +5,23 @@ prioritised list of measurements (rows) on whatever accelerator JAX sees, each i
 time the budget has left, writes every result the moment it has it (a run cut at its limit still returns what
 finished), and prints one table naming the device, the JAX version and the commit. Rows, in priority order:
 
-- ``anakin``: Anakin PPO and A2C env steps/s on Catch and CartPole at 4,096, 16,384 and 65,536 environments (one
-  device; compilation apart); then PPO on gymnax's CartPole-v1 and Catch-bsuite beside PureJaxRL's ``ppo.py`` at
-  its own settings with the same environments, rollout and batch (rounds alternating, median of per-round ratios).
+- ``anakin``: PPO on gymnax's CartPole-v1 at 4,096, 16,384 and 65,536 environments beside PureJaxRL's ``ppo.py``
+  at its own settings with the same environments, rollout and batch (each side compiled ahead of time, rounds
+  alternating, median of per-round ratios); then Anakin PPO and A2C env steps/s on Catch and CartPole at those sizes
+  (one device, compilation apart).
+- ``sebulba-pong``: Sebulba IMPALA on Pong (``benchmarks/sebulba_throughput.py``, 2 actor threads x 128 envs: the
+  best layout measured on an H100): envpool's own ceiling and the end-to-end env steps/s (goal: 80 % of the
+  ceiling); then MuZero's actor throughput the same way.
 - ``minatar-ppo``: PPO on MinAtar Breakout, SpaceInvaders, Asterix and Freeway at gymnax-blines' settings (the
   ``*-minatar`` presets), 10M env steps x 5 seeds (100-104) vmapped: wall-clock and the seeds' returns; PureJaxRL's
   ``ppo.py`` on Breakout at the same batch settings and seeds beside it.
 - ``minatar-pqn``: PQN on the same games at purejaxql's settings and 10M budget (the ``*-minatar-pqn`` presets).
-- ``sebulba-pong``: Sebulba IMPALA on Pong (``benchmarks/sebulba_throughput.py``): envpool's own ceiling and the
-  end-to-end env steps/s (goal: 80 % of the ceiling); then MuZero's actor throughput the same way.
 - ``craftax``: Anakin PPO env steps/s on Craftax-Classic-Symbolic, beside the Craftax paper's "a run of PPO using 1
   billion environment interactions finishes in under an hour using only a single GPU" (arXiv 2402.16801, abstract;
   an RTX 4090 by the project's page): a quoted bound, 278k env steps/s, not a run.
-- ``pong-training``: ``podracer sebulba --env Pong`` with its defaults for what the budget leaves (up to 10M env
-  steps): the training curve against env steps and seconds. Stopped at the budget, the run checkpoints.
+- ``pong-training``: ``podracer sebulba --env Pong`` (IMPALA's defaults; 4 actor threads x 128 envs, the layout of
+  the H100's Pong curve) for what the budget leaves (up to 10M env steps): the training curve against env steps and
+  seconds. Stopped at the budget, the run checkpoints, and the next call resumes it where it is carried.
 
 On a lent machine (Python 3.12, JAX with CUDA, no rlax, mctx, gymnax, envpool, ...), carry the folder that
 ``benchmarks/wheelhouse.py`` prepares here and install from it first (``--wheelhouse``)::
@@ -58,6 +61,21 @@ DEFAULT_BUDGET_S = 540  # one 10-minute call, less the machine's start-up, the i
 PUREJAXRL_COMMIT = "31756b19"  # luchris429/purejaxrl: purejaxrl/ppo.py and wrappers.py, as the CPU benchmarks
 MINATAR_GAMES = ("breakout", "space-invaders", "asterix", "freeway")
 SEEDS = (100, 101, 102, 103, 104)  # the reproduction table's held-out seeds
+# Sebulba's layouts on a 16-core GPU box, the best of the grid measured on an H100 (docs/benchmarks.md, 2026-11-22):
+# for throughput, 2 actor threads x 128 envs, 8 envpool threads (74.5 % of the ceiling); for learning, the layout of
+# that page's Pong curve (15.2k env steps/s). The flagship command's defaults (one thread of 32 envs) would take about
+# an hour for 10M env steps.
+PONG_THROUGHPUT_LAYOUT = ("--actor-threads", "2", "--num-envs-per-actor", "128", "--envpool-threads", "8")
+PONG_TRAINING_LAYOUT = (
+    "--actor-threads",
+    "4",
+    "--num-envs-per-actor",
+    "128",
+    "--envpool-threads",
+    "4",
+    "--log-every",
+    "20",
+)
 # --smoke's Pong network: the Nature CNN's compilation and CPU gradients would take minutes of a smoke run
 SMOKE_TORSO = ("--torso", "mlp", "--hidden-sizes", "32")
 CRAFTAX_PAPER_SPS = 1e9 / 3600  # PPO, "1 billion environment interactions ... in under an hour" (arXiv 2402.16801)
@@ -407,14 +425,13 @@ def _throughput(ctx: Context, env, agent, n: int, rollout: int, updates: int, ca
 def row_anakin(ctx: Context) -> None:
     import jax
 
-    from podracer import agents, envs, learner
+    from podracer import agents, envs
     from anakin_throughput import AGENT_SETTINGS
-
-    import _report
 
     devices = jax.devices()[:1]
     sizes = (16,) if ctx.smoke else (4096, 16384, 65536)
     target = 2**11 if ctx.smoke else 2**26  # env steps per host call
+    _beside_purejaxrl(ctx, devices, sizes)  # the headline first: a cut row keeps it
     for agent_name in ("a2c", "ppo"):
         for env_name in ("catch",) if ctx.smoke else ("catch", "cartpole"):
             for n in sizes:
@@ -422,12 +439,23 @@ def row_anakin(ctx: Context) -> None:
                 env = envs.make(env_name)
                 agent = agents.make(agent_name, env.spec(), **hyper)
                 updates = max(1, target // (rollout * n))
-                compile_s, sps = _throughput(ctx, env, agent, n, rollout, updates, calls=5)
+                compile_s, sps = _throughput(ctx, env, agent, n, rollout, updates, calls=3)
                 ctx.record(
                     f"{agent_name} {env_name}, {n:,} envs",
                     sps,
                     note=f"compile {compile_s:.1f} s; {updates} updates of {rollout} steps per call",
                 )
+
+
+def _beside_purejaxrl(ctx: Context, devices, sizes) -> None:
+    """PPO on gymnax's CartPole-v1 beside PureJaxRL's ``ppo.py`` at its settings, the same environments, rollout,
+    epochs and minibatches, each side compiled ahead of time, rounds alternating."""
+    import jax
+
+    from podracer import agents, envs, learner
+
+    import _report
+
     if not ctx.has_purejaxrl():
         ctx.record(
             "ppo beside PureJaxRL's ppo.py",
@@ -436,14 +464,16 @@ def row_anakin(ctx: Context) -> None:
             "--purejaxrl ...)",
         )
         return
+
     import importlib.util
 
     if importlib.util.find_spec("gymnax") is None:
         ctx.record("ppo beside PureJaxRL's ppo.py", None, note="not run: needs gymnax")
         return
+
     make_train = purejaxrl_make_train(ctx.purejaxrl)
     rounds = 1 if ctx.smoke else 3
-    for env_id in ("CartPole-v1",) if ctx.smoke else ("CartPole-v1", "Catch-bsuite"):
+    for env_id in ("CartPole-v1",):
         for n in sizes:
             rollout = 128
             updates = max(1, (2**11 if ctx.smoke else 2**25) // (rollout * n))
@@ -601,7 +631,7 @@ def _sebulba_throughput(ctx: Context, extra: list[str], label: str) -> None:
                 *SMOKE_TORSO,
             ]
         else:
-            command += ["--updates", "40"]
+            command += ["--updates", "60", *PONG_THROUGHPUT_LAYOUT]
         subprocess.run(command, check=True, timeout=max(60, ctx.left()))
         row = json.loads(out.with_suffix(".json").read_text())["row"]
     ctx.record(
@@ -647,7 +677,8 @@ RETURNED_LIMIT = 16 * 2**20  # the largest file a call brings back
 
 
 def row_pong_training(ctx: Context) -> None:
-    """``podracer sebulba --env Pong`` with its defaults until the budget: SIGTERM (the driver's cut) checkpoints.
+    """``podracer sebulba --env Pong`` (:data:`PONG_TRAINING_LAYOUT`) until the budget: SIGTERM (the driver's cut)
+    checkpoints.
 
     The run's folder (its newest checkpoint, records and curve) comes back as ``pong_run.tar.gz`` beside the
     results; carried into the next call as ``.accelerator/pong_run.tar.gz``, the row resumes it (``--resume auto``)
@@ -664,6 +695,8 @@ def row_pong_training(ctx: Context) -> None:
         print(f"resuming the run carried in {carried}: {before[-1][0] if before else 0:,.0f} env steps", flush=True)
     command = [sys.executable, "-m", "podracer.cli", "sebulba", "--env", "Pong", "--log-dir", str(log_dir)]
     command += ["--checkpoint-dir", str(log_dir / "checkpoint"), "--resume", "auto"]
+    if not ctx.smoke:
+        command += PONG_TRAINING_LAYOUT
     if ctx.smoke:
         command += ["--total-env-steps", "256", "--num-envs-per-actor", "8", "--rollout-length", "16", *SMOKE_TORSO]
     start = time.perf_counter()
@@ -687,7 +720,7 @@ def row_pong_training(ctx: Context) -> None:
     (log_dir / "accelerator_curve.json").write_text(json.dumps({"curve": curve, "seconds": seconds}))
     returned = _pack_run(log_dir, ctx.results.parent / PONG_RUN)
     ctx.record(
-        f"podracer sebulba --env Pong (defaults), {reached:,.0f} env steps",
+        f"podracer sebulba --env Pong, {reached:,.0f} env steps",
         curve[-1][2] if curve else None,
         unit="return",
         note=f"{seconds:.0f} s of training calls{' (resumed)' if carried.is_file() else ''}, exit "
