@@ -119,9 +119,9 @@ def commit() -> str:
             return head.stdout.strip() + ("+dirty" if dirty else "")
     except OSError:
         pass
-    for folder in (ROOT / ".accelerator",):
-        if (folder / "COMMIT").is_file():
-            return (folder / "COMMIT").read_text().strip() + " (from the carried folder)"
+    carried = ROOT / ".accelerator" / "COMMIT"
+    if carried.is_file():
+        return carried.read_text().strip() + " (from the carried folder)"
     return "unknown"
 
 
@@ -473,49 +473,49 @@ def _beside_purejaxrl(ctx: Context, devices, sizes) -> None:
 
     make_train = purejaxrl_make_train(ctx.purejaxrl)
     rounds = 1 if ctx.smoke else 3
-    for env_id in ("CartPole-v1",):
-        for n in sizes:
-            rollout = 128
-            updates = max(1, (2**11 if ctx.smoke else 2**25) // (rollout * n))
-            env = envs.make(f"gymnax:{env_id}")
-            agent = agents.make("ppo", env.spec(), num_epochs=4, num_minibatches=4)
-            compiled, state, ours_compile = _report.compile_anakin(
-                env,
-                agent,
-                learner.make_optimizer(2.5e-4),
-                num_envs=n,
-                rollout_length=rollout,
-                updates_per_call=updates,
-                devices=devices,
-            )
-            config = purejaxrl_config(env_id, n, rollout, updates)
-            start = time.perf_counter()
-            theirs = jax.jit(make_train(config)).lower(jax.random.PRNGKey(0)).compile()
-            theirs_compile = time.perf_counter() - start
-            jax.block_until_ready(theirs(jax.random.PRNGKey(0)))  # warm-up
-            ours_sps, theirs_sps = [], []
-            for r in range(rounds):
-                for side in ("ours", "theirs") if r % 2 == 0 else ("theirs", "ours"):
-                    start = time.perf_counter()
-                    if side == "ours":
-                        state, metrics = compiled(state)
-                        jax.block_until_ready(metrics)
-                        ours_sps.append(updates * rollout * n / (time.perf_counter() - start))
-                    else:
-                        jax.block_until_ready(theirs(jax.random.PRNGKey(r)))
-                        theirs_sps.append(updates * rollout * n / (time.perf_counter() - start))
-            ratios = [a / b for a, b in zip(ours_sps, theirs_sps)]
-            ctx.record(
-                f"ppo gymnax {env_id}, {n:,} envs, beside PureJaxRL",
-                statistics.median(ours_sps),
-                peer=statistics.median(theirs_sps),
-                peer_name=f"PureJaxRL {PUREJAXRL_COMMIT[:7]}",
-                ratio=statistics.median(ratios),
-                note=f"{rounds} rounds alternating, {updates} updates per call; compile {ours_compile:.1f} s vs "
-                f"{theirs_compile:.1f} s; PureJaxRL's network is its own 2x64 tanh, podracer's its 2x64 tanh default",
-                data={"ratios": ratios},
-            )
-            del compiled, state, theirs
+    env_id = "CartPole-v1"
+    for n in sizes:
+        rollout = 128
+        updates = max(1, (2**11 if ctx.smoke else 2**25) // (rollout * n))
+        env = envs.make(f"gymnax:{env_id}")
+        agent = agents.make("ppo", env.spec(), num_epochs=4, num_minibatches=4)
+        compiled, state, ours_compile = _report.compile_anakin(
+            env,
+            agent,
+            learner.make_optimizer(2.5e-4),
+            num_envs=n,
+            rollout_length=rollout,
+            updates_per_call=updates,
+            devices=devices,
+        )
+        config = purejaxrl_config(env_id, n, rollout, updates)
+        start = time.perf_counter()
+        theirs = jax.jit(make_train(config)).lower(jax.random.PRNGKey(0)).compile()
+        theirs_compile = time.perf_counter() - start
+        jax.block_until_ready(theirs(jax.random.PRNGKey(0)))  # warm-up
+        ours_sps, theirs_sps = [], []
+        for r in range(rounds):
+            for side in ("ours", "theirs") if r % 2 == 0 else ("theirs", "ours"):
+                start = time.perf_counter()
+                if side == "ours":
+                    state, metrics = compiled(state)
+                    jax.block_until_ready(metrics)
+                    ours_sps.append(updates * rollout * n / (time.perf_counter() - start))
+                else:
+                    jax.block_until_ready(theirs(jax.random.PRNGKey(r)))
+                    theirs_sps.append(updates * rollout * n / (time.perf_counter() - start))
+        ratios = [a / b for a, b in zip(ours_sps, theirs_sps)]
+        ctx.record(
+            f"ppo gymnax {env_id}, {n:,} envs, beside PureJaxRL",
+            statistics.median(ours_sps),
+            peer=statistics.median(theirs_sps),
+            peer_name=f"PureJaxRL {PUREJAXRL_COMMIT[:7]}",
+            ratio=statistics.median(ratios),
+            note=f"{rounds} rounds alternating, {updates} updates per call; compile {ours_compile:.1f} s vs "
+            f"{theirs_compile:.1f} s; PureJaxRL's network is its own 2x64 tanh, podracer's its 2x64 tanh default",
+            data={"ratios": ratios},
+        )
+        del compiled, state, theirs
 
 
 def _train(ctx: Context, preset: str, seeds: tuple[int, ...]) -> dict:
