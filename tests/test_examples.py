@@ -205,12 +205,19 @@ def test_notebook_executes_and_learns(tmp_path, monkeypatch):
     ), plot_outputs
 
 
+def _cpu_seconds(pid: int) -> float:
+    """The CPU time a process has used (every thread's, user and system), from ``/proc``."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def test_ctrl_c_abandons_a_long_call_and_saves_the_last_completed_update(tmp_path):
     """Each host call takes several seconds: Ctrl-C does not wait for the one in flight."""
     import time
 
     from podracer import checkpoint
 
+    updates_per_call = 20000
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -222,7 +229,7 @@ def test_ctrl_c_abandons_a_long_call_and_saves_the_last_completed_update(tmp_pat
             "--num-updates",
             "400000",
             "--updates-per-call",
-            "10000",
+            str(updates_per_call),
             "--checkpoint-dir",
             str(tmp_path),
         ],
@@ -235,18 +242,23 @@ def test_ctrl_c_abandons_a_long_call_and_saves_the_last_completed_update(tmp_pat
     for line in proc.stdout:  # the first progress line (not a heartbeat line of a slow first call): it is done ...
         if "env steps" in line and "| sps" in line:
             break
-    time.sleep(1.0)  # ... and the second one under way
+    # ... and the second one under way: the signal is sent once the process has computed for a second more (CPU
+    # time, not wall time: on a busy machine the host's work between two calls can take a second of wall time, and
+    # a signal that lands there stops the run before the second call, which is a different path)
+    start, guard = _cpu_seconds(proc.pid), time.monotonic() + 300
+    while _cpu_seconds(proc.pid) - start < 1.0 and time.monotonic() < guard and proc.poll() is None:
+        time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)  # a hang guard, not a latency bound (that figure is a busy machine's)
     # What happened, not how fast: the call in flight was abandoned (the run did not wait for it to end), status 130.
     assert proc.returncode == 130, (proc.returncode, stderr)
     assert "Ctrl-C: stopping: saving the last completed update" in stderr
     assert "abandoned; saving the last completed update" in stderr, stderr
-    assert checkpoint.steps(str(tmp_path)) == [10000]
-    assert checkpoint.read_metadata(str(tmp_path))["env_steps"] == 10000 * 16 * 16 * 2
-    assert (tmp_path / "step_10000.run" / "process_0").is_dir()
+    assert checkpoint.steps(str(tmp_path)) == [updates_per_call]
+    assert checkpoint.read_metadata(str(tmp_path))["env_steps"] == updates_per_call * 16 * 16 * 2
+    assert (tmp_path / f"step_{updates_per_call}.run" / "process_0").is_dir()
     # the abandoned call's exit path says the run has ended too: a preview beside it ends
-    assert json.loads((tmp_path / "finished.json").read_text()) == {"steps": [10000]}
+    assert json.loads((tmp_path / "finished.json").read_text()) == {"steps": [updates_per_call]}
 
 
 def test_sigterm_saves_the_last_completed_update(tmp_path):
