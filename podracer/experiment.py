@@ -118,13 +118,22 @@ def _train_anakin(
     key = anakin.run_key(config.seed, config.num_seeds)
     sweep = make_sweep(config, env.spec(), plan.facts)
     startup.mark("environment")
-    state = anakin.init(env, agent, optimizer, key, per_device, rollout_length=config.rollout_length, sweep=sweep)
-    if sweep is not None and (bad := anakin.unsweepable(env, sweep, state, config.rollout_length)):
+
+    def refused(bad):
         flag = "--pbt-search" if config.population else "--sweep"
-        raise ValueError(
+        return ValueError(
             f"{flag} {', '.join(bad)}: sets shapes or loop counts of the compiled update, so its settings "
             "cannot share one program; sweep it over separate runs."
         )
+
+    try:
+        state = anakin.init(env, agent, optimizer, key, per_device, rollout_length=config.rollout_length, sweep=sweep)
+    except TypeError:  # the settings' states cannot be stacked: which names set their shapes?
+        if sweep is None or not (bad := anakin.shape_setting(env, sweep, per_device, config.rollout_length)):
+            raise
+        raise refused(bad) from None
+    if sweep is not None and (bad := anakin.unsweepable(env, sweep, state, config.rollout_length)):
+        raise refused(bad)
     if resume_step is not None:
         local, resume_step = checkpoint.restore_newest_run_state(config.checkpoint_dir, state)
         state = parallel.shard(local)

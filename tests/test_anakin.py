@@ -234,7 +234,7 @@ def test_summarize_weights_episode_statistics_by_episode_counts():
 def test_clear_errors_for_bad_input():
     with pytest.raises(
         ValueError,
-        match=r"Unknown agent 'dqnn'; available: a2c, alphazero, dqn, impala, muzero, ppo, pqn, r2d2, sac "
+        match=r"Unknown agent 'dqnn'; available: a2c, alphazero, dqn, impala, muzero, ppo, pqn, r2d2, sac, td3 "
         r"\(an agent of your own: agents.register, "
         r"--import MODULE, or a podracer.agents entry point\)\. Did you mean 'dqn'\?",
     ):

@@ -131,8 +131,8 @@ BAD_INPUTS = [
     ),
     (
         S,
-        "--agent td3",
-        "--agent: invalid choice: 'td3' (choose from a2c, alphazero, dqn, impala, muzero, ppo, pqn, r2d2, sac).",
+        "--agent ddpg",
+        "--agent: invalid choice: 'ddpg' (choose from a2c, alphazero, dqn, impala, muzero, ppo, pqn, r2d2, sac, td3).",
     ),
     (A, "--seed x", "--seed: invalid literal for int() with base 10: 'x'"),
     (S, "--agent ppo --clip-epsilon 0", "--clip-epsilon must be > 0, got 0.0."),

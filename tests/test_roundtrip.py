@@ -1,5 +1,5 @@
-"""Every agent's checkpoint is played as a user plays it: trained and saved in Anakin (and the on-policy agents and
-SAC in Sebulba), then restored by ``podracer evaluate``'s player and ``podracer preview``'s, with the optimizer
+"""Every agent's checkpoint is played as a user plays it: trained and saved in Anakin (and the on-policy agents,
+SAC and TD3 in Sebulba), then restored by ``podracer evaluate``'s player and ``podracer preview``'s, with the optimizer
 the agent itself builds: none restores with a made-up optimizer, none is called corrupt."""
 
 import importlib.util
@@ -18,6 +18,7 @@ from podracer.agents import (
     PQNConfig,
     R2D2Config,
     SACConfig,
+    TD3Config,
 )
 from podracer.config import AnakinConfig, SebulbaConfig
 
@@ -43,6 +44,10 @@ ANAKIN = {
         ),
     ),
     "sac": ("gymnax:Pendulum-v1", SACConfig(**REPLAY).replace(hidden_sizes=(16,)).replace(lr_schedule="linear")),
+    "td3": (
+        "gymnax:Pendulum-v1",
+        TD3Config(**REPLAY, num_atoms=11, v_min=-10.0, v_max=0.0).replace(hidden_sizes=(16,), lr_schedule="linear"),
+    ),
     "pqn": ("catch", PQNConfig(num_minibatches=2).replace(hidden_sizes=(16,))),
     "pqn-lstm": ("catch", PQNConfig(num_minibatches=2).replace(hidden_sizes=(16,), core="lstm", core_size=8)),
     "alphazero": ("pgx:tic_tac_toe", AlphaZeroConfig(num_simulations=4).replace(hidden_sizes=(16,))),
@@ -54,6 +59,7 @@ SEBULBA = {
     "ppo-lstm": PPOConfig(num_epochs=1, num_minibatches=2).replace(hidden_sizes=(16,), core="lstm", core_size=8),
     "impala": IMPALAConfig().replace(hidden_sizes=(16,)),
     "sac": SACConfig(**REPLAY).replace(hidden_sizes=(16,)),
+    "td3": TD3Config(**REPLAY, policy_delay=3).replace(hidden_sizes=(16,)),
     "pqn": PQNConfig(num_minibatches=2).replace(hidden_sizes=(16,)),
     "muzero": MuZeroConfig(latent_size=8, num_simulations=4, unroll_steps=2).replace(hidden_sizes=(16,)),
 }
@@ -97,8 +103,8 @@ def test_every_agent_trained_in_anakin_is_played_by_evaluate_and_preview(name, t
 
 
 @pytest.mark.parametrize("name", list(SEBULBA))
-def test_every_on_policy_agent_and_sac_trained_in_sebulba_is_played_by_evaluate_and_preview(name, tmp_path, capfd):
-    env = "gymnasium:Pendulum-v1" if name == "sac" else "CartPole-v1"
+def test_every_on_policy_agent_sac_and_td3_trained_in_sebulba_is_played_by_evaluate_and_preview(name, tmp_path, capfd):
+    env = "gymnasium:Pendulum-v1" if name in ("sac", "td3") else "CartPole-v1"
     directory = str(tmp_path / name)
     experiment.train_sebulba(
         SebulbaConfig(

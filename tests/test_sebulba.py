@@ -372,7 +372,7 @@ def test_cli_help_bad_layout_and_a_short_logged_run(tmp_path):
         "--seed",
         "--learning-rate",
         "--max-grad-norm",
-        "a2c, alphazero, dqn, impala, muzero, ppo, pqn, r2d2, sac",  # the agents, in the help's --agent line
+        "a2c, alphazero, dqn, impala, muzero, ppo, pqn, r2d2, sac, td3",  # the agents, in the help's --agent line
         "python -m podracer.sebulba",
     ):
         assert flag in " ".join(out.stdout.split())  # the help's lines wrapped at the terminal's width

@@ -230,7 +230,7 @@ def test_no_library_module_imports_itself_through_others():
 # with, for now, the modules that read the config tree (the composition root, evaluate's and preview's entries).
 _CORE = """install types axes initializers networks optim replay learner stats normalize sweep pbt
 agents agents.a2c agents.alphazero agents.base agents.dqn agents.impala agents.losses agents.muzero agents.ppo
-agents.pqn agents.qlearning agents.r2d2 agents.sac agents.search agents.settings
+agents.pqn agents.qlearning agents.r2d2 agents.sac agents.search agents.settings agents.td3
 envs envs.base envs.wrappers envs.cartpole envs.catch envs.memory envs.synthetic
 envs.brax envs.craftax envs.gymnax envs.jumanji envs.navix envs.pgx envs.playground envs.xminigrid"""
 _RUN = """disk coordinator multihost parallel plan checkpoint resume_identity runlock lifetime logging startup
@@ -311,7 +311,7 @@ def _closures_of(name: str) -> list[str]:
 
 
 _AGENT_MODULES = {f"podracer.agents.{name}" for name in ("a2c", "alphazero", "dqn", "impala", "muzero", "ppo", "pqn")}
-_AGENT_MODULES |= {"podracer.agents.r2d2", "podracer.agents.sac"}
+_AGENT_MODULES |= {"podracer.agents.r2d2", "podracer.agents.sac", "podracer.agents.td3"}
 
 
 def test_the_agent_registry_and_the_config_tree_load_no_agent_module():

@@ -118,6 +118,14 @@ def test_a_value_that_sets_shapes_is_named_and_refused():
     )
     with pytest.raises(ValueError, match=r"^--sweep batch_size: sets shapes or loop counts of the compiled update"):
         experiment.train_anakin(config)
+    # a value that sets the learner's own shapes (an LSTM's width) is named before any state is stacked
+    config = AnakinConfig(
+        **SMALL,
+        agent=A2CConfig().replace(core="lstm", core_size=8, hidden_sizes=(8,)),
+        sweep=("core_size=8,16", "learning_rate=1e-3,3e-3"),
+    )
+    with pytest.raises(ValueError, match=r"^--sweep core_size: sets shapes or loop counts of the compiled update"):
+        experiment.train_anakin(config)
 
 
 def test_sweepable_names_are_the_numeric_hyperparameters():
@@ -180,15 +188,21 @@ def test_fewer_than_five_seeds_are_said_as_their_range_not_an_interval():
             ["batch_size", "replay_ratio"],
             marks=pytest.mark.suite("gymnax"),
         ),
+        pytest.param(
+            "td3",
+            ["learning_rate", "discount", "target_noise", "exploration_noise_max", "target_tau", "policy_delay"],
+            ["batch_size", "replay_ratio"],
+            marks=pytest.mark.suite("gymnax"),
+        ),
     ],
 )
 def test_what_the_readme_says_can_be_swept_can_be(name, swept, refused, devices):
     """The README names these as sweepable (traced in one program) or refused (they set shapes or loop counts)."""
     from podracer import agents
 
-    env = envs.make("gymnax:Pendulum-v1" if name == "sac" else "catch")
+    env = envs.make("gymnax:Pendulum-v1" if name in ("sac", "td3") else "catch")
     small = {"batch_size": 8, "min_replay_size": 16, "replay_capacity": 64}
-    config = agents.config_class(name)(**(small if name in ("dqn", "sac") else {}))
+    config = agents.config_class(name)(**(small if name in ("dqn", "sac", "td3") else {}))
     point = {n: hyperparameters(config)[n] for n in swept + refused}
 
     def make(values):

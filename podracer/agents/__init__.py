@@ -76,6 +76,12 @@ _BUILT_IN = {
         "SACConfig",
         "Soft actor-critic with twin critics, target critics and a tuned entropy temperature.",
     ),
+    "td3": BuiltIn(
+        "td3",
+        "make_td3",
+        "TD3Config",
+        "TD3: a deterministic actor, twin critics (scalar or categorical), a delayed actor and smoothed targets.",
+    ),
 }
 # the public names of the built-in agents' modules (``agents.PPOConfig``, ``agents.make_ppo``, ``agents.PPOBatch``),
 # each imported on first use (PEP 562)
@@ -319,6 +325,7 @@ __all__ = [
     "PQNConfig",
     "R2D2Config",
     "SACConfig",
+    "TD3Config",
     "Transitions",
     "no_state",
     "make_recurrent_fns",
@@ -338,6 +345,7 @@ __all__ = [
     "make_pqn",
     "make_r2d2",
     "make_sac",
+    "make_td3",
     "masked_mean",
     "name_of",
     "names",

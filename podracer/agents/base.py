@@ -229,7 +229,7 @@ def policy_actions(spec) -> int | tuple[int, ...]:
 AGENTS_FOR = {
     "discrete": "a2c, dqn, impala, muzero, ppo, pqn or r2d2",
     "multi-discrete": "a2c, impala or ppo",
-    "continuous": "a2c, ppo or sac",
+    "continuous": "a2c, ppo, sac or td3",
 }
 
 

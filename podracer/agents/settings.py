@@ -25,6 +25,8 @@ _AT_LEAST_ONE = (
     "unroll_steps",
     "support_size",
     "latent_size",
+    "policy_delay",
+    "num_atoms",
 )
 _POSITIVE = (
     "reward_scale",
@@ -46,6 +48,10 @@ _NON_NEGATIVE = (
     "burn_in",
     "epsilon_alpha",
     "lr_warmup_steps",
+    "exploration_noise_min",
+    "exploration_noise_max",
+    "target_noise",
+    "target_noise_clip",
 )
 _UNIT_INTERVAL = (
     "discount",

@@ -23,6 +23,7 @@ from podracer.anakin.core import (
     init_state,
     make_rollout,
     make_update,
+    shape_setting,
     unsweepable,
 )
 from podracer.anakin.loop import Hooks, RunResult, make_multi_update, make_train, run, run_key, seed_keys
@@ -56,5 +57,6 @@ __all__ = [
     "summarize",
     "summarize_evaluation",
     "summarize_seeds",
+    "shape_setting",
     "unsweepable",
 ]

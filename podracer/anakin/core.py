@@ -388,6 +388,28 @@ def unsweepable(env: Environment, sweep: Sweep, state: AnakinState, rollout_leng
     return bad
 
 
+def shape_setting(env: Environment, sweep: Sweep, num_envs_per_device: int, rollout_length: int) -> list[str]:
+    """The swept names whose settings give the learner state different shapes (a network's width, a categorical
+    critic's atoms): each setting's state is made abstractly (``jax.eval_shape``, nothing run) with one name at a
+    time moved from the first setting's value, and compared with the first setting's."""
+
+    def shapes(point):
+        agent, optimizer = sweep.build(point)
+        make = functools.partial(
+            init_learner, env, agent, optimizer, num_envs=num_envs_per_device, rollout_length=rollout_length
+        )
+        return jax.tree.map(lambda x: (x.shape, x.dtype), jax.eval_shape(make, jax.random.key(0)))
+
+    first = sweep.points[0]
+    base = shapes(first)
+    bad = []
+    for name in first:
+        others = {point[name] for point in sweep.points[1:]} - {first[name]}
+        if any(shapes({**first, name: value}) != base for value in sorted(others, key=str)):
+            bad.append(name)
+    return bad
+
+
 def init_learner(
     env: Environment,
     agent: Agent,
