@@ -1,4 +1,6 @@
-"""Action spaces and observation layouts: Gaussian policies, SAC, boxes, boards."""
+"""Action spaces and observation layouts: Gaussian policies, SAC, TD3, boxes, boards."""
+
+from types import SimpleNamespace
 
 import distrax
 import jax
@@ -103,6 +105,21 @@ def test_td3_acts_with_a_ladder_of_noise_scales_inside_the_unit_box_and_its_gree
     assert np.all(np.abs(greedy) < 0.2)
     np.testing.assert_allclose(np.std(actions, axis=0), np.linspace(0.05, 0.3, 5)[:, None] * np.ones(2), rtol=0.08)
     np.testing.assert_allclose(np.mean(actions, axis=0), greedy, atol=0.03)
+
+
+def test_td3_acts_uniformly_at_random_for_its_random_steps_then_from_its_actor():
+    """``--random-steps``: the learner counts env steps (``observe``) into the parameters the actors act with."""
+    agent = agents.make("td3", VECTOR_BOX, hidden_sizes=(8,), random_steps=100, exploration_noise_max=0.1)
+    observation = jnp.ones((64, 3))
+    params = agent.init(jax.random.key(0), observation)
+    act = jax.jit(lambda p, k: agent.act(p, observation, k, (), jnp.ones(64, bool))[0])
+    early = act(params, jax.random.key(1))
+    assert float(jnp.std(early)) > 0.5 and np.all(np.abs(early) <= 1.0)  # uniform on [-1, 1]: std 0.58
+    # 4 steps of 25 environments (a [5, 25] trajectory) make 100 env steps: the actor acts from then on
+    counted, _ = agent.observe(params, SimpleNamespace(action=jnp.zeros((5, 25, 2))))
+    assert float(counted["env_steps"]) == 100.0
+    late = act(counted, jax.random.key(1))
+    assert float(jnp.std(late)) < 0.2
 
 
 def test_td3_steps_its_actor_once_every_policy_delay_gradient_steps_and_its_critics_at_every_one():

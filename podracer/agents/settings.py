@@ -52,6 +52,7 @@ _NON_NEGATIVE = (
     "exploration_noise_max",
     "target_noise",
     "target_noise_clip",
+    "random_steps",
 )
 _UNIT_INTERVAL = (
     "discount",

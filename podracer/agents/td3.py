@@ -8,6 +8,8 @@ clipped to the box: environment ``i`` of a batch of ``N`` explores with the stan
 the batch as DQN's Ape-X epsilons (TD3: one scale, 0.1, both flags equal; FastTD3 draws each environment's scale
 uniformly between the two and redraws it when its episode ends: the ladder holds the same spread of scales at every
 step, with no state to carry).
+``--random-steps N`` acts uniformly at random for the run's first N env steps, as Stable-Baselines3's and CleanRL's
+``learning_starts`` do.
 
 The critics are twin Q networks on ``concat(observation, action)``, either scalar (``--num-atoms 1``: TD3's squared
 error) or categorical over ``--num-atoms`` atoms spread evenly on ``[--v-min, --v-max]`` (C51's cross-entropy with
@@ -58,6 +60,9 @@ class TD3Config(Configurable):
     policy_delay: int = 2  # the actor steps once every this many gradient steps (the critics at every one)
     exploration_noise_min: float = 0.1  # the acting noise's standard deviation, in the unit box: a ladder over ...
     exploration_noise_max: float = 0.1  # ... the batch's environments, from min to max
+    # uniformly random actions for the run's first this many env steps (all environments together; its replay learns
+    # from them): Stable-Baselines3's and CleanRL's learning_starts; 0: the actor acts from the start
+    random_steps: int = 0
     target_noise: float = 0.2  # target policy smoothing: the standard deviation of the next action's noise ...
     target_noise_clip: float = 0.5  # ... clipped to this
     clipped_double_q: bool = True  # the lower critic's target and value; off: each critic its own, their mean
@@ -122,17 +127,35 @@ def make_td3(spec: EnvSpec, config: TD3Config = TD3Config(), run: RunFacts | Non
         batch_shape = observation.shape[: observation.ndim - obs_rank]
         return jnp.reshape(observation, (math.prod(batch_shape), -1)).astype(jnp.float32), batch_shape
 
+    counted = config.random_steps > 0
+
     def init(key, observation):
         x, _ = flatten(observation)
         actor_key, critic_key = jax.random.split(key)
-        return {"actor": actor.init(actor_key, x), "critic": critic.init(critic_key, x, jnp.zeros((x.shape[0], size)))}
+        params = {
+            "actor": actor.init(actor_key, x),
+            "critic": critic.init(critic_key, x, jnp.zeros((x.shape[0], size))),
+        }
+        # --random-steps' clock: env steps learned from so far, counted by the learner (observe) and shipped to the
+        # actors with the parameters (float: it takes a zero gradient with the rest)
+        return {**params, "env_steps": jnp.zeros((), jnp.float32)} if counted else params
 
     def act(params, observation, key, state, first):
         x, batch_shape = flatten(observation)
         mean = actor.apply(params["actor"], x)
+        noise_key, random_key = jax.random.split(key)
         scale = noise_ladder(x.shape[0], config.exploration_noise_min, config.exploration_noise_max)
-        action = jnp.clip(mean + scale[:, None] * jax.random.normal(key, mean.shape), -1.0, 1.0)
+        action = jnp.clip(mean + scale[:, None] * jax.random.normal(noise_key, mean.shape), -1.0, 1.0)
+        if counted:
+            uniform = jax.random.uniform(random_key, mean.shape, minval=-1.0, maxval=1.0)
+            action = jnp.where(params["env_steps"] < config.random_steps, uniform, action)
         return action.reshape(*batch_shape, size), {"greedy": mean.reshape(*batch_shape, size)}, state
+
+    def observe(params, trajectory: Trajectory, axis_names=()):
+        steps = jnp.asarray(math.prod(trajectory.action.shape[:2]) - trajectory.action.shape[1], jnp.float32)
+        for axis in axis_names:
+            steps = jax.lax.psum(steps, axis)
+        return {**params, "env_steps": params["env_steps"] + steps}, trajectory
 
     def make_items(trajectory: Trajectory):
         return transition_items(trajectory, config.n_step, config.discount)
@@ -205,7 +228,14 @@ def make_td3(spec: EnvSpec, config: TD3Config = TD3Config(), run: RunFacts | Non
         prioritized=False,
         target_tau=config.target_tau,
     )
-    return Agent(init=init, act=act, loss=None, replay=replay, optimizer=make_td3_optimizer(config, run))
+    return Agent(
+        init=init,
+        act=act,
+        loss=None,
+        replay=replay,
+        observe=observe if counted else None,
+        optimizer=make_td3_optimizer(config, run),
+    )
 
 
 def make_td3_optimizer(config: TD3Config, run: RunFacts | None = None) -> optax.GradientTransformation:
