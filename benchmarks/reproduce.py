@@ -264,6 +264,17 @@ ROWS = (
             "--min-replay-size 128 --num-updates 10000 --updates-per-call 1000 --eval-every 10000".split()
         ),
     ),
+    Row(
+        "pendulum-td3",
+        "pendulum-td3",
+        -151.855,
+        f"{ZOO} td3 Pendulum-v1 (20k env steps; hyperparams/td3.yml: lr 1e-3, gamma 0.98, 400x300, 10k random steps "
+        "before learning, Gaussian noise 0.1, one env, one gradient step of 256 per env step; SB3's TD3 defaults at "
+        "e05d2db); the row runs those settings on two shards (1 env, 128 items each)",
+        20_000,
+        note="Stable-Baselines3 moves its target networks only at the actor's steps (every second gradient step); "
+        "podracer's replay learner at every one",
+    ),
     *(
         Row(key, f"{key}-minatar", published, MINATAR % game, 10_000_000, flags=flags, note=note, device_seeds=True)
         for key, game, published, flags, note in (

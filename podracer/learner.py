@@ -149,6 +149,46 @@ def _loop(body, carry, xs, length: int, unroll: bool):
     return carry, jax.tree.map(lambda *x: jnp.stack(x), *outs)
 
 
+@jax.custom_batching.custom_vmap
+def any_entry(flag: chex.Array) -> chex.Array:
+    """``flag`` (a bool scalar); under ``vmap`` (seeds, sweeps, a population's lanes) whether it holds for any entry,
+    unbatched: a ``lax.cond`` on it stays a branch, where a batched predicate would turn it into a select that runs
+    both sides for every entry. Pair it with :func:`keep_entries` inside the branch."""
+    return flag
+
+
+@any_entry.def_vmap
+def _any_entry_batched(axis_size, in_batched, flag):
+    del axis_size
+    return any_entry(jnp.any(flag) if in_batched[0] else flag), False  # again through the rule, under an outer vmap
+
+
+@jax.custom_batching.custom_vmap
+def keep_entries(flag: chex.Array, new, old):
+    """``new``: the branch of a ``lax.cond`` on ``any_entry(flag)`` runs only where ``flag`` holds. Under ``vmap``,
+    each entry's ``new`` where its ``flag`` holds and its ``old`` elsewhere (the branch ran for every entry because
+    one needed it)."""
+    del flag, old
+    return new
+
+
+@keep_entries.def_vmap
+def _keep_entries_batched(axis_size, in_batched, flag, new, old):
+    flag_batched, new_batched, old_batched = in_batched
+
+    def full(x, batched):
+        return x if batched else jnp.broadcast_to(x, (axis_size, *jnp.shape(x)))
+
+    new, old = jax.tree.map(full, new, new_batched), jax.tree.map(full, old, old_batched)
+    if flag_batched:  # per entry; an outer vmap batches the select itself
+        out = jax.tree.map(
+            lambda n, o: jnp.where(jnp.reshape(flag, (axis_size,) + (1,) * (n.ndim - 1)), n, o), new, old
+        )
+    else:
+        out = keep_entries(flag, new, old)
+    return out, jax.tree.map(lambda _: True, out)
+
+
 def permutation(key: chex.PRNGKey, n: int) -> chex.Array:
     """A uniformly random permutation of ``0 ... n - 1`` (int32 ``[n]``).
 
@@ -339,9 +379,17 @@ def make_replay_learner_step(
     def maybe_step(carry, keys, zeros):
         params, opt_state, extra = carry
         allowed = extra.limiter.can_sample(spec.replay_ratio, spec.min_size)
+        # Under a vmap over seeds the step runs when any entry's limiter allows it (they agree unless a discarded
+        # update held one back), each entry keeping its step only where its own allows: before the replay holds a
+        # batch, and at a spare step with no allowance, nothing is computed.
+        run = any_entry(allowed)
         if spec.prioritized:  # the step writes priorities: the memory goes through the branch
             carry, metrics = jax.lax.cond(
-                allowed, lambda c, k: sgd_step(c, k, allowed), lambda c, k: (c, zeros), carry, keys
+                run,
+                lambda c, k: keep_entries(allowed, sgd_step(c, k, allowed), (c, zeros)),
+                lambda c, k: (c, zeros),
+                carry,
+                keys,
             )
             return carry, (metrics, allowed.astype(jnp.float32))
         # Uniform replay: the batch is drawn before the branch (a gather of one batch), so that the memory is not an
@@ -349,8 +397,8 @@ def make_replay_learner_step(
         memory = extra.replay
         drawn = draw(memory, keys, allowed)
         (params, opt_state, extra), metrics = jax.lax.cond(
-            allowed,
-            lambda c, d: sgd_step(c, keys, allowed, d),
+            run,
+            lambda c, d: keep_entries(allowed, sgd_step(c, keys, allowed, d), (c, zeros)),
             lambda c, d: (c, zeros),
             (params, opt_state, extra._replace(replay=None)),
             drawn,
@@ -417,6 +465,8 @@ def should_unroll(observation_rank: int, platform: str) -> bool:
 
 __all__ = [
     "LearnerStep",
+    "any_entry",
+    "keep_entries",
     "NONFINITE_GRADIENTS",
     "NONFINITE_LOSS",
     "NONFINITE_PARAMETERS",

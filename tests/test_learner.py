@@ -116,3 +116,31 @@ def test_minibatches_that_do_not_divide_the_batch_fail_clearly():
         match=r"The learner batch has 32 entries along axis 0, which is not divisible by num_minibatches = 3\.",
     ):
         jax.jit(learner.make_learner_step(agent, optimizer))(state, trajectory)
+
+
+def test_a_branch_on_any_entry_runs_once_for_a_vmapped_batch_and_keeps_each_entrys_own_result():
+    """The replay learner's gradient step under a vmap over seeds: taken only when some entry's limiter allows it
+    (counted by a callback in the branch), and then kept only by the entries it allows."""
+    taken = []
+
+    def step(flag, x):
+        def branch(x):
+            jax.debug.callback(lambda: taken.append(1))
+            return learner.keep_entries(flag, x + 1.0, x)
+
+        return jax.lax.cond(learner.any_entry(flag), branch, lambda x: x, x)
+
+    x = jnp.arange(6.0).reshape(2, 3)
+    none = jax.jit(jax.vmap(jax.vmap(step)))(jnp.zeros((2, 3), bool), x)
+    np.testing.assert_array_equal(none, x)
+    assert taken == []  # a select would have run the branch
+    flags = jnp.array([[True, False, True], [False, False, False]])
+    some = jax.jit(jax.vmap(jax.vmap(step)))(flags, x)
+    np.testing.assert_array_equal(some, x + flags)
+    assert len(taken) == 1
+    # unbatched: a plain branch
+    assert float(jax.jit(step)(jnp.array(True), jnp.array(1.0))) == 2.0
+    assert float(jax.jit(step)(jnp.array(False), jnp.array(1.0))) == 1.0
+    # a flag shared by the batch (unbatched) with batched values
+    shared = jax.jit(jax.vmap(step, in_axes=(None, 0)))(jnp.array(True), jnp.arange(3.0))
+    np.testing.assert_array_equal(shared, jnp.arange(3.0) + 1)

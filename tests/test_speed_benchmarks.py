@@ -126,3 +126,29 @@ def test_compile_profile_times_each_program_of_a_cold_launch_beside_another_revi
     bad = subprocess.run([sys.executable, str(BENCHMARKS / "compile_profile.py"), "--against", "no-such-revision"],
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert bad.returncode == 1 and bad.stderr.strip().startswith("--against: 'no-such-revision' is not a commit of")
+
+
+@pytest.mark.slow
+@pytest.mark.suite("gymnax")
+def test_sac_vs_rejax_podracer_side_answers_whole_runs_and_a_missing_peer_is_one_line(tmp_path):
+    """The podracer side of ``benchmarks/sac_vs_rejax.py`` (rejax's needs an environment of its own): it compiles
+    its whole run, then answers each ``run SEED`` with that run's seconds."""
+    worker = subprocess.Popen(
+        [sys.executable, str(BENCHMARKS / "sac_vs_rejax.py"), "--worker", "podracer", "--env-steps", "1100"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = worker.communicate("run 1\nquit\n", timeout=300)
+    assert worker.returncode == 0, err
+    ready, ran = (json.loads(line) for line in out.splitlines())
+    assert ready["compile_s"] > 0 and ready["settings"]["replay_ratio"] == 256.0 and ran["seconds"] > 0
+    missing = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "sac_vs_rejax.py"), "--rejax-python", str(tmp_path / "none")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert missing.returncode == 2
+    assert missing.stderr.splitlines()[-1].endswith(f"--rejax-python: no such interpreter: {tmp_path / 'none'}")
