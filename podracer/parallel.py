@@ -171,8 +171,9 @@ def mesh(devices: Sequence[jax.Device] | None = None) -> Mesh:
     return Mesh(np.asarray(_check_devices(devices)), (DEVICE_AXIS,))
 
 
-def device_map(fn, devices: Sequence[jax.Device] | None = None):
-    """``fn`` run on each of ``devices`` as ``jax.jit`` of ``jax.shard_map`` over :func:`mesh`.
+def device_map(fn, devices: Sequence[jax.Device] | None = None, *, name: str | None = None):
+    """``fn`` run on each of ``devices`` as ``jax.jit`` of ``jax.shard_map`` over :func:`mesh`, the program named
+    ``name`` (default: ``fn``'s name) in JAX's compile log and timing events (the start-up line's split).
 
     Like ``pmap(fn, axis_name=DEVICE_AXIS)``: every argument and result carries a
     leading axis with one entry per device, ``fn`` sees (and returns) one entry without
@@ -185,6 +186,8 @@ def device_map(fn, devices: Sequence[jax.Device] | None = None):
     def per_device(*args):
         out = fn(*jax.tree.map(lambda x: x[0], args))
         return jax.tree.map(lambda x: x[None], out)
+
+    per_device.__name__ = per_device.__qualname__ = name or getattr(fn, "__name__", "per_device")
 
     # check_vma=False: values are typed as in pmap, so a per-device function written for pmap
     # (scans whose carries become device-varying, collectives on any value) runs unchanged.

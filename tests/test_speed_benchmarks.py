@@ -119,10 +119,10 @@ def test_compile_profile_times_each_program_of_a_cold_launch_beside_another_revi
     data = json.loads(out.with_suffix(".json").read_text())
     today, other = (data["presets"]["catch"][side] for side in data["sides"])
     # the update scanned over a host call: traced, lowered and compiled by XLA's backend, on both sides
-    assert all(program["per_device"]["backend"] > 0 and program["per_device"]["trace"] > 0
+    assert all(program["update"]["backend"] > 0 and program["update"]["trace"] > 0
                for program in (today["programs"], other["programs"]))  # fmt: skip
     assert today["compile_phase_s"] > 0 and data["presets"]["catch"]["ratio"] > 0
-    assert "| per_device |" in out.with_suffix(".md").read_text()
+    assert "| update |" in out.with_suffix(".md").read_text()
     bad = subprocess.run([sys.executable, str(BENCHMARKS / "compile_profile.py"), "--against", "no-such-revision"],
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert bad.returncode == 1 and bad.stderr.strip().startswith("--against: 'no-such-revision' is not a commit of")

@@ -302,7 +302,7 @@ def init(
         index = jax.lax.axis_index(parallel.DEVICE_AXIS)
         return over_seeds(lambda k, learner: init_fn(k, actor_index=index, learner=learner), k)(k, learner)
 
-    return parallel.device_map(per_device, devices)(
+    return parallel.device_map(per_device, devices, name="initial_state")(
         parallel.replicate(key, devices), parallel.replicate(learner, devices)
     )
 
@@ -364,7 +364,7 @@ def init_entries(
 
         return jax.vmap(one)(keys, learner, values)
 
-    return parallel.device_map(per_device, devices)(
+    return parallel.device_map(per_device, devices, name="initial_state")(
         parallel.replicate(keys, devices), parallel.replicate(learner, devices)
     )
 

@@ -128,7 +128,7 @@ def _compile(update, updates_per_call: int, devices, state):
     processes then wait for each other (:func:`podracer.multihost.all_arrive`) to enter the first collective
     together."""
     multi = make_multi_update(update, updates_per_call)
-    compiled = parallel.device_map(multi, devices).lower(state).compile()
+    compiled = parallel.device_map(multi, devices, name="update").lower(state).compile()
     multihost.all_arrive("the compiled update")
     return compiled
 
