@@ -150,7 +150,7 @@ def _c51_target(probs, reward, discount, atoms):
     return out
 
 
-@pytest.mark.parametrize("clipped", [True, False])
+@pytest.mark.parametrize("clipped", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_td3_categorical_critics_learn_the_projected_target_of_c51(clipped):
     from podracer.agents.sac import TwinCritic
 
@@ -356,7 +356,7 @@ def test_td3_learns_pendulum_on_four_of_five_seeds(options, optimized_xla):
     assert (returns > -400).sum() >= 4 and np.median(returns) > -300, returns
 
 
-@pytest.mark.parametrize("agent", ["sac", "td3"])  # Gaussian PPO's acts the same way (the README's HalfCheetah run)
+@pytest.mark.parametrize("agent", ["sac", pytest.param("td3", marks=pytest.mark.slow)])  # Gaussian PPO's acts the same way (the README's HalfCheetah run)
 def test_sebulba_trains_continuous_agents_on_host_environments(agent):
     from podracer import experiment
     from podracer.agents import PPOConfig, SACConfig, TD3Config
