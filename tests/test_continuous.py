@@ -278,8 +278,10 @@ def test_the_board_torso_is_a_valid_three_by_three_convolution():
     np.testing.assert_allclose(torso.apply(params, x), expected, rtol=1e-5, atol=1e-5)
 
 
-def _train_seeds(env, agent, num_seeds, num_envs, rollout_length, num_updates, learning_rate):
-    optimizer = make_optimizer(learning_rate, None)
+def _train_seeds(env, agent, num_seeds, num_envs, rollout_length, num_updates, learning_rate=None):
+    """The greedy returns of ``num_seeds`` seeds trained together, with Adam at ``learning_rate`` (None: the agent's own
+    optimizer, as TD3's delayed actor needs)."""
+    optimizer = agent.optimizer if learning_rate is None else make_optimizer(learning_rate, None)
     update = anakin.make_update(env, agent, optimizer, rollout_length=rollout_length, axis_names=())
     multi = anakin.make_multi_update(update, num_updates)
 
@@ -314,21 +316,6 @@ def test_sac_learns_pendulum_on_two_of_three_seeds(optimized_xla):
     assert (returns > -400).sum() >= 2 and returns.mean() > -700, returns
 
 
-def _train_own_optimizer(env, agent, num_seeds, num_envs, rollout_length, num_updates):
-    """:func:`_train_seeds` with the agent's own optimizer (TD3's delayed actor is in it)."""
-    update = anakin.make_update(env, agent, agent.optimizer, rollout_length=rollout_length, axis_names=())
-    multi = anakin.make_multi_update(update, num_updates)
-
-    def train(key):
-        return multi(anakin.init_state(env, agent, agent.optimizer, key, num_envs, rollout_length=rollout_length))
-
-    keys = jax.random.split(jax.random.key(0), num_seeds)
-    state, _ = jax.jit(jax.vmap(train)).lower(keys).compile()(keys)
-    evaluate = anakin.make_evaluate(env, agent, 8)
-    returns = jax.jit(jax.vmap(evaluate, in_axes=(0, None)))(state.learner.params, jax.random.key(1))
-    return np.asarray(returns).mean(axis=-1)
-
-
 @pytest.mark.slow
 @pytest.mark.suite("gymnax")
 @pytest.mark.parametrize(
@@ -351,12 +338,14 @@ def _train_own_optimizer(env, agent, num_seeds, num_envs, rollout_length, num_up
 def test_td3_learns_pendulum_on_four_of_five_seeds(options, optimized_xla):
     env = envs.make("gymnax:Pendulum-v1")
     agent = agents.make("td3", env.spec(), hidden_sizes=(64, 64), learning_rate=1e-3, replay_ratio=32.0, **options)
-    returns = _train_own_optimizer(env, agent, num_seeds=5, num_envs=8, rollout_length=8, num_updates=400)
+    returns = _train_seeds(env, agent, num_seeds=5, num_envs=8, rollout_length=8, num_updates=400)
     # Random play scores about -1,200. Seeds 0-4 here (AMD EPYC): TD3 -116 to -184; FastTD3's options -105 to -175.
     assert (returns > -400).sum() >= 4 and np.median(returns) > -300, returns
 
 
-@pytest.mark.parametrize("agent", ["sac", pytest.param("td3", marks=pytest.mark.slow)])  # Gaussian PPO's acts the same way (the README's HalfCheetah run)
+@pytest.mark.parametrize(
+    "agent", ["sac", pytest.param("td3", marks=pytest.mark.slow)]
+)  # Gaussian PPO's acts the same way (the README's HalfCheetah run)
 def test_sebulba_trains_continuous_agents_on_host_environments(agent):
     from podracer import experiment
     from podracer.agents import PPOConfig, SACConfig, TD3Config

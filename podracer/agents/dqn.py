@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from typing import Literal
 
 import jax
@@ -28,6 +27,7 @@ from podracer.agents.base import (
 )
 from podracer.agents.qlearning import (
     check_replay_sizes,
+    count_env_steps,
     epsilon_greedy,
     linear_epsilon,
     make_q_network,
@@ -120,12 +120,6 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig(), run: RunFacts | Non
         action = epsilon_greedy(q_values, key, config.epsilon, config.epsilon_alpha, action_mask, rates)
         return action, {"q_values": mask_logits(q_values, action_mask)}, state
 
-    def observe(params, trajectory: Trajectory, axis_names=()):
-        steps = jnp.asarray(math.prod(trajectory.action.shape[:2]) - trajectory.action.shape[1], jnp.float32)
-        for axis in axis_names:
-            steps = jax.lax.psum(steps, axis)
-        return {**params, "env_steps": params["env_steps"] + steps}, trajectory
-
     def make_items(trajectory: Trajectory):
         return transition_items(trajectory, config.n_step, config.discount)
 
@@ -159,6 +153,6 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig(), run: RunFacts | Non
         act=act,
         loss=None,
         replay=replay_spec(config, make_items, loss),
-        observe=observe if linear else None,
+        observe=count_env_steps if linear else None,
         optimizer=optimizer_of(config.optimizer, steps),
     )

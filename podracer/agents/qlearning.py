@@ -42,6 +42,16 @@ def replay_spec(config, make_items, loss) -> ReplaySpec:
     )
 
 
+def count_env_steps(params, trajectory: Trajectory, axis_names=()):
+    """``Agent.observe`` of an agent whose acting follows the run's env steps (DQN's linear epsilon, TD3's random
+    steps): ``params["env_steps"]`` plus the env steps of ``trajectory`` (``[T + 1, B]``: ``T x B`` new ones), summed
+    over ``axis_names``; the trajectory unchanged."""
+    steps = jnp.asarray(math.prod(trajectory.action.shape[:2]) - trajectory.action.shape[1], jnp.float32)
+    for axis in axis_names:
+        steps = jax.lax.psum(steps, axis)
+    return {**params, "env_steps": params["env_steps"] + steps}, trajectory
+
+
 def epsilon_ladder(num_actors: int, epsilon: float = 0.4, alpha: float = 7.0) -> jax.Array:
     """Ape-X exploration rates ``epsilon ** (1 + alpha * i / (N - 1))`` for ``i = 0 ... N - 1``."""
     i = jnp.arange(num_actors, dtype=jnp.float32)
@@ -169,6 +179,7 @@ def make_q_network(spec: EnvSpec, network) -> QNetwork:
 
 __all__ = [
     "check_replay_sizes",
+    "count_env_steps",
     "epsilon_greedy",
     "epsilon_ladder",
     "linear_epsilon",

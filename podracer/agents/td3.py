@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import optax
 
 from podracer.agents.base import Agent, Configurable, ReplaySpec, action_size, check_hyperparameters, require_actions
-from podracer.agents.qlearning import check_replay_sizes, transition_items
+from podracer.agents.qlearning import check_replay_sizes, count_env_steps, transition_items
 from podracer.agents.sac import TwinCritic
 from podracer.networks import MLP, NetworkConfig, network_field
 from podracer.optim import OptimizerConfig, optimizer_field, optimizer_of, replay_steps
@@ -151,12 +151,6 @@ def make_td3(spec: EnvSpec, config: TD3Config = TD3Config(), run: RunFacts | Non
             action = jnp.where(params["env_steps"] < config.random_steps, uniform, action)
         return action.reshape(*batch_shape, size), {"greedy": mean.reshape(*batch_shape, size)}, state
 
-    def observe(params, trajectory: Trajectory, axis_names=()):
-        steps = jnp.asarray(math.prod(trajectory.action.shape[:2]) - trajectory.action.shape[1], jnp.float32)
-        for axis in axis_names:
-            steps = jax.lax.psum(steps, axis)
-        return {**params, "env_steps": params["env_steps"] + steps}, trajectory
-
     def make_items(trajectory: Trajectory):
         return transition_items(trajectory, config.n_step, config.discount)
 
@@ -233,7 +227,7 @@ def make_td3(spec: EnvSpec, config: TD3Config = TD3Config(), run: RunFacts | Non
         act=act,
         loss=None,
         replay=replay,
-        observe=observe if counted else None,
+        observe=count_env_steps if counted else None,
         optimizer=make_td3_optimizer(config, run),
     )
 
