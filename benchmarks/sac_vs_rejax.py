@@ -211,9 +211,8 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(HERE))
     if len(sys.argv) > 2 and sys.argv[1] == "--worker":
-        sys.path.insert(0, str(HERE))
         worker(sys.argv[2], int(sys.argv[4]))
     else:
-        sys.path.insert(0, str(HERE))
         sys.exit(main())

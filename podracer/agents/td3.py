@@ -181,9 +181,9 @@ def make_td3(spec: EnvSpec, config: TD3Config = TD3Config(), run: RunFacts | Non
         next_action = jnp.clip(next_mean + noise, -1.0, 1.0)
         next_output = sg(critic.apply(target_params["critic"], x_next, next_action))  # [2, N] or [2, N, atoms]
         next_values = values(next_output)
-        lower = jnp.argmin(next_values, axis=0)  # [N]: the critic whose target value is lower
         if config.clipped_double_q:  # both critics learn the lower one's target (a categorical one's distribution)
-            first_lower = (lower == 0)[:, None] if categorical else lower == 0
+            first_lower = next_values[0] <= next_values[1]  # [N]: the first critic's target value is the lower
+            first_lower = first_lower[:, None] if categorical else first_lower
             next_output = jnp.broadcast_to(jnp.where(first_lower, next_output[0], next_output[1]), next_output.shape)
         output = critic.apply(params["critic"], x, batch["action"])
         if categorical:
