@@ -566,11 +566,14 @@ def reach_count(rows: list[dict]) -> tuple[int, int]:
     return sum(verdicts), len(verdicts)
 
 
-def table(rows: list[dict]) -> str:
+def table(rows: list[dict], source_runs: list[dict] | None = None) -> str:
     """The table's Markdown, in two tables of one line per row, named by the row's key (what ``--rows`` takes): the
     verdicts (the figure, the published one at its budget, random play, reached), then how each row ran (so that
     each fits a page 1,400 pixels wide). "reached" is decided again from each row's fields (:func:`reached`), so
-    that a saved row is judged by the rule of today's script."""
+    that a saved row is judged by the rule of today's script. ``source_runs`` (``source_runs.py``'s saved rows: the
+    source's own code run here on the row's seeds and budget) adds to a row's verdict how far that went, normalised
+    the same way."""
+    here = {r["key"]: r for r in source_runs or ()}
     lines = [
         "| row | task | agent | final return IQM [95% CI] | published (budget) | random | normalised IQM | reached |",
         "|---|---|---|---|---|---|---|---|",
@@ -586,6 +589,9 @@ def table(rows: list[dict]) -> str:
         said = "-" if r["published"] is None else "yes" if verdict else "no" if verdict is False else "not compared"
         if verdict is not None and r["seeds"] < MIN_SEEDS:
             said += f" ({r['seeds']} seeds{': 5 wait for a device' if _waits_for_device(r) else ''})"
+        if verdict is not None and r["key"] in here:
+            source = normalized(here[r["key"]]["iqm"], r["random"], r["published"])
+            said += f"; the source's code here: {here[r['key']]['iqm']:,.1f} ({source:.2f})"
         score = normalized(r["iqm"], r["random"], r["published"])
         scale = max(abs(v) for v in (r["iqm"], r["ci_low"], r["ci_high"]) if v == v)  # the returns' size
         lines.append(
@@ -611,18 +617,32 @@ def table(rows: list[dict]) -> str:
         f"to it: normalised IQM = (IQM - random) / (published - random) >= {REACH_FRACTION} (0 is random play, 1 the "
         f"figure). {reach} of {compared} compared rows reach."
     )
+    if here:
+        rule += (
+            " Where a verdict adds \"the source's code here\", the source's own code, at the commit quoted, ran here "
+            "on the row's seeds and budget and was scored as the source scored its figure: its IQM (normalised) "
+            "(`benchmarks/source_runs.py`, results in `source_runs.md`)."
+        )
     text = "\n".join(lines) + f"\n\n{rule}\n\nHow each row ran:\n\n" + "\n".join(ran)
     text += "\n\nPublished figures:\n\n" + "\n".join(sources)
     return text + ("\n\nNotes:\n\n" + "\n".join(noted) if noted else "")
 
 
-def render(data: list[dict]) -> str:
-    """The whole saved table (``reproduce.md``) from its rows (``reproduce.json``)."""
+def render(data: list[dict], source_runs: list[dict] | None = None) -> str:
+    """The whole saved table (``reproduce.md``) from its rows (``reproduce.json``) and the sources' runs here
+    (``source_runs.json``, see :func:`table`)."""
     machines = ", ".join(dict.fromkeys(f"{r['machine']}, jax {r['jax']}" for r in data))
     return (
         f"Reproduction table on {machines}; seeds vmapped in one program per row; the final "
-        f"return is each row's `final` field ({', '.join(sorted({r['final'] for r in data}))}).\n\n{table(data)}\n"
+        f"return is each row's `final` field ({', '.join(sorted({r['final'] for r in data}))}).\n\n"
+        f"{table(data, source_runs)}\n"
     )
+
+
+def saved_source_runs(folder: Path) -> list[dict]:
+    """``source_runs.json`` in ``folder`` (the sources' own code run here), or nothing."""
+    path = folder / "source_runs.json"
+    return json.loads(path.read_text()) if path.exists() else []
 
 
 def plot(row: dict, path: Path) -> None:
@@ -690,7 +710,7 @@ def main(argv=None) -> int:
         return 1 if problems else 0
     if args.render:
         saved = _report.output_path(True, args.out, "reproduce")
-        text = render(json.loads(saved.with_suffix(".json").read_text()))
+        text = render(json.loads(saved.with_suffix(".json").read_text()), saved_source_runs(saved.parent))
         saved.with_suffix(".md").write_text(text)
         print(text + f"\nrewrote {saved.with_suffix('.md')}")
         return 0
@@ -717,6 +737,7 @@ def main(argv=None) -> int:
         if args.merge and out and out.with_suffix(".json").exists()
         else []
     )
+    sources_here = saved_source_runs((out or _report.RESULTS / "reproduce").parent)
     rows = []
     for key in chosen:
         row = run_row(next(r for r in ROWS if r.key == key), args.seeds, args.budget_scale, args.full, args.seed)
@@ -728,13 +749,13 @@ def main(argv=None) -> int:
         )
         # Written after every row, so that a long run stopped part-way keeps the rows it finished.
         data = merged(saved, rows, keys)
-        _report.save(out, render(data), data)  # a list of rows
+        _report.save(out, render(data, sources_here), data)  # a list of rows
         if out is not None:
             try:
                 plot(row, out.parent / f"{out.name}_{row['key']}.png")
             except ImportError:
                 print(f"matplotlib is not installed: no learning-curve PNGs ({install.command('plot')}).")
-    print("\n" + render(merged(saved, rows, keys)))
+    print("\n" + render(merged(saved, rows, keys), sources_here))
     return 0
 
 

@@ -149,3 +149,70 @@ def test_a_row_is_compared_only_at_its_published_budget():
     assert line.endswith("| -176.2 [-287.2, -158.2] | -172.2 (100,000) | -1,237.2 | 1.00 | not compared |"), line
     ran = text.split("How each row ran:\n\n")[1].splitlines()[2]
     assert ran.endswith("| 1,228,800 | 12.29x | 0-4 (tuning seeds) | - | 42 | 182,289 |"), ran  # no measure: "-"
+
+
+def _source_runs():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import source_runs
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return source_runs
+
+
+def test_a_source_run_is_read_from_its_own_records_and_scored_as_the_table_scores(tmp_path):
+    """source_runs.py: a zoo evaluation's returns come from Stable-Baselines3's monitor files; a row's runs become
+    an IQM normalised against the row's own random play and figure; the table adds it to the row's verdict."""
+    source_runs = _source_runs()
+    (tmp_path / "0.monitor.csv").write_text(
+        '#{"t_start": 0, "env_id": "MountainCar-v0"}\nr,l,t\n-120.0,120,0.5\n-98,98,1\n'
+    )
+    (tmp_path / "1.monitor.csv").write_text('#{"t_start": 0}\nr,l,t\n-200.0,200,0.7\n')
+    assert source_runs.monitor_returns(tmp_path) == [-120.0, -98.0, -200.0]
+    saved = {"mountaincar-zoo": {"iqm": -115.8, "random": -200.0, "published": -110.4}}
+    runs = [{"seed": 100 + i, "return": r} for i, r in enumerate((-126.5, -115.8, -120.0, -130.0, -110.0))]
+    summary = source_runs.summarize("mountaincar-zoo", runs, saved, "the zoo")
+    assert summary["returns"] == [-126.5, -115.8, -120.0, -130.0, -110.0] and summary["seeds"] == list(range(100, 105))
+    assert summary["iqm"] == pytest.approx((-126.5 - 115.8 - 120.0) / 3)  # the middle three of five
+    assert summary["normalised"] == pytest.approx((summary["iqm"] + 200.0) / 89.6)
+    assert summary["podracer_normalised"] == pytest.approx(84.2 / 89.6)
+    assert summary["ci_low"] <= summary["iqm"] <= summary["ci_high"]
+    row = {
+        "key": "mountaincar-zoo",
+        "task": "gymnax:MountainCar-v0",
+        "agent": "ppo",
+        "preset": "mountaincar-ppo-zoo",
+        "seeds": 5,
+        "seed": 100,
+        "env_steps": 999_936,
+        "iqm": -115.8,
+        "ci_low": -121.0,
+        "ci_high": -109.5,
+        "random": -200.0,
+        "published": -110.4,
+        "published_env_steps": 1_000_000,
+        "published_source": "the zoo",
+        "wall_s": 24.0,
+        "env_steps_per_s": 1.0,
+    }
+    verdict = f"| 0.94 | no; the source's code here: -120.8 ({summary['normalised']:.2f}) |"
+    assert verdict in _reproduce().table([row], [summary])
+    assert "| 0.94 | no |" in _reproduce().table([row])
+
+
+def test_a_source_run_names_the_flags_its_rows_need():
+    run = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "source_runs.py"), "--rows", "mountaincar-dqn,mountaincar"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines()[-1].endswith("--zoo-python is needed for --rows mountaincar-dqn")
+    run = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "source_runs.py"), "--rows", "cartpole"], capture_output=True, text=True
+    )
+    assert run.returncode == 2 and run.stderr.strip().splitlines()[-1].endswith(
+        "--rows: no source run for cartpole (rows: mountaincar-zoo, mountaincar-a2c, mountaincar-dqn, "
+        "cartpole-dqn-zoo, acrobot-dqn, acrobot-a2c, mountaincar, pendulum, mountaincar-continuous)"
+    )

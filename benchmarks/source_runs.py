@@ -1,0 +1,329 @@
+"""A reproduction row's source, its own code run here: on the table's seeds and budget, scored as it scored its figure.
+
+Where a row of ``reproduce.py``'s table falls short of its published figure, the question a reviewer asks is whether
+the figure is one the source's own code reaches on other seeds. This script answers it for two sources, each run
+from a copy of its repository made here at the commit the table quotes, on the table's seeds (100-104):
+
+- rl-baselines3-zoo (``benchmark.md``: one trained agent per row): the zoo's ``train.py`` with the row's algorithm
+  and environment (the zoo's hyperparameters for them), then the saved agent played as ``rl_zoo3/benchmark.py``
+  plays it (``enjoy.py`` for 150,000 env steps, one environment, deterministic actions, seed 0, the final model).
+- gymnax-blines (the checkpoints gymnax's README quotes): ``train.py -config agents/ENV/ppo.yaml -seed S``, the
+  command of its ``exec.sh train`` that writes the quoted ``ppo.pkl`` (its ``-lr`` default, 5e-4, replaces the
+  yaml's learning-rate schedule: ``utils/helpers.load_config`` sets ``lr_begin`` and ``lr_end`` to it), then the
+  saved network played by its own ``RolloutManager.batch_evaluate`` over ``num_test_rollouts`` (164) episodes,
+  sampled actions.
+
+Each row reports the interquartile mean of the seeds' returns with its 95 % bootstrap interval, and how far that went
+from random play to the published figure (``reproduce.normalized``, random play the row's own measurement in
+``reproduce.json``).
+
+Each source runs in a Python of its own. The zoo (``--zoo-python``; ``--zoo-git``, a git directory of
+DLR-RM/rl-baselines3-zoo):
+
+    python -m venv /tmp/zoo-venv && /tmp/zoo-venv/bin/pip install torch "stable-baselines3>=2.9.0a2,<3" \\
+        "sb3_contrib>=2.9.0a2,<3" "gymnasium>=0.29.1,<1.3" "huggingface_sb3>=3,<4" pyyaml optuna rich tqdm \\
+        pytablewriter pandas matplotlib
+    python benchmarks/source_runs.py --zoo-python /tmp/zoo-venv/bin/python --zoo-git PATH/rl-baselines3-zoo.git
+    python benchmarks/source_runs.py ... --rows mountaincar-dqn --seeds 2 --eval-steps 20000   # a quick look
+    python benchmarks/source_runs.py ... --save     # benchmarks/results/source_runs.{md,json}; the table reads it
+
+gymnax-blines (``--blines-python``; ``--blines-git``, a git directory of RobertTLange/gymnax-blines), in the JAX of
+its time, with evosax's ``NetworkMapper`` and TFP's JAX substrate:
+
+    python -m venv /tmp/blines-venv && /tmp/blines-venv/bin/pip install "jax[cpu]==0.4.30" flax==0.8.5 \
+        optax==0.2.3 tensorflow-probability==0.24.0 evosax==0.1.6 gymnax==0.0.8 chex==0.1.86 "numpy<2.1" \
+        "scipy<1.15" dotmap tqdm pyyaml matplotlib
+    python benchmarks/source_runs.py --rows mountaincar --blines-python /tmp/blines-venv/bin/python \
+        --blines-git PATH/gymnax-blines.git
+
+The saved figures appear in ``reproduce.md`` beside the rows they belong to (``reproduce.py --render``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import csv
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+sys.path.insert(0, str(Path(__file__).parent))
+import _report  # noqa: E402
+import reproduce  # noqa: E402
+
+ZOO_COMMIT = "22e3ff2"  # the commit reproduce.ZOO quotes
+BLINES_COMMIT = "3f029d6"  # the commit reproduce.BLINES quotes
+EVAL_STEPS = 150_000  # rl_zoo3/benchmark.py's -n
+EVAL_SEED = 0  # rl_zoo3/benchmark.py's --seed
+
+
+class ZooRow(NamedTuple):
+    algo: str  # the zoo's --algo
+    env_id: str  # the zoo's --env (gymnasium's id)
+
+
+ZOO_ROWS = {
+    "mountaincar-zoo": ZooRow("ppo", "MountainCar-v0"),
+    "mountaincar-a2c": ZooRow("a2c", "MountainCar-v0"),
+    "mountaincar-dqn": ZooRow("dqn", "MountainCar-v0"),
+    "cartpole-dqn-zoo": ZooRow("dqn", "CartPole-v1"),
+    "acrobot-dqn": ZooRow("dqn", "Acrobot-v1"),
+    "acrobot-a2c": ZooRow("a2c", "Acrobot-v1"),
+}
+
+
+class BlinesRow(NamedTuple):
+    env_name: str  # gymnax's name, agents/<env_name>/ppo.yaml
+
+
+BLINES_ROWS = {
+    "mountaincar": BlinesRow("MountainCar-v0"),
+    "pendulum": BlinesRow("Pendulum-v1"),
+    "mountaincar-continuous": BlinesRow("MountainCarContinuous-v0"),
+}
+# the files of gymnax-blines its PPO needs (the repository's GIFs and checkpoints are not)
+BLINES_FILES = ("train.py", "utils", *(f"agents/{r.env_name}/ppo.yaml" for r in BLINES_ROWS.values()))
+# run in gymnax-blines' Python from its folder: plays the checkpoint ARGV[1] as utils/ppo.py's evaluation does
+BLINES_PLAY = """
+import pickle, sys
+import jax, optax
+from flax.training.train_state import TrainState
+from utils.models import get_model_ready
+from utils.ppo import RolloutManager
+with open(sys.argv[1], "rb") as f:
+    data = pickle.load(f)
+config = data["train_config"]
+model, _ = get_model_ready(jax.random.PRNGKey(0), config)
+state = TrainState.create(apply_fn=model.apply, params=data["network"], tx=optax.sgd(0.0))
+rollouts = RolloutManager(model, config.env_name, config.env_kwargs, config.env_params)
+score = rollouts.batch_evaluate(jax.random.PRNGKey(int(sys.argv[2])), state, config.num_test_rollouts)
+print(float(score), config.num_test_rollouts, data["log_steps"][-1], float(data["log_return"][-1]))
+"""
+
+
+def checkout(git_dir: str, commit: str, into: Path, paths: tuple[str, ...] = ()) -> str:
+    """A copy of ``git_dir``'s tree at ``commit`` in ``into``; the full commit hash (a one-line exit if absent)."""
+    found = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
+        capture_output=True,
+        text=True,
+    )
+    if found.returncode:
+        raise SystemExit(f"--zoo-git: {git_dir} has no commit {commit}")
+    archive = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "archive", commit, *paths], capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return found.stdout.strip()
+
+
+def monitor_returns(folder: Path) -> list[float]:
+    """The episode returns of the Stable-Baselines3 ``Monitor`` files in ``folder`` (``r`` column)."""
+    returns = []
+    for path in sorted(folder.glob("*.monitor.csv")):
+        with open(path) as f:
+            next(f)  # the "#{...}" line of the monitor's metadata
+            returns += [float(line["r"]) for line in csv.DictReader(f)]
+    return returns
+
+
+def zoo_seed(python: str, zoo: Path, row: ZooRow, seed: int, eval_steps: int, work: Path) -> dict:
+    """One seed of a zoo row: train with ``train.py`` (no evaluation during training), then ``enjoy.py`` as the
+    zoo's benchmark plays it; the evaluation's episode returns and both phases' seconds."""
+    logs, rewards = work / f"{row.algo}-{row.env_id}-{seed}", work / f"eval-{row.algo}-{row.env_id}-{seed}"
+    common = ["--algo", row.algo, "--env", row.env_id, "-f", str(logs), "--num-threads", "1"]
+    start = time.perf_counter()
+    train = [python, "train.py", *common, "--seed", str(seed), "--eval-freq", "-1", "--vec-env", "dummy"]
+    subprocess.run(train, cwd=zoo, check=True, capture_output=True)
+    trained = time.perf_counter()
+    play = [python, "enjoy.py", *common, "--exp-id", "1", "-n", str(eval_steps), "--n-envs", "1", "--no-render"]
+    play += ["--seed", str(EVAL_SEED), "--verbose", "0", "--reward-log", str(rewards)]
+    subprocess.run(play, cwd=zoo, check=True, capture_output=True)
+    returns = monitor_returns(rewards)
+    return {
+        "seed": seed,
+        "return": sum(returns) / len(returns),
+        "episodes": len(returns),
+        "train_s": trained - start,
+        "eval_s": time.perf_counter() - trained,
+    }
+
+
+def blines_seed(python: str, source: Path, row: BlinesRow, seed: int, work: Path) -> dict:
+    """One seed of a gymnax-blines row: ``exec.sh``'s training command in a copy of the source of its own (the
+    checkpoint's path is fixed), then the checkpoint played by the source's evaluation; its return, the source's
+    own last logged evaluation, and the seconds."""
+    folder = work / f"blines-{row.env_name}-{seed}"
+    shutil.copytree(source, folder)
+    start = time.perf_counter()
+    train = [python, "train.py", "-config", f"agents/{row.env_name}/ppo.yaml", "-seed", str(seed)]
+    subprocess.run(train, cwd=folder, check=True, capture_output=True)
+    trained = time.perf_counter()
+    play = [python, "-c", BLINES_PLAY, f"agents/{row.env_name}/ppo.pkl", str(EVAL_SEED)]
+    score, episodes, logged_steps, logged = subprocess.run(
+        play, cwd=folder, check=True, capture_output=True, text=True
+    ).stdout.split()[-4:]
+    return {
+        "seed": seed,
+        "return": float(score),
+        "episodes": int(episodes),
+        "last_logged": {"env_steps": int(logged_steps), "return": float(logged)},
+        "train_s": trained - start,
+        "eval_s": time.perf_counter() - trained,
+    }
+
+
+def versions(python: str) -> str:
+    """The zoo's Python's Stable-Baselines3, PyTorch and gymnasium versions."""
+    code = (
+        "import stable_baselines3 as s, torch, gymnasium as g; print(s.__version__, torch.__version__, g.__version__)"
+    )
+    sb3, torch, gym = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    return f"stable-baselines3 {sb3}, torch {torch}, gymnasium {gym}"
+
+
+def blines_versions(python: str) -> str:
+    """gymnax-blines' Python's JAX, flax, gymnax and evosax versions."""
+    names = ("jax", "flax", "gymnax", "evosax")
+    code = f"from importlib.metadata import version; print(*(version(n) for n in {names}))"
+    jax, flax, gymnax, evosax = subprocess.run(
+        [python, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    return f"jax {jax}, flax {flax}, gymnax {gymnax}, evosax {evosax}"
+
+
+def summarize(key: str, runs: list[dict], saved: dict, source: str) -> dict:
+    """A row's source runs: the IQM of the seeds' returns, its interval, normalised as the table normalises."""
+    from podracer import stats
+
+    runs = sorted(runs, key=lambda r: r["seed"])
+    returns = [r["return"] for r in runs]
+    iqm = stats.interquartile_mean(returns)
+    low, high = stats.bootstrap_interval(returns, stats.interquartile_mean)
+    row = saved.get(key)
+    return {
+        "key": key,
+        "source": source,
+        "iqm": iqm,
+        "ci_low": low,
+        "ci_high": high,
+        "returns": returns,
+        "seeds": [r["seed"] for r in runs],
+        "published": row["published"] if row else None,
+        "normalised": reproduce.normalized(iqm, row["random"], row["published"]) if row else None,
+        "podracer_iqm": row["iqm"] if row else None,
+        "podracer_normalised": reproduce.normalized(row["iqm"], row["random"], row["published"]) if row else None,
+        "runs": runs,
+    }
+
+
+def table(results: list[dict]) -> str:
+    """The rows' Markdown: the source's code here beside podracer's row, both normalised, then what ran."""
+    lines = [
+        "| row | published | the source's code here: IQM [95% CI] | per seed | normalised | podracer's row | "
+        "normalised |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        per_seed = ", ".join(f"{v:.1f}" for v in r["returns"])
+        norm = "-" if r["normalised"] is None else f"{r['normalised']:.2f}"
+        ours = "-" if r["podracer_normalised"] is None else f"{r['podracer_normalised']:.2f}"
+        lines.append(
+            f"| {r['key']} | {r['published']} | {r['iqm']:.1f} [{r['ci_low']:.1f}, {r['ci_high']:.1f}] | "
+            f"{per_seed} | {norm} | {r['podracer_iqm']:.1f} | {ours} |"
+        )
+    notes = [f"- {r['key']}: {r['source']}" for r in results]
+    rule = (
+        "Normalised as the reproduction table normalises: (IQM - random) / (published - random), random play and the "
+        "published figure the row's (`reproduce.json`); podracer's row is the table's, on the same seeds."
+    )
+    return "\n".join(lines) + f"\n\n{rule}\n\nWhat ran:\n\n" + "\n".join(notes) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    rows = [*ZOO_ROWS, *BLINES_ROWS]
+    parser.add_argument(
+        "--rows", default="mountaincar-zoo,mountaincar-a2c,mountaincar-dqn,mountaincar", help=f"of {', '.join(rows)}"
+    )
+    parser.add_argument("--zoo-python", help="a Python with Stable-Baselines3 and the zoo's requirements")
+    parser.add_argument("--zoo-git", help="a git directory of DLR-RM/rl-baselines3-zoo")
+    parser.add_argument("--blines-python", help="a Python with gymnax-blines' requirements")
+    parser.add_argument("--blines-git", help="a git directory of RobertTLange/gymnax-blines")
+    parser.add_argument("--seed", type=int, default=reproduce.REPORT_SEED, help="the first seed")
+    parser.add_argument("--seeds", type=int, default=5, help="seeds per row")
+    parser.add_argument("--eval-steps", type=int, default=EVAL_STEPS, help="env steps of each zoo agent's evaluation")
+    parser.add_argument("--jobs", type=int, default=2, help="seeds trained at once (one core each)")
+    _report.add_output_flags(parser, "source_runs")
+    args = parser.parse_args(argv)
+    keys = [k for k in args.rows.split(",") if k]
+    unknown = [k for k in keys if k not in rows]
+    if unknown:
+        parser.error(f"--rows: no source run for {', '.join(unknown)} (rows: {', '.join(rows)})")
+    for flag, table_of in (("zoo", ZOO_ROWS), ("blines", BLINES_ROWS)):
+        wanted = [k for k in keys if k in table_of]
+        for part in ("python", "git"):
+            if wanted and not getattr(args, f"{flag}_{part}"):
+                parser.error(f"--{flag}-{part} is needed for --rows {','.join(wanted)}")
+    saved_path = _report.RESULTS / "reproduce.json"
+    saved = {r["key"]: r for r in json.loads(saved_path.read_text())} if saved_path.exists() else {}
+    cpu = _report.cpu_model()
+    with tempfile.TemporaryDirectory() as tmp:
+        work, sources, jobs = Path(tmp), {}, []
+        seeds = range(args.seed, args.seed + args.seeds)
+        if any(k in ZOO_ROWS for k in keys):
+            (work / "zoo").mkdir()
+            commit = checkout(args.zoo_git, ZOO_COMMIT, work / "zoo")
+            said = (
+                f"rl-baselines3-zoo at {commit[:7]}, train.py then enjoy.py as rl_zoo3/benchmark.py plays "
+                f"({args.eval_steps:,} env steps, deterministic, the final model); {versions(args.zoo_python)}"
+            )
+            for key in (k for k in keys if k in ZOO_ROWS):
+                sources[key] = f"{said}; seeds {seeds[0]}-{seeds[-1]}, {cpu}"
+                jobs += [
+                    (key, zoo_seed, (args.zoo_python, work / "zoo", ZOO_ROWS[key], s, args.eval_steps, work))
+                    for s in seeds
+                ]
+        if any(k in BLINES_ROWS for k in keys):
+            (work / "blines").mkdir()
+            commit = checkout(args.blines_git, BLINES_COMMIT, work / "blines", BLINES_FILES)
+            said = (
+                f"gymnax-blines at {commit[:7]}, exec.sh's train.py -config agents/ENV/ppo.yaml -seed S (constant "
+                f"learning rate 5e-4, train.py's -lr default), the checkpoint played by utils/ppo.py's batch_evaluate "
+                f"(164 episodes, sampled); {blines_versions(args.blines_python)}"
+            )
+            for key in (k for k in keys if k in BLINES_ROWS):
+                sources[key] = f"{said}; seeds {seeds[0]}-{seeds[-1]}, {cpu}"
+                jobs += [
+                    (key, blines_seed, (args.blines_python, work / "blines", BLINES_ROWS[key], s, work)) for s in seeds
+                ]
+        runs: dict[str, list[dict]] = {key: [] for key in keys}
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            futures = {pool.submit(fn, *fn_args): key for key, fn, fn_args in jobs}
+            for future in concurrent.futures.as_completed(futures):
+                run = future.result()
+                runs[futures[future]].append(run)
+                print(
+                    f"{futures[future]} seed {run['seed']}: {run['return']:.1f} over {run['episodes']} episodes "
+                    f"(train {run['train_s']:.0f} s, evaluation {run['eval_s']:.0f} s)",
+                    flush=True,
+                )
+    results = [summarize(key, runs[key], saved, sources[key]) for key in keys]
+    print(table(results))
+    out = _report.output_path(args.save, args.out, "source_runs")
+    if out is not None:
+        previous = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else []
+        merged = [r for r in previous if r["key"] not in keys] + results
+        merged.sort(key=lambda r: [row.key for row in reproduce.ROWS].index(r["key"]))
+        _report.save(out, table(merged), merged)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
