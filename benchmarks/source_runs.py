@@ -26,6 +26,7 @@ DLR-RM/rl-baselines3-zoo):
     python benchmarks/source_runs.py --zoo-python /tmp/zoo-venv/bin/python --zoo-git PATH/rl-baselines3-zoo.git
     python benchmarks/source_runs.py ... --rows mountaincar-dqn --seeds 2 --eval-steps 20000   # a quick look
     python benchmarks/source_runs.py ... --save     # benchmarks/results/source_runs.{md,json}; the table reads it
+    python benchmarks/source_runs.py --render       # the saved table beside today's reproduce.json
 
 gymnax-blines (``--blines-python``; ``--blines-git``, a git directory of RobertTLange/gymnax-blines), in the JAX of
 its time, with evosax's ``NetworkMapper`` and TFP's JAX substrate:
@@ -123,6 +124,15 @@ def checkout(git_dir: str, commit: str, into: Path, paths: tuple[str, ...] = ())
     return found.stdout.strip()
 
 
+def run(command: list[str], cwd: Path) -> str:
+    """``command``'s standard output; a one-line exit naming it and its error's last line if it fails."""
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    if done.returncode:
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise SystemExit(f"source_runs.py: {' '.join(command[1:3])} ... failed in {cwd}: {last}")
+    return done.stdout
+
+
 def monitor_returns(folder: Path) -> list[float]:
     """The episode returns of the Stable-Baselines3 ``Monitor`` files in ``folder`` (``r`` column)."""
     returns = []
@@ -140,11 +150,11 @@ def zoo_seed(python: str, zoo: Path, row: ZooRow, seed: int, eval_steps: int, wo
     common = ["--algo", row.algo, "--env", row.env_id, "-f", str(logs), "--num-threads", "1"]
     start = time.perf_counter()
     train = [python, "train.py", *common, "--seed", str(seed), "--eval-freq", "-1", "--vec-env", "dummy"]
-    subprocess.run(train, cwd=zoo, check=True, capture_output=True)
+    run(train, zoo)
     trained = time.perf_counter()
     play = [python, "enjoy.py", *common, "--exp-id", "1", "-n", str(eval_steps), "--n-envs", "1", "--no-render"]
     play += ["--seed", str(EVAL_SEED), "--verbose", "0", "--reward-log", str(rewards)]
-    subprocess.run(play, cwd=zoo, check=True, capture_output=True)
+    run(play, zoo)
     returns = monitor_returns(rewards)
     return {
         "seed": seed,
@@ -163,12 +173,10 @@ def blines_seed(python: str, source: Path, row: BlinesRow, seed: int, work: Path
     shutil.copytree(source, folder)
     start = time.perf_counter()
     train = [python, "train.py", "-config", f"agents/{row.env_name}/ppo.yaml", "-seed", str(seed)]
-    subprocess.run(train, cwd=folder, check=True, capture_output=True)
+    run(train, folder)
     trained = time.perf_counter()
     play = [python, "-c", BLINES_PLAY, f"agents/{row.env_name}/ppo.pkl", str(EVAL_SEED)]
-    score, episodes, logged_steps, logged = subprocess.run(
-        play, cwd=folder, check=True, capture_output=True, text=True
-    ).stdout.split()[-4:]
+    score, episodes, logged_steps, logged = run(play, folder).split()[-4:]
     return {
         "seed": seed,
         "return": float(score),
@@ -261,7 +269,21 @@ def main(argv=None) -> int:
     parser.add_argument("--eval-steps", type=int, default=EVAL_STEPS, help="env steps of each zoo agent's evaluation")
     parser.add_argument("--jobs", type=int, default=2, help="seeds trained at once (one core each)")
     _report.add_output_flags(parser, "source_runs")
+    parser.add_argument(
+        "--render",
+        action="store_true",
+        help="rewrite the saved table (--out, else benchmarks/results) beside today's reproduce.json; run nothing",
+    )
     args = parser.parse_args(argv)
+    saved_path = _report.RESULTS / "reproduce.json"
+    saved = {r["key"]: r for r in json.loads(saved_path.read_text())} if saved_path.exists() else {}
+    if args.render:
+        out = _report.output_path(True, args.out, "source_runs")
+        results = [
+            summarize(r["key"], r["runs"], saved, r["source"]) for r in json.loads(out.with_suffix(".json").read_text())
+        ]
+        _report.save(out, table(results), results)
+        return 0
     keys = [k for k in args.rows.split(",") if k]
     unknown = [k for k in keys if k not in rows]
     if unknown:
@@ -271,8 +293,6 @@ def main(argv=None) -> int:
         for part in ("python", "git"):
             if wanted and not getattr(args, f"{flag}_{part}"):
                 parser.error(f"--{flag}-{part} is needed for --rows {','.join(wanted)}")
-    saved_path = _report.RESULTS / "reproduce.json"
-    saved = {r["key"]: r for r in json.loads(saved_path.read_text())} if saved_path.exists() else {}
     cpu = _report.cpu_model()
     with tempfile.TemporaryDirectory() as tmp:
         work, sources, jobs = Path(tmp), {}, []

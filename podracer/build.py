@@ -49,14 +49,20 @@ def check_normalizable(config, spec) -> None:
 
 def check_applies(config, spec) -> None:
     """Flags set away from their defaults that this run would not use are refused in one line naming the flag and
-    what it needs (the rule written in ``docs/faults.md``): a Gaussian policy's ``--policy-std`` with discrete
-    actions; ``--lr-end`` and ``--lr-decay-steps`` (given, searched or swept) with ``--lr-schedule constant``."""
+    what it needs (the rule written in ``docs/faults.md``): a Gaussian policy's ``--policy-std`` or
+    ``--policy-units`` with discrete actions; ``--lr-end`` and ``--lr-decay-steps`` (given, searched or swept) with
+    ``--lr-schedule constant``."""
     agent = config.agent
     network = getattr(agent, "network", None)
     if getattr(network, "policy_std", "parameter") != "parameter" and not spec.continuous:
         raise ValueError(
             f"--policy-std {network.policy_std} sets a Gaussian policy's standard deviation, and {config.env}'s "
             "actions are discrete: drop it."
+        )
+    if getattr(network, "policy_units", "unit") != "unit" and not spec.continuous:
+        raise ValueError(
+            f"--policy-units {network.policy_units} sets a Gaussian policy's units, and {config.env}'s actions are "
+            "discrete: drop it."
         )
     optimizer = getattr(agent, "optimizer", None)
     if getattr(optimizer, "lr_schedule", None) != "constant":

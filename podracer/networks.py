@@ -146,6 +146,10 @@ class NetworkConfig:
     # continuous actions: the Gaussian's standard deviation, one learned parameter for every state, or a softplus head
     # of the state (at least 0.001)
     policy_std: Literal["parameter", "state"] = "parameter"
+    # continuous actions: the Gaussian's units, the unit box [-1, 1] that the environment wrappers rescale to the
+    # action bounds (unit), or the environment's own, clipped to its bounds (env: gymnax-blines', PureJaxRL's and
+    # CleanRL's Gaussian policies)
+    policy_units: Literal["unit", "env"] = "unit"
     # the MLPs' and heads' kernels: orthogonal (gain sqrt(2) in hidden layers, 0.01 for the policy, 1 for the value),
     # or lecun (flax's Dense default, as codebases built on flax's defaults, such as gymnax-blines); image torsos stay
     # orthogonal
@@ -166,6 +170,7 @@ class NetworkConfig:
         choices = (
             ("torso", "torso", TORSOS),
             ("policy_std", "choice", POLICY_STDS),
+            ("policy_units", "choice", POLICY_UNITS),
             ("kernel_init", "initializer", KERNEL_INITS),
             ("core", "core", CORES),
             ("activation", "activation", ("tanh", "relu")),
@@ -257,6 +262,7 @@ def image_torso(kind: str, layer_norm: bool = False) -> nn.Module:
 
 
 POLICY_STDS = ("parameter", "state")  # how a Gaussian policy's standard deviation is made (PolicyHead.std)
+POLICY_UNITS = ("unit", "env")  # a Gaussian policy's units (PolicyHead.bounds)
 MIN_STD = 1e-3  # a state-dependent standard deviation's floor
 
 
@@ -266,13 +272,19 @@ class PolicyHead(nn.Module):
     softmaxes given the features; for continuous ones (``action_size`` > 0) a Gaussian's ``{"mean": [...,
     action_size], "log_std": [..., action_size]}``, its log standard deviation (``std``) a learned parameter that
     does not depend on the state ("parameter"), or a head of its own ("state": softplus of a linear layer, plus
-    0.001, as gymnax-blines' Gaussian policy). Kernels: :func:`~podracer.initializers.make_kernel_init`."""
+    0.001, as gymnax-blines' Gaussian policy). The Gaussian is over [-1, 1], which the environment wrappers rescale to
+    the action bounds; with ``bounds`` (the environment's ``(low, high)``) it is over the environment's own units and
+    is returned mapped onto [-1, 1] (mean ``(m - centre) / half_range``, standard deviation ``s / half_range``), so
+    that the policy acts in the environment's units, clipped to its bounds, as gymnax-blines', PureJaxRL's and
+    CleanRL's do: the same ratios and entropy gradients as a Gaussian over those units. Kernels:
+    :func:`~podracer.initializers.make_kernel_init`."""
 
     num_actions: int | tuple[int, ...]
     action_size: int = 0  # > 0: continuous actions of this many entries (num_actions is then unused)
     initial_log_std: float = 0.0
     std: str = "parameter"  # continuous actions: "parameter" or "state"
     kernel_init: str = "orthogonal"
+    bounds: tuple[tuple[float, ...], tuple[float, ...]] | None = None  # continuous actions: the Gaussian's units
 
     @nn.compact
     def __call__(self, h):
@@ -285,9 +297,15 @@ class PolicyHead(nn.Module):
         mean = nn.Dense(self.action_size, kernel_init=kernel)(h)
         if self.std == "state":
             scale = nn.Dense(self.action_size, kernel_init=kernel, name="scale")(h)
-            return {"mean": mean, "log_std": jnp.log(jax.nn.softplus(scale) + MIN_STD)}
-        log_std = self.param("log_std", nn.initializers.constant(self.initial_log_std), (self.action_size,))
-        return {"mean": mean, "log_std": jnp.broadcast_to(log_std, mean.shape)}
+            log_std = jnp.log(jax.nn.softplus(scale) + MIN_STD)
+        else:
+            log_std = self.param("log_std", nn.initializers.constant(self.initial_log_std), (self.action_size,))
+            log_std = jnp.broadcast_to(log_std, mean.shape)
+        if self.bounds is None:
+            return {"mean": mean, "log_std": log_std}
+        low, high = (jnp.asarray(bound, jnp.float32) for bound in self.bounds)
+        half = 0.5 * (high - low)
+        return {"mean": (mean - (low + half)) / half, "log_std": log_std - jnp.log(half)}
 
 
 class MLP(nn.Module):
@@ -331,6 +349,7 @@ class ActorCritic(nn.Module):
     cell_actions: bool = False  # the actions are the board's cells: logits from CellLogits (image torsos only)
     policy_std: str = "parameter"  # a Gaussian policy's standard deviation (PolicyHead.std)
     kernel_init: str = "orthogonal"  # the MLPs' and heads' kernels (initializers.make_kernel_init); images: orthogonal
+    action_bounds: tuple | None = None  # a Gaussian policy over the environment's units (PolicyHead.bounds)
 
     def setup(self):
         kind = choose_torso(self.torso, self.obs_rank, self.image, self.obs_shape)
@@ -347,7 +366,13 @@ class ActorCritic(nn.Module):
         self.policy_head = (
             CellLogits(self.num_actions)
             if self._cells
-            else PolicyHead(self.num_actions, self.action_size, std=self.policy_std, kernel_init=self.kernel_init)
+            else PolicyHead(
+                self.num_actions,
+                self.action_size,
+                std=self.policy_std,
+                kernel_init=self.kernel_init,
+                bounds=self.action_bounds,
+            )
         )
         self.value_head = nn.Dense(1, kernel_init=make_kernel_init(self.kernel_init, 1.0))
 
@@ -490,12 +515,17 @@ class RecurrentNetwork(nn.Module):
     action_size: int = 0  # actor_critic heads: > 0 for continuous actions (:class:`PolicyHead`)
     policy_std: str = "parameter"  # a Gaussian policy's standard deviation (PolicyHead.std)
     kernel_init: str = "orthogonal"  # actor_critic heads' kernels (podracer.initializers.make_kernel_init)
+    action_bounds: tuple | None = None  # a Gaussian policy over the environment's units (PolicyHead.bounds)
 
     def setup(self):
         self.core = _ScannedLSTM(self.core_size)
         if self.heads == "actor_critic":
             self.policy_head = PolicyHead(
-                self.num_actions, self.action_size, std=self.policy_std, kernel_init=self.kernel_init
+                self.num_actions,
+                self.action_size,
+                std=self.policy_std,
+                kernel_init=self.kernel_init,
+                bounds=self.action_bounds,
             )
             self.value_head = nn.Dense(1, kernel_init=make_kernel_init(self.kernel_init, 1.0))
         elif self.heads == "q":

@@ -401,6 +401,11 @@ def test_a_fields_help_is_its_comment_beside_above_or_inside_it(tmp_path):
         ),
         (
             AnakinConfig,
+            "--policy-units env",
+            "--policy-units env sets a Gaussian policy's units, and catch's actions are discrete: drop it.",
+        ),
+        (
+            AnakinConfig,
             "--lr-end 0.001",
             "--lr-end 0.001 has no effect with --lr-schedule constant (the rate never decays): choose --lr-schedule "
             "linear or cosine, or drop it.",

@@ -493,3 +493,38 @@ def test_a_state_dependent_standard_deviation_is_a_softplus_head_of_the_state():
     np.testing.assert_allclose(jnp.std(shared.apply(shared_variables, obs)[0]["log_std"], axis=0), 0.0)
     with pytest.raises(ValueError, match=r"^--policy-std: unknown choice 'tanh'; choose one of parameter, state\.$"):
         PPOConfig().replace(policy_std="tanh")
+
+
+def test_a_gaussian_in_the_environments_units_is_mapped_onto_the_unit_box_the_wrappers_rescale():
+    """``--policy-units env`` (gymnax-blines', PureJaxRL's and CleanRL's Gaussian policies): the same parameters give
+    the Gaussian over the environment's units, returned on [-1, 1]: the wrappers' rescaling of its mean is the
+    network's raw mean in the environment's units (clipped to the bounds), its standard deviation the raw one over
+    the half-range; the
+    policy's log-probability ratios are those of the Gaussian in the environment's units."""
+    from podracer.agents.ppo import PPOConfig
+    from podracer.envs.base import to_box
+
+    obs = jax.random.normal(jax.random.key(1), (6, 3))
+    for std in ("parameter", "state"):
+        config = PPOConfig().replace(hidden_sizes=(16,), policy_std=std)
+        unit = agents.make_network(VECTOR_BOX, config)
+        env = agents.make_network(VECTOR_BOX, config.replace(policy_units="env"))
+        variables = unit.init(jax.random.key(0), obs)
+        raw, mapped = unit.apply(variables, obs)[0], env.apply(variables, obs)[0]  # the same parameters
+        low, high = np.array(VECTOR_BOX.box.low), np.array(VECTOR_BOX.box.high)
+        half = (high - low) / 2
+        in_box = np.clip(raw["mean"], low, high)  # acting in the environment's units, clipped to its bounds
+        np.testing.assert_allclose(to_box(VECTOR_BOX.box, mapped["mean"]), in_box, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(np.exp(mapped["log_std"]), np.exp(raw["log_std"]) / half, rtol=1e-5)
+        a_env, b_env = raw["mean"] + 0.3, raw["mean"] - 0.1  # two actions in the environment's units
+        a_unit, b_unit = ((x - (low + half)) / half for x in (a_env, b_env))
+
+        def log_prob(policy, action):
+            z = (action - policy["mean"]) / jnp.exp(policy["log_std"])
+            return jnp.sum(-0.5 * z**2 - policy["log_std"], axis=-1)
+
+        np.testing.assert_allclose(
+            log_prob(mapped, a_unit) - log_prob(mapped, b_unit), log_prob(raw, a_env) - log_prob(raw, b_env), rtol=1e-4
+        )
+    with pytest.raises(ValueError, match=r"^--policy-units: unknown choice 'torque'; choose one of unit, env\.$"):
+        PPOConfig().replace(policy_units="torque")

@@ -38,7 +38,17 @@ class A2CConfig(Configurable):
     entropy_coef: float = 0.01  # weight of the entropy bonus
     # --hidden-sizes, --activation, --policy-std, --kernel-init, --shared-torso, --torso, --core, --core-size
     network: NetworkConfig = network_field(
-        ("hidden_sizes", "activation", "policy_std", "kernel_init", "shared_torso", "torso", "core", "core_size")
+        (
+            "hidden_sizes",
+            "activation",
+            "policy_std",
+            "policy_units",
+            "kernel_init",
+            "shared_torso",
+            "torso",
+            "core",
+            "core_size",
+        )
     )
 
     def __post_init__(self):

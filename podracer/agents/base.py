@@ -182,9 +182,11 @@ def make_torso(
 def make_network(spec, config):
     """The actor-critic network for ``spec`` from network settings (:func:`podracer.networks.network_of`: a
     :class:`~podracer.networks.NetworkConfig`, or an agent config holding one or its fields): ``hidden_sizes``,
-    ``activation``, ``shared_torso``, ``torso``, ``policy_std`` and ``kernel_init``; with ``core = "lstm"`` (or
-    structured observations) a :class:`~podracer.networks.RecurrentNetwork` whose LSTM has ``core_size`` units."""
+    ``activation``, ``shared_torso``, ``torso``, ``policy_std``, ``policy_units`` and ``kernel_init``; with ``core =
+    "lstm"`` (or structured observations) a :class:`~podracer.networks.RecurrentNetwork` whose LSTM has ``core_size``
+    units."""
     net = network_of(config)
+    bounds = (spec.box.low, spec.box.high) if net.policy_units == "env" and spec.box is not None else None
     if net.core == "lstm" or isinstance(spec.observation, dict):
         if net.core != "lstm":
             raise ValueError("Structured (dict) observations need a recurrent agent (core='lstm').")
@@ -197,6 +199,7 @@ def make_network(spec, config):
             action_size=action_size(spec),
             policy_std=net.policy_std,
             kernel_init=net.kernel_init,
+            action_bounds=bounds,
         )
     return ActorCritic(
         num_actions=policy_actions(spec),
@@ -211,6 +214,7 @@ def make_network(spec, config):
         cell_actions=spec.cell_actions,
         policy_std=net.policy_std,
         kernel_init=net.kernel_init,
+        action_bounds=bounds,
     )
 
 

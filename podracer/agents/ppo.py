@@ -53,7 +53,17 @@ class PPOConfig(Configurable):
     bootstrap_truncated: bool = True
     # --hidden-sizes, --activation, --policy-std, --kernel-init, --shared-torso, --torso, --core, --core-size
     network: NetworkConfig = network_field(
-        ("hidden_sizes", "activation", "policy_std", "kernel_init", "shared_torso", "torso", "core", "core_size"),
+        (
+            "hidden_sizes",
+            "activation",
+            "policy_std",
+            "policy_units",
+            "kernel_init",
+            "shared_torso",
+            "torso",
+            "core",
+            "core_size",
+        ),
         shared_torso=False,
     )
 

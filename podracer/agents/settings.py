@@ -7,7 +7,7 @@ import copy
 import dataclasses
 import math
 
-from podracer.networks import CORES, KERNEL_INITS, POLICY_STDS, TORSOS, CoreName, check_fixed, settable
+from podracer.networks import CORES, KERNEL_INITS, POLICY_STDS, POLICY_UNITS, TORSOS, CoreName, check_fixed, settable
 from podracer.optim import LR_SCHEDULES, UPDATE_RULES
 
 # How every agent config's fields are checked, by field name; each failure is a ValueError naming the flag.
@@ -173,6 +173,10 @@ def check_hyperparameters(config) -> None:
     if values.get("policy_std", "parameter") not in POLICY_STDS:
         raise ValueError(
             f"--policy-std: unknown choice {values['policy_std']!r}; choose one of {', '.join(POLICY_STDS)}."
+        )
+    if values.get("policy_units", "unit") not in POLICY_UNITS:
+        raise ValueError(
+            f"--policy-units: unknown choice {values['policy_units']!r}; choose one of {', '.join(POLICY_UNITS)}."
         )
     if values.get("kernel_init", "orthogonal") not in KERNEL_INITS:
         raise ValueError(
