@@ -123,7 +123,17 @@ ROWS = (
         "left all five at -200, and one stays there (mean -135.0): the ReLU shortfall above is that difference. "
         "gymnax-blines' PPO at 3f029d6 takes log-probabilities at action[..., -1]: its discrete actions are [N], so "
         "every sample of a minibatch is scored at the minibatch's last action (checked with TFP); podracer does not "
-        "copy that, and whether it trained the quoted checkpoints (June 2022, before b2e40ba) is not known",
+        "copy that, and whether it trained the quoted checkpoints (June 2022, before b2e40ba) is not known. Explained "
+        "(2026-11-29): gymnax-blines' own code at 3f029d6, run here on seeds 100-104 at this budget "
+        "(benchmarks/source_runs.py: exec.sh's command, train.py -config agents/MountainCar-v0/ppo.yaml -seed S, then "
+        "its own batch_evaluate over 164 sampled episodes), scored -128.0, -200.0, -106.5, -109.8 and -200.0: IQM "
+        "-145.9 (0.66), two of five seeds never leaving -200, where every seed of the row learns. exec.sh trains the "
+        "quoted ppo.pkl without -lr, whose default, 5e-4, replaces the yaml's lr_begin and lr_end "
+        "(utils/helpers.load_config, since c7dd018, the commit that updated the checkpoints): the source trains at a "
+        "constant 5e-4, not the yaml's 5e-3 to 5e-4. podracer at the source's settings (ReLU, raw observations, "
+        "constant 5e-4, clipped value loss, --no-bootstrap-truncated) on seeds 0-4: three of five at -200 (IQM "
+        "-179.4), as the source's code; the row's settings with a constant 5e-4: IQM -133.8. Rerun at today's code on "
+        "2026-11-29: -126.3 [-132.7, -119.0] (before: -122.9 [-125.1, -120.4], the code of 2026-11-26)",
     ),
     Row(
         "mountaincar-dqn",
@@ -192,6 +202,11 @@ ROWS = (
         "lambda 0.98, no entropy bonus, normalised observations and rewards, SB3's PPO defaults); the row runs those "
         "settings",
         1_000_000,
+        note="explained (2026-11-29): the zoo's own code at 22e3ff2, run here on seeds 100-104 "
+        "(benchmarks/source_runs.py: train.py, then enjoy.py as its benchmark.py plays, 150,000 env steps, "
+        "deterministic) scored IQM -121.5 [-127.9, -116.8] (0.88): the zoo's figure is one run, above what its code "
+        "scores on these seeds, and the row is above its code. Rerun at today's code on 2026-11-29: -115.6 "
+        "(before: -115.8)",
     ),
     Row(
         "mountaincar-a2c",
@@ -201,12 +216,15 @@ ROWS = (
         "observations and rewards, SB3's A2C defaults); the row runs those settings, SB3's RMSprop included "
         "(--update-rule rmsprop)",
         1_000_000,
-        note="not explained. SB3's RMSprop (--update-rule rmsprop) closed half the gap: Adam scored -132.3 "
+        note="not explained: the zoo's own code at 22e3ff2, run here on seeds 100-104 (benchmarks/source_runs.py) "
+        "reaches its figure, IQM -114.2 [-117.0, -111.4] (0.97), where the row, rerun at today's code on 2026-11-29, "
+        "scored -116.0 [-126.2, -107.5] (0.95 to two places; 0.947) and before, at the code of 2026-11-26, -124.5 "
+        "[-130.1, -118.0]. Stable-Baselines3's A2C weighs its value loss twice podracer's (its mean squared error "
+        "without podracer's 1/2); --value-coef 1.0 on seeds 0-4: IQM -107.2 against -108.6. SB3's RMSprop "
+        "(--update-rule rmsprop) closed half the gap: Adam scored -132.3 "
         "[-138.1, -125.3] on seeds 100-104 (seeds 0-4: IQM -121.9); RMSprop on seeds 0-4 IQM -108.8 (-122.7 to "
-        "-103.2), on seeds 100-104 as shown (-130.6 to -117.0; AMD EPYC). The seed sets differ by more than the "
-        "optimizers do; the zoo's figure is one run. MountainCar falls short in four of the table's rows (PPO at "
-        "250k, DQN, A2C, MountainCarContinuous) and reaches in one (PPO at the zoo's 1M); gymnax's MountainCar "
-        "steps as gym's does (read side by side: force, gravity, clipping, the wall's inelastic stop, the goal, "
+        "-103.2), on seeds 100-104 -130.6 to -117.0 (AMD EPYC). gymnax's MountainCar steps as gym's does (read "
+        "side by side: force, gravity, clipping, the wall's inelastic stop, the goal, "
         "the 200-step limit)",
     ),
     Row(
@@ -503,6 +521,12 @@ def reached(
     return bool(iqm >= published) if score is None else bool(score >= REACH_FRACTION)
 
 
+def shown(score: float) -> str:
+    """A normalised score to two places, rounded down, so that a row short of :data:`REACH_FRACTION` never shows it
+    (0.947 is 0.94, not 0.95)."""
+    return f"{math.floor(score * 100 + 1e-9) / 100:.2f}"
+
+
 def _number(x, scale: float | None = None) -> str:
     """A return to the precision that tells rows apart, set by ``scale`` (the row's largest figure; ``x`` itself
     without one): two decimals below 10 (XLand-MiniGrid's DoorKey peaks near 0.96), one below 10,000, none above."""
@@ -591,14 +615,14 @@ def table(rows: list[dict], source_runs: list[dict] | None = None) -> str:
             said += f" ({r['seeds']} seeds{': 5 wait for a device' if _waits_for_device(r) else ''})"
         if verdict is not None and r["key"] in here:
             source = normalized(here[r["key"]]["iqm"], r["random"], r["published"])
-            said += f"; the source's code here: {here[r['key']]['iqm']:,.1f} ({source:.2f})"
+            said += f"; the source's code here: {here[r['key']]['iqm']:,.1f} ({shown(source)})"
         score = normalized(r["iqm"], r["random"], r["published"])
         scale = max(abs(v) for v in (r["iqm"], r["ci_low"], r["ci_high"]) if v == v)  # the returns' size
         lines.append(
             f"| {r['key']} | {r['task']} | {r['agent']} | "
             f"{_number(r['iqm'], scale)} [{_number(r['ci_low'], scale)}, {_number(r['ci_high'], scale)}] | "
             f"{_number(r['published'], scale)}{budget} | {_number(r['random'], scale)} | "
-            f"{'-' if score is None else f'{score:.2f}'} | {said} |"
+            f"{'-' if score is None else shown(score)} | {said} |"
         )
         ran.append(
             f"| {r['key']} | {r['preset']} | {r['env_steps']:,} | {'-' if ratio is None else f'{ratio:.2f}x'} | "

@@ -240,8 +240,8 @@ def table(results: list[dict]) -> str:
     ]
     for r in results:
         per_seed = ", ".join(f"{v:.1f}" for v in r["returns"])
-        norm = "-" if r["normalised"] is None else f"{r['normalised']:.2f}"
-        ours = "-" if r["podracer_normalised"] is None else f"{r['podracer_normalised']:.2f}"
+        norm = "-" if r["normalised"] is None else reproduce.shown(r["normalised"])
+        ours = "-" if r["podracer_normalised"] is None else reproduce.shown(r["podracer_normalised"])
         lines.append(
             f"| {r['key']} | {r['published']} | {r['iqm']:.1f} [{r['ci_low']:.1f}, {r['ci_high']:.1f}] | "
             f"{per_seed} | {norm} | {r['podracer_iqm']:.1f} | {ours} |"

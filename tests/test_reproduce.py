@@ -146,7 +146,7 @@ def test_a_row_is_compared_only_at_its_published_budget():
     }  # saved under the old rule: judged again
     text = reproduce.table([row])
     line = text.splitlines()[2]
-    assert line.endswith("| -176.2 [-287.2, -158.2] | -172.2 (100,000) | -1,237.2 | 1.00 | not compared |"), line
+    assert line.endswith("| -176.2 [-287.2, -158.2] | -172.2 (100,000) | -1,237.2 | 0.99 | not compared |"), line
     ran = text.split("How each row ran:\n\n")[1].splitlines()[2]
     assert ran.endswith("| 1,228,800 | 12.29x | 0-4 (tuning seeds) | - | 42 | 182,289 |"), ran  # no measure: "-"
 
@@ -195,9 +195,16 @@ def test_a_source_run_is_read_from_its_own_records_and_scored_as_the_table_score
         "wall_s": 24.0,
         "env_steps_per_s": 1.0,
     }
-    verdict = f"| 0.94 | no; the source's code here: -120.8 ({summary['normalised']:.2f}) |"
+    verdict = "| 0.93 | no; the source's code here: -120.8 (0.88) |"  # each rounded down: 0.9399, 0.8839
     assert verdict in _reproduce().table([row], [summary])
-    assert "| 0.94 | no |" in _reproduce().table([row])
+    assert "| 0.93 | no |" in _reproduce().table([row])
+    assert [_reproduce().shown(x) for x in (0.9466, 0.95, 1.0, 1.0 - 1e-12, 42.14)] == [
+        "0.94",
+        "0.95",
+        "1.00",
+        "1.00",
+        "42.14",
+    ]
 
 
 def test_a_source_run_names_the_flags_its_rows_need():
