@@ -196,6 +196,20 @@ def network_of(config) -> NetworkConfig:
     return NetworkConfig(**{name: getattr(config, name) for name in names if hasattr(config, name)})
 
 
+# the network settings an actor-critic agent's command line changes (PPO's, A2C's)
+ACTOR_CRITIC_FLAGS = (
+    "hidden_sizes",
+    "activation",
+    "policy_std",
+    "policy_units",
+    "kernel_init",
+    "shared_torso",
+    "torso",
+    "core",
+    "core_size",
+)
+
+
 def network_field(flags: Sequence[str], **defaults):
     """An agent config's ``network`` field: a :class:`NetworkConfig` with the agent's own ``defaults``, of which the
     settings named in ``flags`` are flags (and hyper-parameters); the others are fixed at these values, and a config

@@ -20,7 +20,7 @@ from podracer.agents.base import (
     transitions,
     unroll_trajectory,
 )
-from podracer.networks import NetworkConfig, network_field
+from podracer.networks import ACTOR_CRITIC_FLAGS, NetworkConfig, network_field
 from podracer.optim import OptimizerConfig, optimizer_of, on_policy_steps, optimizer_field
 from podracer.types import RunFacts, EnvSpec, Trajectory
 
@@ -36,20 +36,9 @@ class A2CConfig(Configurable):
     n_step: int | None = None  # n-step bootstrapped returns instead of lambda returns; None: lambda returns
     value_coef: float = 0.5  # weight of the value loss
     entropy_coef: float = 0.01  # weight of the entropy bonus
-    # --hidden-sizes, --activation, --policy-std, --kernel-init, --shared-torso, --torso, --core, --core-size
-    network: NetworkConfig = network_field(
-        (
-            "hidden_sizes",
-            "activation",
-            "policy_std",
-            "policy_units",
-            "kernel_init",
-            "shared_torso",
-            "torso",
-            "core",
-            "core_size",
-        )
-    )
+    # --hidden-sizes, --activation, --policy-std, --policy-units, --kernel-init, --shared-torso, --torso, --core,
+    # --core-size
+    network: NetworkConfig = network_field(ACTOR_CRITIC_FLAGS)
 
     def __post_init__(self):
         check_hyperparameters(self)

@@ -26,7 +26,7 @@ from podracer.agents.base import (
 from podracer.agents import losses
 from podracer.agents.losses import clipped_surrogate, normalized_advantages
 from podracer.networks import RecurrentNetwork
-from podracer.networks import NetworkConfig, network_field
+from podracer.networks import ACTOR_CRITIC_FLAGS, NetworkConfig, network_field
 from podracer.optim import OptimizerConfig, optimizer_of, on_policy_steps, optimizer_field
 from podracer.types import RunFacts, EnvSpec, Trajectory
 
@@ -51,19 +51,10 @@ class PPOConfig(Configurable):
     # bootstrap from the value of the last observation of an episode cut by a time limit; off: the cut ends the
     # episode as a terminal state does (as gymnax-blines' and PureJaxRL's GAE treat every done)
     bootstrap_truncated: bool = True
-    # --hidden-sizes, --activation, --policy-std, --kernel-init, --shared-torso, --torso, --core, --core-size
+    # --hidden-sizes, --activation, --policy-std, --policy-units, --kernel-init, --shared-torso, --torso, --core,
+    # --core-size
     network: NetworkConfig = network_field(
-        (
-            "hidden_sizes",
-            "activation",
-            "policy_std",
-            "policy_units",
-            "kernel_init",
-            "shared_torso",
-            "torso",
-            "core",
-            "core_size",
-        ),
+        ACTOR_CRITIC_FLAGS,
         shared_torso=False,
     )
 
