@@ -127,7 +127,7 @@ ROWS = (
         "(2026-11-29): gymnax-blines' own code at 3f029d6, run here on seeds 100-104 at this budget "
         "(benchmarks/source_runs.py: exec.sh's command, train.py -config agents/MountainCar-v0/ppo.yaml -seed S, then "
         "its own batch_evaluate over 164 sampled episodes), scored -128.0, -200.0, -106.5, -109.8 and -200.0: IQM "
-        "-145.9 (0.66), two of five seeds never leaving -200, where every seed of the row learns. exec.sh trains the "
+        "-145.9 (0.65), two of five seeds never leaving -200, where every seed of the row learns. exec.sh trains the "
         "quoted ppo.pkl without -lr, whose default, 5e-4, replaces the yaml's lr_begin and lr_end "
         "(utils/helpers.load_config, since c7dd018, the commit that updated the checkpoints): the source trains at a "
         "constant 5e-4, not the yaml's 5e-3 to 5e-4. podracer at the source's settings (ReLU, raw observations, "
@@ -141,8 +141,11 @@ ROWS = (
         -100.8,
         f"{ZOO} dqn MountainCar-v0 (120k env steps)",
         120_000,
-        note="reached on the tuning seeds 0-4 (-101.1 [-106.2, -99.4]), not on seeds 100-104: -101.0 to -105.1 on "
-        "three seeds, -113.4 and -125.0 on two. The preset departs from the zoo in two settings its note names: "
+        note="rerun at today's code on 2026-11-29: reached (at the code of 2026-11-26 it was not: -101.0 to -105.1 "
+        "on three seeds, -113.4 and -125.0 on two, IQM -107.6 [-121.1, -102.1]; the code moved Anakin's random draws "
+        "between the two). The zoo's own code at 22e3ff2, run here on seeds 100-104 (benchmarks/source_runs.py): "
+        "IQM -121.4 [-138.1, -105.0] (0.79), -102.9 to -141.6 per seed: its figure is one run. Reached on the tuning "
+        "seeds 0-4 (-101.1 [-106.2, -99.4]). The preset departs from the zoo in two settings its note names: "
         "8-step returns (the zoo's 1-step stayed at -200 here) and normalised observations",
     ),
     Row(
@@ -204,7 +207,7 @@ ROWS = (
         1_000_000,
         note="explained (2026-11-29): the zoo's own code at 22e3ff2, run here on seeds 100-104 "
         "(benchmarks/source_runs.py: train.py, then enjoy.py as its benchmark.py plays, 150,000 env steps, "
-        "deterministic) scored IQM -121.5 [-127.9, -116.8] (0.88): the zoo's figure is one run, above what its code "
+        "deterministic) scored IQM -121.5 [-127.9, -116.8] (0.87): the zoo's figure is one run, above what its code "
         "scores on these seeds, and the row is above its code. Rerun at today's code on 2026-11-29: -115.6 "
         "(before: -115.8)",
     ),
@@ -217,8 +220,8 @@ ROWS = (
         "(--update-rule rmsprop)",
         1_000_000,
         note="not explained: the zoo's own code at 22e3ff2, run here on seeds 100-104 (benchmarks/source_runs.py) "
-        "reaches its figure, IQM -114.2 [-117.0, -111.4] (0.97), where the row, rerun at today's code on 2026-11-29, "
-        "scored -116.0 [-126.2, -107.5] (0.95 to two places; 0.947) and before, at the code of 2026-11-26, -124.5 "
+        "reaches its figure, IQM -114.2 [-117.0, -111.4] (0.96), where the row, rerun at today's code on 2026-11-29, "
+        "scored -116.0 [-126.2, -107.5] (0.947) and before, at the code of 2026-11-26, -124.5 "
         "[-130.1, -118.0]. Stable-Baselines3's A2C weighs its value loss twice podracer's (its mean squared error "
         "without podracer's 1/2); --value-coef 1.0 on seeds 0-4: IQM -107.2 against -108.6. SB3's RMSprop "
         "(--update-rule rmsprop) closed half the gap: Adam scored -132.3 "
@@ -254,18 +257,28 @@ ROWS = (
         flags=(
             *("--num-envs 32 --rollout-length 16 --num-minibatches 4 --num-epochs 4 --learning-rate 5e-4".split()),
             *("--discount 0.99 --entropy-coef 0.01 --max-grad-norm 1.0 --activation relu --clip-value-loss".split()),
-            *("--kernel-init lecun --policy-std state".split()),
+            *("--kernel-init lecun --policy-std state --policy-units env".split()),
             *("--num-updates 1950 --updates-per-call 150 --eval-every 1950".split()),
             *SAMPLED,
         ),
-        note="not explained. The row runs gymnax-blines' network too: its flax-default kernels (--kernel-init lecun) "
+        note="short, as the source's own code is: gymnax-blines at 3f029d6, run here on seeds 100-104 "
+        "(benchmarks/source_runs.py: exec.sh's command, then its own batch_evaluate over 164 sampled episodes), "
+        "scored -223.0 to -411.5, IQM -308.2 [-400.4, -226.5] (0.83), where the row scores above it. Since "
+        "2026-11-29 the row acts in the environment's units as gymnax-blines' policy does (--policy-units env: a "
+        "Gaussian over torques, clipped to [-2, 2]; podracer's default is a Gaussian over [-1, 1] scaled to the "
+        "bounds, whose initial spread is twice the source's in torque): -221.6 [-336.4, -216.8] on seeds 100-104, "
+        "where it scored -347.7 [-512.0, -212.4] before (the code of 2026-11-26). On seeds 0-4 the two gave IQM "
+        "-418.9 and -399.6 at today's code, and -331.9 in a first trial of the same mapping whose arithmetic differed "
+        "only in rounding: Pendulum's PPO returns move by a hundred between runs that differ that little, so five "
+        "seeds tell settings apart only by large margins. The row runs gymnax-blines' network too: its flax-default "
+        "kernels (--kernel-init lecun) "
         "and state-dependent standard deviation (--policy-std state, softplus of a second head plus 0.001). Tried at "
         "this budget on seeds 0-4 (sampled, Intel Xeon): orthogonal kernels with a parameter standard deviation (the "
         "row before) -421.0 on seeds 100-104; orthogonal with --policy-std state a mean -435.0; LeCun kernels with a "
-        "parameter standard deviation -599.2; the row's settings -266.6 (IQM -271.0); those without the clipped "
+        "parameter standard deviation -599.2; the row's settings then -266.6 (IQM -271.0); those without the clipped "
         "value loss -335.0 (IQM -254.8; PPO2's clip lets a value move 0.2 per update, and Pendulum's values reach "
-        "the hundreds). Differences that remain: gymnax-blines acts in torque units (podracer in [-1, 1], scaled to "
-        "the bounds) and draws biases uniformly in 0.05 (podracer: zeros). Its GAE's time limit as a terminal state "
+        "the hundreds). Differences that remain: gymnax-blines draws biases uniformly in 0.05 (podracer: zeros). "
+        "Its GAE's time limit as a terminal state "
         "(--no-bootstrap-truncated) tried on seeds 0-4 with the row's settings: mean -352.9, worse; podracer's own "
         "preset (discount 0.95, lr 1e-3, 10 epochs) scored -292.8 sampled at "
         "the same budget on seeds 0-2",
@@ -368,7 +381,12 @@ ROWS = (
         f"{GYMNAX_README} ({BLINES} agents/MountainCarContinuous-v0/ppo.yaml: 1M env steps, its settings; sampled "
         "policy)",
         1_000_000,
-        note="the policy learns to stand still (return about 0: no action cost and no goal) on every seed tried; on "
+        note="short, as the source's own code is: gymnax-blines at 3f029d6, run here on seeds 100-104 "
+        "(benchmarks/source_runs.py: exec.sh's command, then its own batch_evaluate over 164 sampled episodes), "
+        "stands still as the row does: -0.0 on four seeds, -0.2 on one (IQM -0.0, 0.26). gymnax's README quotes a "
+        "checkpoint that reached the goal, which its code does not on these seeds. The action box is [-1, 1], so "
+        "--policy-units env changes nothing here. The policy learns to stand still (return about 0: no action cost "
+        "and no goal) on every seed tried; on "
         "seeds 0-4 before it was added: orthogonal kernels with a parameter standard deviation -0.001, gymnax-blines' "
         "network (LeCun kernels, --policy-std state) -0.028. gymnax-blines' checkpoint reaches the goal; what makes "
         "it explore there is not found: its GAE's time limit as a terminal state (--no-bootstrap-truncated), tried on "
