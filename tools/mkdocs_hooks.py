@@ -3,6 +3,7 @@
 - ``<!-- reproduce-table -->`` becomes ``benchmarks/results/reproduce.md`` as ``benchmarks/reproduce.py`` wrote it
   (the same rows, never retyped);
 - ``<!-- reproduce-curves -->`` becomes the rows' learning curves, ``benchmarks/results/reproduce_*.png``;
+- ``<!-- source-runs -->`` becomes ``benchmarks/results/source_runs.md`` (the sources' own code run here);
 - every PNG of ``benchmarks/results/`` is served at ``results/NAME.png`` beside the page, so the page can show it;
 - the docstrings' Sphinx roles (``:func:`~podracer.play.policy```, ``:class:`EnvSpec```), which mkdocstrings prints
   raw, become cross-references: each target is resolved as Python would from the object whose docstring holds it
@@ -67,6 +68,8 @@ def on_page_markdown(markdown, page, config, files):
             markdown = markdown.replace(placeholder, text)
     if "<!-- reproduce-table -->" in markdown:
         markdown = markdown.replace("<!-- reproduce-table -->", (RESULTS / "reproduce.md").read_text())
+    if "<!-- source-runs -->" in markdown:
+        markdown = markdown.replace("<!-- source-runs -->", (RESULTS / "source_runs.md").read_text())
     if "<!-- reproduce-curves -->" in markdown:
         curves = sorted(RESULTS.glob("reproduce_*.png"))
         shown = "\n".join(f'![{p.stem.removeprefix("reproduce_")}](results/{p.name}){{ width="32%" }}' for p in curves)
