@@ -81,8 +81,9 @@ ZOO = "DLR-RM/rl-baselines3-zoo at 22e3ff2 benchmark.md, deterministic evaluatio
 MINATAR = f"{GYMNAX_README} ({BLINES} agents/%s-MinAtar/ppo.yaml: 10M env steps, its settings; sampled policy)"
 PQN_CARTPOLE = "no numeric PQN figure found (purejaxql, mttga/purejaxql at 47af6d7, shows curves); its budget, 500k"
 PQN_MINATAR = (
-    "no numeric PQN figure found (purejaxql's README at 47af6d7 shows curves); here 655k env steps per "
-    "seed, the preset's 10M (purejaxql's pqn_minatar.yaml) with --full"
+    "no numeric PQN figure found (purejaxql's README at 47af6d7 shows curves): the figure is ours; the preset's budget "
+    "is purejaxql's 10M (pqn_minatar.yaml), trained with --full, the row's 655k without it (the 'env steps per seed' "
+    "column says which)"
 )
 ORTHOGONAL = "ran before --kernel-init existed: orthogonal kernels (gymnax-blines: flax's defaults, LeCun normal)"
 ROWS = (
