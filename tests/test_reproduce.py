@@ -109,13 +109,17 @@ def test_a_compared_row_reaches_when_its_iqm_went_95_percent_of_the_way_from_ran
     assert reproduce.reached(5.0, 100, 100, 5.0, 5.0) is True and reproduce.reached(5.0, 100, 100, 4.9, 5.0) is False
 
 
-def _reproduce():
+def _benchmark(name: str):
+    """The benchmark script ``benchmarks/NAME.py`` as a module (its folder on the path while it imports)."""
     sys.path.insert(0, str(BENCHMARKS))
     try:
-        import reproduce
+        return importlib.import_module(name)
     finally:
         sys.path.remove(str(BENCHMARKS))
-    return reproduce
+
+
+def _reproduce():
+    return _benchmark("reproduce")
 
 
 def test_a_row_is_compared_only_at_its_published_budget():
@@ -151,19 +155,10 @@ def test_a_row_is_compared_only_at_its_published_budget():
     assert ran.endswith("| 1,228,800 | 12.29x | 0-4 (tuning seeds) | - | 42 | 182,289 |"), ran  # no measure: "-"
 
 
-def _source_runs():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import source_runs
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return source_runs
-
-
 def test_a_source_run_is_read_from_its_own_records_and_scored_as_the_table_scores(tmp_path):
     """source_runs.py: a zoo evaluation's returns come from Stable-Baselines3's monitor files; a row's runs become
     an IQM normalised against the row's own random play and figure; the table adds it to the row's verdict."""
-    source_runs = _source_runs()
+    source_runs = _benchmark("source_runs")
     (tmp_path / "0.monitor.csv").write_text(
         '#{"t_start": 0, "env_id": "MountainCar-v0"}\nr,l,t\n-120.0,120,0.5\n-98,98,1\n'
     )
