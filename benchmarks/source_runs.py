@@ -31,11 +31,13 @@ DLR-RM/rl-baselines3-zoo):
 gymnax-blines (``--blines-python``; ``--blines-git``, a git directory of RobertTLange/gymnax-blines), in the JAX of
 its time, with evosax's ``NetworkMapper`` and TFP's JAX substrate:
 
-    python -m venv /tmp/blines-venv && /tmp/blines-venv/bin/pip install "jax[cpu]==0.4.30" flax==0.8.5 \
-        optax==0.2.3 tensorflow-probability==0.24.0 evosax==0.1.6 gymnax==0.0.8 chex==0.1.86 "numpy<2.1" \
-        "scipy<1.15" dotmap tqdm pyyaml matplotlib
-    python benchmarks/source_runs.py --rows mountaincar --blines-python /tmp/blines-venv/bin/python \
+    python -m venv /tmp/blines-venv && /tmp/blines-venv/bin/pip install "jax[cpu]==0.4.30" flax==0.8.5 \\
+        optax==0.2.3 tensorflow-probability==0.24.0 evosax==0.1.6 gymnax==0.0.8 chex==0.1.86 "numpy<2" \\
+        "pandas<2.3" ml-dtypes==0.4.1 "scipy<1.15" dotmap tqdm pyyaml matplotlib
+    python benchmarks/source_runs.py --rows mountaincar --blines-python /tmp/blines-venv/bin/python \\
         --blines-git PATH/gymnax-blines.git
+
+(TFP 0.24's JAX substrate calls ``np.issctype``, which NumPy 2 removed: without ``numpy<2`` the Gaussian rows fail.)
 
 The saved figures appear in ``reproduce.md`` beside the rows they belong to (``reproduce.py --render``).
 """
@@ -108,15 +110,16 @@ print(float(score), config.num_test_rollouts, data["log_steps"][-1], float(data[
 """
 
 
-def checkout(git_dir: str, commit: str, into: Path, paths: tuple[str, ...] = ()) -> str:
-    """A copy of ``git_dir``'s tree at ``commit`` in ``into``; the full commit hash (a one-line exit if absent)."""
+def checkout(git_dir: str, commit: str, into: Path, flag: str, paths: tuple[str, ...] = ()) -> str:
+    """A copy of ``git_dir``'s tree at ``commit`` in ``into`` (only ``paths``, if given); the full commit hash, or a
+    one-line exit naming ``flag`` (the option that gave ``git_dir``) if it lacks the commit."""
     found = subprocess.run(
         ["git", f"--git-dir={git_dir}", "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
         capture_output=True,
         text=True,
     )
     if found.returncode:
-        raise SystemExit(f"--zoo-git: {git_dir} has no commit {commit}")
+        raise SystemExit(f"{flag}: {git_dir} has no commit {commit}")
     archive = subprocess.run(
         ["git", f"--git-dir={git_dir}", "archive", commit, *paths], capture_output=True, check=True
     )
@@ -187,23 +190,15 @@ def blines_seed(python: str, source: Path, row: BlinesRow, seed: int, work: Path
     }
 
 
-def versions(python: str) -> str:
-    """The zoo's Python's Stable-Baselines3, PyTorch and gymnasium versions."""
-    code = (
-        "import stable_baselines3 as s, torch, gymnasium as g; print(s.__version__, torch.__version__, g.__version__)"
-    )
-    sb3, torch, gym = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    return f"stable-baselines3 {sb3}, torch {torch}, gymnasium {gym}"
+ZOO_PACKAGES = ("stable-baselines3", "torch", "gymnasium")  # what a zoo run records of its Python
+BLINES_PACKAGES = ("jax", "flax", "gymnax", "evosax")  # what a gymnax-blines run records of its Python
 
 
-def blines_versions(python: str) -> str:
-    """gymnax-blines' Python's JAX, flax, gymnax and evosax versions."""
-    names = ("jax", "flax", "gymnax", "evosax")
+def versions(python: str, names: tuple[str, ...]) -> str:
+    """``name version, ...`` of the distributions ``names`` installed in ``python``."""
     code = f"from importlib.metadata import version; print(*(version(n) for n in {names}))"
-    jax, flax, gymnax, evosax = subprocess.run(
-        [python, "-c", code], capture_output=True, text=True, check=True
-    ).stdout.split()
-    return f"jax {jax}, flax {flax}, gymnax {gymnax}, evosax {evosax}"
+    found = run([python, "-c", code], Path.cwd()).split()
+    return ", ".join(f"{name} {version}" for name, version in zip(names, found, strict=True))
 
 
 def summarize(key: str, runs: list[dict], saved: dict, source: str) -> dict:
@@ -299,10 +294,11 @@ def main(argv=None) -> int:
         seeds = range(args.seed, args.seed + args.seeds)
         if any(k in ZOO_ROWS for k in keys):
             (work / "zoo").mkdir()
-            commit = checkout(args.zoo_git, ZOO_COMMIT, work / "zoo")
+            commit = checkout(args.zoo_git, ZOO_COMMIT, work / "zoo", "--zoo-git")
             said = (
                 f"rl-baselines3-zoo at {commit[:7]}, train.py then enjoy.py as rl_zoo3/benchmark.py plays "
-                f"({args.eval_steps:,} env steps, deterministic, the final model); {versions(args.zoo_python)}"
+                f"({args.eval_steps:,} env steps, deterministic, the final model); "
+                f"{versions(args.zoo_python, ZOO_PACKAGES)}"
             )
             for key in (k for k in keys if k in ZOO_ROWS):
                 sources[key] = f"{said}; seeds {seeds[0]}-{seeds[-1]}, {cpu}"
@@ -312,11 +308,11 @@ def main(argv=None) -> int:
                 ]
         if any(k in BLINES_ROWS for k in keys):
             (work / "blines").mkdir()
-            commit = checkout(args.blines_git, BLINES_COMMIT, work / "blines", BLINES_FILES)
+            commit = checkout(args.blines_git, BLINES_COMMIT, work / "blines", "--blines-git", BLINES_FILES)
             said = (
                 f"gymnax-blines at {commit[:7]}, exec.sh's train.py -config agents/ENV/ppo.yaml -seed S (constant "
                 f"learning rate 5e-4, train.py's -lr default), the checkpoint played by utils/ppo.py's batch_evaluate "
-                f"(164 episodes, sampled); {blines_versions(args.blines_python)}"
+                f"(164 episodes, sampled); {versions(args.blines_python, BLINES_PACKAGES)}"
             )
             for key in (k for k in keys if k in BLINES_ROWS):
                 sources[key] = f"{said}; seeds {seeds[0]}-{seeds[-1]}, {cpu}"
@@ -327,11 +323,11 @@ def main(argv=None) -> int:
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
             futures = {pool.submit(fn, *fn_args): key for key, fn, fn_args in jobs}
             for future in concurrent.futures.as_completed(futures):
-                run = future.result()
-                runs[futures[future]].append(run)
+                done = future.result()
+                runs[futures[future]].append(done)
                 print(
-                    f"{futures[future]} seed {run['seed']}: {run['return']:.1f} over {run['episodes']} episodes "
-                    f"(train {run['train_s']:.0f} s, evaluation {run['eval_s']:.0f} s)",
+                    f"{futures[future]} seed {done['seed']}: {done['return']:.1f} over {done['episodes']} episodes "
+                    f"(train {done['train_s']:.0f} s, evaluation {done['eval_s']:.0f} s)",
                     flush=True,
                 )
     results = [summarize(key, runs[key], saved, sources[key]) for key in keys]

@@ -54,16 +54,13 @@ def check_applies(config, spec) -> None:
     ``--lr-schedule constant``."""
     agent = config.agent
     network = getattr(agent, "network", None)
-    if getattr(network, "policy_std", "parameter") != "parameter" and not spec.continuous:
-        raise ValueError(
-            f"--policy-std {network.policy_std} sets a Gaussian policy's standard deviation, and {config.env}'s "
-            "actions are discrete: drop it."
-        )
-    if getattr(network, "policy_units", "unit") != "unit" and not spec.continuous:
-        raise ValueError(
-            f"--policy-units {network.policy_units} sets a Gaussian policy's units, and {config.env}'s actions are "
-            "discrete: drop it."
-        )
+    for name, default, what in (("policy_std", "parameter", "standard deviation"), ("policy_units", "unit", "units")):
+        value = getattr(network, name, default)
+        if value != default and not spec.continuous:
+            raise ValueError(
+                f"--{name.replace('_', '-')} {value} sets a Gaussian policy's {what}, and {config.env}'s actions are "
+                "discrete: drop it."
+            )
     optimizer = getattr(agent, "optimizer", None)
     if getattr(optimizer, "lr_schedule", None) != "constant":
         return
