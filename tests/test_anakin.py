@@ -242,7 +242,7 @@ def test_clear_errors_for_bad_input():
     with pytest.raises(
         ValueError,
         match=r"Unknown JAX environment 'pong'; available: cartpole, catch, memory, synthetic, "
-        r"or SUITE:NAME \(brax, craftax, gymnax, jumanji, navix, pgx, playground, xminigrid; --env list\); "
+        r"or SUITE:NAME \(brax, bsuite, craftax, gymnax, jumanji, navix, pgx, playground, xminigrid; --env list\); "
         r"your own: envs.register, --import MODULE or a podracer.envs entry point\.",
     ):
         envs.make("pong")

@@ -113,20 +113,20 @@ BAD_INPUTS = [
     (
         A,
         "--env pong",
-        "--env: Unknown JAX environment 'pong'; available: cartpole, catch, memory, synthetic, or SUITE:NAME (brax, "
+        "--env: Unknown JAX environment 'pong'; available: cartpole, catch, memory, synthetic, or SUITE:NAME (brax, bsuite, "
         "craftax, gymnax, jumanji, navix, pgx, playground, xminigrid; --env list); your own: envs.register, "
         "--import MODULE or a podracer.envs entry point.",
     ),
     (
         A,
         "--env gym:CartPole-v1",
-        "--env: Unknown environment suite 'gym' in 'gym:CartPole-v1'; suites: brax, craftax, gymnax, jumanji, "
+        "--env: Unknown environment suite 'gym' in 'gym:CartPole-v1'; suites: brax, bsuite, craftax, gymnax, jumanji, "
         "navix, pgx, playground, xminigrid.",
     ),
     (
         S,
         "--env jax:gym:CartPole-v1",
-        "--env: Unknown environment suite 'gym' in 'gym:CartPole-v1'; suites: brax, craftax, gymnax, jumanji, "
+        "--env: Unknown environment suite 'gym' in 'gym:CartPole-v1'; suites: brax, bsuite, craftax, gymnax, jumanji, "
         "navix, pgx, playground, xminigrid.",
     ),
     (

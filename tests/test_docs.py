@@ -87,7 +87,7 @@ def test_the_home_pages_counts_come_from_the_registries():
     page = hooks.on_page_markdown((ROOT / "docs" / "index.md").read_text(), None, None, None)
     assert "<!-- agents -->" not in page and "<!-- suites -->" not in page
     assert f"{hooks.NUMBERS[len(agents.BUILT_IN)]} agents (A2C, Gumbel AlphaZero, DQN, IMPALA, Gumbel MuZero" in page
-    assert f"{hooks.NUMBERS[len(envs.SUITES)]} JAX suites (brax, craftax, gymnax" in page
+    assert f"{hooks.NUMBERS[len(envs.SUITES)]} JAX suites (brax, bsuite, craftax, gymnax" in page
     assert page.count("and xminigrid)") == 2
 
 

@@ -110,8 +110,8 @@ def test_make_rejects_unknown_environment_names():
     with pytest.raises(
         ValueError,
         match=r"Unknown JAX environment 'cartpol'; available: cartpole, catch, memory, synthetic, or SUITE:NAME "
-        r"\(brax, craftax, gymnax, jumanji, navix, pgx, playground, xminigrid; --env list\); your own: envs.register, "
-        r"--import MODULE or a podracer.envs entry point\. Did you mean 'cartpole'\?",
+        r"\(brax, bsuite, craftax, gymnax, jumanji, navix, pgx, playground, xminigrid; --env list\); your own: "
+        r"envs.register, --import MODULE or a podracer.envs entry point\. Did you mean 'cartpole'\?",
     ):
         envs.make("cartpol")
     assert isinstance(envs.make("CartPole-v1"), envs.CartPole)

@@ -232,7 +232,7 @@ _CORE = """install types axes initializers networks optim replay learner stats n
 agents agents.a2c agents.alphazero agents.base agents.dqn agents.impala agents.losses agents.muzero agents.ppo
 agents.pqn agents.qlearning agents.r2d2 agents.sac agents.search agents.settings agents.td3
 envs envs.base envs.wrappers envs.cartpole envs.catch envs.memory envs.synthetic
-envs.brax envs.craftax envs.gymnax envs.jumanji envs.navix envs.pgx envs.playground envs.xminigrid"""
+envs.brax envs.bsuite envs.craftax envs.gymnax envs.jumanji envs.navix envs.pgx envs.playground envs.xminigrid"""
 _RUN = """disk coordinator multihost parallel plan checkpoint resume_identity runlock lifetime logging startup
 compile_cache runkit preflight play ladder anakin anakin.core anakin.loop anakin.population
 sebulba sebulba.actor sebulba.assemble sebulba.learner_loop sebulba.pipeline sebulba.run

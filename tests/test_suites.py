@@ -113,7 +113,7 @@ def test_gymnax_errors_name_what_does_not_fit():
         envs.make("gymnax:Cartpole")
     with pytest.raises(
         ValueError,
-        match=r"^Unknown environment suite 'gym' in 'gym:CartPole-v1'; suites: brax, craftax, gymnax, jumanji, "
+        match=r"^Unknown environment suite 'gym' in 'gym:CartPole-v1'; suites: brax, bsuite, craftax, gymnax, jumanji, "
         r"navix, pgx, playground, xminigrid\.$",
     ):
         envs.make("gym:CartPole-v1")

@@ -21,10 +21,10 @@ _JAX_ENVS: dict[str, Callable[..., Environment]] = {
 
 
 # Suites of JAX environments by name, SUITE:NAME: the adapter module (imported when used); the suite's name is also
-# its pip extra.
+# its pip extra (bsuite's, podracer's own ports, installs nothing).
 SUITES: dict[str, str] = {
     suite: f"podracer.envs.{suite}"
-    for suite in ("brax", "craftax", "gymnax", "jumanji", "navix", "pgx", "playground", "xminigrid")
+    for suite in ("brax", "bsuite", "craftax", "gymnax", "jumanji", "navix", "pgx", "playground", "xminigrid")
 }
 _BUILT_IN_SUITES = frozenset(SUITES)
 

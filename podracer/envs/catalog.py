@@ -14,6 +14,7 @@ from collections.abc import Iterable
 # One line for each suite of JAX environments podracer has an adapter for (a registered suite: its module's docstring).
 DESCRIPTIONS = {
     "brax": "rigid-body physics (ant, hopper, humanoid, ...): continuous actions",
+    "bsuite": "bsuite's bandit, catch, catch_scale and discounting_chain by id, ported to JAX",
     "craftax": "an open-ended survival game in the spirit of Crafter (pixels or symbols)",
     "gymnax": "classic control, bsuite and MinAtar",
     "jumanji": "combinatorial and grid tasks (Snake, TSP, RubiksCube, ...)",
