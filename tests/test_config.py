@@ -113,8 +113,8 @@ BAD_INPUTS = [
     (
         A,
         "--env pong",
-        "--env: Unknown JAX environment 'pong'; available: cartpole, catch, memory, synthetic, or SUITE:NAME (brax, bsuite, "
-        "craftax, gymnax, jumanji, navix, pgx, playground, xminigrid; --env list); your own: envs.register, "
+        "--env: Unknown JAX environment 'pong'; available: cartpole, catch, memory, synthetic, or SUITE:NAME "
+        "(brax, bsuite, craftax, gymnax, jumanji, navix, pgx, playground, xminigrid; --env list); your own: envs.register, "
         "--import MODULE or a podracer.envs entry point.",
     ),
     (
