@@ -114,8 +114,8 @@ BAD_INPUTS = [
         A,
         "--env pong",
         "--env: Unknown JAX environment 'pong'; available: cartpole, catch, memory, synthetic, or SUITE:NAME "
-        "(brax, bsuite, craftax, gymnax, jumanji, navix, pgx, playground, xminigrid; --env list); your own: envs.register, "
-        "--import MODULE or a podracer.envs entry point.",
+        "(brax, bsuite, craftax, gymnax, jumanji, navix, pgx, playground, xminigrid; --env list); your own: "
+        "envs.register, --import MODULE or a podracer.envs entry point.",
     ),
     (
         A,
