@@ -20,7 +20,10 @@ Cold: an empty cache folder (JAX's persistent cache, turned on for every program
 and minimum compile time and entry size 0 for the peers; ``--compile-cache-dir`` for podracer). Warm: the same
 command again with the folder the cold run filled. Each round runs every side cold then warm, the sides' order
 rotating from round to round; the table gives medians over rounds and each peer's median ratio to podracer's
-time in the same round.
+time in the same round. Each side's imports (podracer: its start-up line's ``imports``; a peer: from its script's
+start until its library's modules are in) are given apart, with the ratio again with each side's imports left
+out: a peer's imports move with the versions of what its code imports (PureJaxRL's ``wrappers.py`` imports brax
+and navix), which is not a matter of either library's start.
 """
 
 from __future__ import annotations
@@ -59,8 +62,10 @@ def run_podracer(cache: str) -> dict:
     start = time.monotonic()
     command = [sys.executable, *PODRACER, "--compile-cache-dir", cache]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(cache))
-    reached, steps, final = None, None, None
+    reached, steps, final, imports = None, None, None, None
     for line in proc.stdout:
+        if "started in" in line and "imports " in line:  # the start-up line: "... imports 0.9 s, ..."
+            imports = float(line.split("imports ")[1].split(" s")[0])
         if "| env steps" in line and "| return" in line:
             value = float(line.split("| return")[1].split()[0])
             final = value
@@ -70,7 +75,8 @@ def run_podracer(cache: str) -> dict:
     _, err = proc.communicate()
     if proc.returncode != 0:
         raise RuntimeError(f"podracer exited with {proc.returncode}: {err[-2000:]}")
-    return {"to_target_s": reached, "total_s": time.monotonic() - start, "reached_at": steps, "final": final}
+    total = time.monotonic() - start
+    return {"to_target_s": reached, "total_s": total, "reached_at": steps, "final": final, "imports_s": imports}
 
 
 def run_peer(library: str, cache: str, python: str, purejaxrl: str | None) -> dict:
@@ -84,7 +90,13 @@ def run_peer(library: str, cache: str, python: str, purejaxrl: str | None) -> di
         raise RuntimeError(f"{library} exited with {out.returncode}: {out.stderr[-2000:]}")
     result = json.loads(out.stdout.strip().splitlines()[-1])
     reached = total if result["reached_at"] is not None else None  # seen at the end of its one program
-    return {"to_target_s": reached, "total_s": total, "reached_at": result["reached_at"], "final": result["final"]}
+    return {
+        "to_target_s": reached,
+        "total_s": total,
+        "reached_at": result["reached_at"],
+        "final": result["final"],
+        "imports_s": result.get("imports_s"),
+    }
 
 
 def main() -> None:
@@ -123,11 +135,16 @@ def table(runs: list[dict], sides: list[str], rounds: int) -> str:
         for state in ("cold", "warm"):
             mine = [x for x in runs if x["side"] == side and x["cache"] == state]
             reached = [x["to_target_s"] for x in mine if x["to_target_s"] is not None]
-            ratios = []
+            ratios, after_imports = [], []
             for x in mine:
                 base = [y for y in runs if (y["round"], y["side"], y["cache"]) == (x["round"], "podracer", state)]
                 if x["to_target_s"] is not None and base and base[0]["to_target_s"] is not None:
                     ratios.append(x["to_target_s"] / base[0]["to_target_s"])
+                    if x.get("imports_s") is not None and base[0].get("imports_s") is not None:
+                        after_imports.append(
+                            (x["to_target_s"] - x["imports_s"]) / (base[0]["to_target_s"] - base[0]["imports_s"])
+                        )
+            imports = [x["imports_s"] for x in mine if x.get("imports_s") is not None]
             steps = ", ".join("-" if x["reached_at"] is None else f"{x['reached_at']:,.0f}" for x in mine)
             rows.append(
                 f"| {side} | {state} | "
@@ -135,7 +152,11 @@ def table(runs: list[dict], sides: list[str], rounds: int) -> str:
                 + f" ({len(reached)}/{len(mine)}) | {statistics.median(x['total_s'] for x in mine):.1f} | {steps} | "
                 + ", ".join(f"{x['final']:.1f}" for x in mine)
                 + " | "
+                + (f"{statistics.median(imports):.1f}" if imports else "-")
+                + " | "
                 + (f"{statistics.median(ratios):.2f}" if ratios and side != "podracer" else "")
+                + " | "
+                + (f"{statistics.median(after_imports):.2f}" if after_imports and side != "podracer" else "")
                 + " |"
             )
     loads = [x["load"] for x in runs]
@@ -146,9 +167,9 @@ def table(runs: list[dict], sides: list[str], rounds: int) -> str:
             f"`python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}`",
             "",
             "| side | cache | launch to target, s (median; runs reaching it) | launch to exit, s (median) "
-            "| env steps per seed at target (each run) | final mean return (each run) | time ratio to podracer "
-            "(median of rounds) |",
-            "|---|---|---:|---:|---|---|---:|",
+            "| env steps per seed at target (each run) | final mean return (each run) | of which imports, s (median) "
+            "| time ratio to podracer (median of rounds) | the same, imports left out on both sides |",
+            "|---|---|---:|---:|---|---|---:|---:|---:|",
             *rows,
         ]
     )
