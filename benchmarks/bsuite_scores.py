@@ -3,6 +3,7 @@ returns written as bsuite's own CSV logs, and the scores computed by bsuite's ow
 
     python benchmarks/bsuite_scores.py --bsuite-python /tmp/bsuite-venv/bin/python
     python benchmarks/bsuite_scores.py --bsuite-python ... --experiments catch --save   # benchmarks/results/bsuite.*
+    python benchmarks/bsuite_scores.py --bsuite-python ... --check-ports   # the ports against bsuite's environments
 
 bsuite 0.3.6 (google-deepmind/bsuite; Osband et al., 2020) defines each experiment as a sweep of ids and an
 episode count, and scores an agent from the logs its ``Logging`` wrapper writes: ``episode``, ``total_return``,
@@ -67,6 +68,102 @@ print(json.dumps({"bsuite": getattr(bsuite, "__version__", "?"),
                   "scores": {r.bsuite_env: {"score": float(r.score), "finished": bool(r.finished)}
                              for r in scores.itertuples()}}))
 """
+
+
+BSUITE_SIDE = """
+import json, sys
+import numpy as np
+from bsuite.environments import bandit, catch, discounting_chain
+from bsuite.utils import wrappers
+
+arms = []
+for s in range(20):
+    env = bandit.SimpleBandit(mapping_seed=s)
+    rewards = []
+    for a in range(11):
+        env.reset()
+        rewards.append(float(env.step(a).reward))
+    arms.append(rewards)
+out = {"bandit": arms}
+chains = {}
+for s in range(20):
+    for a in range(5):
+        env = discounting_chain.DiscountingChain(mapping_seed=s)
+        ts = env.reset()
+        steps = [[ts.observation.tolist(), 0.0, 1.0]]
+        while not ts.last():
+            ts = env.step(a)
+            steps.append([ts.observation.tolist(), float(ts.reward), float(ts.discount)])
+        chains[f"{s}/{a}"] = steps
+out["discounting_chain"] = chains
+rng = np.random.RandomState(0)
+episodes = []
+for e in range(30):
+    env = wrappers.RewardScale(catch.Catch(seed=e), reward_scale=30.0)
+    ts = env.reset()
+    ball, actions = int(np.argmax(ts.observation[0])), rng.randint(3, size=9).tolist()
+    steps = [[ts.observation.tolist(), 0.0, 1.0]]
+    for a in actions:
+        ts = env.step(a)
+        steps.append([ts.observation.tolist(), float(ts.reward), float(ts.discount)])
+    regret = env.raw_env.bsuite_info()["total_regret"]
+    episodes.append({"ball": ball, "actions": actions, "steps": steps, "regret": regret})
+out["catch_scale/12"] = episodes
+print(json.dumps(out))
+"""
+
+
+def check_ports(bsuite_python: str) -> str:
+    """The ports against bsuite's own environments, step by step: the bandit's 20 arm orders, the discounting chain's
+    20 ids x 5 first actions to the end of the episode, and 30 catch episodes at reward scale 30 (the ball's column
+    bsuite drew and random actions replayed), through bsuite's public API; a ``SystemExit`` naming the first
+    difference, else what was checked."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from podracer import envs
+
+    out = subprocess.run([bsuite_python, "-c", BSUITE_SIDE], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"bsuite_scores: bsuite's environments failed: {out.stderr.strip().splitlines()[-1:]}")
+    theirs = json.loads(out.stdout)
+
+    def play(env, state, first, actions):
+        steps = [[np.asarray(first), 0.0, 1.0]]
+        for action in actions:
+            state, timestep = env.step(state, jnp.int32(action))
+            steps.append([np.asarray(timestep.observation), float(timestep.reward), float(timestep.discount)])
+        return steps
+
+    def same(ours, reference, what):
+        for (o, r, d), (o2, r2, d2) in zip(ours, reference, strict=True):
+            if not (np.allclose(o, o2) and np.isclose(r, r2) and d == d2):
+                raise SystemExit(
+                    f"bsuite_scores: {what} differs from bsuite's: {o.tolist()}, {r}, {d} vs {o2}, {r2}, {d2}"
+                )
+
+    for seed in range(20):
+        if not np.allclose(envs.make(f"bsuite:bandit/{seed}").env.rewards, theirs["bandit"][seed]):
+            raise SystemExit(f"bsuite_scores: bandit/{seed}'s arms differ from bsuite's")
+    for name, reference in theirs["discounting_chain"].items():
+        seed, action = map(int, name.split("/"))
+        env = envs.make(f"bsuite:discounting_chain/{seed}")
+        state, timestep = env.reset(jax.random.key(0))
+        same(
+            play(env, state, timestep.observation, [action] * 100),
+            reference,
+            f"discounting_chain/{seed}, chain {action}",
+        )
+    env = envs.make("bsuite:catch_scale/12")
+    for episode in theirs["catch_scale/12"]:
+        state, _ = env.reset(jax.random.key(0))
+        state = state._replace(ball_x=jnp.int32(episode["ball"]))
+        steps = play(env, state, env.env._observe(state), episode["actions"])
+        same(steps, episode["steps"], "a catch_scale/12 episode")
+        if bsuite.regret(steps[-1][1] / env.reward_scale, 1) != episode["regret"]:
+            raise SystemExit("bsuite_scores: catch's regret differs from bsuite's")
+    return "bandit: 20 arm orders; discounting_chain: 20 ids x 5 chains; catch_scale/12: 30 episodes"
 
 
 def groups(experiment: str) -> list[list[int]]:
@@ -161,6 +258,7 @@ def main() -> None:
     parser.add_argument("--bsuite-python", required=True, help="a Python with bsuite 0.3.6 installed (its scoring)")
     parser.add_argument("--experiments", default=",".join(bsuite.EPISODES), help="comma-separated experiments")
     parser.add_argument("--seed", type=int, default=100, help="the first seed: an experiment's 20 ids take 20 seeds")
+    parser.add_argument("--check-ports", action="store_true", help="only check the ports against bsuite's own")
     parser.add_argument("--keep", help="a folder to keep the CSV logs and runs in (default: a temporary one)")
     _report.add_output_flags(parser, "bsuite")
     args = parser.parse_args()
@@ -170,6 +268,9 @@ def main() -> None:
             parser.error(f"--experiments: {experiment!r} is not ported; ported: {', '.join(bsuite.EPISODES)}")
     if not os.path.exists(args.bsuite_python):
         parser.error(f"--bsuite-python: no such file {args.bsuite_python!r}")
+    if args.check_ports:
+        print("the ports step as bsuite's environments do:", check_ports(args.bsuite_python))
+        return
 
     with tempfile.TemporaryDirectory(prefix="bsuite-") as scratch:
         workdir = Path(args.keep or scratch)

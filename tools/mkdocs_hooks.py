@@ -3,7 +3,9 @@
 - ``<!-- reproduce-table -->`` becomes ``benchmarks/results/reproduce.md`` as ``benchmarks/reproduce.py`` wrote it
   (the same rows, never retyped);
 - ``<!-- reproduce-curves -->`` becomes the rows' learning curves, ``benchmarks/results/reproduce_*.png``;
-- ``<!-- source-runs -->`` becomes ``benchmarks/results/source_runs.md`` (the sources' own code run here);
+- ``<!-- source-runs -->``, ``<!-- bsuite-scores -->`` and ``<!-- craftax-1m -->`` become
+  ``benchmarks/results/source_runs.md`` (the sources' own code run here), ``bsuite.md`` and ``craftax_1m.md``
+  (:data:`RESULT_TABLES`);
 - every PNG of ``benchmarks/results/`` is served at ``results/NAME.png`` beside the page, so the page can show it;
 - the docstrings' Sphinx roles (``:func:`~podracer.play.policy```, ``:class:`EnvSpec```), which mkdocstrings prints
   raw, become cross-references: each target is resolved as Python would from the object whose docstring holds it
@@ -23,6 +25,11 @@ from mkdocs.structure.files import File
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
+RESULT_TABLES = {  # a benchmarks-page placeholder: the results file that replaces it, as its script wrote it
+    "<!-- source-runs -->": "source_runs.md",
+    "<!-- bsuite-scores -->": "bsuite.md",
+    "<!-- craftax-1m -->": "craftax_1m.md",
+}
 # a Sphinx role as the rendered docstring holds it: :func:<code>~podracer.play.policy</code>
 ROLE = re.compile(r":(?:py:)?(?:func|class|meth|mod|data|attr|exc|obj|const):<code>(?P<target>[^<]+)</code>")
 ANCHOR = re.compile(r'id="(?P<path>podracer(?:\.[A-Za-z_][A-Za-z0-9_]*)*)"')
@@ -68,8 +75,9 @@ def on_page_markdown(markdown, page, config, files):
             markdown = markdown.replace(placeholder, text)
     if "<!-- reproduce-table -->" in markdown:
         markdown = markdown.replace("<!-- reproduce-table -->", (RESULTS / "reproduce.md").read_text())
-    if "<!-- source-runs -->" in markdown:
-        markdown = markdown.replace("<!-- source-runs -->", (RESULTS / "source_runs.md").read_text())
+    for placeholder, name in RESULT_TABLES.items():
+        if placeholder in markdown:
+            markdown = markdown.replace(placeholder, (RESULTS / name).read_text())
     if "<!-- reproduce-curves -->" in markdown:
         curves = sorted(RESULTS.glob("reproduce_*.png"))
         shown = "\n".join(f'![{p.stem.removeprefix("reproduce_")}](results/{p.name}){{ width="32%" }}' for p in curves)
