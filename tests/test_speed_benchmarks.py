@@ -152,3 +152,41 @@ def test_sac_vs_rejax_podracer_side_answers_whole_runs_and_a_missing_peer_is_one
     )
     assert missing.returncode == 2
     assert missing.stderr.splitlines()[-1].endswith(f"--rejax-python: no such interpreter: {tmp_path / 'none'}")
+
+
+def _script(name: str):
+    import importlib
+
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def test_compile_options_compares_each_launch_with_the_defaults_in_its_round():
+    script = _script("compile_options")
+    runs = []
+    for r, (base, faster) in enumerate([(10.0, 8.0), (12.0, 9.0), (9.0, 9.9)]):
+        for option in script.OPTIONS:
+            total = {"default": base, "O1": faster}.get(option, base)
+            runs.append({"round": r, "preset": "catch", "option": option, "load": 1.0, "total_s": total,
+                         "compile_s": 4.0, "update_xla_s": 2.0, "sps": 1000.0})  # fmt: skip
+    text = script.table(runs, ["catch"], 3)
+    o1 = next(line for line in text.splitlines() if "optimization_level=1" in line)
+    assert o1.endswith("| 0.80 |")  # the median of 0.80, 0.75 and 1.10, each against its own round's default
+    assert next(line for line in text.splitlines() if "(none)" in line).endswith("| 10.0 |  |")
+
+
+def test_time_to_target_leaves_imports_out_of_both_sides():
+    script = _script("time_to_target")
+    runs = [
+        {"round": 0, "side": side, "cache": cache, "load": 1.0, "to_target_s": seconds, "total_s": seconds + 3,
+         "reached_at": 51200.0, "final": 500.0, "imports_s": imports}
+        for side, cache, seconds, imports in [("podracer", "cold", 9.0, 1.0), ("podracer", "warm", 4.0, 1.0),
+                                              ("purejaxrl", "cold", 24.0, 8.0), ("purejaxrl", "warm", 19.0, 8.0)]
+    ]  # fmt: skip
+    row = next(
+        line for line in script.table(runs, ["podracer", "purejaxrl"], 1).splitlines() if "| purejaxrl |" in line
+    )
+    assert row.endswith("| 8.0 | 2.67 | 2.00 |")  # 24 / 9; (24 - 8) / (9 - 1)
