@@ -11,6 +11,8 @@ import pytest
 from podracer import envs
 from podracer.envs import bsuite
 
+import benchmark_scripts  # tests/benchmark_scripts.py
+
 
 def _play(env, actions, key=0):
     state, timestep = env.reset(jax.random.key(key))
@@ -88,21 +90,8 @@ def test_the_regret_is_the_optimum_less_the_raw_returns():
     assert bsuite.regret(raw_return=6_690.0, episodes=10_000) == 3_310.0
 
 
-def _scores_script():
-    import importlib
-    import sys
-    from pathlib import Path
-
-    folder = str(Path(__file__).resolve().parents[1] / "benchmarks")
-    sys.path.insert(0, folder)
-    try:
-        return importlib.import_module("bsuite_scores")
-    finally:
-        sys.path.remove(folder)
-
-
 def test_the_scores_script_runs_ids_that_share_rules_together():
-    script = _scores_script()
+    script = benchmark_scripts.load("bsuite_scores")
     assert script.groups("catch") == [list(range(20))]
     assert script.groups("catch_scale") == [list(range(i, i + 4)) for i in range(0, 20, 4)]
     assert script.groups("discounting_chain") == [[i, i + 5, i + 10, i + 15] for i in range(5)]
@@ -110,7 +99,7 @@ def test_the_scores_script_runs_ids_that_share_rules_together():
 
 
 def test_the_scores_script_writes_bsuites_csv_log(tmp_path):
-    script = _scores_script()
+    script = benchmark_scripts.load("bsuite_scores")
     totals = [
         {"episode": 1_000, "steps": 10_000, "total": -30.0},
         {"episode": 10_000, "steps": 100_000, "total": 180.0},

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+import benchmark_scripts  # tests/benchmark_scripts.py
+
 BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
 FIELDS = {"task", "agent", "env_steps", "seeds", "iqm", "ci_low", "ci_high", "random", "published", "published_source"}
 
@@ -109,17 +111,8 @@ def test_a_compared_row_reaches_when_its_iqm_went_95_percent_of_the_way_from_ran
     assert reproduce.reached(5.0, 100, 100, 5.0, 5.0) is True and reproduce.reached(5.0, 100, 100, 4.9, 5.0) is False
 
 
-def _benchmark(name: str):
-    """The benchmark script ``benchmarks/NAME.py`` as a module (its folder on the path while it imports)."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-
-
 def _reproduce():
-    return _benchmark("reproduce")
+    return benchmark_scripts.load("reproduce")
 
 
 def test_a_row_is_compared_only_at_its_published_budget():
@@ -158,7 +151,7 @@ def test_a_row_is_compared_only_at_its_published_budget():
 def test_a_source_run_is_read_from_its_own_records_and_scored_as_the_table_scores(tmp_path):
     """source_runs.py: a zoo evaluation's returns come from Stable-Baselines3's monitor files; a row's runs become
     an IQM normalised against the row's own random play and figure; the table adds it to the row's verdict."""
-    source_runs = _benchmark("source_runs")
+    source_runs = benchmark_scripts.load("source_runs")
     (tmp_path / "0.monitor.csv").write_text(
         '#{"t_start": 0, "env_id": "MountainCar-v0"}\nr,l,t\n-120.0,120,0.5\n-98,98,1\n'
     )

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+import benchmark_scripts  # tests/benchmark_scripts.py
+
 BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
 REPO = BENCHMARKS.parent
 
@@ -154,18 +156,8 @@ def test_sac_vs_rejax_podracer_side_answers_whole_runs_and_a_missing_peer_is_one
     assert missing.stderr.splitlines()[-1].endswith(f"--rejax-python: no such interpreter: {tmp_path / 'none'}")
 
 
-def _script(name: str):
-    import importlib
-
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-
-
 def test_compile_options_compares_each_launch_with_the_defaults_in_its_round():
-    script = _script("compile_options")
+    script = benchmark_scripts.load("compile_options")
     runs = []
     for r, (base, faster) in enumerate([(10.0, 8.0), (12.0, 9.0), (9.0, 9.9)]):
         for option in script.OPTIONS:
@@ -179,7 +171,7 @@ def test_compile_options_compares_each_launch_with_the_defaults_in_its_round():
 
 
 def test_time_to_target_leaves_imports_out_of_both_sides():
-    script = _script("time_to_target")
+    script = benchmark_scripts.load("time_to_target")
     runs = [
         {"round": 0, "side": side, "cache": cache, "load": 1.0, "to_target_s": seconds, "total_s": seconds + 3,
          "reached_at": 51200.0, "final": 500.0, "imports_s": imports}
