@@ -87,8 +87,8 @@ def table(data: dict) -> str:
         "",
         "| algorithm | reward, % of the maximum (226) | source |",
         "|---|---:|---|",
-        f"| podracer PPO (64-unit layers, 64 envs) | {iqm(percent):.1f} (IQM; seeds {min(percent):.1f}-"
-        f"{max(percent):.1f}) | this run: last host call's episodes, sampled policy |",
+        f"| podracer PPO (64-unit layers, 64 envs) | {iqm(percent):.2f} (IQM; seeds {min(percent):.2f}-"
+        f"{max(percent):.2f}) | this run: last host call's episodes, sampled policy |",
     ]
     lines += [f"| {name} | {value:.1f} | Craftax README at c3c2e0d, Craftax-1M |" for name, value in SCOREBOARD]
     lines += ["", "Per seed, mean return (episodes): " + ", ".join(
