@@ -4,7 +4,8 @@ Ports of the environments of bsuite 0.3.6 (google-deepmind/bsuite; Osband et al.
 Reinforcement Learning") for the experiments whose bsuite score a run's returns decide: ``bandit``, ``catch``,
 ``catch_scale`` and ``discounting_chain``, each with its sweep of 20 ids (:func:`ids`) and its episode count
 (:data:`EPISODES`). Rules, observation shapes and rewards are bsuite's; randomness is JAX's, so a run matches
-bsuite's in distribution, not draw for draw (``tests/test_bsuite.py`` checks the rules step by step). Episodes
+bsuite's in distribution, not draw for draw (``tests/test_bsuite.py`` checks the rules step by step, and
+``benchmarks/bsuite_scores.py --check-ports`` replays bsuite's own environments against them). Episodes
 end by termination (discount 0), as bsuite's do. ``benchmarks/bsuite_scores.py`` writes a run's returns as
 bsuite's CSV logs and scores them with bsuite's own analysis.
 
