@@ -55,7 +55,7 @@ LAYOUT = {
     "catch_scale": (10, 2, 10),
     "discounting_chain": (2, 2, 10),
 }
-OPTIMUM = {"bandit": 1.0, "catch": 1.0, "catch_scale": 1.0}  # a raw episode's best return (bsuite's regret)
+REGRET = ("bandit", "catch", "catch_scale")  # the experiments whose bsuite log keeps total_regret
 
 SCORE = """
 import json, sys
@@ -207,7 +207,7 @@ def run_group(experiment: str, indices: list[int], seed: int, workdir: Path) -> 
         for i, (mean, count) in enumerate(zip(returns, counts)):
             done[i] += count
             total[i] += mean * count if count else 0.0
-            totals[i].append({"episode": int(round(done[i])), "steps": int(row["env_steps"]), "total": total[i]})
+            totals[i].append({"episode": int(round(done[i])), "total": total[i]})
     for i, index in enumerate(indices):
         if totals[i][-1]["episode"] != episodes:
             raise SystemExit(
@@ -220,12 +220,12 @@ def write_csv(experiment: str, index: int, totals: list[dict], results: Path) ->
     """One id's rows as bsuite's CSV logger writes them (``bsuite_id_-_EXPERIMENT-INDEX.csv``)."""
     scale = bsuite.settings(experiment)[index].get("reward_scale", 1.0)
     length = bsuite.make(f"{experiment}/{index}").episode_length
-    lines = ["steps,episode,total_return,episode_len" + (",total_regret" if experiment in OPTIMUM else "")]
+    lines = ["steps,episode,total_return,episode_len" + (",total_regret" if experiment in REGRET else "")]
     for row in totals:
         steps = row["episode"] * length  # bsuite counts no reset step
         line = f"{steps},{row['episode']},{row['total']!r},{length}"
-        if experiment in OPTIMUM:
-            line += f",{OPTIMUM[experiment] * row['episode'] - row['total'] / scale!r}"
+        if experiment in REGRET:
+            line += f",{bsuite.regret(row['total'] / scale, row['episode'])!r}"
         lines.append(line)
     (results / f"bsuite_id_-_{experiment}-{index}.csv").write_text("\n".join(lines) + "\n")
 
