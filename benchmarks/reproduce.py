@@ -75,6 +75,13 @@ BLINES = "gymnax-blines at 3f029d6"
 CLEANRL = (
     "vwxyzjn/cleanrl at fe8d8a0 docs/rl-algorithms/ppo.md, training return of the last 100 episodes, mean of 3 seeds:"
 )
+# The same commit's docs/benchmark/ppo_continuous_action.md (docs/rl-algorithms/ppo.md includes it): 3 seeds of
+# benchmark/ppo.sh's MuJoCo v4 command, ppo_continuous_action.py's defaults (1M env steps, total_timesteps 1,000,000:
+# 488 iterations of 2,048), the training return of the last 100 episodes, mean +- std over the seeds (tag pr-424).
+CLEANRL_MUJOCO = (
+    "vwxyzjn/cleanrl at fe8d8a0 docs/benchmark/ppo_continuous_action.md (pr-424), ppo_continuous_action.py's "
+    "defaults, training return of the last 100 episodes, mean of 3 seeds:"
+)
 GYMNAX_README = "RobertTLange/gymnax at 086ad95 README.md, table of environments, PPO checkpoint return"
 SAMPLED = ("--eval-policy", "sampled", "--eval-episodes", "164")  # gymnax-blines' protocol
 ZOO = "DLR-RM/rl-baselines3-zoo at 22e3ff2 benchmark.md, deterministic evaluation of the trained agent (one run):"
@@ -421,6 +428,14 @@ ROWS = (
     Row("minesweeper", "minesweeper", None, "no figure found at any budget", None),
     Row("inverted-pendulum", "inverted-pendulum", None, "no figure found at this budget", None),
     Row("memory", "memory-lstm", None, "podracer's own task: none exists", None),
+    *(
+        Row(key, preset, figure, f"{CLEANRL_MUJOCO} {task} {figure:g} (1M env steps)", 1_000_000)
+        for key, preset, task, figure in (
+            ("inverted-pendulum-mujoco", "inverted-pendulum-ppo-cleanrl", "InvertedPendulum-v4", 963.09),
+            ("halfcheetah", "halfcheetah-ppo-cleanrl", "HalfCheetah-v4", 1442.64),
+            ("pusher", "pusher-ppo-cleanrl", "Pusher-v4", -40.38),
+        )
+    ),
 )
 
 
@@ -464,11 +479,131 @@ def random_play(env_name: str, episodes: int = 256, seed: int = 0) -> float:
     return float(np.mean(np.asarray(returns)))
 
 
+def mode(row: Row) -> str:
+    """The command that trains ``row``'s preset: "anakin" or "sebulba"."""
+    from podracer import presets
+
+    return presets.load()[row.preset].mode
+
+
+def sebulba_config(row: Row, scale: float, full: bool, seed: int):
+    """The Sebulba config of one seed of a row (each seed is a run of its own): its preset, then the row's flags,
+    the budget scaled in whole updates (``full``: at least the published budget)."""
+    from podracer import config
+    from podracer.config import SebulbaConfig
+
+    settings = ["--preset", row.preset, *row.flags]
+    base = config.parse(SebulbaConfig, settings, prog="reproduce.py")
+    per_update = base.envs_per_actor(1) * base.rollout_length  # one actor thread: the rows' presets have one
+    steps = max(base.total_env_steps, row.published_env_steps or 0) if full else base.total_env_steps
+    updates = max(base.log_every, round(steps * scale / per_update))
+    argv = [*settings, "--seed", str(seed), "--total-env-steps", str(updates * per_update)]
+    return config.parse(SebulbaConfig, argv, prog="reproduce.py"), per_update
+
+
+LAST_EPISODES = 100  # CleanRL's figure: the training return of a seed's last 100 episodes
+
+
+def last_episodes(history: list[dict], episodes: int = LAST_EPISODES) -> tuple[float, int]:
+    """The mean training return of a Sebulba run's last ``episodes`` episodes, to whole log windows: the windows
+    counted back from the end until they hold that many (all of them if they never do), each weighed by its
+    episodes; and how many episodes that is."""
+    total, count = 0.0, 0
+    for summary in reversed(history):
+        n = int(summary.get("episodes", 0))
+        if n:
+            total, count = total + summary["episode_return"] * n, count + n
+        if count >= episodes:
+            break
+    return (total / count if count else float("nan")), count
+
+
+def host_random_play(env_name: str, episodes: int = 256, seed: int = 0) -> float:
+    """Mean return of uniformly random actions on a host environment (envpool): one episode per environment of a
+    batch of ``episodes``, as ``anakin.make_random_play`` plays a JAX one."""
+    import numpy as np
+
+    from podracer import envs
+
+    env = envs.make_host(env_name, episodes, seed)
+    rng = np.random.default_rng(seed)
+    try:
+        spec, timestep = env.spec(), env.reset()
+        returns, done = np.zeros(episodes), np.zeros(episodes, bool)
+        while not done.all():
+            if spec.box is not None:  # the host batch takes continuous actions in [-1, 1], rescaled to the bounds
+                action = rng.uniform(-1.0, 1.0, (episodes, spec.box.size)).astype(np.float32)
+            else:
+                action = rng.integers(0, spec.num_actions, episodes).astype(np.int32)
+            timestep = env.step(action)
+            ended = np.asarray(timestep.last) & ~done
+            returns[ended] = env.stats.episode_return[ended]
+            done |= ended
+        return float(returns.mean())
+    finally:
+        env.close()
+
+
+def run_sebulba_row(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_SEED) -> dict:
+    """Trains a Sebulba row (host environments: one run per seed, one after the other) and measures it as
+    :func:`run_row` does; a seed's figure is its training return over the last :data:`LAST_EPISODES` episodes."""
+    from podracer import anakin, experiment, stats
+
+    finals, counts, curves, wall = [], [], [], 0.0
+    for s in range(seed, seed + seeds):
+        cfg, per_update = sebulba_config(row, scale, full, s)
+        start = time.perf_counter()
+        result = experiment.train_sebulba(cfg)
+        wall += time.perf_counter() - start
+        final, count = last_episodes(result.history)
+        finals.append(final)
+        counts.append(count)
+        curves.append([(h["env_steps"], h.get("episode_return", float("nan"))) for h in result.history])
+        print(f"  {row.key} seed {s}: training return {final:.1f} over its last {count} episodes", flush=True)
+    env_steps = int(result.history[-1]["env_steps"])
+    low, high = stats.bootstrap_interval(finals, anakin.interquartile_mean)
+    iqm = anakin.interquartile_mean(finals)
+    random = host_random_play(cfg.env)
+    points = min(len(c) for c in curves)
+    return {
+        "task": cfg.env,
+        "agent": cfg.agent_name,
+        "preset": row.preset,
+        "key": row.key,
+        "mode": "sebulba",
+        "env_steps": env_steps,
+        "seeds": seeds,
+        "seed": seed,
+        "final": f"training return of the last {LAST_EPISODES} episodes",
+        "episodes_per_seed": counts,  # the episodes of the whole log windows that hold the last LAST_EPISODES
+        "per_seed": [float(x) for x in finals],
+        "iqm": iqm,
+        "ci_low": low,
+        "ci_high": high,
+        "random": random,
+        "published": row.published,
+        "published_source": row.published_source,
+        "published_env_steps": row.published_env_steps,
+        "note": row.note,
+        "reached": reached(row.published, row.published_env_steps, env_steps, iqm, random),
+        "beats_random": bool(low > random),
+        "wall_s": wall,
+        "compile_s": None,
+        "env_steps_per_s": env_steps * seeds / wall,
+        "curve": {
+            "env_steps": [step for step, _ in curves[0][:points]],
+            "return_per_seed": [[c[i][1] for c in curves] for i in range(points)],
+        },
+    }
+
+
 def run_row(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_SEED) -> dict:
     """Trains ``row`` and measures it: a dict of the table's fields, and its learning curves."""
 
     from podracer import anakin, experiment, stats, sweep
 
+    if mode(row) == "sebulba":
+        return run_sebulba_row(row, seeds, scale, full, seed)
     cfg, per_update = row_config(row, seeds, scale, full, seed)
     start = time.perf_counter()
     result = experiment.train_anakin(cfg)
@@ -678,7 +813,8 @@ def render(data: list[dict], source_runs: list[dict] | None = None) -> str:
     (``source_runs.json``, see :func:`table`)."""
     machines = ", ".join(dict.fromkeys(f"{r['machine']}, jax {r['jax']}" for r in data))
     return (
-        f"Reproduction table on {machines}; seeds vmapped in one program per row; the final "
+        f"Reproduction table on {machines}; seeds vmapped in one program per row (Anakin), one run per seed "
+        f"(Sebulba: the host's MuJoCo rows); the final "
         f"return is each row's `final` field ({', '.join(sorted({r['final'] for r in data}))}).\n\n"
         f"{table(data, source_runs)}\n"
     )

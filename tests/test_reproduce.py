@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -211,3 +212,46 @@ def test_a_source_run_names_the_flags_its_rows_need():
         "--rows: no source run for cartpole (rows: mountaincar-zoo, mountaincar-a2c, mountaincar-dqn, "
         "cartpole-dqn-zoo, acrobot-dqn, acrobot-a2c, mountaincar, pendulum, mountaincar-continuous)"
     )
+
+
+def test_a_sebulba_rows_figure_is_the_training_return_of_its_last_100_episodes_in_whole_log_windows():
+    """CleanRL's figure is a seed's last 100 training episodes: the log windows counted back from the end until they
+    hold 100, each weighed by its episodes; a window that ended none adds nothing."""
+    reproduce = benchmark_scripts.load("reproduce")
+    history = [
+        {"episode_return": 10.0, "episodes": 60.0},
+        {"episode_return": 20.0, "episodes": 50.0},
+        {"episode_return": float("nan"), "episodes": 0.0},
+        {"episode_return": 40.0, "episodes": 30.0},
+    ]
+    assert reproduce.last_episodes(history) == ((20.0 * 50 + 40.0 * 30 + 10.0 * 60) / 140, 140)
+    assert reproduce.last_episodes(history, episodes=30) == (40.0, 30)
+    none, count = reproduce.last_episodes(history[2:3])
+    assert math.isnan(none) and count == 0  # no episode ended: no figure
+
+
+def test_a_sebulba_row_runs_its_presets_budget_in_whole_updates_and_is_one_of_the_host_tasks():
+    """The MuJoCo rows are Sebulba presets at CleanRL's budget: 488 updates of 1 env x 2048 steps (1M env steps
+    as ppo_continuous_action.py's 488 iterations); --budget-scale keeps whole updates and at least a log window."""
+    if importlib.util.find_spec("envpool") is None:
+        pytest.skip("the MuJoCo rows need envpool")
+    reproduce = benchmark_scripts.load("reproduce")
+    rows = {row.key: row for row in reproduce.ROWS}
+    for key in ("inverted-pendulum-mujoco", "halfcheetah", "pusher"):
+        row = rows[key]
+        assert reproduce.mode(row) == "sebulba" and row.published_env_steps == 1_000_000
+        cfg, per_update = reproduce.sebulba_config(row, 1.0, False, 103)
+        assert (cfg.seed, per_update, cfg.total_env_steps) == (103, 2048, 488 * 2048)
+        assert reproduce.budget_ratio(cfg.total_env_steps, row.published_env_steps) == pytest.approx(0.999424)
+        quick, _ = reproduce.sebulba_config(row, 0.001, False, 100)  # half an update: one log window (8 updates)
+        assert quick.total_env_steps == 8 * 2048
+    assert reproduce.mode(rows["cartpole"]) == "anakin"
+
+
+def test_random_play_on_a_host_environment_is_one_episode_per_environment():
+    if importlib.util.find_spec("envpool") is None:
+        pytest.skip("needs envpool")
+    reproduce = benchmark_scripts.load("reproduce")
+    assert 10 < reproduce.host_random_play("CartPole-v1", episodes=64) < 40  # uniformly random CartPole: about 22
+    pendulum = reproduce.host_random_play("InvertedPendulum-v4", episodes=16, seed=1)
+    assert 1 <= pendulum < 20  # a random torque topples the pole within a few steps (a reward of 1 per step)

@@ -1,6 +1,7 @@
 """The learner-limit, commit-comparison and compile-profile benchmarks: the matmuls they take from a step, and
 their command lines."""
 
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -182,3 +183,58 @@ def test_time_to_target_leaves_imports_out_of_both_sides():
         line for line in script.table(runs, ["podracer", "purejaxrl"], 1).splitlines() if "| purejaxrl |" in line
     )
     assert row.endswith("| 8.0 | 2.67 | 2.00 |")  # 24 / 9; (24 - 8) / (9 - 1)
+
+
+@pytest.mark.slow
+def test_actor_step_times_both_forms_of_the_round_trip_and_they_act_alike(tmp_path):
+    """The two forms of a Sebulba actor's step run the same compiled policy: from one key they give the same actions
+    and extras; the script prints both forms' medians and writes only when asked."""
+    if importlib.util.find_spec("envpool") is None:
+        pytest.skip("needs envpool")
+    script = benchmark_scripts.load("actor_step")
+    out = tmp_path / "actor_step"
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(BENCHMARKS / "actor_step.py"),
+            "--preset",
+            "cartpole-sebulba",
+            "--num-envs",
+            "4",
+            "--steps",
+            "20",
+            "--rounds",
+            "3",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "| before |" in run.stdout and "| now |" in run.stdout and "**before / now: median " in run.stdout
+    data = json.loads(out.with_suffix(".json").read_text())
+    assert data["num_envs"] == 4 and len(data["ratios"]) == 3 and set(data["us_per_step"]) == {"before", "now"}
+
+    import jax
+    import numpy as np
+
+    from podracer import agents, envs
+    from podracer import plan as plans
+    from podracer.sebulba.actor import make_act
+
+    env = envs.make_host("CartPole-v1", 4, 0)
+    try:
+        timestep, spec = env.reset(), env.spec()
+    finally:
+        env.close()
+    plan = plans.sebulba_plan(num_envs_per_actor=4, rollout_length=8, total_env_steps=64, num_learner_devices=1)
+    agent = agents.make("ppo", spec, run=plan.facts)
+    device = jax.devices()[0]
+    params = jax.device_put(agent.init(jax.random.key(0), timestep.observation), device)
+    forms = script._forms(make_act(agent), params, device)
+    state, first = agent.initial_state(4), np.ones(4, bool)
+    results = [forms[name](timestep.observation, jax.random.key(3), state, first) for name in ("before", "now")]
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    jax.tree.map(np.testing.assert_array_equal, results[0][1], results[1][1])
