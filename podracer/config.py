@@ -291,6 +291,10 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
     gymnasium_vectorization: Literal["sync", "async"] = "sync"
     rollout_length: int = 20  # environment steps per trajectory
     queue_size: int = 2  # trajectories the queue holds before actors wait
+    # an actor starts a trajectory only once the learner has taken every trajectory started before it but this many:
+    # 0 learns from each trajectory with the parameters that acted it (on-policy, as CleanRL's PPO; several actor
+    # threads then take turns); None: actors act with the newest parameters without waiting (Sebulba's pipelining)
+    max_policy_lag: int | None = None
     log_every: int = 10  # learner updates between log lines
     # seconds an actor thread may go without shipping a trajectory (waits for queue room and its first parameters
     # aside) before the run stops, naming it
@@ -317,7 +321,7 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
             presets.get(self.preset, "sebulba")
         positive = ("total_env_steps", "actor_threads", "num_envs_per_actor", "num_envs", "rollout_length")
         _at_least(self, 1, *positive, "queue_size", "log_every", "env_groups")
-        _at_least(self, 0, "envpool_threads")
+        _at_least(self, 0, "envpool_threads", "max_policy_lag")
         if not self.actor_timeout > 0:
             raise ValueError(f"--actor-timeout must be > 0, got {self.actor_timeout}.")
         _check_burn_in(self.agent, self.rollout_length)

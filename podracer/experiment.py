@@ -289,7 +289,9 @@ def _run_sebulba(
             ),
             flush=True,
         )
-    actors = assemble.Actors(groups, config.actor_threads, first_actor, actor_key, config.actor_timeout)
+    actors = assemble.Actors(
+        groups, config.actor_threads, first_actor, actor_key, config.actor_timeout, config.max_policy_lag
+    )
     try:
         return assemble.train(
             agent,

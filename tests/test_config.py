@@ -64,6 +64,7 @@ BAD_INPUTS = [
     (A, "--eval-every 20 --eval-episodes 0", "--eval-episodes must be >= 1, got 0."),
     (A, "--distributed-timeout 0", "--distributed-timeout must be >= 1, got 0."),
     (S, "--envpool-threads -1", "--envpool-threads must be >= 0, got -1."),
+    (S, "--max-policy-lag -1", "--max-policy-lag must be >= 0, got -1."),
     (S, "--num-envs-per-actor 32 --env-groups 3", "--num-envs-per-actor = 32 is not divisible by the 3 --env-groups"),
     (A, "--agent a2c --num-epochs 3", "unrecognized arguments: --num-epochs 3"),
     (S, "--agent impala --replay-ratio 2", "unrecognized arguments: --replay-ratio 2"),

@@ -109,6 +109,39 @@ def test_runs_the_exact_number_of_updates_and_joins_every_thread(devices):
     assert {"sps", "fps", "learner_wait_s", "actor_env_s", "actor_put_wait_s", "policy_lag"} <= set(result.history[-1])
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_max_policy_lag_0_learns_each_trajectory_with_the_parameters_that_acted_it(threads, devices):
+    """--max-policy-lag 0: an actor starts a trajectory only once the learner has taken every one started before it,
+    so every update learns from the parameters just before it (lag 0 in every window: on-policy, as CleanRL's PPO),
+    with one actor thread or several (which then take turns)."""
+    config = _config(max_policy_lag=0, total_env_steps=8 * 4 * 12, log_every=1, actor_threads=threads)
+    result = train(config, make_env=lambda seed, num_envs: FakeHostEnv(num_envs))
+    assert result.updates == 12 and len(result.history) == 12
+    lags = [h["policy_lag"] for h in result.history]
+    assert max(lags) == 0.0, lags
+    assert not _threads()
+
+
+def test_the_parameter_store_holds_an_actor_until_the_learner_has_taken_all_but_max_lag_trajectories():
+    from podracer.sebulba.pipeline import ParamStore, Stopped
+
+    store, stop = ParamStore(jax.devices()[:1]), threading.Event()
+    device = jax.devices()[0]
+    store.publish({"w": np.zeros(2)}, 5)  # a resume's first version: 5 updates done before
+    assert store.latest(device, stop)[1] == 5  # no bound: the newest, at once (trajectory 1 starts)
+    assert store.latest(device, stop, max_lag=1)[1] == 5  # one not taken yet: within a lag of 1 (trajectory 2)
+    stop.set()  # a wait the learner cannot end before the run stops ends with it
+    with pytest.raises(Stopped):
+        store.latest(device, stop, max_lag=1)  # two not taken
+    stop.clear()
+    store.publish({"w": np.ones(2)}, 6)  # the learner took one
+    params, version = store.latest(device, stop, max_lag=1)  # trajectory 3: one of the two before not taken
+    assert version == 6 and float(params["w"][0]) == 1.0
+    stop.set()
+    with pytest.raises(Stopped):
+        store.latest(device, stop, max_lag=0)
+
+
 def test_overlapping_actor_and_learner_devices_are_refused(devices):
     """A device both groups name would make inference and learning take turns on it: refused as the other layout
     errors are (one device alone is shared of necessity)."""

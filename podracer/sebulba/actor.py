@@ -119,6 +119,7 @@ def run_actor(
     queue: StopAwareQueue,
     stop: threading.Event,
     status: ActorStatus | None = None,
+    max_policy_lag: int | None = None,
 ) -> None:
     """Steps ``envs`` with the newest parameters (``act`` is :func:`make_act` of ``agent``) and ships ``[T + 1, B]``
     trajectories until ``stop``.
@@ -129,13 +130,14 @@ def run_actor(
     overlap. With one group they take turns.
 
     Each trajectory starts with the previous one's last entry (observation and the action
-    already chosen there). Parameters are refreshed between rollouts without waiting.
+    already chosen there). Parameters are refreshed between rollouts without waiting, or with
+    ``max_policy_lag`` once the learner has taken every trajectory started before but that many.
     A recurrent agent's core state stays on ``device``, one per group, carried across
     rollouts and reset where an episode starts. ``status`` hears what the thread waits on.
     """
     status = status or ActorStatus("actor", device)
     num_learners = len(parallel.local_devices(learner_devices))
-    params, version = status.first_parameters(store, device, stop)
+    params, version = status.first_parameters(store, device, stop, max_policy_lag)
     key = parallel.put_on(key, device)
     cores = [parallel.put_on(agent.initial_state(env.num_envs), device) for env in envs]
     firsts = [np.ones(env.num_envs, bool) for env in envs]
@@ -182,5 +184,5 @@ def run_actor(
         status.now("queue")
         seconds["put_wait"] = queue.put(Rollout(trajectory, version, returns, lengths, seconds), stop)
         status.shipped()
-        status.now("parameters")
-        params, version = store.latest(device, stop)
+        status.now("parameters" if max_policy_lag is None else "learner")
+        params, version = store.latest(device, stop, max_lag=max_policy_lag)

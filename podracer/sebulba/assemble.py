@@ -35,6 +35,7 @@ class Actors(NamedTuple):
     first: int  # this process's first actor's number among every process's
     key: jax.Array  # actor i acts with fold_in(key, first + i)
     timeout: float  # seconds an actor may go without shipping a trajectory (--actor-timeout)
+    max_policy_lag: int | None = None  # trajectories the learner may not have taken when one starts (--max-policy-lag)
 
 
 def train(
@@ -125,6 +126,7 @@ def _actor_threads(agent, layout, actors, rollout_length, store, queue, stop):
             queue=queue,
             stop=stop,
             status=statuses[i],
+            max_policy_lag=actors.max_policy_lag,
         )
     return threads, statuses
 

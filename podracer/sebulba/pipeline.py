@@ -27,14 +27,20 @@ class ParamStore:
     def __init__(self, actor_devices: Sequence[jax.Device]):
         self._devices = list(actor_devices)
         self._lock = threading.Lock()
+        self._published = threading.Condition(self._lock)
         self._ready = threading.Event()
         self._params: dict[jax.Device, Any] = {}
         self._version = -1
+        self._first = 0  # the version first published: the updates done before this run (a resume's)
+        self._started = 0  # trajectories this process's actors have started (each call of latest starts one)
 
     def publish(self, params, version: int) -> None:
         placed = parallel.broadcast(params, self._devices)
-        with self._lock:
+        with self._published:
+            if not self._ready.is_set():
+                self._first = version
             self._params, self._version = placed, version
+            self._published.notify_all()
         self._ready.set()
 
     @property
@@ -42,18 +48,27 @@ class ParamStore:
         with self._lock:
             return self._version
 
-    def latest(self, device: jax.Device, stop: threading.Event, timeout: float = 0.1):
-        """``(params on device, version)``; waits only until the first publish."""
+    def latest(self, device: jax.Device, stop: threading.Event, timeout: float = 0.1, max_lag: int | None = None):
+        """``(params on device, version)`` for a trajectory an actor starts now; waits until the first publish,
+        and with ``max_lag`` until the learner has taken every trajectory started before this one but ``max_lag``.
+        0 is on-policy whatever the actor threads: one trajectory at a time, learned from with the parameters that
+        acted it."""
         while not self._ready.wait(timeout):
             if stop.is_set():
                 raise Stopped
-        with self._lock:
+        with self._published:
+            while max_lag is not None and self._version < self._first + self._started - max_lag:
+                if stop.is_set():
+                    raise Stopped
+                self._published.wait(timeout)
+            self._started += 1
             return self._params[device], self._version
 
 
 class ActorStatus:
-    """What one actor thread is doing (``environment``, ``inference``, ``parameters``, ``queue``) and when it last
-    shipped a trajectory: for the stuck-actor check and the heartbeat line."""
+    """What one actor thread is doing (``environment``, ``inference``, ``parameters``, ``queue``, ``learner``: the
+    wait of ``--max-policy-lag``) and when it last shipped a trajectory: for the stuck-actor check and the heartbeat
+    line."""
 
     def __init__(self, name: str, device: jax.Device):
         self.name, self.device = name, device
@@ -66,18 +81,18 @@ class ActorStatus:
     def shipped(self) -> None:
         self.last_trajectory = time.monotonic()
 
-    def first_parameters(self, store: ParamStore, device: jax.Device, stop: threading.Event):
-        """``store.latest(device, stop)``, the thread's first parameters; its clock starts once it holds them (the
-        wait for them is the learner's start-up)."""
+    def first_parameters(self, store: ParamStore, device: jax.Device, stop: threading.Event, max_lag=None):
+        """``store.latest(device, stop, max_lag=max_lag)``, the thread's first parameters; its clock starts once it
+        holds them (the wait for them is the learner's start-up, or another actor's trajectory under max_lag)."""
         self.now("parameters")
-        params_and_version = store.latest(device, stop)
+        params_and_version = store.latest(device, stop, max_lag=max_lag)
         self.last_trajectory, self.acting = time.monotonic(), True
         return params_and_version
 
     def stuck_seconds(self, now: float) -> float:
         """Seconds without a trajectory since the thread could first act, not counting a wait for room in the queue
         or for the learner's first parameters (the learner's pace: its compile, on a busy machine)."""
-        waiting_on_learner = self.doing == "queue" or not self.acting
+        waiting_on_learner = self.doing in ("queue", "learner") or not self.acting
         return 0.0 if waiting_on_learner else now - self.last_trajectory
 
     def describe(self, now: float) -> str:
