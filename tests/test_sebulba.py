@@ -109,7 +109,7 @@ def test_runs_the_exact_number_of_updates_and_joins_every_thread(devices):
     assert {"sps", "fps", "learner_wait_s", "actor_env_s", "actor_put_wait_s", "policy_lag"} <= set(result.history[-1])
 
 
-@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("threads", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_max_policy_lag_0_learns_each_trajectory_with_the_parameters_that_acted_it(threads, devices):
     """--max-policy-lag 0: an actor starts a trajectory only once the learner has taken every one started before it,
     so every update learns from the parameters just before it (lag 0 in every window: on-policy, as CleanRL's PPO),
