@@ -82,6 +82,15 @@ CLEANRL_MUJOCO = (
     "vwxyzjn/cleanrl at fe8d8a0 docs/benchmark/ppo_continuous_action.md (pr-424), ppo_continuous_action.py's "
     "defaults, training return of the last 100 episodes, mean of 3 seeds:"
 )
+MUJOCO_UNTUNED = (
+    "CleanRL's settings, untuned (nothing was run on seeds 0-4 but a 205k-step look at InvertedPendulum's seed 0). "
+    "Differences that remain: observations clipped at 5 standard deviations (CleanRL's at 10); the return whose "
+    "spread scales rewards restarts at every episode's end, where gymnasium's NormalizeReward (read in 1.3.0; CleanRL "
+    "pins 0.29.1), which CleanRL wraps each environment in, restarts it only at a termination (Pusher and HalfCheetah never terminate: their "
+    "return runs on across episodes there); the observation statistics are updated once per update, before the "
+    "loss, where CleanRL's wrapper updates them at every step, before the policy acts. CleanRL's own code was not "
+    "run here (1M env steps of PyTorch PPO per seed does not fit the session beside these rows)."
+)
 GYMNAX_README = "RobertTLange/gymnax at 086ad95 README.md, table of environments, PPO checkpoint return"
 SAMPLED = ("--eval-policy", "sampled", "--eval-episodes", "164")  # gymnax-blines' protocol
 ZOO = "DLR-RM/rl-baselines3-zoo at 22e3ff2 benchmark.md, deterministic evaluation of the trained agent (one run):"
@@ -429,11 +438,27 @@ ROWS = (
     Row("inverted-pendulum", "inverted-pendulum", None, "no figure found at this budget", None),
     Row("memory", "memory-lstm", None, "podracer's own task: none exists", None),
     *(
-        Row(key, preset, figure, f"{CLEANRL_MUJOCO} {task} {figure:g} (1M env steps)", 1_000_000)
-        for key, preset, task, figure in (
-            ("inverted-pendulum-mujoco", "inverted-pendulum-ppo-cleanrl", "InvertedPendulum-v4", 963.09),
-            ("halfcheetah", "halfcheetah-ppo-cleanrl", "HalfCheetah-v4", 1442.64),
-            ("pusher", "pusher-ppo-cleanrl", "Pusher-v4", -40.38),
+        Row(key, preset, figure, f"{CLEANRL_MUJOCO} {task} {figure:g} (1M env steps)", 1_000_000, note=note)
+        for key, preset, task, figure, note in (
+            (
+                "inverted-pendulum-mujoco",
+                "inverted-pendulum-ppo-cleanrl",
+                "InvertedPendulum-v4",
+                963.09,
+                f"{MUJOCO_UNTUNED} Before --max-policy-lag existed, the row's first two seeds ran with Sebulba's "
+                "pipelining (the actor one update behind, as PPO's ratio then sees): 904.2 and 902.4 on seeds 100 and "
+                "101, against 928.5 and 922.8 on-policy",
+            ),
+            ("halfcheetah", "halfcheetah-ppo-cleanrl", "HalfCheetah-v4", 1442.64, MUJOCO_UNTUNED),
+            (
+                "pusher",
+                "pusher-ppo-cleanrl",
+                "Pusher-v4",
+                -40.38,
+                f"{MUJOCO_UNTUNED} Run first with Sebulba's pipelining (before --max-policy-lag existed: the actor "
+                "one update behind the learner): -65.6, -51.4, -66.8, -65.3, -66.0 on seeds 100-104, IQM -65.7 "
+                "[-66.5, -56.2] (0.76)",
+            ),
         )
     ),
 )
