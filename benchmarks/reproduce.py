@@ -85,9 +85,10 @@ CLEANRL_MUJOCO = (
 MUJOCO_UNTUNED = (
     "CleanRL's settings, untuned (nothing was run on seeds 0-4 but a 205k-step look at InvertedPendulum's seed 0). "
     "Differences that remain: observations clipped at 5 standard deviations (CleanRL's at 10); the return whose "
-    "spread scales rewards restarts at every episode's end, where gymnasium's NormalizeReward (read in 1.3.0; CleanRL "
-    "pins 0.29.1), which CleanRL wraps each environment in, restarts it only at a termination (Pusher and HalfCheetah never terminate: their "
-    "return runs on across episodes there); the observation statistics are updated once per update, before the "
+    "spread scales rewards restarts at every episode's end, where gymnasium's NormalizeReward (read in 1.3.0; "
+    "CleanRL pins 0.29.1), which CleanRL wraps each environment in, restarts it only at a termination (Pusher and "
+    "HalfCheetah never terminate: their return runs on across episodes there); the observation statistics are "
+    "updated once per update, before the "
     "loss, where CleanRL's wrapper updates them at every step, before the policy acts. CleanRL's own code was not "
     "run here (1M env steps of PyTorch PPO per seed does not fit the session beside these rows)."
 )
