@@ -570,10 +570,32 @@ def host_random_play(env_name: str, episodes: int = 256, seed: int = 0) -> float
         env.close()
 
 
+def _measured(row: Row, finals, random: float, env_steps: int) -> dict:
+    """A row's fields from its seeds' final returns, both modes: the per-seed finals, their interquartile mean with
+    its bootstrap interval, random play, the published figure with its source and budget, and the verdict."""
+    from podracer import anakin, stats
+
+    low, high = stats.bootstrap_interval(finals, anakin.interquartile_mean)
+    iqm = anakin.interquartile_mean(finals)
+    return {
+        "per_seed": [float(x) for x in finals],
+        "iqm": iqm,
+        "ci_low": low,
+        "ci_high": high,
+        "random": random,
+        "published": row.published,
+        "published_source": row.published_source,
+        "published_env_steps": row.published_env_steps,
+        "note": row.note,
+        "reached": reached(row.published, row.published_env_steps, env_steps, iqm, random),
+        "beats_random": bool(low > random),
+    }
+
+
 def run_sebulba_row(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_SEED) -> dict:
     """Trains a Sebulba row (host environments: one run per seed, one after the other) and measures it as
     :func:`run_row` does; a seed's figure is its training return over the last :data:`LAST_EPISODES` episodes."""
-    from podracer import anakin, experiment, stats
+    from podracer import experiment
 
     finals, counts, curves, wall = [], [], [], 0.0
     for s in range(seed, seed + seeds):
@@ -587,9 +609,6 @@ def run_sebulba_row(row: Row, seeds: int, scale: float, full: bool, seed: int = 
         curves.append([(h["env_steps"], h.get("episode_return", float("nan"))) for h in result.history])
         print(f"  {row.key} seed {s}: training return {final:.1f} over its last {count} episodes", flush=True)
     env_steps = int(result.history[-1]["env_steps"])
-    low, high = stats.bootstrap_interval(finals, anakin.interquartile_mean)
-    iqm = anakin.interquartile_mean(finals)
-    random = host_random_play(cfg.env)
     points = min(len(c) for c in curves)
     return {
         "task": cfg.env,
@@ -602,17 +621,7 @@ def run_sebulba_row(row: Row, seeds: int, scale: float, full: bool, seed: int = 
         "seed": seed,
         "final": f"training return of the last {LAST_EPISODES} episodes",
         "episodes_per_seed": counts,  # the episodes of the whole log windows that hold the last LAST_EPISODES
-        "per_seed": [float(x) for x in finals],
-        "iqm": iqm,
-        "ci_low": low,
-        "ci_high": high,
-        "random": random,
-        "published": row.published,
-        "published_source": row.published_source,
-        "published_env_steps": row.published_env_steps,
-        "note": row.note,
-        "reached": reached(row.published, row.published_env_steps, env_steps, iqm, random),
-        "beats_random": bool(low > random),
+        **_measured(row, finals, host_random_play(cfg.env), env_steps),
         "wall_s": wall,
         "compile_s": None,
         "env_steps_per_s": env_steps * seeds / wall,
@@ -626,7 +635,7 @@ def run_sebulba_row(row: Row, seeds: int, scale: float, full: bool, seed: int = 
 def run_row(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_SEED) -> dict:
     """Trains ``row`` and measures it: a dict of the table's fields, and its learning curves."""
 
-    from podracer import anakin, experiment, stats, sweep
+    from podracer import experiment, sweep
 
     if mode(row) == "sebulba":
         return run_sebulba_row(row, seeds, scale, full, seed)
@@ -635,10 +644,6 @@ def run_row(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_S
     result = experiment.train_anakin(cfg)
     wall = time.perf_counter() - start
     finals, what = sweep.final_returns(result.history, 1, cfg.eval_policy)
-    finals = finals[0]
-    low, high = stats.bootstrap_interval(finals, anakin.interquartile_mean)
-    iqm = anakin.interquartile_mean(finals)
-    random = random_play(cfg.env)
     env_steps = cfg.num_updates * per_update
     return {
         "task": cfg.env,
@@ -649,19 +654,7 @@ def run_row(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_S
         "seeds": seeds,
         "seed": seed,  # the first; the row ran seed ... seed + seeds - 1
         "final": what,
-        "per_seed": [float(x) for x in finals],
-        "iqm": iqm,
-        "ci_low": low,
-        "ci_high": high,
-        "random": random,
-        "published": row.published,
-        "published_source": row.published_source,
-        "published_env_steps": row.published_env_steps,
-        "note": row.note,
-        "reached": reached(
-            row.published, row.published_env_steps, env_steps, anakin.interquartile_mean(finals), random
-        ),
-        "beats_random": bool(low > random),
+        **_measured(row, finals[0], random_play(cfg.env), env_steps),
         "wall_s": wall,
         "compile_s": result.compile_seconds,
         "env_steps_per_s": result.env_steps_per_second,
