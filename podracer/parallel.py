@@ -171,9 +171,34 @@ def mesh(devices: Sequence[jax.Device] | None = None) -> Mesh:
     return Mesh(np.asarray(_check_devices(devices)), (DEVICE_AXIS,))
 
 
-def device_map(fn, devices: Sequence[jax.Device] | None = None, *, name: str | None = None):
+# XLA's backend at optimization level 1 (LLVM's -O1; XLA's default is 2) for a program a run calls once, at its
+# start (its initial learners and states): on XLA:CPU it compiles those in about 60 % of the time (the cartpole
+# preset's two: 2.3 s against 1.5, benchmarks/compile_profile.py) and computes the same bits (tests/test_anakin.py
+# checks initial states against level 2's), while a program called over and over keeps the default.
+RUN_ONCE_LEVEL = 1
+
+
+def run_once_options(devices: Sequence[jax.Device] | None = None) -> dict | None:
+    """Compiler options for a program a run calls once (``jax.jit(..., compiler_options=...)``): on CPU devices XLA's
+    backend at :data:`RUN_ONCE_LEVEL`; None (XLA's settings) on other platforms (measured only on XLA:CPU) and where
+    ``XLA_FLAGS`` sets ``--xla_backend_optimization_level`` at or below it (never raised above what a user asked)."""
+    platform = (list(devices) if devices else jax.devices())[0].platform
+    asked = [f for f in os.environ.get("XLA_FLAGS", "").split() if f.startswith("--xla_backend_optimization_level=")]
+    if platform != "cpu" or (asked and int(asked[-1].split("=")[1]) <= RUN_ONCE_LEVEL):
+        return None
+    return {"xla_backend_optimization_level": RUN_ONCE_LEVEL}
+
+
+def device_map(
+    fn,
+    devices: Sequence[jax.Device] | None = None,
+    *,
+    name: str | None = None,
+    compiler_options: dict | None = None,
+):
     """``fn`` run on each of ``devices`` as ``jax.jit`` of ``jax.shard_map`` over :func:`mesh`, the program named
-    ``name`` (default: ``fn``'s name) in JAX's compile log and timing events (the start-up line's split).
+    ``name`` (default: ``fn``'s name) in JAX's compile log and timing events (the start-up line's split), compiled
+    with ``compiler_options`` (``jax.jit``'s; e.g. :func:`run_once_options`).
 
     Like ``pmap(fn, axis_name=DEVICE_AXIS)``: every argument and result carries a
     leading axis with one entry per device, ``fn`` sees (and returns) one entry without
@@ -192,7 +217,7 @@ def device_map(fn, devices: Sequence[jax.Device] | None = None, *, name: str | N
     # check_vma=False: values are typed as in pmap, so a per-device function written for pmap
     # (scans whose carries become device-varying, collectives on any value) runs unchanged.
     mapped = jax.shard_map(per_device, mesh=mesh(devices), in_specs=spec, out_specs=spec, check_vma=False)
-    return jax.jit(mapped)
+    return jax.jit(mapped, compiler_options=compiler_options)
 
 
 def device_sharding(devices: Sequence[jax.Device] | None = None) -> NamedSharding:

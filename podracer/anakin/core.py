@@ -296,13 +296,14 @@ def init(
     def learners(key):  # (the program's name in JAX's compile log)
         return _learners([(make_learner, key)])
 
-    learner = jax.jit(learners)(key)
+    once = parallel.run_once_options(devices)
+    learner = jax.jit(learners, compiler_options=once)(key)
 
     def per_device(k, learner):
         index = jax.lax.axis_index(parallel.DEVICE_AXIS)
         return over_seeds(lambda k, learner: init_fn(k, actor_index=index, learner=learner), k)(k, learner)
 
-    return parallel.device_map(per_device, devices, name="initial_state")(
+    return parallel.device_map(per_device, devices, name="initial_state", compiler_options=once)(
         parallel.replicate(key, devices), parallel.replicate(learner, devices)
     )
 
@@ -333,7 +334,7 @@ def _init_sweep(env: Environment, sweep: Sweep, key, num_envs_per_device: int, d
             parts.append((make, keys[i * seeds : (i + 1) * seeds]))
         return keys, _learners(parts)
 
-    keys, learner = jax.jit(learners)(key)
+    keys, learner = jax.jit(learners, compiler_options=parallel.run_once_options(devices))(key)
     return init_entries(env, sweep.build, keys, learner, values, num_envs_per_device, devices, rollout_length)
 
 
@@ -364,7 +365,8 @@ def init_entries(
 
         return jax.vmap(one)(keys, learner, values)
 
-    return parallel.device_map(per_device, devices, name="initial_state")(
+    once = parallel.run_once_options(devices)
+    return parallel.device_map(per_device, devices, name="initial_state", compiler_options=once)(
         parallel.replicate(keys, devices), parallel.replicate(learner, devices)
     )
 

@@ -94,7 +94,7 @@ class Population(NamedTuple):
 
             return keys, jax.lax.map(one, (keys, values))
 
-        keys, learner = jax.jit(learners)(key)
+        keys, learner = jax.jit(learners, compiler_options=parallel.run_once_options(devices))(key)
 
         def lane(state: AnakinState, values) -> AnakinState:
             none, zero = jnp.int32(-1), jnp.float32(0.0)
