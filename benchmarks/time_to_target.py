@@ -20,10 +20,12 @@ Cold: an empty cache folder (JAX's persistent cache, turned on for every program
 and minimum compile time and entry size 0 for the peers; ``--compile-cache-dir`` for podracer). Warm: the same
 command again with the folder the cold run filled. Each round runs every side cold then warm, the sides' order
 rotating from round to round; the table gives medians over rounds and each peer's median ratio to podracer's
-time in the same round. Each side's imports (podracer: its start-up line's ``imports``; a peer: from its script's
-start until its library's modules are in) are given apart, with the ratio again with each side's imports left
+time in the same round. Each side's imports are given apart, with the ratio again with each side's imports left
 out: a peer's imports move with the versions of what its code imports (PureJaxRL's ``wrappers.py`` imports brax
-and navix), which is not a matter of either library's start.
+and navix), which is not a matter of either library's start. Every side runs under ``python -X importtime``, and
+its imports are the seconds Python counts for every import its process makes, the lazy ones too (podracer imports
+gymnax and rlax when it makes the environment and the agent, after its start-up line's ``imports`` phase), summed
+over the imports no other import made (:func:`import_seconds`): one measure for every side.
 """
 
 from __future__ import annotations
@@ -57,31 +59,46 @@ def _env(cache: str) -> dict:
     }
 
 
+def import_seconds(stderr: str) -> float:
+    """Seconds of a process's imports from its ``python -X importtime`` report: the cumulative time of every import
+    no other import made (the report's lines whose module name is indented by one space), summed."""
+    total = 0
+    for line in stderr.splitlines():
+        if line.startswith("import time:") and line.count("|") == 2:
+            _, cumulative, name = line.split("|")
+            if name.startswith(" ") and not name.startswith("  ") and cumulative.strip().isdigit():
+                total += int(cumulative)
+    return total / 1e6
+
+
 def run_podracer(cache: str) -> dict:
     """Launch to the first progress line at the target, and to exit."""
     start = time.monotonic()
-    command = [sys.executable, *PODRACER, "--compile-cache-dir", cache]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(cache))
-    reached, steps, final, imports = None, None, None, None
+    command = [sys.executable, "-X", "importtime", *PODRACER, "--compile-cache-dir", cache]
+    log = tempfile.TemporaryFile("w+")  # stderr (the import report) to a file: a full pipe would stop the run
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True, env=_env(cache))
+    reached, steps, final = None, None, None
     for line in proc.stdout:
-        if "started in" in line and "imports " in line:  # the start-up line: "... imports 0.9 s, ..."
-            imports = float(line.split("imports ")[1].split(" s")[0])
         if "| env steps" in line and "| return" in line:
             value = float(line.split("| return")[1].split()[0])
             final = value
             if reached is None and value >= TARGET:
                 reached = time.monotonic() - start
                 steps = float(line.split("env steps")[1].split("/")[0].replace(",", ""))
-    _, err = proc.communicate()
+    proc.wait()
+    total = time.monotonic() - start
+    log.seek(0)
+    err = log.read()
     if proc.returncode != 0:
         raise RuntimeError(f"podracer exited with {proc.returncode}: {err[-2000:]}")
-    total = time.monotonic() - start
+    imports = import_seconds(err)
     return {"to_target_s": reached, "total_s": total, "reached_at": steps, "final": final, "imports_s": imports}
 
 
 def run_peer(library: str, cache: str, python: str, purejaxrl: str | None) -> dict:
     start = time.monotonic()
-    command = [python, str(ROOT / "benchmarks" / "ppo_peers.py"), library, "--seeds", str(SEEDS), "--target", "475"]
+    command = [python, "-X", "importtime", str(ROOT / "benchmarks" / "ppo_peers.py"), library]
+    command += ["--seeds", str(SEEDS), "--target", "475"]
     if purejaxrl:
         command += ["--purejaxrl", purejaxrl]
     out = subprocess.run(command, capture_output=True, text=True, env=_env(cache))
@@ -95,7 +112,7 @@ def run_peer(library: str, cache: str, python: str, purejaxrl: str | None) -> di
         "total_s": total,
         "reached_at": result["reached_at"],
         "final": result["final"],
-        "imports_s": result.get("imports_s"),
+        "imports_s": import_seconds(out.stderr),
     }
 
 

@@ -185,6 +185,35 @@ def test_time_to_target_leaves_imports_out_of_both_sides():
     assert row.endswith("| 8.0 | 2.67 | 2.00 |")  # 24 / 9; (24 - 8) / (9 - 1)
 
 
+def test_time_to_target_counts_every_import_once_from_pythons_own_report():
+    """Imports are read from ``python -X importtime``: each import no other import made, lazy ones included,
+    counted once (its cumulative time holds the imports it made)."""
+    script = benchmark_scripts.load("time_to_target")
+    report = "\n".join(
+        [
+            "import time: self [us] | cumulative | imported package",
+            "import time:       100 |        100 |   _io",
+            "import time:       300 |        400 | site",
+            "import time:       200 |        200 |     b.c",
+            "import time:       500 |        700 |   b",
+            "import time:      1000 |       1700 | a",
+            "podracer: started in 1.0 s",
+            "import time:       250 |        250 | lazy",
+        ]
+    )
+    assert script.import_seconds(report) == pytest.approx((400 + 1700 + 250) / 1e6)
+    run = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import json, time; t = time.monotonic(); import email.message"],
+        capture_output=True,
+        text=True,
+    )
+    seconds = script.import_seconds(run.stderr)
+    assert 0 < seconds < 60
+    nested = sum(int(line.split("|")[1]) for line in run.stderr.splitlines() if "|   " in line and "us]" not in line)
+    assert seconds * 1e6 < sum(int(line.split("|")[1]) for line in run.stderr.splitlines() if "us]" not in line)
+    assert nested > 0
+
+
 @pytest.mark.slow
 def test_actor_step_times_both_forms_of_the_round_trip_and_they_act_alike(tmp_path):
     """The two forms of a Sebulba actor's step run the same compiled policy: from one key they give the same actions
