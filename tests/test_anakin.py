@@ -134,7 +134,7 @@ def test_metrics_report_episodes_from_all_devices(devices):
     assert set(np.unique(np.abs(metrics["episode_return"] * 12))) <= set(range(0, 13))
 
 
-@pytest.mark.parametrize("agent_name", ["ppo", "dqn"])
+@pytest.mark.parametrize("agent_name", ["ppo", pytest.param("dqn", marks=pytest.mark.slow)])
 def test_initial_state_compiled_for_one_call_has_the_bits_of_xla_defaults(agent_name, devices, monkeypatch):
     """The initial learners and states compile at XLA's backend optimization level 1 on CPU (a faster compile,
     :func:`podracer.parallel.run_once_options`): the same state to the bit as at XLA's default level, 2. (The tests
