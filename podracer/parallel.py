@@ -172,9 +172,10 @@ def mesh(devices: Sequence[jax.Device] | None = None) -> Mesh:
 
 
 # XLA's backend at optimization level 1 (LLVM's -O1; XLA's default is 2) for a program a run calls once, at its
-# start (its initial learners and states): on XLA:CPU it compiles those in about 60 % of the time (the cartpole
-# preset's two: 2.3 s against 1.5, benchmarks/compile_profile.py) and computes the same bits (tests/test_anakin.py
-# checks initial states against level 2's), while a program called over and over keeps the default.
+# start (its initial learners and states): on XLA:CPU it compiles those in about three quarters of the time (the
+# cartpole preset's two: 1.5 s against 2.0, benchmarks/compile_profile.py) and computes the same bits
+# (tests/test_anakin.py checks initial states against level 2's), while a program called over and over keeps the
+# default.
 RUN_ONCE_LEVEL = 1
 
 
