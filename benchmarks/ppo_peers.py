@@ -28,7 +28,6 @@ import sys
 import time
 
 LAUNCH = time.monotonic()
-IMPORTED: list[float] = []  # when the library's modules had been imported (its launch's share that is imports)
 
 REJAX_CARTPOLE = dict(  # keraJLi/rejax configs/gymnax/cartpole.yaml at d7510951, section ppo
     env="CartPole-v1",
@@ -80,7 +79,6 @@ def rejax_run(seeds: int, seed: int, target: float) -> dict:
     import numpy as np
     import rejax
 
-    IMPORTED.append(time.monotonic())
     algo = rejax.PPO.create(**REJAX_CARTPOLE)
     keys = jax.random.split(jax.random.PRNGKey(seed), seeds)
     _, (_, returns) = jax.block_until_ready(jax.jit(jax.vmap(algo.train))(keys))
@@ -94,8 +92,6 @@ def purejaxrl_run(seeds: int, seed: int, target: float, directory: str) -> dict:
     import jax
     import numpy as np
     from ppo import make_train  # PureJaxRL's purejaxrl/ppo.py, copied to ``directory``
-
-    IMPORTED.append(time.monotonic())
 
     keys = jax.random.split(jax.random.PRNGKey(seed), seeds)
     out = jax.block_until_ready(jax.jit(jax.vmap(make_train(PUREJAXRL_CARTPOLE)))(keys))
@@ -124,8 +120,7 @@ def main() -> None:
         if not args.purejaxrl or not os.path.exists(os.path.join(args.purejaxrl, "ppo.py")):
             parser.error("--purejaxrl DIR: a folder with PureJaxRL's ppo.py and wrappers.py")
         result = purejaxrl_run(args.seeds, args.seed, args.target, args.purejaxrl)
-    imports = IMPORTED[0] - LAUNCH if IMPORTED else None
-    print(json.dumps({"library": args.library, "total_s": time.monotonic() - LAUNCH, "imports_s": imports, **result}))
+    print(json.dumps({"library": args.library, "total_s": time.monotonic() - LAUNCH, **result}))
 
 
 if __name__ == "__main__":

@@ -75,20 +75,21 @@ def run_podracer(cache: str) -> dict:
     """Launch to the first progress line at the target, and to exit."""
     start = time.monotonic()
     command = [sys.executable, "-X", "importtime", *PODRACER, "--compile-cache-dir", cache]
-    log = tempfile.TemporaryFile("w+")  # stderr (the import report) to a file: a full pipe would stop the run
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True, env=_env(cache))
     reached, steps, final = None, None, None
-    for line in proc.stdout:
-        if "| env steps" in line and "| return" in line:
-            value = float(line.split("| return")[1].split()[0])
-            final = value
-            if reached is None and value >= TARGET:
-                reached = time.monotonic() - start
-                steps = float(line.split("env steps")[1].split("/")[0].replace(",", ""))
-    proc.wait()
-    total = time.monotonic() - start
-    log.seek(0)
-    err = log.read()
+    # stderr (the import report) to a file: a full pipe would stop the run
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True, env=_env(cache))
+        for line in proc.stdout:
+            if "| env steps" in line and "| return" in line:
+                value = float(line.split("| return")[1].split()[0])
+                final = value
+                if reached is None and value >= TARGET:
+                    reached = time.monotonic() - start
+                    steps = float(line.split("env steps")[1].split("/")[0].replace(",", ""))
+        proc.wait()
+        total = time.monotonic() - start
+        log.seek(0)
+        err = log.read()
     if proc.returncode != 0:
         raise RuntimeError(f"podracer exited with {proc.returncode}: {err[-2000:]}")
     imports = import_seconds(err)

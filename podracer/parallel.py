@@ -183,7 +183,7 @@ def run_once_options(devices: Sequence[jax.Device] | None = None) -> dict | None
     """Compiler options for a program a run calls once (``jax.jit(..., compiler_options=...)``): on CPU devices XLA's
     backend at :data:`RUN_ONCE_LEVEL`; None (XLA's settings) on other platforms (measured only on XLA:CPU) and where
     ``XLA_FLAGS`` sets ``--xla_backend_optimization_level`` at or below it (never raised above what a user asked)."""
-    platform = (list(devices) if devices else jax.devices())[0].platform
+    platform = _check_devices(devices)[0].platform
     asked = [f for f in os.environ.get("XLA_FLAGS", "").split() if f.startswith("--xla_backend_optimization_level=")]
     if platform != "cpu" or (asked and int(asked[-1].split("=")[1]) <= RUN_ONCE_LEVEL):
         return None
