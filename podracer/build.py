@@ -38,6 +38,18 @@ def normalization(config) -> str | None:
     return "+".join(parts) or None
 
 
+# The normalisation flags beside the two switches, by keyword of podracer.normalize.wrap, with their defaults:
+# checkpoints record those set away from them (the metadata's "normalize_options"), and evaluate plays with them.
+NORMALIZE_OPTIONS = {"observation_clip": 5.0, "normalize_with": "updated", "return_restart": "episode"}
+
+
+def normalization_options(config) -> dict:
+    """``--observation-clip``, ``--normalize-with`` and ``--return-restart`` where set away from their defaults,
+    by :func:`podracer.normalize.wrap`'s keywords (checkpoints record them: the metadata's ``normalize_options``)."""
+    values = {name: getattr(config, name, default) for name, default in NORMALIZE_OPTIONS.items()}
+    return {name: value for name, value in values.items() if value != NORMALIZE_OPTIONS[name]}
+
+
 def check_normalizable(config, spec) -> None:
     """``--normalize-observations`` needs a floating-point observation to normalise."""
     if config.normalize_observations and not normalize_lib.has_floating_leaf(example_observation(spec)):
@@ -151,6 +163,7 @@ def run_metadata(config, mode: str, env: str, run: RunFacts, counts: dict | None
         "seed": config.seed,
         "rollout_length": config.rollout_length,
         "normalize": normalization(config),
+        "normalize_options": normalization_options(config),
         "opponent": getattr(config, "opponent", "random"),
         "log_dir": os.path.abspath(config.log_dir) if config.log_dir else None,  # where a resume keeps logging
         **agent_metadata(config.agent, run),
@@ -166,6 +179,7 @@ def resume_identity(config, mode: str, env: str, counts: dict) -> dict:
     identity["--rollout-length"] = config.rollout_length
     identity["--normalize-observations"] = config.normalize_observations
     identity["--normalize-rewards"] = config.normalize_rewards
+    identity.update({"--" + k.replace("_", "-"): v for k, v in normalization_options(config).items()})
     identity.update({"--" + name.replace("_", "-"): hyper[name] for name in STATE_SHAPING if name in hyper})
     if getattr(config, "population", None):  # the lanes and what they search shape the saved state
         identity.update({"--population": config.population, "--pbt-search": list(config.pbt_search)})
@@ -249,7 +263,13 @@ def make_sweep(config: AnakinConfig, spec, run: RunFacts | None = None) -> anaki
         return None
 
     def build(values):
-        agent = agents.make(sweep_lib.with_values(config.agent, values), spec, run=run, normalize=normalization(config))
+        agent = agents.make(
+            sweep_lib.with_values(config.agent, values),
+            spec,
+            run=run,
+            normalize=normalization(config),
+            normalize_options=normalization_options(config),
+        )
         return agent, agent.optimizer
 
     if config.sweep:

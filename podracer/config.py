@@ -131,6 +131,16 @@ class RunConfig:
     # learn from rewards divided by a running estimate of the discounted return's standard deviation (the agent's
     # --discount), clipped to [-10, 10]
     normalize_rewards: bool = False
+    # --normalize-observations clips each standardised entry to [-this, this] (CleanRL's and gymnasium's: 10)
+    observation_clip: Annotated[float, Flag(metavar="STDS")] = 5.0
+    # the statistics the loss sees a trajectory normalised with: those updated with it (brax's PPO), or those the
+    # actor acted with, before the update (acting: Stable-Baselines3's and CleanRL's, whose buffers keep observations
+    # as acted on; exact where the actor has the learner's newest parameters, as with Sebulba's --max-policy-lag 0)
+    normalize_with: Literal["updated", "acting"] = "updated"
+    # where the discounted return whose spread scales rewards (--normalize-rewards) restarts: at every episode's end
+    # (Stable-Baselines3's VecNormalize), or only where one terminates, running on across a time limit (termination:
+    # gymnasium's NormalizeReward, CleanRL's)
+    return_restart: Literal["episode", "termination"] = "episode"
     # also log to this Weights & Biases project (the wandb extra; WANDB_MODE=offline needs no network)
     wandb_project: Annotated[str | None, Flag(metavar="NAME")] = None
     # keep compiled programs on disk (JAX's persistent compilation cache): a run with the same settings skips
@@ -160,6 +170,7 @@ class RunConfig:
             )
         if self.checkpoint_every_seconds is not None and not self.checkpoint_every_seconds > 0:
             raise ValueError(f"--checkpoint-every-seconds must be > 0, got {self.checkpoint_every_seconds}.")
+        _check_normalization(self)
         multihost.check_process_id(self.num_processes, self.process_id)
         multihost.check_coordinator(self.coordinator)
         _at_least(self, 1, "eval_every", "eval_episodes")
@@ -171,6 +182,37 @@ class RunConfig:
             self.checkpoint_every is not None or self.checkpoint_every_seconds is not None or self.resume != "no"
         ) and not self.checkpoint_dir:
             raise ValueError("--checkpoint-every, --checkpoint-every-seconds and --resume need --checkpoint-dir.")
+
+
+def _check_normalization(config) -> None:
+    """The normalisation flags: valid, and given only with the normalisation they shape."""
+    choices = (("normalize_with", ("updated", "acting")), ("return_restart", ("episode", "termination")))
+    for name, allowed in choices:
+        if getattr(config, name) not in allowed:
+            flag_name, got = name.replace("_", "-"), getattr(config, name)
+            raise ValueError(f"--{flag_name}: invalid choice: {got!r} (choose from {', '.join(allowed)}).")
+    if not config.observation_clip > 0:
+        raise ValueError(f"--observation-clip must be > 0, got {config.observation_clip}.")
+    needs = (
+        (
+            "--observation-clip",
+            config.observation_clip != 5.0,
+            config.normalize_observations,
+            "--normalize-observations",
+        ),
+        ("--return-restart", config.return_restart != "episode", config.normalize_rewards, "--normalize-rewards"),
+        (
+            "--normalize-with",
+            config.normalize_with != "updated",
+            config.normalize_observations or config.normalize_rewards,
+            "--normalize-observations or --normalize-rewards",
+        ),
+    )
+    for flag_name, given, on, what in needs:
+        if given and not on:
+            raise ValueError(
+                f"{flag_name} shapes {what}, which this run does not ask for: add it, or drop {flag_name}."
+            )
 
 
 def _check_burn_in(agent, rollout_length: int) -> None:

@@ -82,6 +82,7 @@ def _agent_for(metadata, spec, search=None):
         spec,
         run=build.run_facts_from(metadata),
         normalize=metadata.get("normalize"),
+        normalize_options=metadata.get("normalize_options"),
     )
 
 

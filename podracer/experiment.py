@@ -28,6 +28,7 @@ from podracer.build import (
     make_sweep,
     newest_checkpoint,
     normalization,
+    normalization_options,
     run_ended,
     run_logger,
     run_metadata,
@@ -67,7 +68,13 @@ def _start_anakin(config: AnakinConfig, stop) -> anakin.RunResult:
     per_device = plan.envs_per_batch
     check_normalizable(config, env.spec())
     check_applies(config, env.spec())
-    agent = agents.make(config.agent, env.spec(), run=plan.facts, normalize=normalization(config))
+    agent = agents.make(
+        config.agent,
+        env.spec(),
+        run=plan.facts,
+        normalize=normalization(config),
+        normalize_options=normalization_options(config),
+    )
     preflight.check_anakin(config, env, agent, per_device)
     counts = {"--num-envs-per-device": per_device, "devices (--cpu-devices on a CPU)": parallel.num_global_devices()}
     counts["--num-processes"] = parallel.process_count()
@@ -229,7 +236,13 @@ def _start_sebulba(config: SebulbaConfig, make_env, stop, log) -> sebulba_learne
         config.checkpoint_dir, config.resume, plan.num_updates, "--total-env-steps", metadata["resume_identity"]
     )
     # One agent: the memory estimate's and the run's.
-    agent = agents.make(config.agent, spec, run=plan.facts, normalize=normalization(config))
+    agent = agents.make(
+        config.agent,
+        spec,
+        run=plan.facts,
+        normalize=normalization(config),
+        normalize_options=normalization_options(config),
+    )
     preflight.check_sebulba(config, agent, spec, layout, num_actors, per_actor)
     # Actor i's group g gets seeds as if its batch were one envpool batch (envpool seeds env j with seed + j).
     groups = [

@@ -13,8 +13,14 @@ every parameter update, into checkpoints (restored exactly by ``--resume``), and
   deviations from that mean, gathered in one flat ``all_gather``; Chan et al.'s parallel form of Welford's
   update merges them into the running moments). The loss then sees the trajectory normalised with the
   updated statistics, and rewards divided by the discounted return's running standard deviation (clipped to
-  ``[-reward_clip, reward_clip]``), as PPO implementations do (the return accumulated by the feeders:
-  :attr:`podracer.types.Trajectory.discounted_return`).
+  ``[-reward_clip, reward_clip]``), as brax's PPO does (the return accumulated by the feeders:
+  :attr:`podracer.types.Trajectory.discounted_return`). With ``normalize_with="acting"`` the loss sees the
+  trajectory normalised with the statistics before the update instead: those the actor acted with (in Anakin, and in
+  Sebulba with ``--max-policy-lag 0``), as Stable-Baselines3's ``VecNormalize`` and gymnasium's wrappers (CleanRL's)
+  store observations normalised as they were acted on, so that PPO's first ratio is 1.
+- The discounted return restarts at every episode's end (``return_restart="episode"``: Stable-Baselines3's
+  ``VecNormalize``), or only where an episode terminates (``"termination"``: gymnasium's ``NormalizeReward``,
+  CleanRL's), running on across a time limit as if the next episode continued it.
 - The statistics receive no gradient (``stop_gradient``): Adam leaves them exactly as they are. An optimizer
   that changes parameters without a gradient (weight decay) must mask ``NormalizedParams.statistics``.
 
@@ -35,6 +41,10 @@ from podracer.agents.base import Agent
 from podracer.types import Trajectory
 
 EPSILON = 1e-8
+# The statistics the loss sees a trajectory normalised with: those updated with it, or those the actor acted with.
+NORMALIZE_WITH = ("updated", "acting")
+# Where the discounted return whose spread scales rewards restarts: every episode's end, or terminations only.
+RETURN_RESTARTS = ("episode", "termination")
 
 
 class RunningStatistics(NamedTuple):
@@ -187,11 +197,19 @@ def wrap(
     discount: float = 0.99,
     observation_clip: float = 5.0,
     reward_clip: float = 10.0,
+    normalize_with: str = "updated",
+    return_restart: str = "episode",
 ) -> Agent:
     """``agent`` acting and learning on normalised observations (``observations``) and scaled rewards
     (``rewards``); its parameters become :class:`NormalizedParams`. ``discount`` is the return's whose spread
     scales the rewards (the agent's own discount). The feeders accumulate that return
-    (``Agent.return_discount``) and ship it with each trajectory."""
+    (``Agent.return_discount``, restarted as ``return_restart`` says: ``Agent.return_restart``) and ship it with
+    each trajectory. ``normalize_with``: the statistics the loss sees a trajectory normalised with, those updated
+    with it ("updated") or those before (``"acting"``)."""
+    if normalize_with not in NORMALIZE_WITH:
+        raise ValueError(f"normalize_with: {normalize_with!r} is none of {NORMALIZE_WITH}.")
+    if return_restart not in RETURN_RESTARTS:
+        raise ValueError(f"return_restart: {return_restart!r} is none of {RETURN_RESTARTS}.")
     if not (observations or rewards):
         return agent
 
@@ -224,7 +242,8 @@ def wrap(
                 "accumulate it (Agent.return_discount)."
             )
         statistics = update(params.statistics, recent, returns, axis_names)
-        inner, trajectory = params.agent, normalized(statistics, trajectory)
+        shown = params.statistics if normalize_with == "acting" else statistics
+        inner, trajectory = params.agent, normalized(shown, trajectory)
         if agent.observe is not None:  # the wrapped agent's own bookkeeping (DQN's schedule clock)
             inner, trajectory = agent.observe(inner, trajectory, axis_names)
         return NormalizedParams(inner, statistics), trajectory
@@ -246,12 +265,15 @@ def wrap(
         replay=replay,
         observe=observe,
         return_discount=discount if rewards else None,
+        return_restart=return_restart,
     )
 
 
 __all__ = [
     "EPSILON",
+    "NORMALIZE_WITH",
     "NormalizedParams",
+    "RETURN_RESTARTS",
     "RunningStatistics",
     "Statistics",
     "has_floating_leaf",

@@ -8,7 +8,15 @@ import json
 # What a flag's absence from an identity means: recorded only where it is not this (a run without --population,
 # against the random player), or not recorded by older checkpoints (which all used Adam before --update-rule was);
 # a key absent on one side is compared as this value.
-ABSENT = {"--population": None, "--pbt-search": [], "--update-rule": "adam"}
+ABSENT = {
+    "--population": None,
+    "--pbt-search": [],
+    "--update-rule": "adam",
+    # normalisation's options, recorded where set away from these (podracer.build.NORMALIZE_OPTIONS)
+    "--observation-clip": 5.0,
+    "--normalize-with": "updated",
+    "--return-restart": "episode",
+}
 # Run flags that shape no saved state, recorded in the metadata (by key): a resume may change them, and says so.
 SAID = {"opponent": ("--opponent", "random")}
 _UNKNOWN = object()  # a key an older checkpoint did not record: not compared

@@ -84,6 +84,26 @@ BAD_INPUTS = [
         "--checkpoint-every-seconds must be a finite number, got nan.",
     ),
     (A, "--learning-rate inf", "--learning-rate must be a finite number, got inf."),
+    (A, "--normalize-observations --observation-clip 0", "--observation-clip must be > 0, got 0.0."),
+    (
+        S,
+        "--observation-clip 10",
+        "--observation-clip shapes --normalize-observations, which this run does not ask for: add it, or drop "
+        "--observation-clip.",
+    ),
+    (
+        A,
+        "--normalize-observations --return-restart termination",
+        "--return-restart shapes --normalize-rewards, which this run does not ask for: add it, or drop "
+        "--return-restart.",
+    ),
+    (
+        S,
+        "--normalize-with acting",
+        "--normalize-with shapes --normalize-observations or --normalize-rewards, which this run does not ask for: "
+        "add it, or drop --normalize-with.",
+    ),
+    (A, "--normalize-rewards --normalize-with before", "--normalize-with: invalid choice: 'before'"),
     (S, "--agent ppo --max-grad-norm inf", "--max-grad-norm must be a finite number, got inf."),
     (A, "--eval-every 20 --target-return nan", "--target-return must be a finite number, got nan."),
     (S, "--actor-timeout inf", "--actor-timeout must be a finite number, got inf."),

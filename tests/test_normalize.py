@@ -142,6 +142,118 @@ def test_normalize_observations_needs_a_floating_point_observation():
     build.check_normalizable(dataclasses.replace(config, normalize_observations=False), spec)
 
 
+def test_return_restart_termination_runs_the_return_on_across_a_time_limit_and_restarts_it_at_a_termination():
+    from podracer.sebulba.actor import discounted_returns
+
+    # one environment: a time limit ends the episode at t=2 (discount 1), a termination at t=5 (discount 0); the
+    # time step after each last one is the next episode's first, with reward 0
+    reward = np.array([[0.0], [1.0], [2.0], [0.0], [4.0], [8.0], [0.0], [16.0]], np.float32)
+    last = np.array([[0], [0], [1], [0], [0], [1], [0], [0]], bool)
+    discount = np.array([[1.0], [1.0], [1.0], [1.0], [1.0], [0.0], [1.0], [1.0]], np.float32)
+    carried = np.array([3.0], np.float32)
+    g = 0.5
+    by_hand = [3.0, g * 3 + 1, g * (g * 3 + 1) + 2]
+    by_hand += [by_hand[-1], g * by_hand[-1] + 4]  # the truncation's return carried on through the reset, undiscounted
+    by_hand += [g * by_hand[-1] + 8, 0.0, 16.0]  # after the termination: from 0
+    terminations = discounted_returns(reward, last, discount, g, carried, "termination")
+    np.testing.assert_allclose(terminations[:, 0], by_hand, rtol=1e-6)
+    episodes = discounted_returns(reward, last, discount, g, carried, "episode")
+    np.testing.assert_allclose(episodes[:, 0], [3.0, 2.5, 3.25, 0.0, 4.0, 10.0, 0.0, 16.0], rtol=1e-6)
+
+
+def test_anakin_rollouts_restart_the_return_as_the_actors_do():
+    """Pendulum ends only by its time limit (200 steps): with --return-restart termination the return runs on."""
+    from podracer.sebulba.actor import discounted_returns
+
+    env = envs.make("gymnax:Pendulum-v1")
+    for restart in ("termination", "episode"):
+        agent = agents.make(
+            PPOConfig(discount=0.9), env.spec(), normalize="rewards", normalize_options={"return_restart": restart}
+        )
+        assert agent.return_restart == restart
+        state = anakin.init_state(env, agent, agents.make(PPOConfig(), env.spec()).optimizer, jax.random.key(0), 2)
+        _, trajectory, _ = jax.jit(anakin.make_rollout(env, agent, 210))(state.learner.params, state.rollout)
+        timestep = jax.tree.map(np.asarray, trajectory.timestep)
+        end = int(np.flatnonzero(timestep.last[:, 0])[0])
+        assert timestep.last[end].all() and (timestep.discount[end] == 1).all()  # a time limit, not a termination
+        expected = discounted_returns(
+            timestep.reward, timestep.last, timestep.discount, 0.9, np.zeros(2, np.float32), restart
+        )
+        np.testing.assert_allclose(trajectory.discounted_return, expected, rtol=1e-5, atol=1e-4)
+        assert (np.abs(expected[end + 1]) > 1.0).all() == (restart == "termination")  # Pendulum's rewards: -16 to 0
+
+
+def test_normalize_with_acting_shows_the_loss_the_statistics_the_actor_acted_with():
+    env = envs.make("cartpole")
+    agents_by = {
+        how: agents.make(
+            PPOConfig(), env.spec(), normalize="observations+rewards", normalize_options={"normalize_with": how}
+        )
+        for how in ("updated", "acting")
+    }
+    state = anakin.init_state(
+        env, agents_by["acting"], agents.make(PPOConfig(), env.spec()).optimizer, jax.random.key(0), 4
+    )
+    params = state.learner.params
+    before = normalize.update(params.statistics, jnp.full((3, 4, 4), 2.0), jnp.full((3, 4), 7.0))
+    params = params._replace(statistics=before)  # statistics away from the identity
+    _, trajectory, _ = jax.jit(anakin.make_rollout(env, agents_by["acting"], 16))(params, state.rollout)
+    seen = {how: agent.observe(params, trajectory) for how, agent in agents_by.items()}
+    after = seen["acting"][0].statistics
+    for x, y in zip(jax.tree.leaves(after), jax.tree.leaves(seen["updated"][0].statistics)):
+        np.testing.assert_array_equal(x, y)  # both update the statistics alike
+    assert float(after.observation.count) == float(before.observation.count) + 16 * 4
+    for how, stats in (("acting", before), ("updated", after)):
+        shown = seen[how][1].timestep
+        np.testing.assert_allclose(
+            shown.observation, normalize.normalize_observation(stats, trajectory.timestep.observation), rtol=1e-6
+        )
+        np.testing.assert_allclose(shown.reward, normalize.scale_reward(stats, trajectory.timestep.reward), rtol=1e-6)
+    assert not np.allclose(seen["acting"][1].timestep.observation, seen["updated"][1].timestep.observation)
+
+
+def test_the_normalisation_options_are_recorded_played_by_evaluate_and_kept_by_a_resume(tmp_path):
+    config = AnakinConfig(
+        agent=PPOConfig(num_epochs=1, num_minibatches=1).replace(hidden_sizes=(8,)),
+        env="cartpole",
+        num_envs_per_device=2,
+        rollout_length=8,
+        num_updates=4,
+        updates_per_call=2,
+        normalize_observations=True,
+        normalize_rewards=True,
+        observation_clip=50.0,
+        normalize_with="acting",
+        return_restart="termination",
+        checkpoint_dir=str(tmp_path / "run"),
+    )
+    experiment.train_anakin(config)
+    env = envs.make("cartpole")
+    agent, params, metadata = evaluate.load(config.checkpoint_dir, env.spec())
+    assert metadata["normalize_options"] == {
+        "observation_clip": 50.0,
+        "normalize_with": "acting",
+        "return_restart": "termination",
+    }
+    assert agent.return_restart == "termination"
+    _, timestep = env.reset(jax.random.key(3))
+    observation = jnp.stack([timestep.observation] * 2) + 1e3  # hundreds of standard deviations out
+    inner = agents.make(config.agent, env.spec())
+    _, extras, _ = agent.act(params, observation, jax.random.key(0), (), jnp.ones(2, bool))
+    for clip, same in ((50.0, True), (5.0, False)):
+        by_hand = normalize.normalize_observation(params.statistics, observation, clip)
+        _, expected, _ = inner.act(params.agent, by_hand, jax.random.key(0), (), jnp.ones(2, bool))
+        assert np.allclose(jax.tree.leaves(extras)[0], jax.tree.leaves(expected)[0], rtol=1e-6) == same
+    with pytest.raises(
+        ValueError,
+        match=r"--resume: '.*run' holds a checkpoint of another run: --observation-clip 50.0 there, 5.0 here; "
+        r"--return-restart termination there, episode here\. Resume",
+    ):
+        experiment.train_anakin(
+            dataclasses.replace(config, observation_clip=5.0, return_restart="episode", num_updates=6, resume="yes")
+        )
+
+
 @pytest.mark.slow
 def test_anakin_learns_cartpole_with_both_normalisations_on_most_seeds():
     config = AnakinConfig(

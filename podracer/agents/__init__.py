@@ -261,13 +261,22 @@ def config_classes(*, built_in: bool = False) -> dict[str, type]:
     return {name: _entry(name)[1] for name in (sorted(BUILT_IN) if built_in else names())}
 
 
-def make(agent, spec: EnvSpec, *, run: RunFacts | None = None, normalize: str | None = None, **hyper) -> Agent:
+def make(
+    agent,
+    spec: EnvSpec,
+    *,
+    run: RunFacts | None = None,
+    normalize: str | None = None,
+    normalize_options: dict | None = None,
+    **hyper,
+) -> Agent:
     """The agent for ``spec`` from its config (``make(PPOConfig(num_epochs=2), spec)``), or from its name and
     hyper-parameters (``make("ppo", spec, num_epochs=2, learning_rate=1e-3)``; unknown names and fields are
     errors), with its optimizer. ``run``: the facts of the run it trains in (a decaying learning rate and DQN's
     linear epsilon need them; evaluation and preview, which take no optimizer step, pass none). ``normalize``
     ("observations", "rewards" or "observations+rewards", as checkpoints record it): the agent wrapped to learn and
-    act on normalised observations and scaled rewards (:func:`podracer.normalize.wrap`, with the agent's discount)."""
+    act on normalised observations and scaled rewards (:func:`podracer.normalize.wrap`, with the agent's discount);
+    ``normalize_options``: that function's other keywords, as checkpoints record them (``{"observation_clip": 10}``)."""
     if isinstance(agent, str):
         config_cls = config_class(agent)
         fields = set(hyperparameters(config_cls()))
@@ -288,6 +297,7 @@ def make(agent, spec: EnvSpec, *, run: RunFacts | None = None, normalize: str | 
         observations="observations" in normalize,
         rewards="rewards" in normalize,
         discount=getattr(agent, "discount", 0.99),
+        **(normalize_options or {}),
     )
 
 

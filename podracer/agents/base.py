@@ -139,6 +139,9 @@ class Agent(NamedTuple):
     observe: Callable | None = None
     # The discount of the return the feeders accumulate into Trajectory.discounted_return; None: they do not.
     return_discount: float | None = None
+    # Where that return restarts: at every episode's end ("episode"), or only where one terminates ("termination":
+    # across a time limit it runs on into the next episode, as gymnasium's NormalizeReward's)
+    return_restart: str = "episode"
     # How the parameters are optimised (podracer.optim.optimizer_of, or a partition of the parameters with an
     # optimizer per group); None: the registry gives it the agent config's optimizer settings (podracer.agents.make).
     optimizer: optax.GradientTransformation | None = None

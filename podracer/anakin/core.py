@@ -125,6 +125,7 @@ def make_rollout(env: Environment, agent: Agent, rollout_length: int):
     env = wrappers.wrap(env)
     step_envs = env.step_batch  # the batch's resets drawn only at steps where an episode starts
     gamma = agent.return_discount
+    terminations_only = agent.return_restart == "termination"
 
     def rollout(params, state: RolloutState):
         def body(state: RolloutState, act_key):
@@ -142,7 +143,10 @@ def make_rollout(env: Environment, agent: Agent, rollout_length: int):
             emitted = (state.timestep, state.action, split_start_state(state.extras)[0], state.discounted_return)
             returns = state.discounted_return
             if gamma is not None:  # a new episode's first time step (after a last one) starts from 0
-                returns = jnp.where(state.timestep.last, 0.0, gamma * returns) + timestep.reward
+                after_last = 0.0
+                if terminations_only:  # ... unless a time limit ended the last one: it runs on, undiscounted
+                    after_last = jnp.where(state.timestep.discount == 0, 0.0, returns)
+                returns = jnp.where(state.timestep.last, after_last, gamma * returns) + timestep.reward
             last = timestep.last.astype(jnp.float32)
             episode = (
                 last,

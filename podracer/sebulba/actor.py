@@ -70,19 +70,38 @@ class _DiscountedReturns:
     trajectories, for agents that scale rewards by its spread (``Agent.return_discount``); for the others, the
     trajectory as it is. Entry 0 of a trajectory is the previous one's last entry: its value is carried over."""
 
-    def __init__(self, gamma: float | None, num_envs: int):
+    def __init__(self, gamma: float | None, num_envs: int, restart: str = "episode"):
         self.gamma, self.carried = gamma, np.zeros(num_envs, np.float32)  # the reset's time step: reward 0
+        self.restart = restart
 
     def __call__(self, trajectory: Trajectory) -> Trajectory:
         if self.gamma is None:
             return trajectory
-        reward, last = np.asarray(trajectory.timestep.reward, np.float32), np.asarray(trajectory.timestep.last)
-        returns = np.empty_like(reward)
-        returns[0] = self.carried
-        for t in range(1, len(reward)):  # a time step after a last one starts an episode
-            returns[t] = np.where(last[t - 1], 0.0, self.gamma * returns[t - 1]) + reward[t]
+        timestep = trajectory.timestep
+        returns = discounted_returns(
+            np.asarray(timestep.reward, np.float32),
+            np.asarray(timestep.last),
+            np.asarray(timestep.discount),
+            self.gamma,
+            self.carried,
+            self.restart,
+        )
         self.carried = returns[-1]
         return trajectory._replace(discounted_return=returns)
+
+
+def discounted_returns(reward, last, discount, gamma: float, carried, restart: str = "episode") -> np.ndarray:
+    """Each environment's discounted return so far [T, B], entry 0's being ``carried``. A time step after a
+    ``last`` one is the next episode's first (reward 0): the return restarts there from 0 (``restart``
+    "episode"), or only after a termination (``discount`` 0; "termination"), carrying on as it was across a time
+    limit, as if one episode continued the other (gymnasium's ``NormalizeReward``)."""
+    returns = np.empty_like(reward)
+    returns[0] = carried
+    for t in range(1, len(reward)):
+        ended = last[t - 1] if restart == "episode" else last[t - 1] & (discount[t - 1] == 0)
+        after_last = np.where(ended, 0.0, returns[t - 1])
+        returns[t] = np.where(last[t - 1], after_last, gamma * returns[t - 1]) + reward[t]
+    return returns
 
 
 def _reset(env: HostEnv) -> TimeStep:
@@ -141,7 +160,9 @@ def run_actor(
     key = parallel.put_on(key, device)
     cores = [parallel.put_on(agent.initial_state(env.num_envs), device) for env in envs]
     firsts = [np.ones(env.num_envs, bool) for env in envs]
-    discounted = _DiscountedReturns(agent.return_discount, sum(env.num_envs for env in envs))
+    discounted = _DiscountedReturns(
+        agent.return_discount, sum(env.num_envs for env in envs), agent.return_restart
+    )
 
     def act_on(timestep, g):
         nonlocal key
