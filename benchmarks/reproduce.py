@@ -87,10 +87,14 @@ MUJOCO_UNTUNED = (
     "Differences that remain: observations clipped at 5 standard deviations (CleanRL's at 10); the return whose "
     "spread scales rewards restarts at every episode's end, where gymnasium's NormalizeReward (read in 1.3.0; "
     "CleanRL pins 0.29.1), which CleanRL wraps each environment in, restarts it only at a termination (Pusher and "
-    "HalfCheetah never terminate: their return runs on across episodes there); the observation statistics are "
-    "updated once per update, before the "
-    "loss, where CleanRL's wrapper updates them at every step, before the policy acts. CleanRL's own code was not "
-    "run here (1M env steps of PyTorch PPO per seed does not fit the session beside these rows)."
+    "HalfCheetah never terminate: their return runs on across episodes there); the loss sees observations "
+    "normalised with the statistics updated with its trajectory, where CleanRL's buffer keeps them as they were "
+    "normalised for acting, by statistics its wrapper updates at every step. CleanRL's normalisation as it is, "
+    "each of those three differences closed (--observation-clip 10 --normalize-with acting --return-restart "
+    "termination), tried on 2026-11-30 on seeds 100 and 101 and stopped there (AMD EPYC): InvertedPendulum 793.0 "
+    "and 882.2 (the row's settings: 928.5 and 922.8), Pusher -67.6 and -64.5 (-47.0 and -53.6); not kept, "
+    "HalfCheetah not run. CleanRL's own code was not run here (1M env steps of PyTorch PPO per seed does not fit "
+    "the session beside these rows)."
 )
 GYMNAX_README = "RobertTLange/gymnax at 086ad95 README.md, table of environments, PPO checkpoint return"
 SAMPLED = ("--eval-policy", "sampled", "--eval-episodes", "164")  # gymnax-blines' protocol
@@ -227,7 +231,9 @@ ROWS = (
         "(benchmarks/source_runs.py: train.py, then enjoy.py as its benchmark.py plays, 150,000 env steps, "
         "deterministic) scored IQM -121.5 [-127.9, -116.8] (0.87): the zoo's figure is one run, above what its code "
         "scores on these seeds, and the row is above its code. Rerun at today's code on 2026-11-29: -115.6 "
-        "(before: -115.8)",
+        "(before: -115.8). Stable-Baselines3's VecNormalize as it is (observations clipped at 10, the loss seeing "
+        "them as they were normalised for acting: --observation-clip 10 --normalize-with acting), tried on seeds 0-4 "
+        "on 2026-11-30: IQM -116.8 against the row's settings' -109.2 (AMD EPYC): not kept",
     ),
     Row(
         "mountaincar-a2c",
@@ -248,7 +254,9 @@ ROWS = (
         "[-138.1, -125.3] on seeds 100-104 (seeds 0-4: IQM -121.9); RMSprop on seeds 0-4 IQM -108.8 (-122.7 to "
         "-103.2), on seeds 100-104 -130.6 to -117.0 (AMD EPYC). gymnax's MountainCar steps as gym's does (read "
         "side by side: force, gravity, clipping, the wall's inelastic stop, the goal, "
-        "the 200-step limit)",
+        "the 200-step limit). Stable-Baselines3's VecNormalize as it is (observations clipped at 10, the loss "
+        "seeing them as they were normalised for acting: --observation-clip 10 --normalize-with acting), tried on "
+        "seeds 0-4 on 2026-11-30: IQM -110.7 against the row's settings' -108.6: not kept",
     ),
     Row(
         "cartpole-cleanrl",

@@ -160,9 +160,7 @@ def run_actor(
     key = parallel.put_on(key, device)
     cores = [parallel.put_on(agent.initial_state(env.num_envs), device) for env in envs]
     firsts = [np.ones(env.num_envs, bool) for env in envs]
-    discounted = _DiscountedReturns(
-        agent.return_discount, sum(env.num_envs for env in envs), agent.return_restart
-    )
+    discounted = _DiscountedReturns(agent.return_discount, sum(env.num_envs for env in envs), agent.return_restart)
 
     def act_on(timestep, g):
         nonlocal key
