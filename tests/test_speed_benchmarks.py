@@ -265,3 +265,32 @@ def test_actor_step_times_both_forms_of_the_round_trip_and_they_act_alike(tmp_pa
     results = [forms[name](timestep.observation, jax.random.key(3), state, first) for name in ("before", "now")]
     np.testing.assert_array_equal(results[0][0], results[1][0])
     jax.tree.map(np.testing.assert_array_equal, results[0][1], results[1][1])
+
+
+def test_arithmetic_floor_counts_the_updates_operations_in_proportion_to_the_seeds():
+    """XLA's count of the update's floating-point operations doubles with the seeds vmapped and grows with the
+    batch as the products do."""
+    floor = benchmark_scripts.load("arithmetic_floor")
+    counts = {}
+    for seeds, batch in ((1, 16), (2, 16), (1, 32)):
+        _, _, flops, width = floor.build("sac", seeds, batch, 8)
+        counts[seeds, batch] = flops
+        assert width == 256
+    assert 1.9 < counts[2, 16] / counts[1, 16] < 2.1, counts
+    assert 1.6 < counts[1, 32] / counts[1, 16] < 2.1, counts  # the products double; the rest grows less
+
+
+@pytest.mark.slow
+def test_arithmetic_floor_prints_and_saves_its_table(tmp_path):
+    out = tmp_path / "floor"
+    argv = ["--seeds", "1", "--batch-size", "16", "--updates-per-call", "8", "--rounds", "1", "--large", "64"]
+    run = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "arithmetic_floor.py"), *argv, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    data = json.loads(out.with_suffix(".json").read_text())
+    assert data["flops_per_update"] > 0 and all(len(v) == 1 for v in data["rates"].values())
+    assert "| the update |" in run.stdout and "[16, 256] @ [256, 256] products" in run.stdout
