@@ -31,10 +31,8 @@ ROW_SETTINGS = {
 }
 
 
-def build(agent_name: str, seeds: int, batch: int, updates_per_call: int):
-    """``(multi, state, flops per update, width)``: ``updates_per_call`` updates of ``seeds`` vmapped seeds,
-    compiled, their state after warm-up calls that take the replay past its minimum (one env step per update),
-    and XLA's count of one update's floating-point operations."""
+def _parts(agent_name: str, seeds: int, batch: int):
+    """``(update, state, width)``: the seeds' vmapped update, their initial state, the widest hidden layer."""
     import jax
 
     from podracer import agents, anakin, envs
@@ -46,13 +44,33 @@ def build(agent_name: str, seeds: int, batch: int, updates_per_call: int):
     update = jax.vmap(anakin.make_update(env, agent, agent.optimizer, rollout_length=1, axis_names=()))
     keys = jax.random.split(jax.random.key(0), seeds)
     state = jax.jit(jax.vmap(lambda k: anakin.init_state(env, agent, agent.optimizer, k, 1)))(keys)
+    width = max(hyper.get("hidden_sizes") or hyperparameters(agents.config_class(agent_name)())["hidden_sizes"])
+    return update, state, width
+
+
+def count_flops(agent_name: str, seeds: int, batch: int) -> float:
+    """XLA's count of the floating-point operations of one update of ``seeds`` vmapped seeds."""
+    import jax
+
+    update, state, _ = _parts(agent_name, seeds, batch)
     cost = jax.jit(update).lower(state).compile().cost_analysis()
-    flops = float((cost[0] if isinstance(cost, list) else cost)["flops"])
+    return float((cost[0] if isinstance(cost, list) else cost)["flops"])
+
+
+def build(agent_name: str, seeds: int, batch: int, updates_per_call: int):
+    """``(multi, state, flops per update, width)``: ``updates_per_call`` updates of ``seeds`` vmapped seeds,
+    compiled, their state after warm-up calls that take the replay past its minimum (one env step per update),
+    and XLA's count of one update's floating-point operations."""
+    import jax
+
+    from podracer import anakin
+
+    update, state, width = _parts(agent_name, seeds, batch)
+    flops = count_flops(agent_name, seeds, batch)
     multi = jax.jit(anakin.make_multi_update(update, updates_per_call)).lower(state).compile()
     for _ in range(-(-batch // updates_per_call) + 1):  # warm-up calls: the replay past its minimum after them
         state, metrics = multi(state)
     jax.block_until_ready(metrics)
-    width = max(hyper.get("hidden_sizes") or hyperparameters(agents.config_class(agent_name)())["hidden_sizes"])
     return multi, state, flops, width
 
 
