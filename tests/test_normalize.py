@@ -161,6 +161,7 @@ def test_return_restart_termination_runs_the_return_on_across_a_time_limit_and_r
     np.testing.assert_allclose(episodes[:, 0], [3.0, 2.5, 3.25, 0.0, 4.0, 10.0, 0.0, 16.0], rtol=1e-6)
 
 
+@pytest.mark.suite("gymnax")
 def test_anakin_rollouts_restart_the_return_as_the_actors_do():
     """Pendulum ends only by its time limit (200 steps): with --return-restart termination the return runs on."""
     from podracer.sebulba.actor import discounted_returns

@@ -268,6 +268,7 @@ def test_actor_step_times_both_forms_of_the_round_trip_and_they_act_alike(tmp_pa
 
 
 @pytest.mark.slow
+@pytest.mark.suite("gymnax")
 def test_arithmetic_floor_counts_the_updates_operations_in_proportion_to_the_seeds():
     """XLA's count of the update's floating-point operations doubles with the seeds vmapped."""
     floor = benchmark_scripts.load("arithmetic_floor")
@@ -276,6 +277,7 @@ def test_arithmetic_floor_counts_the_updates_operations_in_proportion_to_the_see
 
 
 @pytest.mark.slow
+@pytest.mark.suite("gymnax")
 def test_arithmetic_floor_prints_and_saves_its_table(tmp_path):
     out = tmp_path / "floor"
     argv = ["--seeds", "1", "--batch-size", "16", "--updates-per-call", "8", "--rounds", "1", "--large", "64"]
