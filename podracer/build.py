@@ -20,7 +20,7 @@ from podracer import pbt, record
 from podracer import sweep as sweep_lib
 from podracer.anakin.population import Population
 from podracer.agents.base import flag, hyperparameters, with_hyperparameters
-from podracer.config import AnakinConfig, SebulbaConfig
+from podracer.config import NORMALIZE_OPTIONS, AnakinConfig, SebulbaConfig
 from podracer.envs.base import HostEnv, example_observation
 from podracer.logging import Logger, make_logger
 from podracer.plan import RunPlan
@@ -36,11 +36,6 @@ def normalization(config) -> str | None:
         if on
     ]
     return "+".join(parts) or None
-
-
-# The normalisation flags beside the two switches, by keyword of podracer.normalize.wrap, with their defaults:
-# checkpoints record those set away from them (the metadata's "normalize_options"), and evaluate plays with them.
-NORMALIZE_OPTIONS = {"observation_clip": 5.0, "normalize_with": "updated", "return_restart": "episode"}
 
 
 def normalization_options(config) -> dict:

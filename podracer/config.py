@@ -156,7 +156,12 @@ class RunConfig:
     def __post_init__(self):
         if isinstance(self.resume, bool):  # Python callers: resume=True / False
             object.__setattr__(self, "resume", "yes" if self.resume else "no")
-        for name, choices in (("resume", ("no", "yes", "auto")), ("on_nonfinite", ("stop", "skip", "continue"))):
+        for name, choices in (
+            ("resume", ("no", "yes", "auto")),
+            ("on_nonfinite", ("stop", "skip", "continue")),
+            ("normalize_with", ("updated", "acting")),
+            ("return_restart", ("episode", "termination")),
+        ):
             if getattr(self, name) not in choices:
                 flag, got = name.replace("_", "-"), getattr(self, name)
                 raise ValueError(f"--{flag}: invalid choice: {got!r} (choose from {', '.join(choices)}).")
@@ -184,32 +189,31 @@ class RunConfig:
             raise ValueError("--checkpoint-every, --checkpoint-every-seconds and --resume need --checkpoint-dir.")
 
 
+# The normalisation options beside the two switches, by field (podracer.normalize.wrap's keywords), with their
+# defaults: checkpoints record those set away from them (podracer.build.normalization_options).
+NORMALIZE_OPTIONS = {
+    field.name: field.default
+    for field in dataclasses.fields(RunConfig)
+    if field.name in ("observation_clip", "normalize_with", "return_restart")
+}
+
+
 def _check_normalization(config) -> None:
-    """The normalisation flags: valid, and given only with the normalisation they shape."""
-    choices = (("normalize_with", ("updated", "acting")), ("return_restart", ("episode", "termination")))
-    for name, allowed in choices:
-        if getattr(config, name) not in allowed:
-            flag_name, got = name.replace("_", "-"), getattr(config, name)
-            raise ValueError(f"--{flag_name}: invalid choice: {got!r} (choose from {', '.join(allowed)}).")
+    """The normalisation options (:data:`NORMALIZE_OPTIONS`): given only with the normalisation they shape."""
     if not config.observation_clip > 0:
         raise ValueError(f"--observation-clip must be > 0, got {config.observation_clip}.")
-    needs = (
-        (
-            "--observation-clip",
-            config.observation_clip != 5.0,
-            config.normalize_observations,
-            "--normalize-observations",
-        ),
-        ("--return-restart", config.return_restart != "episode", config.normalize_rewards, "--normalize-rewards"),
-        (
-            "--normalize-with",
-            config.normalize_with != "updated",
+    shapes = {
+        "observation_clip": (config.normalize_observations, "--normalize-observations"),
+        "return_restart": (config.normalize_rewards, "--normalize-rewards"),
+        "normalize_with": (
             config.normalize_observations or config.normalize_rewards,
             "--normalize-observations or --normalize-rewards",
         ),
-    )
-    for flag_name, given, on, what in needs:
-        if given and not on:
+    }
+    for name, default in NORMALIZE_OPTIONS.items():
+        on, what = shapes[name]
+        if getattr(config, name) != default and not on:
+            flag_name = "--" + name.replace("_", "-")
             raise ValueError(
                 f"{flag_name} shapes {what}, which this run does not ask for: add it, or drop {flag_name}."
             )

@@ -12,7 +12,7 @@ ABSENT = {
     "--population": None,
     "--pbt-search": [],
     "--update-rule": "adam",
-    # normalisation's options, recorded where set away from these (podracer.build.NORMALIZE_OPTIONS)
+    # normalisation's options, recorded where set away from these (podracer.config.NORMALIZE_OPTIONS)
     "--observation-clip": 5.0,
     "--normalize-with": "updated",
     "--return-restart": "episode",

@@ -75,17 +75,19 @@ def test_the_rollout_ships_each_environments_discounted_return_reset_at_episode_
     assert np.any(reward != 0)  # episodes ended inside the rollout
 
 
+# A short normalised PPO run on CartPole, checkpointed: the resume and evaluate tests' settings
+SHORT_RUN = dict(
+    agent=PPOConfig(num_epochs=1, num_minibatches=1).replace(hidden_sizes=(8,)),
+    env="cartpole",
+    num_envs_per_device=2,
+    rollout_length=8,
+    normalize_observations=True,
+    normalize_rewards=True,
+)
+
+
 def test_normalized_runs_resume_exactly_and_evaluate_plays_with_the_saved_statistics(tmp_path):
-    common = dict(
-        agent=PPOConfig(num_epochs=1, num_minibatches=1).replace(hidden_sizes=(8,)),
-        env="cartpole",
-        num_envs_per_device=2,
-        rollout_length=8,
-        num_updates=20,
-        updates_per_call=10,
-        normalize_observations=True,
-        normalize_rewards=True,
-    )
+    common = dict(SHORT_RUN, num_updates=20, updates_per_call=10)
     whole = AnakinConfig(checkpoint_dir=str(tmp_path / "whole"), **common)
     experiment.train_anakin(whole)
     parts = AnakinConfig(checkpoint_dir=str(tmp_path / "parts"), **{**common, "num_updates": 10})
@@ -215,14 +217,9 @@ def test_normalize_with_acting_shows_the_loss_the_statistics_the_actor_acted_wit
 
 def test_the_normalisation_options_are_recorded_played_by_evaluate_and_kept_by_a_resume(tmp_path):
     config = AnakinConfig(
-        agent=PPOConfig(num_epochs=1, num_minibatches=1).replace(hidden_sizes=(8,)),
-        env="cartpole",
-        num_envs_per_device=2,
-        rollout_length=8,
+        **SHORT_RUN,
         num_updates=4,
         updates_per_call=2,
-        normalize_observations=True,
-        normalize_rewards=True,
         observation_clip=50.0,
         normalize_with="acting",
         return_restart="termination",
