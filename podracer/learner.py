@@ -61,19 +61,42 @@ def nonfinite_names(code: float) -> list[str]:
     return [name for bit, name in NONFINITE_NAMES if int(code) & bit]
 
 
-def _guard(old: LearnerState, new: LearnerState, metrics: Metrics, skip_nonfinite: bool):
+def _guard(
+    old: LearnerState,
+    new: LearnerState,
+    metrics: Metrics,
+    skip_nonfinite: bool,
+    *,
+    keep_last_finite: bool = False,
+    items_in_place: bool = False,
+):
     """``(state, metrics)`` with ``metrics["nonfinite"]`` (:func:`nonfinite_code`); with ``skip_nonfinite`` a
     non-finite update is discarded: the parameters, optimizer state and learner extras stay as they were (the key
-    and the update count move on)."""
+    and the update count move on). ``keep_last_finite``: a non-finite update returns ``old`` whole, its key and
+    count too, so that a caller that donates the state still holds the last finite one. ``items_in_place``: a
+    discarded update leaves the replay memory's items as it wrote them (choosing between two memories would copy
+    the whole of it); its caller writes back what the trajectory overwrote (:func:`replay_overwritten`,
+    :func:`put_back_replay`)."""
     code = nonfinite_code(metrics, new.params)
-    if skip_nonfinite:
+    if skip_nonfinite or keep_last_finite:
         keep = code > 0
-        kept = jax.tree.map(
-            lambda n, o: jnp.where(keep, o, n),
-            (new.params, new.opt_state, new.extra),
-            (old.params, old.opt_state, old.extra),
+
+        def choose(n, o):
+            return jax.tree.map(lambda a, b: jnp.where(keep, b, a), n, o)
+
+        new_extra, old_extra, items = new.extra, old.extra, None
+        if items_in_place:
+            items = new_extra.replay.items
+            new_extra = new_extra._replace(replay=new_extra.replay._replace(items=None))
+            old_extra = old_extra._replace(replay=old_extra.replay._replace(items=None))
+        params, opt_state, extra = choose(
+            (new.params, new.opt_state, new_extra), (old.params, old.opt_state, old_extra)
         )
-        new = new._replace(params=kept[0], opt_state=kept[1], extra=kept[2])
+        if items_in_place:
+            extra = extra._replace(replay=extra.replay._replace(items=items))
+        new = new._replace(params=params, opt_state=opt_state, extra=extra)
+        if keep_last_finite:
+            new = new._replace(key=choose(new.key, old.key), step=choose(new.step, old.step))
     return new, {**metrics, "nonfinite": code}
 
 
@@ -84,6 +107,20 @@ class ReplayExtra(NamedTuple):
     replay: replay_lib.ReplayState  # this learner device's shard
     limiter: replay_lib.RateLimiter
     sgd_steps: chex.Array  # int32 []: gradient steps taken (target updates count them)
+
+
+def replay_overwritten(agent: Agent, state: LearnerState, trajectory: Trajectory) -> chex.ArrayTree:
+    """The items of ``state``'s replay memory (one device's) that the update on ``trajectory`` will overwrite: taken
+    by a program of its own before a learner step made with ``items_in_place`` (which its caller donates the state
+    to), so that :func:`put_back_replay` can undo the add of an update that step discards."""
+    items, _ = jax.eval_shape(agent.replay.make_items, trajectory)
+    return replay_lib.overwritten(state.extra.replay, jax.tree.leaves(items)[0].shape[0])
+
+
+def put_back_replay(state: LearnerState, previous: chex.ArrayTree) -> LearnerState:
+    """``state`` (returned by a learner step made with ``items_in_place`` that discarded its update) with the replay
+    items its trajectory overwrote written back (``previous``: :func:`replay_overwritten`): the memory as it was."""
+    return state._replace(extra=state.extra._replace(replay=replay_lib.put_back(state.extra.replay, previous)))
 
 
 def init_learner_state(
@@ -252,6 +289,8 @@ def make_learner_step(
     axis_names: Sequence[str] = (),
     unroll: bool = False,
     skip_nonfinite: bool = False,
+    keep_last_finite: bool = False,
+    items_in_place: bool = False,
 ) -> LearnerStep:
     """``learner_step(state, trajectory) -> (state, metrics)`` for ``agent``.
 
@@ -262,14 +301,23 @@ def make_learner_step(
     minibatches, epochs and ``axis_names``, so they are the same on every device.
     ``unroll`` writes the epoch and minibatch loops out instead of scanning them. ``metrics["nonfinite"]`` is 0
     when the loss, the gradients and the new parameters are finite (:func:`nonfinite_code`); ``skip_nonfinite``
-    discards an update where they are not (the state stays as it was).
+    discards an update where they are not (the state stays as it was). For a caller that donates the state to each
+    call (Sebulba's learner): ``keep_last_finite`` returns the state it was given, whole, from an update that was
+    not finite (the last finite state, to save where the run stops); ``items_in_place`` leaves a discarded update's
+    replay items as written, for :func:`put_back_replay` to put back.
 
     A replay-based agent (``agent.replay`` set) gets :func:`make_replay_learner_step`.
     """
     axis_names = tuple(axis_names)
     if agent.replay is not None:
         return make_replay_learner_step(
-            agent, optimizer, axis_names=axis_names, unroll=unroll, skip_nonfinite=skip_nonfinite
+            agent,
+            optimizer,
+            axis_names=axis_names,
+            unroll=unroll,
+            skip_nonfinite=skip_nonfinite,
+            keep_last_finite=keep_last_finite,
+            items_in_place=items_in_place,
         )
     grad_fn = jax.value_and_grad(agent.loss, has_aux=True)
 
@@ -302,7 +350,8 @@ def make_learner_step(
             epoch, (state.params, state.opt_state), epoch_keys, agent.num_epochs, unroll
         )
         metrics = pmean_flat(jax.tree.map(jnp.mean, metrics), axis_names)
-        return _guard(state, LearnerState(params, opt_state, key, state.step + 1), metrics, skip_nonfinite)
+        new = LearnerState(params, opt_state, key, state.step + 1)
+        return _guard(state, new, metrics, skip_nonfinite, keep_last_finite=keep_last_finite)
 
     return learner_step
 
@@ -317,6 +366,8 @@ def make_replay_learner_step(
     axis_names: Sequence[str] = (),
     unroll: bool = False,
     skip_nonfinite: bool = False,
+    keep_last_finite: bool = False,
+    items_in_place: bool = False,
 ) -> LearnerStep:
     """``learner_step(state, trajectory) -> (state, metrics)`` for a replay-based agent.
 
@@ -334,6 +385,7 @@ def make_replay_learner_step(
     spec = agent.replay
     axis_names = tuple(axis_names)
     grad_fn = jax.value_and_grad(spec.loss, has_aux=True)
+    discards = skip_nonfinite or keep_last_finite
 
     def target_update(params, target, sgd_steps):
         if spec.target_tau is not None:
@@ -364,6 +416,8 @@ def make_replay_learner_step(
         params, opt_state, grad_norm = _apply_gradients(optimizer, grads, params, opt_state, axis_names)
         memory = extra.replay
         if spec.prioritized:
+            if discards:  # a NaN priority comes with a NaN loss: the update is discarded, priorities and all, so
+                priorities = jnp.nan_to_num(priorities, nan=0.0, posinf=0.0)  # the memory need not refuse it first
             memory = replay_lib.update_priorities(
                 memory, sample.indices, priorities, alpha=spec.priority_exponent, checked=allowed
             )
@@ -429,7 +483,12 @@ def make_replay_learner_step(
         metrics = jax.tree.map(lambda m: jnp.sum(m * taken) / jnp.maximum(steps, 1.0), metrics)
         metrics = pmean_flat(metrics, axis_names)
         new, metrics = _guard(
-            state, LearnerState(params, opt_state, key, state.step + 1, extra), metrics, skip_nonfinite
+            state,
+            LearnerState(params, opt_state, key, state.step + 1, extra),
+            metrics,
+            skip_nonfinite,
+            keep_last_finite=keep_last_finite,
+            items_in_place=items_in_place,
         )
         metrics.update(
             sgd_steps=steps,

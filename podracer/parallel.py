@@ -196,10 +196,13 @@ def device_map(
     *,
     name: str | None = None,
     compiler_options: dict | None = None,
+    donate_argnums: int | Sequence[int] = (),
 ):
     """``fn`` run on each of ``devices`` as ``jax.jit`` of ``jax.shard_map`` over :func:`mesh`, the program named
     ``name`` (default: ``fn``'s name) in JAX's compile log and timing events (the start-up line's split), compiled
-    with ``compiler_options`` (``jax.jit``'s; e.g. :func:`run_once_options`).
+    with ``compiler_options`` (``jax.jit``'s; e.g. :func:`run_once_options`) and ``donate_argnums`` (``jax.jit``'s:
+    arguments whose buffers the call may reuse for its results, deleted for the caller; ``fn`` is then vmapped over
+    its device's entry, so it must be vmap-safe, as the library's learner steps are).
 
     Like ``pmap(fn, axis_name=DEVICE_AXIS)``: every argument and result carries a
     leading axis with one entry per device, ``fn`` sees (and returns) one entry without
@@ -208,8 +211,14 @@ def device_map(
     or a previous call's results); ``lower(...).compile()`` works as for any jitted function.
     """
     spec = PartitionSpec(DEVICE_AXIS)
+    donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
 
     def per_device(*args):
+        if donate_argnums:
+            # A vmap over the device's block of one: XLA writes a donated buffer in place where ``fn`` reads it after
+            # writing it (a replay memory: insert, then sample), which it copies whole once the block is indexed
+            # (x[0]; measured on XLA:CPU, a million MuJoCo transitions: 0.5 ms against 110 ms a call).
+            return jax.vmap(fn)(*args)
         out = fn(*jax.tree.map(lambda x: x[0], args))
         return jax.tree.map(lambda x: x[None], out)
 
@@ -218,7 +227,7 @@ def device_map(
     # check_vma=False: values are typed as in pmap, so a per-device function written for pmap
     # (scans whose carries become device-varying, collectives on any value) runs unchanged.
     mapped = jax.shard_map(per_device, mesh=mesh(devices), in_specs=spec, out_specs=spec, check_vma=False)
-    return jax.jit(mapped, compiler_options=compiler_options)
+    return jax.jit(mapped, compiler_options=compiler_options, donate_argnums=donate_argnums)
 
 
 def device_sharding(devices: Sequence[jax.Device] | None = None) -> NamedSharding:

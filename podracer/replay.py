@@ -165,6 +165,31 @@ def _set_priorities(
     return priorities, tuple(levels)
 
 
+def next_slots(state: ReplayState, n: int) -> chex.Array:
+    """int32 [n]: the slots the next ``n`` items added go to (the oldest ones once the memory is full)."""
+    return (state.insert + jnp.arange(n, dtype=jnp.int32)) % capacity_of(state)
+
+
+def overwritten(state: ReplayState, n: int) -> chex.ArrayTree:
+    """The items in the slots the next ``n`` items added will overwrite (every leaf ``[n, ...]``): what
+    :func:`put_back` writes back where that add is undone."""
+    slots = next_slots(state, n)
+    return jax.tree.map(lambda buf: buf[slots], state.items)
+
+
+def put_back(state: ReplayState, previous: chex.ArrayTree) -> ReplayState:
+    """``state`` with ``previous`` (:func:`overwritten`, taken before an add) written back into the slots that add
+    wrote: undoes an add whose counters (``insert``, ``size``, and priorities) are already those from before it.
+
+    The memory's items are written and not read, so under ``jit`` with the state donated XLA writes the few slots
+    in place; a program that reads the items before writing them copies the whole memory (XLA:CPU), which is why
+    the read (:func:`overwritten`) is a program of its own.
+    """
+    n = jax.tree.leaves(previous)[0].shape[0]
+    slots = next_slots(state, n)
+    return state._replace(items=jax.tree.map(lambda buf, x: buf.at[slots].set(x), state.items, previous))
+
+
 def add(
     state: ReplayState, items: chex.ArrayTree, mask: chex.Array | None = None, *, prioritized: bool = True
 ) -> ReplayState:
@@ -179,7 +204,7 @@ def add(
     n = jax.tree.leaves(items)[0].shape[0]
     if n > capacity:
         raise ValueError(f"Cannot add {n} items at once to a replay of capacity {capacity}.")
-    slots = (state.insert + jnp.arange(n, dtype=jnp.int32)) % capacity
+    slots = next_slots(state, n)
     stored = jax.tree.map(lambda buf, x: buf.at[slots].set(x.astype(buf.dtype)), state.items, items)
     priorities, running_sums = state.priorities, state.running_sums
     if prioritized:

@@ -291,3 +291,28 @@ def test_arithmetic_floor_prints_and_saves_its_table(tmp_path):
     data = json.loads(out.with_suffix(".json").read_text())
     assert data["flops_per_update"] > 0 and all(len(v) == 1 for v in data["rates"].values())
     assert "| the update |" in run.stdout and "[16, 256] @ [256, 256] products" in run.stdout
+
+
+def test_wallclock_curve_sides_are_valid_runs_and_its_table_reads_the_best_return_by_each_mark():
+    script = benchmark_scripts.load("wallclock_curve")
+    from podracer import config
+    from podracer.config import SebulbaConfig
+
+    for side in script.SIDES:  # every flag a side passes is one the command line takes, evaluations included
+        cfg = config.parse(SebulbaConfig, script.side_argv(side, 100, 5000, 4), prog="test")
+        assert cfg.eval_every * script.ENVS[side] == pytest.approx(5000, rel=0.01)
+        assert cfg.env == "HalfCheetah-v4" and cfg.seed == 100
+    points = [{"s": 50.0, "env_steps": 3000, "return": -300.0}, {"s": 110.0, "env_steps": 7000, "return": 500.0}]
+    assert script.best_by(points, 60) == -300.0 and script.best_by(points, 120) == 500.0
+    assert script.best_by(points, 10) is None
+    text = script.table([{"side": "sac", "seed": 100, "points": points}], 120, "a machine", "the command")
+    row = text.splitlines()[-1]
+    assert row == "| sac | 100 | 2 | 7,000 | 64 | -300.0 | 500.0 | 500.0 |"
+
+
+@pytest.mark.slow
+def test_sebulba_replay_step_times_both_steps_on_a_full_memory():
+    script = benchmark_scripts.load("sebulba_replay_step")
+    row = script.measure(256, rounds=2)
+    assert row["capacity"] == 256 and row["donated_ms"] > 0 and row["copied_ms"] > 0
+    assert script.table([row], "a machine", 2).splitlines()[-1].startswith("| 256 | 0 MiB | ")

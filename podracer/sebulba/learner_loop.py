@@ -75,7 +75,9 @@ def learn(
     """Learns from the queue's trajectories until ``schedule.num_updates`` or ``stop``.
 
     ``step(state, trajectory) -> (state, metrics)`` is the learner step mapped over the learner
-    devices; ``updates`` the updates already done (a resumed run). After every update the new
+    devices, which may take the state it is given (donated: :func:`~podracer.sebulba.assemble.learner_step`), so the
+    loop keeps only what it returns (under ``stop``, an update that is not finite returns the last finite state).
+    ``updates``: the updates already done (a resumed run). After every update the new
     parameters go to ``store``. ``save(state, updates)`` runs at the schedule's cadence
     (:class:`~podracer.runkit.Cadence`) and, when the loop ends for any reason, for updates not yet
     saved. ``status`` (:class:`LearnerStatus`) hears what the loop is doing, the updates done and the
@@ -112,10 +114,11 @@ def learn(
                 break
             status.doing = f"update {updates + 1}" + (" (compiling the learner step)" if updates == first else "")
             learn_start = time.perf_counter()
-            new_state, metrics = step(state, rollout.trajectory)
+            # The step takes the state (donated): what it returns is the one to keep, the last finite state where
+            # an update is not finite and the run stops (--on-nonfinite stop) or skips it.
+            state, metrics = step(state, rollout.trajectory)
             code = jax.device_get(parallel.unreplicate(metrics.pop("nonfinite", 0.0)))  # waits for the step
             window.nonfinite += nonfinite.check([code], updates)  # stop: raises; the last finite state is saved
-            state = new_state
             updates += 1
             if updates == first + 1:  # compiled: steps/s count from here (unless this update is logged now)
                 status.compiled_seconds = clock.compiled(state, learn_start, updates, schedule)
@@ -142,8 +145,20 @@ def learn(
         if not run_lifetime.take_the_end():  # Ctrl-C abandoned the step in flight and saves the last completed one
             lifetime.wait_for_the_end()
         if save is not None and updates > cadence.saved:  # the end of the run, a stop, Ctrl-C or a failure
-            save(state, updates)
+            if _given_away(state):  # a step that failed took it: its host copy, if any, was saved by the snapshot
+                print(
+                    f"podracer sebulba: update {updates} not saved: the learner step that failed held its state",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            else:
+                save(state, updates)
     return SebulbaResult(state, history, updates, (nonfinite.count, nonfinite.seen))
+
+
+def _given_away(state: LearnerState) -> bool:
+    """Whether a donating step took ``state``'s buffers (a step that raised after taking them)."""
+    return any(isinstance(x, jax.Array) and x.is_deleted() for x in jax.tree.leaves(state))
 
 
 def _seconds_until_ready(state: LearnerState, start: float) -> float:
