@@ -76,6 +76,7 @@ def run_side(argv: list[str], seconds: float, launch: float) -> None:
 
     parallel.set_cpu_device_count(parallel.available_cores())
     cfg = config.parse(SebulbaConfig, argv, prog="wallclock_curve.py")
+    print("MACHINE " + _report.machine(), flush=True)
     stop = threading.Event()
     threading.Timer(max(0.0, launch + seconds - time.time()), stop.set).start()
 
@@ -96,7 +97,15 @@ def measure(side: str, seed: int, seconds: float, eval_every_steps: int, eval_ep
     points = [json.loads(line[6:]) for line in done.stdout.splitlines() if line.startswith("CURVE ")]
     if done.returncode != 0:
         raise RuntimeError(f"{side} exited {done.returncode}:\n{done.stderr[-3000:]}")
-    return {"side": side, "seed": seed, "argv": argv, "wall_s": time.time() - launch, "points": points}
+    machine = next((line[8:] for line in done.stdout.splitlines() if line.startswith("MACHINE ")), "unknown")
+    return {
+        "side": side,
+        "seed": seed,
+        "argv": argv,
+        "wall_s": time.time() - launch,
+        "machine": machine,
+        "points": points,
+    }
 
 
 def best_by(points: list[dict], seconds: float) -> float | None:
@@ -160,12 +169,12 @@ def main(argv=None) -> int:
     parser.add_argument("--eval-episodes", type=int, default=4)
     _report.add_output_flags(parser, "wallclock_curve")
     args = parser.parse_args(argv)
-    machine = _report.machine()
     command = "python benchmarks/wallclock_curve.py " + " ".join(argv)
     runs = []
     for side in args.sides:
         runs.append(measure(side, args.seed, args.seconds, args.eval_every_steps, args.eval_episodes))
         print(f"{side}: {len(runs[-1]['points'])} evaluations in {runs[-1]['wall_s']:.0f} s", flush=True)
+    machine = runs[0]["machine"]  # as the sides' processes saw it (one CPU device per core)
     text = table(runs, args.seconds, machine, command)
     print(text)
     out = _report.output_path(args.save, args.out, "wallclock_curve")
