@@ -1,7 +1,7 @@
 """A reproduction row's source, its own code run here: on the table's seeds and budget, scored as it scored its figure.
 
 Where a row of ``reproduce.py``'s table falls short of its published figure, the question a reviewer asks is whether
-the figure is one the source's own code reaches on other seeds. This script answers it for two sources, each run
+the figure is one the source's own code reaches on other seeds. This script answers it for three sources, each run
 from a copy of its repository made here at the commit the table quotes, on the table's seeds (100-104):
 
 - rl-baselines3-zoo (``benchmark.md``: one trained agent per row): the zoo's ``train.py`` with the row's algorithm
@@ -12,6 +12,10 @@ from a copy of its repository made here at the commit the table quotes, on the t
   yaml's learning-rate schedule: ``utils/helpers.load_config`` sets ``lr_begin`` and ``lr_end`` to it), then the
   saved network played by its own ``RolloutManager.batch_evaluate`` over ``num_test_rollouts`` (164) episodes,
   sampled actions.
+- CleanRL (its MuJoCo PPO rows, ``docs/benchmark/ppo_continuous_action.md``: the mean over 3 seeds of each run's
+  training return over its last 100 episodes): ``cleanrl/ppo_continuous_action.py --env-id ENV --seed S --no-cuda``
+  with its defaults (1M env steps), one thread (``OMP_NUM_THREADS=1``, as ``benchmark/ppo.sh`` runs it), scored by
+  the returns of the last 100 episodes it prints.
 
 Each row reports the interquartile mean of the seeds' returns with its 95 % bootstrap interval, and how far that went
 from random play to the published figure (``reproduce.normalized``, random play the row's own measurement in
@@ -37,6 +41,15 @@ its time, with evosax's ``NetworkMapper`` and TFP's JAX substrate:
     python benchmarks/source_runs.py --rows mountaincar --blines-python /tmp/blines-venv/bin/python \\
         --blines-git PATH/gymnax-blines.git
 
+CleanRL (``--cleanrl-python``; ``--cleanrl-git``, a git directory of vwxyzjn/cleanrl), in the gymnasium and
+MuJoCo its ``pyproject.toml`` pins (``gymnasium==0.29.1``, ``mujoco<=2.3.3``); about 27 minutes a seed on a 2-core
+machine's core (626 env steps/s):
+
+    python -m venv /tmp/cleanrl-venv && /tmp/cleanrl-venv/bin/pip install torch gymnasium==0.29.1 mujoco==2.3.3 \\
+        "numpy<2" tyro tensorboard
+    python benchmarks/source_runs.py --rows pusher --cleanrl-python /tmp/cleanrl-venv/bin/python \\
+        --cleanrl-git PATH/cleanrl.git
+
 (TFP 0.24's JAX substrate calls ``np.issctype``, which NumPy 2 removed: without ``numpy<2`` the Gaussian rows fail.)
 
 The saved figures appear in ``reproduce.md`` beside the rows they belong to (``reproduce.py --render``).
@@ -48,6 +61,8 @@ import argparse
 import concurrent.futures
 import csv
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -62,6 +77,7 @@ import reproduce  # noqa: E402
 
 ZOO_COMMIT = "22e3ff2"  # the commit reproduce.ZOO quotes
 BLINES_COMMIT = "3f029d6"  # the commit reproduce.BLINES quotes
+CLEANRL_COMMIT = "fe8d8a0"  # the commit reproduce.CLEANRL quotes
 EVAL_STEPS = 150_000  # rl_zoo3/benchmark.py's -n
 EVAL_SEED = 0  # rl_zoo3/benchmark.py's --seed
 
@@ -110,6 +126,21 @@ print(float(score), config.num_test_rollouts, data["log_steps"][-1], float(data[
 """
 
 
+class CleanrlRow(NamedTuple):
+    env_id: str  # ppo_continuous_action.py's --env-id (gymnasium's id)
+
+
+CLEANRL_ROWS = {
+    "inverted-pendulum-mujoco": CleanrlRow("InvertedPendulum-v4"),
+    "halfcheetah": CleanrlRow("HalfCheetah-v4"),
+    "pusher": CleanrlRow("Pusher-v4"),
+}
+CLEANRL_SCRIPT = "cleanrl/ppo_continuous_action.py"
+CLEANRL_LAST = 100  # CleanRL's figure: the training return of the last 100 episodes
+# ppo_continuous_action.py prints each finished episode's return as a one-element array: "episodic_return=[963.]"
+CLEANRL_EPISODE = re.compile(r"episodic_return=\[\s*([^\]\s]+)\s*\]")
+
+
 def checkout(git_dir: str, commit: str, into: Path, flag: str, paths: tuple[str, ...] = ()) -> str:
     """A copy of ``git_dir``'s tree at ``commit`` in ``into`` (only ``paths``, if given); the full commit hash, or a
     one-line exit naming ``flag`` (the option that gave ``git_dir``) if it lacks the commit."""
@@ -127,9 +158,10 @@ def checkout(git_dir: str, commit: str, into: Path, flag: str, paths: tuple[str,
     return found.stdout.strip()
 
 
-def run(command: list[str], cwd: Path) -> str:
-    """``command``'s standard output; a one-line exit naming it and its error's last line if it fails."""
-    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+def run(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
+    """``command``'s standard output; a one-line exit naming it and its error's last line if it fails. ``env``: the
+    variables set for it beside this process's."""
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env={**os.environ, **(env or {})})
     if done.returncode:
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise SystemExit(f"source_runs.py: {' '.join(command[1:3])} ... failed in {cwd}: {last}")
@@ -190,8 +222,32 @@ def blines_seed(python: str, source: Path, row: BlinesRow, seed: int, work: Path
     }
 
 
+def cleanrl_seed(python: str, source: Path, row: CleanrlRow, seed: int, work: Path) -> dict:
+    """One seed of a CleanRL row: ``ppo_continuous_action.py`` with its defaults (1M env steps) on the CPU, one
+    thread as CleanRL's ``benchmark/ppo.sh`` runs it (``OMP_NUM_THREADS=1``), scored as CleanRL scores its figure:
+    the mean training return of the last 100 episodes it prints."""
+    folder = work / f"cleanrl-{row.env_id}-{seed}"  # the script writes its TensorBoard log into runs/ here
+    folder.mkdir()
+    start = time.perf_counter()
+    command = [python, str(source / CLEANRL_SCRIPT), "--env-id", row.env_id, "--seed", str(seed), "--no-cuda"]
+    printed = run(command, folder, env={"OMP_NUM_THREADS": "1"})
+    returns = [float(r) for r in CLEANRL_EPISODE.findall(printed)]
+    if not returns:
+        raise SystemExit(f"source_runs.py: {CLEANRL_SCRIPT} --env-id {row.env_id} printed no episode return")
+    last = returns[-CLEANRL_LAST:]
+    return {
+        "seed": seed,
+        "return": sum(last) / len(last),
+        "episodes": len(last),
+        "episodes_in_run": len(returns),
+        "train_s": time.perf_counter() - start,
+        "eval_s": 0.0,
+    }
+
+
 ZOO_PACKAGES = ("stable-baselines3", "torch", "gymnasium")  # what a zoo run records of its Python
 BLINES_PACKAGES = ("jax", "flax", "gymnax", "evosax")  # what a gymnax-blines run records of its Python
+CLEANRL_PACKAGES = ("torch", "gymnasium", "mujoco")  # what a CleanRL run records of its Python
 
 
 def versions(python: str, names: tuple[str, ...]) -> str:
@@ -251,7 +307,7 @@ def table(results: list[dict]) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    rows = [*ZOO_ROWS, *BLINES_ROWS]
+    rows = [*ZOO_ROWS, *BLINES_ROWS, *CLEANRL_ROWS]
     parser.add_argument(
         "--rows", default="mountaincar-zoo,mountaincar-a2c,mountaincar-dqn,mountaincar", help=f"of {', '.join(rows)}"
     )
@@ -259,6 +315,8 @@ def main(argv=None) -> int:
     parser.add_argument("--zoo-git", help="a git directory of DLR-RM/rl-baselines3-zoo")
     parser.add_argument("--blines-python", help="a Python with gymnax-blines' requirements")
     parser.add_argument("--blines-git", help="a git directory of RobertTLange/gymnax-blines")
+    parser.add_argument("--cleanrl-python", help="a Python with CleanRL's MuJoCo requirements")
+    parser.add_argument("--cleanrl-git", help="a git directory of vwxyzjn/cleanrl")
     parser.add_argument("--seed", type=int, default=reproduce.REPORT_SEED, help="the first seed")
     parser.add_argument("--seeds", type=int, default=5, help="seeds per row")
     parser.add_argument("--eval-steps", type=int, default=EVAL_STEPS, help="env steps of each zoo agent's evaluation")
@@ -283,7 +341,7 @@ def main(argv=None) -> int:
     unknown = [k for k in keys if k not in rows]
     if unknown:
         parser.error(f"--rows: no source run for {', '.join(unknown)} (rows: {', '.join(rows)})")
-    for flag, table_of in (("zoo", ZOO_ROWS), ("blines", BLINES_ROWS)):
+    for flag, table_of in (("zoo", ZOO_ROWS), ("blines", BLINES_ROWS), ("cleanrl", CLEANRL_ROWS)):
         wanted = [k for k in keys if k in table_of]
         for part in ("python", "git"):
             if wanted and not getattr(args, f"{flag}_{part}"):
@@ -318,6 +376,20 @@ def main(argv=None) -> int:
                 sources[key] = f"{said}; seeds {seeds[0]}-{seeds[-1]}, {cpu}"
                 jobs += [
                     (key, blines_seed, (args.blines_python, work / "blines", BLINES_ROWS[key], s, work)) for s in seeds
+                ]
+        if any(k in CLEANRL_ROWS for k in keys):
+            (work / "cleanrl").mkdir()
+            commit = checkout(args.cleanrl_git, CLEANRL_COMMIT, work / "cleanrl", "--cleanrl-git", (CLEANRL_SCRIPT,))
+            said = (
+                f"CleanRL at {commit[:7]}, {CLEANRL_SCRIPT} with its defaults (1M env steps, one thread), the mean "
+                f"training return of its last {CLEANRL_LAST} episodes; "
+                f"{versions(args.cleanrl_python, CLEANRL_PACKAGES)}"
+            )
+            for key in (k for k in keys if k in CLEANRL_ROWS):
+                sources[key] = f"{said}; seeds {seeds[0]}-{seeds[-1]}, {cpu}"
+                jobs += [
+                    (key, cleanrl_seed, (args.cleanrl_python, work / "cleanrl", CLEANRL_ROWS[key], s, work))
+                    for s in seeds
                 ]
         runs: dict[str, list[dict]] = {key: [] for key in keys}
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:

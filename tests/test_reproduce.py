@@ -210,8 +210,39 @@ def test_a_source_run_names_the_flags_its_rows_need():
     )
     assert run.returncode == 2 and run.stderr.strip().splitlines()[-1].endswith(
         "--rows: no source run for cartpole (rows: mountaincar-zoo, mountaincar-a2c, mountaincar-dqn, "
-        "cartpole-dqn-zoo, acrobot-dqn, acrobot-a2c, mountaincar, pendulum, mountaincar-continuous)"
+        "cartpole-dqn-zoo, acrobot-dqn, acrobot-a2c, mountaincar, pendulum, mountaincar-continuous, "
+        "inverted-pendulum-mujoco, halfcheetah, pusher)"
     )
+    run = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "source_runs.py"), "--rows", "pusher", "--cleanrl-python", "python"],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines()[-1].endswith("--cleanrl-git is needed for --rows pusher")
+
+
+def test_a_cleanrl_run_is_scored_by_the_last_100_episodes_it_prints(tmp_path):
+    """source_runs.py's CleanRL seed: the script is run with the row's environment and seed, one thread, and scored
+    by the mean of the last 100 episode returns it prints (its figure's statistic), in the form it prints them."""
+    source_runs = benchmark_scripts.load("source_runs")
+    script = tmp_path / "source" / source_runs.CLEANRL_SCRIPT
+    script.parent.mkdir(parents=True)
+    script.write_text(  # prints as ppo_continuous_action.py prints: a float32 array of one return per episode
+        "import os, sys\n"
+        "assert sys.argv[1:] == ['--env-id', 'Pusher-v4', '--seed', '103', '--no-cuda'], sys.argv\n"
+        "assert os.environ['OMP_NUM_THREADS'] == '1'\n"
+        "for i in range(150):\n"
+        "    print(f'global_step={100 * i}, episodic_return=[{-200.0 + i:.1f}]' if i % 2 else\n"
+        "          f'global_step={100 * i}, episodic_return=[{-200.0 + i:.0f}.]')\n"
+        "print('SPS: 626')\n"
+    )
+    (tmp_path / "work").mkdir()
+    run = source_runs.cleanrl_seed(
+        sys.executable, tmp_path / "source", source_runs.CLEANRL_ROWS["pusher"], 103, tmp_path / "work"
+    )
+    assert run["seed"] == 103 and run["episodes"] == 100 and run["episodes_in_run"] == 150
+    assert run["return"] == pytest.approx(sum(-200.0 + i for i in range(50, 150)) / 100)
 
 
 def test_a_sebulba_rows_figure_is_the_training_return_of_its_last_100_episodes_in_whole_log_windows():
