@@ -243,10 +243,13 @@ ROWS = (
         "observations and rewards, SB3's A2C defaults); the row runs those settings, SB3's RMSprop included "
         "(--update-rule rmsprop)",
         1_000_000,
-        note="not explained: the zoo's own code at 22e3ff2, run here on seeds 100-104 (benchmarks/source_runs.py) "
-        "reaches its figure, IQM -114.2 [-117.0, -111.4] (0.96), where the row, rerun at today's code on 2026-11-29, "
-        "scored -116.0 [-126.2, -107.5] (0.947) and before, at the code of 2026-11-26, -124.5 "
-        "[-130.1, -118.0]. Stable-Baselines3's A2C weighs its value loss twice podracer's (its mean squared error "
+        note="no systematic difference found: the zoo's own code at 22e3ff2, run here on seeds 100-104 "
+        "(benchmarks/source_runs.py) reaches its figure, IQM -114.2 [-117.0, -111.4] (0.96), where the row, rerun at "
+        "today's code on 2026-11-29, scored -116.0 [-126.2, -107.5] (0.947); the row's IQM minus the code's, -1.9, "
+        "has the bootstrap interval [-13.7, +6.9] (source_runs.md): at five seeds a side the two cannot be told "
+        "apart, and ten other seeds (below) put the row's settings at -116.1 (0.95 of the way needs -115.7). "
+        "Before, at the code of 2026-11-26, the row scored -124.5 [-130.1, -118.0]. Stable-Baselines3's A2C weighs "
+        "its value loss twice podracer's (its mean squared error "
         "without podracer's 1/2); --value-coef 1.0 on seeds 0-4: IQM -107.2 against -108.6. On ten seeds neither "
         "tuning nor report ones (200-209): the row's settings IQM -116.1, observations clipped at 10 as VecNormalize "
         "clips them (podracer's 5; a trial) -115.9, --value-coef 1.0 -116.8: none differs. SB3's RMSprop "

@@ -266,6 +266,13 @@ def summarize(key: str, runs: list[dict], saved: dict, source: str) -> dict:
     iqm = stats.interquartile_mean(returns)
     low, high = stats.bootstrap_interval(returns, stats.interquartile_mean)
     row = saved.get(key)
+    # podracer's row against the source's code on the same seeds: the IQMs' difference and its interval
+    ours = row.get("per_seed") if row else None
+    difference = (
+        (stats.interquartile_mean(ours) - iqm, *stats.difference_interval(ours, returns, stats.interquartile_mean))
+        if ours
+        else None
+    )
     return {
         "key": key,
         "source": source,
@@ -278,16 +285,25 @@ def summarize(key: str, runs: list[dict], saved: dict, source: str) -> dict:
         "normalised": reproduce.normalized(iqm, row["random"], row["published"]) if row else None,
         "podracer_iqm": row["iqm"] if row else None,
         "podracer_normalised": reproduce.normalized(row["iqm"], row["random"], row["published"]) if row else None,
+        "difference": difference,
         "runs": runs,
     }
+
+
+def shown_difference(difference: list[float] | None) -> str:
+    """``+1.2 [-3.4, 5.6]``: a difference and its interval, ``-`` where there is none."""
+    if difference is None:
+        return "-"
+    value, low, high = difference
+    return f"{value:+.1f} [{low:+.1f}, {high:+.1f}]"
 
 
 def table(results: list[dict]) -> str:
     """The rows' Markdown: the source's code here beside podracer's row, both normalised, then what ran."""
     lines = [
         "| row | published | the source's code here: IQM [95% CI] | per seed | normalised | podracer's row | "
-        "normalised |",
-        "|---|---|---|---|---|---|---|",
+        "normalised | podracer's minus the source's [95% CI] |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         per_seed = ", ".join(f"{v:.1f}" for v in r["returns"])
@@ -295,12 +311,15 @@ def table(results: list[dict]) -> str:
         ours = "-" if r["podracer_normalised"] is None else reproduce.shown(r["podracer_normalised"])
         lines.append(
             f"| {r['key']} | {r['published']} | {r['iqm']:.1f} [{r['ci_low']:.1f}, {r['ci_high']:.1f}] | "
-            f"{per_seed} | {norm} | {r['podracer_iqm']:.1f} | {ours} |"
+            f"{per_seed} | {norm} | {r['podracer_iqm']:.1f} | {ours} | {shown_difference(r.get('difference'))} |"
         )
     notes = [f"- {r['key']}: {r['source']}" for r in results]
     rule = (
         "Normalised as the reproduction table normalises: (IQM - random) / (published - random), random play and the "
-        "published figure the row's (`reproduce.json`); podracer's row is the table's, on the same seeds."
+        "published figure the row's (`reproduce.json`); podracer's row is the table's, on the same seeds. The last "
+        "column is podracer's IQM minus the source's, with the percentile bootstrap interval of that difference (each "
+        "side's seeds resampled on their own): an interval that holds 0 says that, at these seeds, the two cannot be "
+        "told apart."
     )
     return "\n".join(lines) + f"\n\n{rule}\n\nWhat ran:\n\n" + "\n".join(notes) + "\n"
 

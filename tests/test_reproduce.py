@@ -166,6 +166,16 @@ def test_a_source_run_is_read_from_its_own_records_and_scored_as_the_table_score
     assert summary["normalised"] == pytest.approx((summary["iqm"] + 200.0) / 89.6)
     assert summary["podracer_normalised"] == pytest.approx(84.2 / 89.6)
     assert summary["ci_low"] <= summary["iqm"] <= summary["ci_high"]
+    assert summary["difference"] is None  # a saved row without its seeds' returns: nothing to compare
+    saved["mountaincar-zoo"]["per_seed"] = [-115.8 + d for d in (-9.0, -3.0, 0.0, 3.0, 9.0)]  # IQM -115.8
+    difference = source_runs.summarize("mountaincar-zoo", runs, saved, "the zoo")["difference"]
+    assert difference[0] == pytest.approx(-115.8 - summary["iqm"])  # podracer's IQM minus the source's
+    assert difference[1] < 0 < difference[2]  # five seeds a side, 5.6 apart with spreads of 18 and 20: no verdict
+    saved["mountaincar-zoo"]["per_seed"] = [-90.0, -89.0, -88.0, -87.0, -86.0]  # above every seed of the source
+    difference = source_runs.summarize("mountaincar-zoo", runs, saved, "the zoo")["difference"]
+    assert difference[0] == pytest.approx(-88.0 - summary["iqm"]) and 0 < difference[1] < difference[0] < difference[2]
+    assert source_runs.shown_difference([30.04, -1.25, 41.0]) == "+30.0 [-1.2, +41.0]"
+    assert source_runs.shown_difference(None) == "-"
     row = {
         "key": "mountaincar-zoo",
         "task": "gymnax:MountainCar-v0",
