@@ -150,6 +150,33 @@ def _c51_target(probs, reward, discount, atoms):
     return out
 
 
+@pytest.mark.parametrize("jit", [False, True])
+def test_the_categorical_projection_is_c51s_and_rlaxs_on_an_even_support(jit):
+    """losses.categorical_projection against C51's projection written out and rlax's (any support, O(K^2)): points
+    inside the support, on its atoms, beyond both ends; two leading axes; the mass kept."""
+    import rlax
+
+    from podracer.agents.losses import categorical_projection
+
+    rng = np.random.default_rng(0)
+    atoms = np.linspace(-3.0, 3.0, 7)
+    probs = rng.dirichlet(np.ones(7), size=(2, 5))  # [2, 5, 7]
+    rewards = np.array([0.3, -1.2, 2.5, 0.0, -4.0])  # the fourth: every point on an atom; the fifth: below the support
+    discounts = np.array([0.9, 0.9, 1.0, 1.0, 0.9])
+    values = np.broadcast_to(rewards[:, None] + discounts[:, None] * atoms, probs.shape)
+    project = jax.jit(categorical_projection, static_argnums=(2, 3)) if jit else categorical_projection
+    out = np.asarray(project(jnp.asarray(values, jnp.float32), jnp.asarray(probs, jnp.float32), -3.0, 3.0))
+    expected = np.array(
+        [[_c51_target(probs[c, i], rewards[i], discounts[i], atoms) for i in range(5)] for c in range(2)]
+    )
+    np.testing.assert_allclose(out, expected, atol=1e-6)
+    np.testing.assert_allclose(out.sum(-1), 1.0, atol=1e-6)
+    by_rlax = jax.vmap(jax.vmap(rlax.categorical_l2_project, in_axes=(0, 0, None)), in_axes=(0, 0, None))(
+        jnp.asarray(values, jnp.float32), jnp.asarray(probs, jnp.float32), jnp.asarray(atoms, jnp.float32)
+    )
+    np.testing.assert_allclose(out, np.asarray(by_rlax), atol=1e-6)
+
+
 @pytest.mark.parametrize("clipped", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_td3_categorical_critics_learn_the_projected_target_of_c51(clipped):
     from podracer.agents.sac import TwinCritic

@@ -13,7 +13,8 @@ step, with no state to carry).
 
 The critics are twin Q networks on ``concat(observation, action)``, either scalar (``--num-atoms 1``: TD3's squared
 error) or categorical over ``--num-atoms`` atoms spread evenly on ``[--v-min, --v-max]`` (C51's cross-entropy with
-the target distribution projected onto the support: ``rlax.categorical_l2_project``; FastTD3's critic, 101 atoms).
+the target distribution projected onto the support: ``losses.categorical_projection``, C51's; FastTD3's critic, 101
+atoms).
 Their targets bootstrap from the target critics (Polyak-averaged, ``--target-tau``) at the next action of the target
 actor (``--no-target-actor``: the online actor's, as FastTD3), smoothed with clipped Gaussian noise
 (``--target-noise``, ``--target-noise-clip``). Clipped double Q (``--clipped-double-q``, on by default): both critics
@@ -40,6 +41,7 @@ import jax.numpy as jnp
 import optax
 
 from podracer.agents.base import Agent, Configurable, ReplaySpec, action_size, check_hyperparameters, require_actions
+from podracer.agents.losses import categorical_projection
 from podracer.agents.qlearning import check_replay_sizes, count_env_steps, transition_items
 from podracer.agents.sac import TwinCritic
 from podracer.networks import MLP, NetworkConfig, network_field
@@ -187,12 +189,13 @@ def make_td3(spec: EnvSpec, config: TD3Config = TD3Config(), run: RunFacts | Non
             next_output = jnp.broadcast_to(jnp.where(first_lower, next_output[0], next_output[1]), next_output.shape)
         output = critic.apply(params["critic"], x, batch["action"])
         if categorical:
-            import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
-
-            # C51: the target distribution on r + discount z, projected onto the support z, per item and critic
+            # C51: the target distribution on r + discount z, projected onto the support z, per item and critic (the
+            # lower critic's distribution once, when both learn it)
             shifted = batch["reward"][:, None] + batch["discount"][:, None] * atoms[None]  # [N, atoms]
-            project = jax.vmap(jax.vmap(rlax.categorical_l2_project, in_axes=(0, 0, None)), in_axes=(None, 0, None))
-            projected = project(shifted, jax.nn.softmax(next_output), atoms)  # [2, N, atoms]
+            targets = next_output[:1] if config.clipped_double_q else next_output
+            shifted = jnp.broadcast_to(shifted, targets.shape)
+            projected = categorical_projection(shifted, jax.nn.softmax(targets), config.v_min, config.v_max)
+            projected = jnp.broadcast_to(projected, next_output.shape)  # [2, N, atoms]
             errors = -jnp.sum(sg(projected) * jax.nn.log_softmax(output), axis=-1)  # cross-entropy [2, N]
         else:
             target = batch["reward"][None] + batch["discount"][None] * next_output
