@@ -150,7 +150,7 @@ def _c51_target(probs, reward, discount, atoms):
     return out
 
 
-@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("jit", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_the_categorical_projection_is_c51s_and_rlaxs_on_an_even_support(jit):
     """losses.categorical_projection against C51's projection written out and rlax's (any support, O(K^2)): points
     inside the support, on its atoms, beyond both ends; two leading axes; the mass kept."""

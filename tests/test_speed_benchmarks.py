@@ -316,3 +316,17 @@ def test_sebulba_replay_step_times_both_steps_on_a_full_memory():
     row = script.measure(256, rounds=2)
     assert row["capacity"] == 256 and row["donated_ms"] > 0 and row["copied_ms"] > 0
     assert script.table([row], "a machine", 2).splitlines()[-1].startswith("| 256 | 0 MiB | ")
+
+
+@pytest.mark.slow
+def test_c51_projection_compares_the_same_numbers_both_ways(tmp_path):
+    """Both measurements give the same projection and the same gradient with either projection (the rlax side is
+    really traced with rlax's: its projection's numbers differ from C51's in the last bits), and the table and JSON
+    are written where asked."""
+    script = benchmark_scripts.load("c51_projection")
+    assert script.main(["--batches", "16", "--rounds", "1", "--out", str(tmp_path / "c51")]) == 0
+    rows = json.loads((tmp_path / "c51.json").read_text())["rows"]
+    assert [(r["what"], r["batch"]) for r in rows] == [("projection", 16), ("gradient step", 16)]
+    assert all(r["max_difference"] < 1e-5 for r in rows)
+    assert rows[1]["max_difference"] > 0  # the two gradient programs differ: each traced its own projection
+    assert (tmp_path / "c51.md").read_text().splitlines()[-1].startswith("| gradient step | 16 | ")
