@@ -801,7 +801,9 @@ def table(rows: list[dict], source_runs: list[dict] | None = None) -> str:
             said += f" ({r['seeds']} seeds{': 5 wait for a device' if _waits_for_device(r) else ''})"
         if verdict is not None and r["key"] in here:
             source = normalized(here[r["key"]]["iqm"], r["random"], r["published"])
-            said += f"; the source's code here: {here[r['key']]['iqm']:,.1f} ({shown(source)})"
+            count = len(here[r["key"]]["returns"])
+            seeds = f" ({count} seeds)" if count < r["seeds"] else ""
+            said += f"; the source's code here{seeds}: {here[r['key']]['iqm']:,.1f} ({shown(source)})"
         score = normalized(r["iqm"], r["random"], r["published"])
         scale = max(abs(v) for v in (r["iqm"], r["ci_low"], r["ci_high"]) if v == v)  # the returns' size
         lines.append(

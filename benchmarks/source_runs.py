@@ -264,13 +264,14 @@ def summarize(key: str, runs: list[dict], saved: dict, source: str) -> dict:
     runs = sorted(runs, key=lambda r: r["seed"])
     returns = [r["return"] for r in runs]
     iqm = stats.interquartile_mean(returns)
-    low, high = stats.bootstrap_interval(returns, stats.interquartile_mean)
+    low, high, spread = stats.spread(returns, stats.interquartile_mean)  # under 5 seeds, their range
     row = saved.get(key)
-    # podracer's row against the source's code on the same seeds: the IQMs' difference and its interval
+    # podracer's row against the source's code on the same seeds: the IQMs' difference and its interval (none under
+    # 5 seeds a side, where a bootstrap means little)
     ours = row.get("per_seed") if row else None
     difference = (
         (stats.interquartile_mean(ours) - iqm, *stats.difference_interval(ours, returns, stats.interquartile_mean))
-        if ours
+        if ours and min(len(ours), len(returns)) >= stats.INTERVAL_SEEDS
         else None
     )
     return {
@@ -279,6 +280,7 @@ def summarize(key: str, runs: list[dict], saved: dict, source: str) -> dict:
         "iqm": iqm,
         "ci_low": low,
         "ci_high": high,
+        "spread": spread,
         "returns": returns,
         "seeds": [r["seed"] for r in runs],
         "published": row["published"] if row else None,
@@ -301,7 +303,8 @@ def shown_difference(difference: list[float] | None) -> str:
 def table(results: list[dict]) -> str:
     """The rows' Markdown: the source's code here beside podracer's row, both normalised, then what ran."""
     lines = [
-        "| row | published | the source's code here: IQM [95% CI] | per seed | normalised | podracer's row | "
+        "| row | published | the source's code here: IQM [95% CI; range under 5 seeds] | per seed | normalised | "
+        "podracer's row | "
         "normalised | podracer's minus the source's [95% CI] |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -309,8 +312,9 @@ def table(results: list[dict]) -> str:
         per_seed = ", ".join(f"{v:.1f}" for v in r["returns"])
         norm = "-" if r["normalised"] is None else reproduce.shown(r["normalised"])
         ours = "-" if r["podracer_normalised"] is None else reproduce.shown(r["podracer_normalised"])
+        seeds = "" if r.get("spread", "95% CI") == "95% CI" else f" (range, {len(r['returns'])} seeds)"
         lines.append(
-            f"| {r['key']} | {r['published']} | {r['iqm']:.1f} [{r['ci_low']:.1f}, {r['ci_high']:.1f}] | "
+            f"| {r['key']} | {r['published']} | {r['iqm']:.1f} [{r['ci_low']:.1f}, {r['ci_high']:.1f}]{seeds} | "
             f"{per_seed} | {norm} | {r['podracer_iqm']:.1f} | {ours} | {shown_difference(r.get('difference'))} |"
         )
     notes = [f"- {r['key']}: {r['source']}" for r in results]
@@ -411,6 +415,7 @@ def main(argv=None) -> int:
                     for s in seeds
                 ]
         runs: dict[str, list[dict]] = {key: [] for key in keys}
+        out = _report.output_path(args.save, args.out, "source_runs")
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
             futures = {pool.submit(fn, *fn_args): key for key, fn, fn_args in jobs}
             for future in concurrent.futures.as_completed(futures):
@@ -421,15 +426,20 @@ def main(argv=None) -> int:
                     f"(train {done['train_s']:.0f} s, evaluation {done['eval_s']:.0f} s)",
                     flush=True,
                 )
+                if out is not None:  # after every seed: a run stopped early keeps the seeds it finished
+                    write(out, [summarize(k, runs[k], saved, sources[k]) for k in keys if runs[k]])
     results = [summarize(key, runs[key], saved, sources[key]) for key in keys]
     print(table(results))
-    out = _report.output_path(args.save, args.out, "source_runs")
-    if out is not None:
-        previous = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else []
-        merged = [r for r in previous if r["key"] not in keys] + results
-        merged.sort(key=lambda r: [row.key for row in reproduce.ROWS].index(r["key"]))
-        _report.save(out, table(merged), merged)
     return 0
+
+
+def write(out: Path, results: list[dict]) -> None:
+    """``results`` saved to ``out`` (``.md`` and ``.json``) in place of the rows of the same keys there."""
+    previous = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else []
+    keys = {r["key"] for r in results}
+    merged = [r for r in previous if r["key"] not in keys] + results
+    merged.sort(key=lambda r: [row.key for row in reproduce.ROWS].index(r["key"]))
+    _report.save(out, table(merged), merged)
 
 
 if __name__ == "__main__":

@@ -196,6 +196,14 @@ def test_a_source_run_is_read_from_its_own_records_and_scored_as_the_table_score
     }
     verdict = "| 0.93 | no; the source's code here: -120.8 (0.88) |"  # each rounded down: 0.9399, 0.8839
     assert verdict in _reproduce().table([row], [summary])
+    fewer = source_runs.summarize("mountaincar-zoo", runs[:2], saved, "the zoo")  # a run stopped after two seeds
+    assert (fewer["spread"], fewer["ci_low"], fewer["ci_high"], fewer["difference"]) == ("range", -126.5, -115.8, None)
+    assert "| no; the source's code here (2 seeds): -121.2 (0.88) |" in _reproduce().table([row], [fewer])
+    source_runs.write(tmp_path / "runs", [summary])  # written after each seed: the latest replaces its row's
+    source_runs.write(tmp_path / "runs", [fewer])
+    written = json.loads((tmp_path / "runs.json").read_text())
+    assert [(r["key"], len(r["returns"])) for r in written] == [("mountaincar-zoo", 2)]
+    assert "| -121.2 [-126.5, -115.8] (range, 2 seeds) |" in (tmp_path / "runs.md").read_text()
     assert "| 0.93 | no |" in _reproduce().table([row])
     assert [_reproduce().shown(x) for x in (0.9466, 0.95, 1.0, 1.0 - 1e-12, 42.14)] == [
         "0.94",
