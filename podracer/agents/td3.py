@@ -13,10 +13,9 @@ step, with no state to carry).
 
 The critics are twin Q networks on ``concat(observation, action)``, either scalar (``--num-atoms 1``: TD3's squared
 error) or categorical over ``--num-atoms`` atoms spread evenly on ``[--v-min, --v-max]`` (C51's cross-entropy with
-the target distribution projected onto the support: ``losses.categorical_projection``, C51's; FastTD3's critic, 101
-atoms).
-Their targets bootstrap from the target critics (Polyak-averaged, ``--target-tau``) at the next action of the target
-actor (``--no-target-actor``: the online actor's, as FastTD3), smoothed with clipped Gaussian noise
+the target distribution projected onto the support by C51's projection, ``losses.categorical_projection``; FastTD3's
+critic, 101 atoms). Their targets bootstrap from the target critics (Polyak-averaged, ``--target-tau``) at the next
+action of the target actor (``--no-target-actor``: the online actor's, as FastTD3), smoothed with clipped Gaussian noise
 (``--target-noise``, ``--target-noise-clip``). Clipped double Q (``--clipped-double-q``, on by default): both critics
 learn the target of the critic whose target value is lower (a categorical critic: its whole distribution), and the
 actor climbs the lower of the two values; off, each critic learns its own target and the actor climbs their mean.
