@@ -107,6 +107,29 @@ def test_td3_acts_with_a_ladder_of_noise_scales_inside_the_unit_box_and_its_gree
     np.testing.assert_allclose(np.mean(actions, axis=0), greedy, atol=0.03)
 
 
+def test_sac_acts_uniformly_at_random_for_its_random_steps_then_from_its_actor():
+    """SAC's ``--random-steps`` (CleanRL's learning_starts): uniform actions until the learner has counted that many
+    env steps into the parameters, then the squashed Gaussian's samples, as an agent without the flag (which keeps
+    no clock) samples them."""
+    agent = agents.make("sac", VECTOR_BOX, hidden_sizes=(8,), random_steps=100)
+    plain = agents.make("sac", VECTOR_BOX, hidden_sizes=(8,))
+    observation = jnp.ones((2000, 3))
+    params = agent.init(jax.random.key(0), observation)
+    assert plain.observe is None and set(plain.init(jax.random.key(0), observation)) == set(params) - {"env_steps"}
+
+    def actions(agent, params):
+        return np.asarray(jax.jit(agent.act)(params, observation, jax.random.key(1), (), jnp.ones(2000, bool))[0])
+
+    early = actions(agent, params)
+    np.testing.assert_allclose(early.mean(0), 0.0, atol=0.05)  # uniform on [-1, 1]: mean 0, std 0.577
+    np.testing.assert_allclose(early.std(0), 1 / np.sqrt(3), atol=0.03)
+    counted, _ = agent.observe(params, SimpleNamespace(action=jnp.zeros((5, 25, 2))))  # 4 x 25 = 100 env steps
+    late, policy = actions(agent, counted), actions(plain, {k: v for k, v in params.items() if k != "env_steps"})
+    assert np.abs(policy.mean(0)).max() > 0.3 or np.abs(policy.std(0) - 1 / np.sqrt(3)).max() > 0.2  # not uniform
+    np.testing.assert_allclose(late.mean(0), policy.mean(0), atol=0.05)
+    np.testing.assert_allclose(late.std(0), policy.std(0), rtol=0.1, atol=0.01)
+
+
 def test_td3_acts_uniformly_at_random_for_its_random_steps_then_from_its_actor():
     """``--random-steps``: the learner counts env steps (``observe``) into the parameters the actors act with."""
     agent = agents.make("td3", VECTOR_BOX, hidden_sizes=(8,), random_steps=100, exploration_noise_max=0.1)

@@ -29,6 +29,27 @@ def test_sac_moves_its_temperature_at_its_own_rate(normalize):
     np.testing.assert_allclose(moves, 1e-3, rtol=1e-3)
 
 
+def test_sac_moves_its_critics_at_their_own_rate_when_given_one():
+    """--critic-learning-rate (CleanRL's q_lr): Adam's first step moves the critics by that rate, the actor by
+    --learning-rate and the temperature by --alpha-learning-rate; without it the state keeps its two groups (the
+    layout of checkpoints saved before the flag)."""
+    config = SACConfig(alpha_learning_rate=0.1, critic_learning_rate=0.01).replace(hidden_sizes=(8,))
+    from podracer.types import Box, EnvSpec
+
+    spec = EnvSpec(jax.ShapeDtypeStruct((3,), jnp.float32), box=Box((-2.0,), (2.0,)))
+    agent = agents.make(config.replace(learning_rate=1e-3), spec, run=RUN)
+    params = agent.init(jax.random.key(0), jnp.zeros((1, 3)))
+    updates, _ = agent.optimizer.update(jax.tree.map(jnp.ones_like, params), agent.optimizer.init(params), params)
+    np.testing.assert_allclose(updates["log_alpha"], -0.1, rtol=1e-3)
+    for part, rate in (("actor", 1e-3), ("critic", 0.01)):
+        moves = np.concatenate([np.abs(np.ravel(x)) for x in jax.tree.leaves(updates[part])])
+        np.testing.assert_allclose(moves, rate, rtol=1e-3)
+    plain = agents.make(SACConfig().replace(hidden_sizes=(8,)), spec, run=RUN)
+    assert set(plain.optimizer.init(params).inner_states) == {"networks", "temperature"}
+    with pytest.raises(ValueError, match=r"^--critic-learning-rate must be > 0, got 0\.0\.$"):
+        SACConfig(critic_learning_rate=0.0)
+
+
 def test_the_learning_rate_is_state_a_population_can_change():
     """The learning rate lives in the optimizer state (optax.inject_hyperparams): set there, the next update
     follows it, inside jit."""

@@ -13,7 +13,10 @@ critic, actor and temperature terms, each seeing the others' parameters through
 ``stop_gradient``, so Adam (per-parameter, no global-norm clip by default) takes
 exactly the three separate updates. The parameters form two groups
 (``optax.multi_transform``): the networks, and the temperature with its own learning
-rate (``--alpha-learning-rate``, by default ``--learning-rate``).
+rate (``--alpha-learning-rate``, by default ``--learning-rate``); with
+``--critic-learning-rate`` the critics form a third (CleanRL's SAC: critics and temperature
+at 1e-3, the actor at 3e-4). ``--random-steps N`` acts uniformly at random for the run's
+first N env steps, as CleanRL's and Stable-Baselines3's ``learning_starts`` do.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import jax.numpy as jnp
 import optax
 
 from podracer.agents.base import Configurable, Agent, ReplaySpec, action_size, check_hyperparameters, require_actions
-from podracer.agents.qlearning import check_replay_sizes, transition_items
+from podracer.agents.qlearning import check_replay_sizes, count_env_steps, transition_items
 from podracer.networks import MLP
 from podracer.networks import NetworkConfig, network_field
 from podracer.optim import OptimizerConfig, optimizer_of, optimizer_field, replay_steps
@@ -47,6 +50,11 @@ class SACConfig(Configurable):
     discount: float = 0.99  # discount gamma
     # the temperature's own Adam learning rate (same schedule, no clip); None: --learning-rate
     alpha_learning_rate: float | None = None
+    # the critics' own Adam learning rate (same schedule and clip); None: --learning-rate, as the actor's
+    critic_learning_rate: float | None = None
+    # uniformly random actions for the run's first this many env steps (all environments together; its replay learns
+    # from them): CleanRL's and Stable-Baselines3's learning_starts; 0: the actor acts from the start
+    random_steps: int = 0
     initial_alpha: float = 1.0  # entropy temperature at the start
     target_entropy_scale: float = 1.0  # target entropy = -scale x action entries
     replay_capacity: int = 100_000  # items per replay shard (one shard per learner device)
@@ -60,8 +68,10 @@ class SACConfig(Configurable):
     def __post_init__(self):
         check_hyperparameters(self)
         check_replay_sizes(self)
-        if self.alpha_learning_rate is not None and not self.alpha_learning_rate > 0:
-            raise ValueError(f"--alpha-learning-rate must be > 0, got {self.alpha_learning_rate}.")
+        for name in ("alpha_learning_rate", "critic_learning_rate"):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ValueError(f"--{name.replace('_', '-')} must be > 0, got {value}.")
         if not self.initial_alpha > 0:
             raise ValueError(f"--initial-alpha must be > 0, got {self.initial_alpha}.")
         if self.target_entropy_scale < 0:
@@ -120,19 +130,28 @@ def make_sac(spec: EnvSpec, config: SACConfig = SACConfig(), run: RunFacts | Non
         batch_shape = observation.shape[: observation.ndim - obs_rank]
         return jnp.reshape(observation, (math.prod(batch_shape), -1)).astype(jnp.float32), batch_shape
 
+    counted = config.random_steps > 0
+
     def init(key, observation):
         x, _ = flatten(observation)
         actor_key, critic_key = jax.random.split(key)
-        return {
+        params = {
             "actor": actor.init(actor_key, x),
             "critic": critic.init(critic_key, x, jnp.zeros((x.shape[0], size))),
             "log_alpha": jnp.log(jnp.asarray(config.initial_alpha, jnp.float32)),
         }
+        # --random-steps' clock: env steps learned from so far, counted by the learner (observe) and shipped to the
+        # actors with the parameters (float: it takes a zero gradient with the rest)
+        return {**params, "env_steps": jnp.zeros((), jnp.float32)} if counted else params
 
     def act(params, observation, key, state, first):
         x, batch_shape = flatten(observation)
         mean, log_std = actor.apply(params["actor"], x)
-        action, _ = squashed_sample(mean, log_std, key)
+        sample_key, random_key = jax.random.split(key) if counted else (key, None)
+        action, _ = squashed_sample(mean, log_std, sample_key)
+        if counted:
+            uniform = jax.random.uniform(random_key, mean.shape, minval=-1.0, maxval=1.0)
+            action = jnp.where(params["env_steps"] < config.random_steps, uniform, action)
         return action.reshape(*batch_shape, size), {"greedy": jnp.tanh(mean).reshape(*batch_shape, size)}, state
 
     def make_items(trajectory: Trajectory):
@@ -182,23 +201,36 @@ def make_sac(spec: EnvSpec, config: SACConfig = SACConfig(), run: RunFacts | Non
         prioritized=False,
         target_tau=config.target_tau,
     )
-    return Agent(init=init, act=act, loss=None, replay=replay, optimizer=make_sac_optimizer(config, run))
+    return Agent(
+        init=init,
+        act=act,
+        loss=None,
+        replay=replay,
+        observe=count_env_steps if counted else None,
+        optimizer=make_sac_optimizer(config, run),
+    )
 
 
 def make_sac_optimizer(config: SACConfig, run: RunFacts | None = None) -> optax.GradientTransformation:
     """Adam on two parameter groups: the actor and critics with ``config.optimizer``, the temperature
-    (``log_alpha``) with ``--alpha-learning-rate`` (default ``--learning-rate``), the same schedule and no clip."""
+    (``log_alpha``) with ``--alpha-learning-rate`` (default ``--learning-rate``), the same schedule and no clip; with
+    ``--critic-learning-rate``, a third: the critics at that rate, the same schedule and clip (without it, the state
+    keeps the two groups' layout that runs saved before the flag)."""
     steps = functools.partial(replay_steps, run, config.replay_ratio, config.min_replay_size, config.batch_size)
     settings = config.optimizer
     alpha_rate = settings.learning_rate if config.alpha_learning_rate is None else config.alpha_learning_rate
     temperature = dataclasses.replace(settings, learning_rate=alpha_rate, max_grad_norm=None)
+    groups = {"networks": optimizer_of(settings, steps), "temperature": optimizer_of(temperature, steps)}
+    if config.critic_learning_rate is not None:
+        groups["critic"] = optimizer_of(dataclasses.replace(settings, learning_rate=config.critic_learning_rate), steps)
 
     def labels(params):  # by path, whatever wraps the tree (normalisation's statistics join the networks' group)
         def label(path, _):
-            return "temperature" if any(getattr(k, "key", None) == "log_alpha" for k in path) else "networks"
+            keys = [getattr(k, "key", None) for k in path]
+            if "log_alpha" in keys:
+                return "temperature"
+            return "critic" if "critic" in groups and "critic" in keys else "networks"
 
         return jax.tree_util.tree_map_with_path(label, params)
 
-    return optax.multi_transform(
-        {"networks": optimizer_of(settings, steps), "temperature": optimizer_of(temperature, steps)}, labels
-    )
+    return optax.multi_transform(groups, labels)
