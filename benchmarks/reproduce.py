@@ -93,8 +93,9 @@ MUJOCO_UNTUNED = (
     "each of those three differences closed (--observation-clip 10 --normalize-with acting --return-restart "
     "termination), tried on 2026-11-30 on seeds 100 and 101 and stopped there (AMD EPYC): InvertedPendulum 793.0 "
     "and 882.2 (the row's settings: 928.5 and 922.8), Pusher -67.6 and -64.5 (-47.0 and -53.6); not kept, "
-    "HalfCheetah not run. CleanRL's own code was not run here (1M env steps of PyTorch PPO per seed does not fit "
-    "the session beside these rows)."
+    "HalfCheetah not run. CleanRL's own code (fe8d8a0, in the gymnasium 0.29.1 and MuJoCo 2.3.3 it pins, where "
+    "envpool 1.2.7 steps MuJoCo 3.6.0 with the same model files) ran here on 2026-11-30 on as many seeds as the "
+    "session allowed (40-90 minutes a seed on a shared core; benchmarks/source_runs.py): see the row's own note."
 )
 GYMNAX_README = "RobertTLange/gymnax at 086ad95 README.md, table of environments, PPO checkpoint return"
 SAMPLED = ("--eval-policy", "sampled", "--eval-episodes", "164")  # gymnax-blines' protocol
@@ -459,7 +460,10 @@ ROWS = (
                 963.09,
                 f"{MUJOCO_UNTUNED} Before --max-policy-lag existed, the row's first two seeds ran with Sebulba's "
                 "pipelining (the actor one update behind, as PPO's ratio then sees): 904.2 and 902.4 on seeds 100 and "
-                "101, against 928.5 and 922.8 on-policy",
+                "101, against 928.5 and 922.8 on-policy. CleanRL's own code on seeds 100 and 101: 978.4 and 944.5 "
+                "(mean 961.5, 0.99), where the row scored 928.5 and 922.8 on the same two seeds: the source's code "
+                "reaches its figure here and the row does not, a difference of podracer's (or of MuJoCo 3.6.0 "
+                "against 2.3.3) not found; the source's seeds 102-104 not run (the session's time)",
             ),
             ("halfcheetah", "halfcheetah-ppo-cleanrl", "HalfCheetah-v4", 1442.64, MUJOCO_UNTUNED),
             (
@@ -469,7 +473,10 @@ ROWS = (
                 -40.38,
                 f"{MUJOCO_UNTUNED} Run first with Sebulba's pipelining (before --max-policy-lag existed: the actor "
                 "one update behind the learner): -65.6, -51.4, -66.8, -65.3, -66.0 on seeds 100-104, IQM -65.7 "
-                "[-66.5, -56.2] (0.76)",
+                "[-66.5, -56.2] (0.76). Short as the source's own code is: CleanRL's ppo_continuous_action.py on "
+                "seeds 100-102 scored -59.2, -46.3 and -69.8 (mean -58.4, 0.83), where the row scored -47.0, -53.6 "
+                "and -60.2 on the same seeds (mean -53.6); CleanRL's -40.38 is the mean of 3 seeds of its own; the "
+                "source's seeds 103 and 104 not run (the session's time)",
             ),
         )
     ),
