@@ -68,6 +68,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -178,7 +179,7 @@ def monitor_returns(folder: Path) -> list[float]:
     return returns
 
 
-def zoo_seed(python: str, zoo: Path, row: ZooRow, seed: int, eval_steps: int, work: Path) -> dict:
+def zoo_seed(python: str, zoo: Path, row: ZooRow, seed: int, work: Path, args: argparse.Namespace) -> dict:
     """One seed of a zoo row: train with ``train.py`` (no evaluation during training), then ``enjoy.py`` as the
     zoo's benchmark plays it; the evaluation's episode returns and both phases' seconds."""
     logs, rewards = work / f"{row.algo}-{row.env_id}-{seed}", work / f"eval-{row.algo}-{row.env_id}-{seed}"
@@ -187,7 +188,7 @@ def zoo_seed(python: str, zoo: Path, row: ZooRow, seed: int, eval_steps: int, wo
     train = [python, "train.py", *common, "--seed", str(seed), "--eval-freq", "-1", "--vec-env", "dummy"]
     run(train, zoo)
     trained = time.perf_counter()
-    play = [python, "enjoy.py", *common, "--exp-id", "1", "-n", str(eval_steps), "--n-envs", "1", "--no-render"]
+    play = [python, "enjoy.py", *common, "--exp-id", "1", "-n", str(args.eval_steps), "--n-envs", "1", "--no-render"]
     play += ["--seed", str(EVAL_SEED), "--verbose", "0", "--reward-log", str(rewards)]
     run(play, zoo)
     returns = monitor_returns(rewards)
@@ -200,7 +201,7 @@ def zoo_seed(python: str, zoo: Path, row: ZooRow, seed: int, eval_steps: int, wo
     }
 
 
-def blines_seed(python: str, source: Path, row: BlinesRow, seed: int, work: Path) -> dict:
+def blines_seed(python: str, source: Path, row: BlinesRow, seed: int, work: Path, args: argparse.Namespace) -> dict:
     """One seed of a gymnax-blines row: ``exec.sh``'s training command in a copy of the source of its own (the
     checkpoint's path is fixed), then the checkpoint played by the source's evaluation; its return, the source's
     own last logged evaluation, and the seconds."""
@@ -222,7 +223,7 @@ def blines_seed(python: str, source: Path, row: BlinesRow, seed: int, work: Path
     }
 
 
-def cleanrl_seed(python: str, source: Path, row: CleanrlRow, seed: int, work: Path) -> dict:
+def cleanrl_seed(python: str, source: Path, row: CleanrlRow, seed: int, work: Path, args: argparse.Namespace) -> dict:
     """One seed of a CleanRL row: ``ppo_continuous_action.py`` with its defaults (1M env steps) on the CPU, one
     thread as CleanRL's ``benchmark/ppo.sh`` runs it (``OMP_NUM_THREADS=1``), scored as CleanRL scores its figure:
     the mean training return of the last 100 episodes it prints."""
@@ -245,16 +246,64 @@ def cleanrl_seed(python: str, source: Path, row: CleanrlRow, seed: int, work: Pa
     }
 
 
-ZOO_PACKAGES = ("stable-baselines3", "torch", "gymnasium")  # what a zoo run records of its Python
-BLINES_PACKAGES = ("jax", "flax", "gymnax", "evosax")  # what a gymnax-blines run records of its Python
-CLEANRL_PACKAGES = ("torch", "gymnasium", "mujoco")  # what a CleanRL run records of its Python
-
-
 def versions(python: str, names: tuple[str, ...]) -> str:
     """``name version, ...`` of the distributions ``names`` installed in ``python``."""
     code = f"from importlib.metadata import version; print(*(version(n) for n in {names}))"
     found = run([python, "-c", code], Path.cwd()).split()
     return ", ".join(f"{name} {version}" for name, version in zip(names, found, strict=True))
+
+
+class Source(NamedTuple):
+    """A source whose own code runs here: its flags (``--NAME-python``, ``--NAME-git``), rows, and how it runs."""
+
+    name: str
+    rows: dict  # the reproduction rows it runs, by key
+    commit: str  # the commit the reproduction table quotes
+    files: tuple[str, ...]  # the paths of the checkout it needs (all of it: ())
+    packages: tuple[str, ...]  # what a run records of its Python
+    seed: Callable[..., dict]  # one seed: (python, checkout, row, seed, work, args) -> its result
+    method: Callable[[argparse.Namespace, str], str]  # (args, the commit checked out) -> how it ran, in words
+
+
+SOURCES = (
+    Source(
+        "zoo",
+        ZOO_ROWS,
+        ZOO_COMMIT,
+        (),
+        ("stable-baselines3", "torch", "gymnasium"),
+        zoo_seed,
+        lambda args, commit: (
+            f"rl-baselines3-zoo at {commit[:7]}, train.py then enjoy.py as rl_zoo3/benchmark.py plays "
+            f"({args.eval_steps:,} env steps, deterministic, the final model)"
+        ),
+    ),
+    Source(
+        "blines",
+        BLINES_ROWS,
+        BLINES_COMMIT,
+        BLINES_FILES,
+        ("jax", "flax", "gymnax", "evosax"),
+        blines_seed,
+        lambda args, commit: (
+            f"gymnax-blines at {commit[:7]}, exec.sh's train.py -config agents/ENV/ppo.yaml -seed S (constant "
+            f"learning rate 5e-4, train.py's -lr default), the checkpoint played by utils/ppo.py's batch_evaluate "
+            f"(164 episodes, sampled)"
+        ),
+    ),
+    Source(
+        "cleanrl",
+        CLEANRL_ROWS,
+        CLEANRL_COMMIT,
+        (CLEANRL_SCRIPT,),
+        ("torch", "gymnasium", "mujoco"),
+        cleanrl_seed,
+        lambda args, commit: (
+            f"CleanRL at {commit[:7]}, {CLEANRL_SCRIPT} with its defaults (1M env steps, one thread), the mean "
+            f"training return of its last {CLEANRL_LAST} episodes"
+        ),
+    ),
+)
 
 
 def summarize(key: str, runs: list[dict], saved: dict, source: str) -> dict:
@@ -330,7 +379,7 @@ def table(results: list[dict]) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    rows = [*ZOO_ROWS, *BLINES_ROWS, *CLEANRL_ROWS]
+    rows = [key for source in SOURCES for key in source.rows]
     parser.add_argument(
         "--rows", default="mountaincar-zoo,mountaincar-a2c,mountaincar-dqn,mountaincar", help=f"of {', '.join(rows)}"
     )
@@ -364,56 +413,27 @@ def main(argv=None) -> int:
     unknown = [k for k in keys if k not in rows]
     if unknown:
         parser.error(f"--rows: no source run for {', '.join(unknown)} (rows: {', '.join(rows)})")
-    for flag, table_of in (("zoo", ZOO_ROWS), ("blines", BLINES_ROWS), ("cleanrl", CLEANRL_ROWS)):
-        wanted = [k for k in keys if k in table_of]
+    for source in SOURCES:
+        wanted = [k for k in keys if k in source.rows]
         for part in ("python", "git"):
-            if wanted and not getattr(args, f"{flag}_{part}"):
-                parser.error(f"--{flag}-{part} is needed for --rows {','.join(wanted)}")
+            if wanted and not getattr(args, f"{source.name}_{part}"):
+                parser.error(f"--{source.name}-{part} is needed for --rows {','.join(wanted)}")
     cpu = _report.cpu_model()
     with tempfile.TemporaryDirectory() as tmp:
         work, sources, jobs = Path(tmp), {}, []
         seeds = range(args.seed, args.seed + args.seeds)
-        if any(k in ZOO_ROWS for k in keys):
-            (work / "zoo").mkdir()
-            commit = checkout(args.zoo_git, ZOO_COMMIT, work / "zoo", "--zoo-git")
-            said = (
-                f"rl-baselines3-zoo at {commit[:7]}, train.py then enjoy.py as rl_zoo3/benchmark.py plays "
-                f"({args.eval_steps:,} env steps, deterministic, the final model); "
-                f"{versions(args.zoo_python, ZOO_PACKAGES)}"
-            )
-            for key in (k for k in keys if k in ZOO_ROWS):
+        for source in SOURCES:
+            wanted = [k for k in keys if k in source.rows]
+            if not wanted:
+                continue
+            python, folder = getattr(args, f"{source.name}_python"), work / source.name
+            folder.mkdir()
+            git_dir = getattr(args, f"{source.name}_git")
+            commit = checkout(git_dir, source.commit, folder, f"--{source.name}-git", source.files)
+            said = f"{source.method(args, commit)}; {versions(python, source.packages)}"
+            for key in wanted:
                 sources[key] = f"{said}; seeds {seeds[0]}-{seeds[-1]}, {cpu}"
-                jobs += [
-                    (key, zoo_seed, (args.zoo_python, work / "zoo", ZOO_ROWS[key], s, args.eval_steps, work))
-                    for s in seeds
-                ]
-        if any(k in BLINES_ROWS for k in keys):
-            (work / "blines").mkdir()
-            commit = checkout(args.blines_git, BLINES_COMMIT, work / "blines", "--blines-git", BLINES_FILES)
-            said = (
-                f"gymnax-blines at {commit[:7]}, exec.sh's train.py -config agents/ENV/ppo.yaml -seed S (constant "
-                f"learning rate 5e-4, train.py's -lr default), the checkpoint played by utils/ppo.py's batch_evaluate "
-                f"(164 episodes, sampled); {versions(args.blines_python, BLINES_PACKAGES)}"
-            )
-            for key in (k for k in keys if k in BLINES_ROWS):
-                sources[key] = f"{said}; seeds {seeds[0]}-{seeds[-1]}, {cpu}"
-                jobs += [
-                    (key, blines_seed, (args.blines_python, work / "blines", BLINES_ROWS[key], s, work)) for s in seeds
-                ]
-        if any(k in CLEANRL_ROWS for k in keys):
-            (work / "cleanrl").mkdir()
-            commit = checkout(args.cleanrl_git, CLEANRL_COMMIT, work / "cleanrl", "--cleanrl-git", (CLEANRL_SCRIPT,))
-            said = (
-                f"CleanRL at {commit[:7]}, {CLEANRL_SCRIPT} with its defaults (1M env steps, one thread), the mean "
-                f"training return of its last {CLEANRL_LAST} episodes; "
-                f"{versions(args.cleanrl_python, CLEANRL_PACKAGES)}"
-            )
-            for key in (k for k in keys if k in CLEANRL_ROWS):
-                sources[key] = f"{said}; seeds {seeds[0]}-{seeds[-1]}, {cpu}"
-                jobs += [
-                    (key, cleanrl_seed, (args.cleanrl_python, work / "cleanrl", CLEANRL_ROWS[key], s, work))
-                    for s in seeds
-                ]
+                jobs += [(key, source.seed, (python, folder, source.rows[key], s, work, args)) for s in seeds]
         runs: dict[str, list[dict]] = {key: [] for key in keys}
         out = _report.output_path(args.save, args.out, "source_runs")
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:

@@ -77,16 +77,25 @@ def summarize_seeds(metrics: Metrics) -> dict:
     return out
 
 
+def _resampled(rng: np.random.Generator, values: np.ndarray, samples: int) -> np.ndarray:
+    """``samples`` rows, each ``len(values)`` of ``values`` drawn with replacement."""
+    return values[rng.integers(0, len(values), size=(samples, len(values)))]
+
+
+def _central(stats: np.ndarray, level: float) -> tuple[float, float]:
+    """The central ``level`` share of a bootstrap's statistics: its two percentiles."""
+    tail = (1.0 - level) / 2 * 100
+    return float(np.percentile(stats, tail)), float(np.percentile(stats, 100 - tail))
+
+
 def bootstrap_interval(
     values, statistic, *, samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED, level: float = 0.95
 ) -> tuple[float, float]:
     """The percentile bootstrap interval of ``statistic`` over ``values`` (resampled with replacement)."""
     values = np.asarray(values, np.float64)
     rng = np.random.default_rng(seed)
-    draws = values[rng.integers(0, len(values), size=(samples, len(values)))]
-    stats = np.array([statistic(row) for row in draws])
-    tail = (1.0 - level) / 2 * 100
-    return float(np.percentile(stats, tail)), float(np.percentile(stats, 100 - tail))
+    stats = np.array([statistic(row) for row in _resampled(rng, values, samples)])
+    return _central(stats, level)
 
 
 def difference_interval(
@@ -96,11 +105,9 @@ def difference_interval(
     (each resampled with replacement on its own): an interval that holds 0 says the two cannot be told apart."""
     values, others = np.asarray(values, np.float64), np.asarray(others, np.float64)
     rng = np.random.default_rng(seed)
-    draws = values[rng.integers(0, len(values), size=(samples, len(values)))]
-    other_draws = others[rng.integers(0, len(others), size=(samples, len(others)))]
+    draws, other_draws = _resampled(rng, values, samples), _resampled(rng, others, samples)
     stats = np.array([statistic(a) - statistic(b) for a, b in zip(draws, other_draws, strict=True)])
-    tail = (1.0 - level) / 2 * 100
-    return float(np.percentile(stats, tail)), float(np.percentile(stats, 100 - tail))
+    return _central(stats, level)
 
 
 INTERVAL_SEEDS = 5  # fewer seeds than this make a bootstrap interval that means little: their range is said instead

@@ -1,5 +1,6 @@
 """benchmarks/reproduce.py: the reproduction table, in its quick form."""
 
+import argparse
 import importlib.util
 import json
 import math
@@ -257,7 +258,12 @@ def test_a_cleanrl_run_is_scored_by_the_last_100_episodes_it_prints(tmp_path):
     )
     (tmp_path / "work").mkdir()
     run = source_runs.cleanrl_seed(
-        sys.executable, tmp_path / "source", source_runs.CLEANRL_ROWS["pusher"], 103, tmp_path / "work"
+        sys.executable,
+        tmp_path / "source",
+        source_runs.CLEANRL_ROWS["pusher"],
+        103,
+        tmp_path / "work",
+        argparse.Namespace(),
     )
     assert run["seed"] == 103 and run["episodes"] == 100 and run["episodes_in_run"] == 150
     assert run["return"] == pytest.approx(sum(-200.0 + i for i in range(50, 150)) / 100)

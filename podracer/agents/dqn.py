@@ -34,6 +34,7 @@ from podracer.agents.qlearning import (
     q_learning_td,
     replay_spec,
     transition_items,
+    with_env_step_clock,
 )
 from podracer.networks import NetworkConfig, network_field
 from podracer.optim import OptimizerConfig, optimizer_of, optimizer_field, replay_steps
@@ -100,9 +101,7 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig(), run: RunFacts | Non
 
     def init(key, observation):
         params = network.init(key, observation)
-        # The linear schedule's clock: env steps learned from so far, counted by the learner (observe) and
-        # shipped to the actors with the parameters. Float: it takes a (zero) gradient with the rest.
-        return {"network": params, "env_steps": jnp.zeros((), jnp.float32)} if linear else params
+        return with_env_step_clock({"network": params}) if linear else params  # the linear schedule's clock
 
     def q_network(params):
         return params["network"] if linear else params

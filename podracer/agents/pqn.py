@@ -35,7 +35,7 @@ from podracer.agents.base import (
     require_actions,
     transitions,
 )
-from podracer.agents.qlearning import epsilon_greedy, linear_epsilon, make_q_network
+from podracer.agents.qlearning import epsilon_greedy, linear_epsilon, make_q_network, with_env_step_clock
 from podracer.networks import RecurrentNetwork, lstm_initial_state, reset_state
 from podracer.networks import NetworkConfig, network_field
 from podracer.optim import OptimizerConfig, optimizer_of, on_policy_steps, optimizer_field
@@ -122,9 +122,7 @@ def make_pqn(spec: EnvSpec, config: PQNConfig = PQNConfig(), run: RunFacts | Non
             params = network.init(key, observation, jnp.ones((batch,), bool), initial_state(batch))
         else:
             params = network.init(key, observation)
-        # epsilon's clock: env steps learned from so far, counted by the learner (observe), shipped with the
-        # parameters (a float: it takes a zero gradient with the rest)
-        return {"network": params, "env_steps": jnp.zeros((), jnp.float32)}
+        return with_env_step_clock({"network": params})  # epsilon's clock
 
     def act(params, observation, key, state, first, action_mask=None):
         extras = {}

@@ -52,6 +52,20 @@ def count_env_steps(params, trajectory: Trajectory, axis_names=()):
     return {**params, "env_steps": params["env_steps"] + steps}, trajectory
 
 
+def with_env_step_clock(params):
+    """``params`` with the clock :func:`count_env_steps` advances: env steps learned from so far, counted by the
+    learner (``observe``) and shipped to the actors with the parameters (float: it takes a zero gradient with the
+    rest)."""
+    return {**params, "env_steps": jnp.zeros((), jnp.float32)}
+
+
+def uniform_until(params, action: jax.Array, key: jax.Array, random_steps: int) -> jax.Array:
+    """``--random-steps``: actions uniform in [-1, 1] (a continuous agent's squashed units) in place of ``action``
+    until the clock of :func:`with_env_step_clock` reaches ``random_steps``."""
+    uniform = jax.random.uniform(key, action.shape, minval=-1.0, maxval=1.0)
+    return jnp.where(params["env_steps"] < random_steps, uniform, action)
+
+
 def epsilon_ladder(num_actors: int, epsilon: float = 0.4, alpha: float = 7.0) -> jax.Array:
     """Ape-X exploration rates ``epsilon ** (1 + alpha * i / (N - 1))`` for ``i = 0 ... N - 1``."""
     i = jnp.arange(num_actors, dtype=jnp.float32)
@@ -189,4 +203,6 @@ __all__ = [
     "q_learning_td",
     "replay_spec",
     "transition_items",
+    "uniform_until",
+    "with_env_step_clock",
 ]

@@ -32,7 +32,13 @@ import jax.numpy as jnp
 import optax
 
 from podracer.agents.base import Configurable, Agent, ReplaySpec, action_size, check_hyperparameters, require_actions
-from podracer.agents.qlearning import check_replay_sizes, count_env_steps, transition_items
+from podracer.agents.qlearning import (
+    check_replay_sizes,
+    count_env_steps,
+    transition_items,
+    uniform_until,
+    with_env_step_clock,
+)
 from podracer.networks import MLP
 from podracer.networks import NetworkConfig, network_field
 from podracer.optim import OptimizerConfig, optimizer_of, optimizer_field, replay_steps
@@ -140,9 +146,7 @@ def make_sac(spec: EnvSpec, config: SACConfig = SACConfig(), run: RunFacts | Non
             "critic": critic.init(critic_key, x, jnp.zeros((x.shape[0], size))),
             "log_alpha": jnp.log(jnp.asarray(config.initial_alpha, jnp.float32)),
         }
-        # --random-steps' clock: env steps learned from so far, counted by the learner (observe) and shipped to the
-        # actors with the parameters (float: it takes a zero gradient with the rest)
-        return {**params, "env_steps": jnp.zeros((), jnp.float32)} if counted else params
+        return with_env_step_clock(params) if counted else params  # --random-steps' clock
 
     def act(params, observation, key, state, first):
         x, batch_shape = flatten(observation)
@@ -150,8 +154,7 @@ def make_sac(spec: EnvSpec, config: SACConfig = SACConfig(), run: RunFacts | Non
         sample_key, random_key = jax.random.split(key) if counted else (key, None)
         action, _ = squashed_sample(mean, log_std, sample_key)
         if counted:
-            uniform = jax.random.uniform(random_key, mean.shape, minval=-1.0, maxval=1.0)
-            action = jnp.where(params["env_steps"] < config.random_steps, uniform, action)
+            action = uniform_until(params, action, random_key, config.random_steps)
         return action.reshape(*batch_shape, size), {"greedy": jnp.tanh(mean).reshape(*batch_shape, size)}, state
 
     def make_items(trajectory: Trajectory):

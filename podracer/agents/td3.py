@@ -41,7 +41,13 @@ import optax
 
 from podracer.agents.base import Agent, Configurable, ReplaySpec, action_size, check_hyperparameters, require_actions
 from podracer.agents.losses import categorical_projection
-from podracer.agents.qlearning import check_replay_sizes, count_env_steps, transition_items
+from podracer.agents.qlearning import (
+    check_replay_sizes,
+    count_env_steps,
+    transition_items,
+    uniform_until,
+    with_env_step_clock,
+)
 from podracer.agents.sac import TwinCritic
 from podracer.networks import MLP, NetworkConfig, network_field
 from podracer.optim import OptimizerConfig, optimizer_field, optimizer_of, replay_steps
@@ -137,9 +143,7 @@ def make_td3(spec: EnvSpec, config: TD3Config = TD3Config(), run: RunFacts | Non
             "actor": actor.init(actor_key, x),
             "critic": critic.init(critic_key, x, jnp.zeros((x.shape[0], size))),
         }
-        # --random-steps' clock: env steps learned from so far, counted by the learner (observe) and shipped to the
-        # actors with the parameters (float: it takes a zero gradient with the rest)
-        return {**params, "env_steps": jnp.zeros((), jnp.float32)} if counted else params
+        return with_env_step_clock(params) if counted else params  # --random-steps' clock
 
     def act(params, observation, key, state, first):
         x, batch_shape = flatten(observation)
@@ -148,8 +152,7 @@ def make_td3(spec: EnvSpec, config: TD3Config = TD3Config(), run: RunFacts | Non
         scale = noise_ladder(x.shape[0], config.exploration_noise_min, config.exploration_noise_max)
         action = jnp.clip(mean + scale[:, None] * jax.random.normal(noise_key, mean.shape), -1.0, 1.0)
         if counted:
-            uniform = jax.random.uniform(random_key, mean.shape, minval=-1.0, maxval=1.0)
-            action = jnp.where(params["env_steps"] < config.random_steps, uniform, action)
+            action = uniform_until(params, action, random_key, config.random_steps)
         return action.reshape(*batch_shape, size), {"greedy": mean.reshape(*batch_shape, size)}, state
 
     def make_items(trajectory: Trajectory):
