@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import benchmark_scripts  # tests/benchmark_scripts.py
@@ -310,3 +311,30 @@ def test_random_play_on_a_host_environment_is_one_episode_per_environment():
     assert 10 < reproduce.host_random_play("CartPole-v1", episodes=64) < 40  # uniformly random CartPole: about 22
     pendulum = reproduce.host_random_play("InvertedPendulum-v4", episodes=16, seed=1)
     assert 1 <= pendulum < 20  # a random torque topples the pole within a few steps (a reward of 1 per step)
+
+
+def test_mujoco_dynamics_reports_each_step_ranges_largest_gap_and_where_each_episode_ended(capsys):
+    """mujoco_dynamics.py: envpool's and gymnasium's episodes compared over the steps both took: the largest
+    observation gap per step range (the start apart), the largest reward gap, the step each terminated at."""
+    dynamics = benchmark_scripts.load("mujoco_dynamics")
+    steps = 60
+    ours = {
+        "observations": np.zeros((steps + 1, 3)),
+        "rewards": [1.0] * steps,
+        "ends": [False] * (steps - 1) + [True],  # envpool's episode terminated at its 60th step
+    }
+    theirs_obs = np.zeros((steps + 1, 3))
+    theirs_obs[5, 1], theirs_obs[30, 2], theirs_obs[55, 0] = 0.5, -2.0, 1e-9
+    theirs = {"observations": theirs_obs.tolist(), "rewards": [1.0] * 9 + [1.25] + [1.0] * 50, "ends": [False] * 60}
+    result = dynamics.compare("HalfCheetah-v4", ours, theirs)
+    assert result["steps"] == steps and result["envpool_end"] == steps and result["gymnasium_end"] is None
+    assert result["observation_gap"] == {"0-0": 0.0, "1-9": 0.5, "10-49": 2.0, "50-60": 1e-9}
+    assert result["reward_gap"] == 0.25
+    text = dynamics.table([result], "header")
+    assert "| HalfCheetah-v4 | 60 | 0.0e+00 | 5.0e-01 | 2.0e+00 | 1.0e-09 | 2.5e-01 | 60, - |" in text
+    short = dynamics.compare("InvertedPendulum-v4", {**ours, "observations": ours["observations"][:14]}, theirs)
+    assert list(short["observation_gap"]) == ["0-0", "1-9", "10-13"]  # ranges past the episode are left out
+    assert "| 5.0e-01 | 0.0e+00 | - |" in dynamics.table([short], "header")
+    with pytest.raises(SystemExit):
+        dynamics.main(["--gymnasium-python", sys.executable, "--tasks", "Hopper-v4"])
+    assert "--tasks: Hopper-v4 is not one of InvertedPendulum-v4, HalfCheetah-v4, Pusher-v4" in capsys.readouterr().err
