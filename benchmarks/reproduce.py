@@ -93,9 +93,11 @@ MUJOCO_UNTUNED = (
     "each of those three differences closed (--observation-clip 10 --normalize-with acting --return-restart "
     "termination), tried on 2026-11-30 on seeds 100 and 101 and stopped there (AMD EPYC): InvertedPendulum 793.0 "
     "and 882.2 (the row's settings: 928.5 and 922.8), Pusher -67.6 and -64.5 (-47.0 and -53.6); not kept, "
-    "HalfCheetah not run. CleanRL's own code (fe8d8a0, in the gymnasium 0.29.1 and MuJoCo 2.3.3 it pins, where "
-    "envpool 1.2.7 steps MuJoCo 3.6.0 with the same model files) ran here on 2026-11-30 on as many seeds as the "
-    "session allowed (40-90 minutes a seed on a shared core; benchmarks/source_runs.py): see the row's own note."
+    "HalfCheetah not run. The environments are not a difference: envpool 1.2.5's ports (MuJoCo 3.6.0 inside) step "
+    "the three tasks as gymnasium 0.29.1's on MuJoCo 2.3.3 (CleanRL's pins) and 3.1.6 do, to 1e-7 or closer over "
+    "whole episodes from the same start under the same actions (benchmarks/mujoco_dynamics.py, 2026-11-30). "
+    "CleanRL's own code (fe8d8a0, in the gymnasium and MuJoCo it pins) ran here on as many seeds as the sessions "
+    "allowed (40-90 minutes a seed on a shared core; benchmarks/source_runs.py): see the row's own note."
 )
 GYMNAX_README = "RobertTLange/gymnax at 086ad95 README.md, table of environments, PPO checkpoint return"
 SAMPLED = ("--eval-policy", "sampled", "--eval-episodes", "164")  # gymnax-blines' protocol
