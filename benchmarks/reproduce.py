@@ -462,10 +462,12 @@ ROWS = (
                 963.09,
                 f"{MUJOCO_UNTUNED} Before --max-policy-lag existed, the row's first two seeds ran with Sebulba's "
                 "pipelining (the actor one update behind, as PPO's ratio then sees): 904.2 and 902.4 on seeds 100 and "
-                "101, against 928.5 and 922.8 on-policy. CleanRL's own code on seeds 100 and 101: 978.4 and 944.5 "
-                "(mean 961.5, 0.99), where the row scored 928.5 and 922.8 on the same two seeds: the source's code "
-                "reaches its figure here and the row does not, a difference of podracer's (or of MuJoCo 3.6.0 "
-                "against 2.3.3) not found; the source's seeds 102-104 not run (the session's time)",
+                "101, against 928.5 and 922.8 on-policy. No difference found: CleanRL's own code on seeds 100-104 "
+                "scored 978.4, 944.5, 939.6, 891.9 and 893.2, IQM 925.8 [892.4, 965.5] (0.96; seeds 100-101 on "
+                "2026-11-30 beside each other, 102-104 that evening three at once), where the row scored 928.5, "
+                "922.8, 984.0, 869.2 and 874.1 (908.5, 0.94); the row's IQM minus the code's, -17.3, has the "
+                "bootstrap interval [-73.6, +50.0] (source_runs.md): at five seeds a side the two cannot be told "
+                "apart, and the environments step alike (mujoco_dynamics.py)",
             ),
             ("halfcheetah", "halfcheetah-ppo-cleanrl", "HalfCheetah-v4", 1442.64, MUJOCO_UNTUNED),
             (
