@@ -47,6 +47,9 @@ def test_bad_input_is_one_line_naming_the_flag(tmp_path):
     (tmp_path / "x.jsonl").write_text('{"row": "anakin", "what": "w"}\n')
     run = _run("--table", str(tmp_path / "x.jsonl"))
     assert run.returncode == 2 and "no header record (not an accelerator.jsonl)" in run.stderr
+    run = _run("--games", "asterix,pong")
+    last = run.stderr.strip().splitlines()[-1]
+    assert run.returncode == 2 and last.endswith("--games: pong; choose from asterix,breakout,space-invaders,freeway")
 
 
 def test_the_table_is_rebuilt_from_the_records_a_lent_machine_sent_back(tmp_path):
@@ -151,8 +154,9 @@ def test_smoke_runs_every_row_at_toy_sizes_on_the_cpu(tmp_path):
     for name in available:
         measured = [r for r in by_row[name] if r.get("podracer") is not None or r.get("peer") is not None]
         assert measured or name == "pong-training", (name, by_row[name])  # 256 Pong steps end no episode
-    assert {r["what"] for r in by_row["anakin"] if r.get("podracer")} == {"a2c catch, 16 envs", "ppo catch, 16 envs"}
-    assert all(r["podracer"] > 0 for r in by_row["anakin"] if r.get("podracer"))
+    sizes = by_row["anakin-sizes"]
+    assert {r["what"] for r in sizes if r.get("podracer")} == {"a2c catch, 16 envs", "ppo catch, 16 envs"}
+    assert all(r["podracer"] > 0 for r in sizes if r.get("podracer"))
     (peer,) = [r for r in by_row["anakin"] if "PureJaxRL" in r["what"]]
     assert peer["note"].startswith("not run: PureJaxRL's source is not carried")
     if "minatar-ppo" in available:
@@ -162,7 +166,7 @@ def test_smoke_runs_every_row_at_toy_sizes_on_the_cpu(tmp_path):
         impala, muzero = by_row["sebulba-pong"]
         assert impala["data"]["agent"] == "impala" and muzero["data"]["agent"] == "muzero"
         assert impala["peer"] > 0 and impala["ratio"] == pytest.approx(impala["podracer"] / impala["peer"])
-    assert "| anakin | a2c catch, 16 envs [env steps/s] |" in (tmp_path / "accelerator.md").read_text()
+    assert "| anakin-sizes | a2c catch, 16 envs [env steps/s] |" in (tmp_path / "accelerator.md").read_text()
     if "pong-training" in available:  # the run's folder comes back; carried into the next call, the run resumes
         assert "returned as pong_run.tar.gz" in by_row["pong-training"][0]["note"]
         carried.mkdir()
