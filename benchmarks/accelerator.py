@@ -546,10 +546,13 @@ def _beside_purejaxrl(ctx: Context, devices, sizes) -> None:
 
 
 def _train(ctx: Context, preset: str, seeds: tuple[int, ...]) -> dict:
-    """A preset trained as ``podracer anakin --preset PRESET`` with the seeds vmapped; wall-clock and returns."""
+    """A preset trained as ``benchmarks/reproduce.py`` trains its row (``podracer anakin --preset PRESET`` and the
+    row's own flags, :func:`row_flags`) with the seeds vmapped; wall-clock and returns, and what
+    ``reproduce.py --from-accelerator`` needs to make the row of them."""
     import podracer
 
-    settings = dict(preset=preset, num_seeds=len(seeds), seed=seeds[0], no_log_dir=True)
+    flags = row_flags(preset)
+    settings = dict(preset=preset, num_seeds=len(seeds), seed=seeds[0], no_log_dir=True, **flags)
     if ctx.smoke:
         settings.update(num_updates=2, updates_per_call=1, eval_every=2, eval_episodes=2, num_seeds=2)
     start = time.perf_counter()
@@ -558,6 +561,9 @@ def _train(ctx: Context, preset: str, seeds: tuple[int, ...]) -> dict:
     last = trained.result.history[-1]
     per_seed = last.get("eval_return_per_seed") or last.get("episode_return_per_seed")
     return {
+        "preset": preset,
+        "flags": {k.replace("_", "-"): v for k, v in flags.items()},
+        "seed": settings["seed"],
         "seconds": seconds,
         "compile_s": trained.result.compile_seconds,
         "env_steps": last["env_steps"],
@@ -565,6 +571,20 @@ def _train(ctx: Context, preset: str, seeds: tuple[int, ...]) -> dict:
         "kind": f"{trained.config.eval_policy} evaluation" if "eval_return_per_seed" in last else "training return",
         "sps": trained.result.env_steps_per_second,
     }
+
+
+def row_flags(preset: str) -> dict:
+    """The reproduction table's own flags for the row that trains ``preset`` (``reproduce.Row.flags``, e.g.
+    gymnax-blines' ``--kernel-init lecun`` on Breakout), as ``podracer.train``'s keywords: the suite trains a row
+    exactly as the table does, so that its seeds can stand in the table."""
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    import reproduce
+
+    flags = next((row.flags for row in reproduce.ROWS if row.preset == preset), ())
+    if len(flags) % 2 or not all(f.startswith("--") for f in flags[::2]):
+        raise ValueError(f"{preset}: the row's flags {flags} are not --name value pairs")
+    return {name[2:].replace("-", "_"): value for name, value in zip(flags[::2], flags[1::2])}
 
 
 def _iqm(values) -> float:

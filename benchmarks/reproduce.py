@@ -110,6 +110,13 @@ PQN_MINATAR = (
     "column says which)"
 )
 ORTHOGONAL = "ran before --kernel-init existed: orthogonal kernels (gymnax-blines: flax's defaults, LeCun normal)"
+# The accelerator suite on a lent H200 (benchmarks/results/accelerator_nvidia_h200.md, 2026-11-30, podracer 2b78b9c):
+# MinAtar PPO at 10M x seeds 100-104, the presets alone
+H200 = "5 seeds on a lent H200 (benchmarks/accelerator.py, 2026-11-30, taken with --from-accelerator)"
+H200_PRESET = (
+    "On a lent H200 (benchmarks/accelerator.py, 2026-11-30) the preset alone, orthogonal kernels where this row "
+    "trains LeCun's, so not taken into the row: %s on seeds 100-104 (IQM %s)"
+)
 ROWS = (
     Row(
         "cartpole",
@@ -350,9 +357,18 @@ ROWS = (
                 ("--kernel-init", "lecun"),
                 "gymnax-blines' flax-default kernels here (--kernel-init lecun, the source's setting): 17.4, 24.2 "
                 "and 53.0 on seeds 100-102, so the interval holds 28 while two seeds are below it; the row before, "
-                "orthogonal kernels, scored 25.4 [24.1, 28.1] on the same seeds (recovered from its run's log)",
+                "orthogonal kernels, scored 25.4 [24.1, 28.1] on the same seeds (recovered from its run's log). "
+                + H200_PRESET % ("39.8, 41.3, 33.2, 23.5 and 25.2", "32.7")
+                + "; the row's 5 seeds wait for the next device",
             ),
-            ("space-invaders", "SpaceInvaders", 131.0, (), ORTHOGONAL),
+            (
+                "space-invaders",
+                "SpaceInvaders",
+                131.0,
+                (),
+                f"{ORTHOGONAL}. {H200}: 131.2, 136.1, 124.7, 119.5 and 3.0 (seed 104 never learned: its training "
+                "return 3.0 as well); on the CPU (AMD EPYC), seeds 100-102 had scored IQM 144.6 [141.9, 149.4]",
+            ),
             (
                 "asterix",
                 "Asterix",
@@ -363,9 +379,18 @@ ROWS = (
                 "before, orthogonal kernels, scored 10.7 [9.9, 11.9] on the same seeds (its training return 8.9 at "
                 "7.4M env steps, where this one had 10.4). Differences that remain: biases (gymnax-blines: uniform in "
                 "0.05; podracer: zeros) and rollouts of 128 steps (gymnax-blines collects 129 per update and learns "
-                "from 128)",
+                "from 128). "
+                + H200_PRESET % ("12.7, 9.7, 13.1, 14.7 and 10.5", "12.1, normalised 0.80")
+                + "; the row's 5 seeds wait for the next device",
             ),
-            ("freeway", "Freeway", 58.0, (), ORTHOGONAL),
+            (
+                "freeway",
+                "Freeway",
+                58.0,
+                (),
+                f"{ORTHOGONAL}. {H200}: 60.6, 59.9, 59.8, 60.9 and 60.5; on the CPU (AMD EPYC), seeds 100-102 had "
+                "scored IQM 59.6 [57.9, 60.6]",
+            ),
         )
     ),
     Row(
@@ -654,6 +679,22 @@ def run_sebulba_row(row: Row, seeds: int, scale: float, full: bool, seed: int = 
     }
 
 
+def _anakin_fields(row: Row, cfg, env_steps: int, seed: int, final: str, finals) -> dict:
+    """An Anakin row's fields from its seeds' final returns (``final`` says what they are): what ran, and
+    :func:`_measured`'s figures with random play on the same environment."""
+    return {
+        "task": cfg.env,
+        "agent": cfg.agent_name,
+        "preset": row.preset,
+        "key": row.key,
+        "env_steps": env_steps,
+        "seeds": len(finals),
+        "seed": seed,  # the first; the row ran seed ... seed + seeds - 1
+        "final": final,
+        **_measured(row, finals, random_play(cfg.env), env_steps),
+    }
+
+
 def run_row(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_SEED) -> dict:
     """Trains ``row`` and measures it: a dict of the table's fields, and its learning curves."""
 
@@ -666,17 +707,8 @@ def run_row(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_S
     result = experiment.train_anakin(cfg)
     wall = time.perf_counter() - start
     finals, what = sweep.final_returns(result.history, 1, cfg.eval_policy)
-    env_steps = cfg.num_updates * per_update
     return {
-        "task": cfg.env,
-        "agent": cfg.agent_name,
-        "preset": row.preset,
-        "key": row.key,
-        "env_steps": env_steps,
-        "seeds": seeds,
-        "seed": seed,  # the first; the row ran seed ... seed + seeds - 1
-        "final": what,
-        **_measured(row, finals[0], random_play(cfg.env), env_steps),
+        **_anakin_fields(row, cfg, cfg.num_updates * per_update, seed, what, finals[0]),
         "wall_s": wall,
         "compile_s": result.compile_seconds,
         "env_steps_per_s": result.env_steps_per_second,
@@ -685,6 +717,56 @@ def run_row(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_S
             "return_per_seed": [h["episode_return_per_seed"] for h in result.history],
         },
     }
+
+
+ACCELERATOR_ROWS = ("minatar-ppo", "minatar-pqn")  # benchmarks/accelerator.py's rows that train table rows
+
+
+def from_accelerator(path: Path) -> tuple[list[dict], list[str]]:
+    """The table's rows in an accelerator suite's records (``benchmarks/accelerator.py``'s ``accelerator.jsonl``:
+    its MinAtar rows train the table's rows at their budget, 5 seeds vmapped), measured as :func:`run_row` measures
+    (random play here, on the same environment object), and why any record could not stand for its row: one trained
+    with other flags than the row's (records written before 2026-11-30 name none: the preset alone) or another
+    budget."""
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    header = next((r for r in records if r.get("header")), None)
+    if header is None:
+        raise ValueError(f"{path}: no header record (not an accelerator.jsonl)")
+    rows, refused = [], []
+    for record in records:
+        data = record.get("data") or {}
+        if record.get("row") not in ACCELERATOR_ROWS or "per_seed" not in data:
+            continue
+        agent, game = record["what"].split()[:2]  # "PPO asterix MinAtar, ..."
+        preset = data.get("preset") or f"{game}-minatar{'' if agent.lower() == 'ppo' else '-pqn'}"
+        row = next((r for r in ROWS if r.preset == preset), None)
+        if row is None:
+            refused.append(f"{record['what']}: no row trains {preset}")
+            continue
+        wanted = dict(zip(row.flags[::2], row.flags[1::2]))
+        trained = {f"--{k}": v for k, v in data.get("flags", {}).items()}
+        seeds, seed = len(data["per_seed"]), data.get("seed", REPORT_SEED)
+        cfg, per_update = row_config(row, seeds, 1.0, True, seed)
+        if trained != wanted:
+            refused.append(f"{row.key}: trained with {trained or 'the preset alone'}, the row with {wanted}")
+            continue
+        if int(data["env_steps"]) != cfg.num_updates * per_update:
+            refused.append(f"{row.key}: {data['env_steps']:,} env steps, the row {cfg.num_updates * per_update:,}")
+            continue
+        final = f"{data['kind']} return at the end"
+        rows.append(
+            {
+                **_anakin_fields(row, cfg, int(data["env_steps"]), seed, final, data["per_seed"]),
+                "wall_s": data["seconds"],
+                "compile_s": data["compile_s"],
+                "env_steps_per_s": data["sps"],
+                "curve": None,  # the suite keeps each seed's final figure, not the curve
+                "machine": f"{header['device']} (benchmarks/accelerator.py, podracer {header['commit']}, "
+                f"{header['date']})",
+                "jax": header["jax"],
+            }
+        )
+    return rows, refused
 
 
 BUDGET_TOLERANCE = 0.05  # a row is compared with a published figure only within 5 % of that figure's env steps
@@ -912,6 +994,12 @@ def main(argv=None) -> int:
     )
     _report.add_output_flags(parser, "reproduce")
     parser.add_argument(
+        "--from-accelerator",
+        metavar="JSONL",
+        help="train nothing: take the rows an accelerator suite trained (benchmarks/accelerator.py's "
+        "accelerator.jsonl: its MinAtar rows) into the saved table (with --save or --out), keeping the others",
+    )
+    parser.add_argument(
         "--render", action="store_true", help="rewrite reproduce.md from reproduce.json by today's rules; train nothing"
     )
     parser.add_argument(
@@ -938,6 +1026,8 @@ def main(argv=None) -> int:
         saved.with_suffix(".md").write_text(text)
         print(text + f"\nrewrote {saved.with_suffix('.md')}")
         return 0
+    if args.from_accelerator:
+        return _take_from_accelerator(args, keys)
     chosen = [k.strip() for k in args.rows.split(",") if k.strip()]
     unknown = [k for k in chosen if k not in keys]
     if unknown or not chosen:
@@ -980,6 +1070,30 @@ def main(argv=None) -> int:
             except ImportError:
                 print(f"matplotlib is not installed: no learning-curve PNGs ({install.command('plot')}).")
     print("\n" + render(merged(saved, rows, keys), sources_here))
+    return 0
+
+
+def _take_from_accelerator(args, keys: list[str]) -> int:
+    path = Path(args.from_accelerator)
+    if not path.is_file():
+        print(f"reproduce.py: error: --from-accelerator {path}: no such file", file=sys.stderr)
+        return 2
+    from podracer import lifetime
+
+    lifetime.quiet_dependencies()
+    try:
+        rows, refused = from_accelerator(path)
+    except ValueError as error:
+        print(f"reproduce.py: error: --from-accelerator {error}", file=sys.stderr)
+        return 2
+    for why in refused:
+        print(f"not taken: {why}", flush=True)
+    out = _report.output_path(args.save, args.out, "reproduce")
+    saved = json.loads(out.with_suffix(".json").read_text()) if out and out.with_suffix(".json").exists() else []
+    data = merged(saved, rows, keys)
+    text = render(data, saved_source_runs((out or _report.RESULTS / "reproduce").parent))
+    _report.save(out, text, data)
+    print(text + f"\ntook {', '.join(r['key'] for r in rows) or 'no row'} from {path}")
     return 0
 
 

@@ -338,3 +338,49 @@ def test_mujoco_dynamics_reports_each_step_ranges_largest_gap_and_where_each_epi
     with pytest.raises(SystemExit):
         dynamics.main(["--gymnasium-python", sys.executable, "--tasks", "Hopper-v4"])
     assert "--tasks: Hopper-v4 is not one of InvertedPendulum-v4, HalfCheetah-v4, Pusher-v4" in capsys.readouterr().err
+
+
+def test_an_accelerator_call_stands_for_a_row_only_when_it_trained_the_rows_settings(tmp_path):
+    """--from-accelerator takes a MinAtar record trained with its row's flags and budget into the table (random play
+    measured here), refuses one trained with other flags or another budget, saying why, and keeps the saved rows;
+    the suite trains a preset with its row's flags."""
+    if importlib.util.find_spec("gymnax") is None:
+        pytest.skip("the MinAtar rows need gymnax")
+    from podracer import stats
+
+    accelerator = benchmark_scripts.load("accelerator")
+    assert accelerator.row_flags("breakout-minatar") == {"kernel_init": "lecun"}
+    assert accelerator.row_flags("freeway-minatar") == {}
+    header = {"header": True, "device": "NVIDIA H200 x1 [gpu]", "jax": "0.11.2", "commit": "abc", "date": "2026-11-30"}
+    data = {"per_seed": [131.2, 136.1, 124.7, 119.5, 3.0], "env_steps": 9_994_240, "seconds": 46.4, "compile_s": 11.5}
+    data.update(sps=1.9e6, kind="sampled evaluation")
+    records = [
+        header,
+        {"row": "minatar-ppo", "what": "PPO space-invaders MinAtar, 9,994,240 env steps x 5 seeds", "data": data},
+        {"row": "minatar-ppo", "what": "PPO asterix MinAtar, 9,994,240 env steps x 5 seeds", "data": data},
+        {"row": "minatar-ppo", "what": "PPO freeway MinAtar", "data": {**data, "env_steps": 655_360}},
+        {"row": "anakin", "what": "ppo gymnax CartPole-v1, 4,096 envs", "podracer": 3.3e7},
+    ]
+    path = tmp_path / "accelerator.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = tmp_path / "reproduce"
+    table = json.loads((BENCHMARKS / "results" / "reproduce.json").read_text())
+    out.with_suffix(".json").write_text(json.dumps(table))
+    command = [sys.executable, str(BENCHMARKS / "reproduce.py"), "--from-accelerator"]
+    run = subprocess.run([*command, str(path), "--out", str(out)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "not taken: asterix: trained with the preset alone, the row with {'--kernel-init': 'lecun'}" in run.stdout
+    assert "not taken: freeway: 655,360 env steps, the row 9,994,240" in run.stdout
+    assert run.stdout.rstrip().endswith(f"took space-invaders from {path}")
+    now = json.loads(out.with_suffix(".json").read_text())
+    assert [r["key"] for r in now] == [r["key"] for r in table]  # the others kept, in the table's order
+    assert [r for r in now if r["key"] != "space-invaders"] == [r for r in table if r["key"] != "space-invaders"]
+    (row,) = [r for r in now if r["key"] == "space-invaders"]
+    assert row["seeds"] == 5 and row["seed"] == 100 and row["env_steps"] == 9_994_240
+    assert row["per_seed"] == data["per_seed"] and row["final"] == "sampled evaluation return at the end"
+    assert row["iqm"] == pytest.approx(float(stats.interquartile_mean(data["per_seed"])))
+    assert row["machine"] == "NVIDIA H200 x1 [gpu] (benchmarks/accelerator.py, podracer abc, 2026-11-30)"
+    assert 0 < row["random"] < 20 and row["wall_s"] == 46.4 and row["jax"] == "0.11.2" and row["curve"] is None
+    run = subprocess.run([*command, str(tmp_path / "none.jsonl")], capture_output=True, text=True)
+    assert run.returncode == 2
+    assert run.stderr.strip() == f"reproduce.py: error: --from-accelerator {tmp_path / 'none.jsonl'}: no such file"
