@@ -127,6 +127,9 @@ def commit(carried: Path | None = None) -> str:
             return head.stdout.strip() + ("+dirty" if dirty else "")
     except OSError:
         pass
+    fallback = ROOT / ".accelerator" / "COMMIT"  # a copy with no .git, run without --wheelhouse
+    if fallback.is_file():
+        return fallback.read_text().strip() + " (from the carried folder)"
     return "unknown"
 
 
