@@ -347,6 +347,18 @@ ROWS = (
         note="Stable-Baselines3 moves its target networks only at the actor's steps (every second gradient step); "
         "podracer's replay learner at every one",
     ),
+    Row(
+        "pendulum-ddpg",
+        "pendulum-ddpg",
+        -152.099,
+        f"{ZOO} ddpg Pendulum-v1 (20k env steps; hyperparams/ddpg.yml: lr 1e-3, gamma 0.98, 400x300, 10k random "
+        "steps before learning, Gaussian noise 0.1, one env, one gradient step of 256 per env step; SB3's DDPG: TD3 "
+        "with one critic, policy delay 1 and no target smoothing); the row runs those settings on two shards (1 env, "
+        "128 items each)",
+        20_000,
+        note="the source's settings, untuned (nothing run on seeds 0-4). Differences that remain: the actor's last "
+        "layer is drawn with a standard deviation of 0.01 (FastTD3's; SB3: PyTorch's default)",
+    ),
     *(
         Row(key, f"{key}-minatar", published, MINATAR % game, 10_000_000, flags=flags, note=note, device_seeds=True)
         for key, game, published, flags, note in (
@@ -495,6 +507,7 @@ ROWS = (
                 "apart, and the environments step alike (mujoco_dynamics.py)",
             ),
             ("halfcheetah", "halfcheetah-ppo-cleanrl", "HalfCheetah-v4", 1442.64, MUJOCO_UNTUNED),
+            ("hopper", "hopper-ppo-cleanrl", "Hopper-v4", 2382.86, MUJOCO_UNTUNED),
             (
                 "pusher",
                 "pusher-ppo-cleanrl",

@@ -134,6 +134,7 @@ class CleanrlRow(NamedTuple):
 CLEANRL_ROWS = {
     "inverted-pendulum-mujoco": CleanrlRow("InvertedPendulum-v4"),
     "halfcheetah": CleanrlRow("HalfCheetah-v4"),
+    "hopper": CleanrlRow("Hopper-v4"),
     "pusher": CleanrlRow("Pusher-v4"),
 }
 CLEANRL_SCRIPT = "cleanrl/ppo_continuous_action.py"

@@ -245,6 +245,41 @@ def test_td3_categorical_critics_learn_the_projected_target_of_c51(clipped):
     np.testing.assert_allclose(float(metrics["critic_loss"]), expected / 6, rtol=1e-4)
 
 
+@pytest.mark.parametrize("jit", [False, True])
+def test_ddpg_one_critic_learns_the_target_actors_unsmoothed_target_by_hand(jit):
+    """--num-critics 1 --target-noise 0 (DDPG): one critic's squared error from r + discount Q'(o', mu'(o')), and the
+    actor's loss -Q(o, mu(o)), over the valid items, against the networks applied by hand."""
+    from podracer.agents.sac import TwinCritic
+    from podracer.agents.td3 import DeterministicActor
+
+    agent = agents.make("td3", VECTOR_BOX, hidden_sizes=(8,), num_critics=1, policy_delay=1, target_noise=0.0)
+    rng = np.random.default_rng(5)
+    batch = {
+        "observation": jnp.asarray(rng.normal(size=(6, 3)), jnp.float32),
+        "action": jnp.asarray(rng.uniform(-1, 1, size=(6, 2)), jnp.float32),
+        "reward": jnp.asarray([0.3, -1.2, 2.5, 0.0, -4.0, 1.0], jnp.float32),
+        "discount": jnp.asarray([0.9, 0.9, 0.0, 0.5, 0.9, 0.9], jnp.float32),
+        "next_observation": jnp.asarray(rng.normal(size=(6, 3)), jnp.float32),
+        "valid": jnp.asarray([1, 1, 1, 1, 1, 0], bool),
+    }
+    params = agent.init(jax.random.key(0), batch["observation"])
+    target = agent.init(jax.random.key(1), batch["observation"])
+    loss = jax.jit(agent.replay.loss) if jit else agent.replay.loss
+    _, (metrics, _) = loss(params, target, batch, None, jax.random.key(2))
+    actor, critic = DeterministicActor(2, (8,)), TwinCritic((8,), num=1)
+    next_action = actor.apply(target["actor"], batch["next_observation"])
+    next_q = np.asarray(critic.apply(target["critic"], batch["next_observation"], next_action), np.float64)[0]
+    q = np.asarray(critic.apply(params["critic"], batch["observation"], batch["action"]), np.float64)[0]
+    q_pi = np.asarray(
+        critic.apply(params["critic"], batch["observation"], actor.apply(params["actor"], batch["observation"])),
+        np.float64,
+    )[0]
+    r, d, valid = (np.asarray(batch[k], np.float64) for k in ("reward", "discount", "valid"))
+    expected_critic = np.sum(valid * (q - (r + d * next_q)) ** 2) / 6
+    np.testing.assert_allclose(float(metrics["critic_loss"]), expected_critic, rtol=1e-5)
+    np.testing.assert_allclose(float(metrics["actor_loss"]), -np.sum(valid * q_pi) / 6, rtol=1e-5, atol=1e-7)
+
+
 def test_td3_settings_that_cannot_work_are_refused_naming_the_flags():
     with pytest.raises(
         ValueError, match=r"^Need --exploration-noise-min <= --exploration-noise-max, got 0.5 and 0.1\.$"
@@ -256,6 +291,8 @@ def test_td3_settings_that_cannot_work_are_refused_naming_the_flags():
         agents.TD3Config(policy_delay=0)
     with pytest.raises(ValueError, match=r"^--target-noise must be >= 0, got -0.1\.$"):
         agents.TD3Config(target_noise=-0.1)
+    with pytest.raises(ValueError, match=r"^--num-critics must be 1 or 2, got 3\.$"):
+        agents.TD3Config(num_critics=3)
 
 
 def test_agents_refuse_actions_they_cannot_take():

@@ -100,16 +100,17 @@ class SquashedGaussianActor(nn.Module):
 
 
 class TwinCritic(nn.Module):
-    """Two independent Q networks on ``concat(observation, action)``: values ``[2, N]``, or with ``outputs`` > 1
-    that many outputs each, ``[2, N, outputs]`` (TD3's categorical critics' logits)."""
+    """``num`` (two by default) independent Q networks on ``concat(observation, action)``: values ``[num, N]``, or
+    with ``outputs`` > 1 that many outputs each, ``[num, N, outputs]`` (TD3's categorical critics' logits)."""
 
     hidden_sizes: Sequence[int]
     outputs: int = 1
+    num: int = 2
 
     @nn.compact
     def __call__(self, x, action):
         xa = jnp.concatenate([x, action], axis=-1)
-        heads = [nn.Dense(self.outputs)(MLP(self.hidden_sizes, "relu")(xa)) for _ in range(2)]
+        heads = [nn.Dense(self.outputs)(MLP(self.hidden_sizes, "relu")(xa)) for _ in range(self.num)]
         return jnp.stack([head[..., 0] if self.outputs == 1 else head for head in heads])
 
 

@@ -19,6 +19,8 @@ action of the target actor (``--no-target-actor``: the online actor's, as FastTD
 (``--target-noise``, ``--target-noise-clip``). Clipped double Q (``--clipped-double-q``, on by default): both critics
 learn the target of the critic whose target value is lower (a categorical critic: its whole distribution), and the
 actor climbs the lower of the two values; off, each critic learns its own target and the actor climbs their mean.
+``--num-critics 1`` keeps one critic: with ``--policy-delay 1 --target-noise 0`` it is DDPG (Lillicrap et al., 2016)
+as Stable-Baselines3 writes it, TD3 with one critic, no delay and no target smoothing.
 
 The actor is delayed: its Adam steps once every ``--policy-delay`` gradient steps (the second of each pair by
 default), its state untouched in between (``optax.transforms.conditionally_mask``); the critics step every time.
@@ -73,6 +75,7 @@ class TD3Config(Configurable):
     target_noise: float = 0.2  # target policy smoothing: the standard deviation of the next action's noise ...
     target_noise_clip: float = 0.5  # ... clipped to this
     clipped_double_q: bool = True  # the lower critic's target and value; off: each critic its own, their mean
+    num_critics: int = 2  # TD3's twin critics; 1: one critic (DDPG, with --policy-delay 1 --target-noise 0)
     target_actor: bool = True  # the next action from the Polyak-averaged actor; off: from the online actor
     num_atoms: int = 1  # 1: scalar critics; more: categorical critics over that many atoms on [--v-min, --v-max]
     v_min: float = -250.0  # the categorical critics' support: its lowest value ...
@@ -93,6 +96,8 @@ class TD3Config(Configurable):
                 "Need --exploration-noise-min <= --exploration-noise-max, got "
                 f"{self.exploration_noise_min} and {self.exploration_noise_max}."
             )
+        if self.num_critics not in (1, 2):
+            raise ValueError(f"--num-critics must be 1 or 2, got {self.num_critics}.")
         if self.num_atoms == 2 or (self.num_atoms > 1 and not self.v_min < self.v_max):
             raise ValueError(
                 f"--num-atoms 1 (scalar critics) or >= 3 with --v-min < --v-max, got {self.num_atoms} on "
@@ -125,7 +130,9 @@ def make_td3(spec: EnvSpec, config: TD3Config = TD3Config(), run: RunFacts | Non
         raise ValueError("--agent td3 takes vector observations; this environment's are images or structured.")
     size = action_size(spec)
     hidden = tuple(config.network.hidden_sizes)
-    actor, critic = DeterministicActor(size, hidden), TwinCritic(hidden, outputs=config.num_atoms)
+    actor = DeterministicActor(size, hidden)
+    critic = TwinCritic(hidden, outputs=config.num_atoms, num=config.num_critics)
+    twin = config.num_critics == 2
     categorical = config.num_atoms > 1
     atoms = jnp.linspace(config.v_min, config.v_max, config.num_atoms, dtype=jnp.float32) if categorical else None
     obs_rank = len(spec.observation.shape)
@@ -159,7 +166,7 @@ def make_td3(spec: EnvSpec, config: TD3Config = TD3Config(), run: RunFacts | Non
         return transition_items(trajectory, config.n_step, config.discount)
 
     def values(output):
-        """The critics' values ``[2, N]`` of their outputs (scalars, or logits ``[2, N, atoms]``)."""
+        """The critics' values ``[C, N]`` of their outputs (scalars, or logits ``[C, N, atoms]``)."""
         return jnp.sum(jax.nn.softmax(output) * atoms, axis=-1) if categorical else output
 
     def loss(params, target_params, batch, weights, key):
@@ -183,9 +190,9 @@ def make_td3(spec: EnvSpec, config: TD3Config = TD3Config(), run: RunFacts | Non
             config.target_noise_clip,
         )
         next_action = jnp.clip(next_mean + noise, -1.0, 1.0)
-        next_output = sg(critic.apply(target_params["critic"], x_next, next_action))  # [2, N] or [2, N, atoms]
+        next_output = sg(critic.apply(target_params["critic"], x_next, next_action))  # [C, N] or [C, N, atoms]
         next_values = values(next_output)
-        if config.clipped_double_q:  # both critics learn the lower one's target (a categorical one's distribution)
+        if config.clipped_double_q and twin:  # both learn the lower one's target (a categorical one's distribution)
             first_lower = next_values[0] <= next_values[1]  # [N]: the first critic's target value is the lower
             first_lower = first_lower[:, None] if categorical else first_lower
             next_output = jnp.broadcast_to(jnp.where(first_lower, next_output[0], next_output[1]), next_output.shape)
@@ -197,8 +204,8 @@ def make_td3(spec: EnvSpec, config: TD3Config = TD3Config(), run: RunFacts | Non
             targets = next_output[:1] if config.clipped_double_q else next_output
             shifted = jnp.broadcast_to(shifted, targets.shape)
             projected = categorical_projection(shifted, jax.nn.softmax(targets), config.v_min, config.v_max)
-            projected = jnp.broadcast_to(projected, next_output.shape)  # [2, N, atoms]
-            errors = -jnp.sum(sg(projected) * jax.nn.log_softmax(output), axis=-1)  # cross-entropy [2, N]
+            projected = jnp.broadcast_to(projected, next_output.shape)  # [C, N, atoms]
+            errors = -jnp.sum(sg(projected) * jax.nn.log_softmax(output), axis=-1)  # cross-entropy [C, N]
         else:
             target = batch["reward"][None] + batch["discount"][None] * next_output
             errors = jnp.square(output - target)
