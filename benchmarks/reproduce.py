@@ -325,6 +325,14 @@ ROWS = (
         "the same budget on seeds 0-2",
     ),
     Row(
+        "pendulum-zoo",
+        "pendulum-ppo-zoo",
+        -172.225,
+        f"{ZOO} ppo Pendulum-v1 (100k env steps; hyperparams/ppo.yml: 4 envs x 1024 steps, 10 epochs, gamma 0.9, "
+        "lambda 0.95, lr 1e-3, gSDE with sde_sample_freq 4; SB3's PPO defaults); the row runs those settings",
+        100_000,
+    ),
+    Row(
         "pendulum-sac",
         "pendulum-sac",
         -157.0,

@@ -56,18 +56,36 @@ def check_normalizable(config, spec) -> None:
 
 def check_applies(config, spec) -> None:
     """Flags set away from their defaults that this run would not use are refused in one line naming the flag and
-    what it needs (the rule written in ``docs/faults.md``): a Gaussian policy's ``--policy-std`` or
-    ``--policy-units`` with discrete actions; ``--lr-end`` and ``--lr-decay-steps`` (given, searched or swept) with
-    ``--lr-schedule constant``."""
+    what it needs (the rule written in ``docs/faults.md``): a Gaussian policy's ``--policy-std``, ``--policy-units``,
+    ``--log-std-init`` or ``--sde-sample-freq`` with discrete actions; ``--sde-sample-freq`` without ``--policy-std
+    sde``; ``--log-std-init`` with ``--policy-std state``; ``--lr-end`` and ``--lr-decay-steps`` (given, searched or
+    swept) with ``--lr-schedule constant``."""
     agent = config.agent
     network = getattr(agent, "network", None)
-    for name, default, what in (("policy_std", "parameter", "standard deviation"), ("policy_units", "unit", "units")):
+    gaussian = (
+        ("policy_std", "parameter", "standard deviation"),
+        ("policy_units", "unit", "units"),
+        ("log_std_init", 0.0, "initial log standard deviation"),
+        ("sde_sample_freq", -1, "gSDE sampling"),
+    )
+    for name, default, what in gaussian:
         value = getattr(network, name, default)
         if value != default and not spec.continuous:
             raise ValueError(
                 f"--{name.replace('_', '-')} {value} sets a Gaussian policy's {what}, and {config.env}'s actions are "
                 "discrete: drop it."
             )
+    std = getattr(network, "policy_std", "parameter")
+    if getattr(network, "sde_sample_freq", -1) != -1 and std != "sde":
+        raise ValueError(
+            f"--sde-sample-freq {network.sde_sample_freq} sets when gSDE draws its exploration matrices: it needs "
+            "--policy-std sde."
+        )
+    if getattr(network, "log_std_init", 0.0) != 0.0 and std == "state":
+        raise ValueError(
+            f"--log-std-init {network.log_std_init} starts a learned log standard deviation, which --policy-std "
+            "state does not have: drop it, or use --policy-std parameter or sde."
+        )
     optimizer = getattr(agent, "optimizer", None)
     if getattr(optimizer, "lr_schedule", None) != "constant":
         return

@@ -143,9 +143,14 @@ class NetworkConfig:
 
     hidden_sizes: tuple[int, ...] = (64, 64)  # hidden layer sizes of the MLPs
     activation: Literal["tanh", "relu"] = "tanh"  # the MLPs' activation
-    # continuous actions: the Gaussian's standard deviation, one learned parameter for every state, or a softplus head
-    # of the state (at least 0.001)
-    policy_std: Literal["parameter", "state"] = "parameter"
+    # continuous actions: the Gaussian's standard deviation, one learned parameter for every state, a softplus head
+    # of the state (at least 0.001), or generalized state-dependent exploration (sde: gSDE, Raffin et al. 2021)
+    policy_std: Literal["parameter", "state", "sde"] = "parameter"
+    # the initial log standard deviation of --policy-std parameter and sde (Stable-Baselines3's log_std_init)
+    log_std_init: float = 0.0
+    # --policy-std sde: each environment draws a new exploration matrix every this many steps of a rollout and at
+    # its start; -1: at a rollout's start only (Stable-Baselines3's sde_sample_freq)
+    sde_sample_freq: int = -1
     # continuous actions: the Gaussian's units, the unit box [-1, 1] that the environment wrappers rescale to the
     # action bounds (unit), or the environment's own, clipped to its bounds (env: gymnax-blines', PureJaxRL's and
     # CleanRL's Gaussian policies)
@@ -167,6 +172,8 @@ class NetworkConfig:
             raise ValueError(f"--hidden-sizes must all be >= 1, got {' '.join(map(str, self.hidden_sizes))}.")
         if isinstance(self.core_size, int) and self.core_size < 1:
             raise ValueError(f"--core-size must be >= 1, got {self.core_size}.")
+        if isinstance(self.sde_sample_freq, int) and (self.sde_sample_freq == 0 or self.sde_sample_freq < -1):
+            raise ValueError(f"--sde-sample-freq must be -1 or >= 1, got {self.sde_sample_freq}.")
         choices = (
             ("torso", "torso", TORSOS),
             ("policy_std", "choice", POLICY_STDS),
@@ -201,6 +208,8 @@ ACTOR_CRITIC_FLAGS = (
     "hidden_sizes",
     "activation",
     "policy_std",
+    "log_std_init",
+    "sde_sample_freq",
     "policy_units",
     "kernel_init",
     "shared_torso",
@@ -275,9 +284,10 @@ def image_torso(kind: str, layer_norm: bool = False) -> nn.Module:
     return {"impala": ImpalaResNet, "nature": NatureCNN, "board": BoardCNN}[kind](layer_norm=layer_norm)
 
 
-POLICY_STDS = ("parameter", "state")  # how a Gaussian policy's standard deviation is made (PolicyHead.std)
+POLICY_STDS = ("parameter", "state", "sde")  # how a Gaussian policy's standard deviation is made (PolicyHead.std)
 POLICY_UNITS = ("unit", "env")  # a Gaussian policy's units (PolicyHead.bounds)
 MIN_STD = 1e-3  # a state-dependent standard deviation's floor
+SDE_EPSILON = 1e-6  # added to gSDE's variance (Stable-Baselines3's StateDependentNoiseDistribution.epsilon)
 
 
 class PolicyHead(nn.Module):
@@ -286,7 +296,13 @@ class PolicyHead(nn.Module):
     softmaxes given the features; for continuous ones (``action_size`` > 0) a Gaussian's ``{"mean": [...,
     action_size], "log_std": [..., action_size]}``, its log standard deviation (``std``) a learned parameter that
     does not depend on the state ("parameter"), or a head of its own ("state": softplus of a linear layer, plus
-    0.001, as gymnax-blines' Gaussian policy). The Gaussian is over [-1, 1], which the environment wrappers rescale to
+    0.001, as gymnax-blines' Gaussian policy), or gSDE's ("sde": generalized state-dependent exploration, Raffin et
+    al. 2021, as Stable-Baselines3 writes it with ``full_std`` and without ``learn_features``): a learned matrix
+    ``log_sigma [features, action_size]``, the variance of entry ``k`` ``sum_j h_j^2 exp(2 log_sigma_jk)`` plus
+    1e-6 for the features ``h`` (held fixed: no gradient reaches the torso through it); given ``sde_noise`` (``eps
+    [batch, features, action_size]``, standard normal) the outputs add the acting noise ``"noise" = h @ (sigma *
+    eps)``, which an actor that keeps ``eps`` for several steps adds to the mean (:func:`podracer.agents.base.
+    make_policy_fns`). The Gaussian is over [-1, 1], which the environment wrappers rescale to
     the action bounds; with ``bounds`` (the environment's ``(low, high)``) it is over the environment's own units and
     is returned mapped onto [-1, 1] (mean ``(m - centre) / half_range``, standard deviation ``s / half_range``), so
     that the policy acts in the environment's units, clipped to its bounds, as gymnax-blines', PureJaxRL's and
@@ -301,7 +317,7 @@ class PolicyHead(nn.Module):
     bounds: tuple[tuple[float, ...], tuple[float, ...]] | None = None  # continuous actions: the Gaussian's units
 
     @nn.compact
-    def __call__(self, h):
+    def __call__(self, h, sde_noise=None):
         kernel = make_kernel_init(self.kernel_init, 0.01)
         if isinstance(self.num_actions, tuple):
             logits = nn.Dense(sum(self.num_actions), kernel_init=kernel)(h)
@@ -309,17 +325,27 @@ class PolicyHead(nn.Module):
         if self.action_size == 0:
             return nn.Dense(self.num_actions, kernel_init=kernel)(h)
         mean = nn.Dense(self.action_size, kernel_init=kernel)(h)
+        noise = None
         if self.std == "state":
             scale = nn.Dense(self.action_size, kernel_init=kernel, name="scale")(h)
             log_std = jnp.log(jax.nn.softplus(scale) + MIN_STD)
+        elif self.std == "sde":
+            shape = (h.shape[-1], self.action_size)
+            sigma = jnp.exp(self.param("log_std", nn.initializers.constant(self.initial_log_std), shape))
+            features = jax.lax.stop_gradient(h)
+            log_std = 0.5 * jnp.log(jnp.square(features) @ jnp.square(sigma) + SDE_EPSILON)
+            if sde_noise is not None:
+                noise = jnp.einsum("bj,bjk->bk", features, sigma * sde_noise)
         else:
             log_std = self.param("log_std", nn.initializers.constant(self.initial_log_std), (self.action_size,))
             log_std = jnp.broadcast_to(log_std, mean.shape)
-        if self.bounds is None:
-            return {"mean": mean, "log_std": log_std}
-        low, high = (jnp.asarray(bound, jnp.float32) for bound in self.bounds)
-        half = 0.5 * (high - low)
-        return {"mean": (mean - (low + half)) / half, "log_std": log_std - jnp.log(half)}
+        out = {"mean": mean, "log_std": log_std}
+        if self.bounds is not None:
+            low, high = (jnp.asarray(bound, jnp.float32) for bound in self.bounds)
+            half = 0.5 * (high - low)
+            out = {"mean": (mean - (low + half)) / half, "log_std": log_std - jnp.log(half)}
+            noise = None if noise is None else noise / half
+        return out if noise is None else {**out, "noise": noise}
 
 
 class MLP(nn.Module):
@@ -364,6 +390,8 @@ class ActorCritic(nn.Module):
     policy_std: str = "parameter"  # a Gaussian policy's standard deviation (PolicyHead.std)
     kernel_init: str = "orthogonal"  # the MLPs' and heads' kernels (initializers.make_kernel_init); images: orthogonal
     action_bounds: tuple | None = None  # a Gaussian policy over the environment's units (PolicyHead.bounds)
+    log_std_init: float = 0.0  # PolicyHead.initial_log_std
+    sde_sample_freq: int = -1  # policy_std "sde": steps between exploration matrices (make_policy_fns)
 
     def setup(self):
         kind = choose_torso(self.torso, self.obs_rank, self.image, self.obs_shape)
@@ -383,6 +411,7 @@ class ActorCritic(nn.Module):
             else PolicyHead(
                 self.num_actions,
                 self.action_size,
+                initial_log_std=self.log_std_init,
                 std=self.policy_std,
                 kernel_init=self.kernel_init,
                 bounds=self.action_bounds,
@@ -399,8 +428,9 @@ class ActorCritic(nn.Module):
         features = math.prod(observation.shape[len(batch_shape) :])
         return jnp.reshape(observation, (-1, features)).astype(jnp.float32), batch_shape
 
-    def _policy_outputs(self, h_pi, batch_shape):
-        return jax.tree.map(lambda x: x.reshape(*batch_shape, x.shape[-1]), self.policy_head(h_pi))
+    def _policy_outputs(self, h_pi, batch_shape, sde_noise=None):
+        outputs = self.policy_head(h_pi) if sde_noise is None else self.policy_head(h_pi, sde_noise)
+        return jax.tree.map(lambda x: x.reshape(*batch_shape, x.shape[-1]), outputs)
 
     def __call__(self, observation):
         x, batch_shape = self._flatten(observation)
@@ -412,13 +442,14 @@ class ActorCritic(nn.Module):
             h_pi = x  # the cells' logits read the board itself
         return self._policy_outputs(h_pi, batch_shape), self.value_head(h_v).reshape(batch_shape)
 
-    def policy(self, observation):
-        """The policy outputs alone."""
+    def policy(self, observation, sde_noise=None):
+        """The policy outputs alone (with ``sde_noise``, ``[batch, features, action_size]``: gSDE's acting noise too,
+        :class:`PolicyHead`)."""
         x, batch_shape = self._flatten(observation)
         if self._cells:
             return self._policy_outputs(x, batch_shape)
         h_pi = self.torso_net(x) if self._shared else self.policy_torso(x)
-        return self._policy_outputs(h_pi, batch_shape)
+        return self._policy_outputs(h_pi, batch_shape, sde_noise)
 
 
 class QNetwork(nn.Module):
@@ -530,6 +561,7 @@ class RecurrentNetwork(nn.Module):
     policy_std: str = "parameter"  # a Gaussian policy's standard deviation (PolicyHead.std)
     kernel_init: str = "orthogonal"  # actor_critic heads' kernels (podracer.initializers.make_kernel_init)
     action_bounds: tuple | None = None  # a Gaussian policy over the environment's units (PolicyHead.bounds)
+    log_std_init: float = 0.0  # PolicyHead.initial_log_std
 
     def setup(self):
         self.core = _ScannedLSTM(self.core_size)
@@ -537,6 +569,7 @@ class RecurrentNetwork(nn.Module):
             self.policy_head = PolicyHead(
                 self.num_actions,
                 self.action_size,
+                initial_log_std=self.log_std_init,
                 std=self.policy_std,
                 kernel_init=self.kernel_init,
                 bounds=self.action_bounds,

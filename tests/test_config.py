@@ -427,6 +427,23 @@ def test_a_fields_help_is_its_comment_beside_above_or_inside_it(tmp_path):
         ),
         (
             AnakinConfig,
+            "--log-std-init -2",
+            "--log-std-init -2.0 sets a Gaussian policy's initial log standard deviation, and catch's actions are "
+            "discrete: drop it.",
+        ),
+        (
+            AnakinConfig,
+            "--env gymnax:Pendulum-v1 --sde-sample-freq 4",
+            "--sde-sample-freq 4 sets when gSDE draws its exploration matrices: it needs --policy-std sde.",
+        ),
+        (
+            AnakinConfig,
+            "--env gymnax:Pendulum-v1 --policy-std state --log-std-init -1",
+            "--log-std-init -1.0 starts a learned log standard deviation, which --policy-std state does not have: "
+            "drop it, or use --policy-std parameter or sde.",
+        ),
+        (
+            AnakinConfig,
             "--lr-end 0.001",
             "--lr-end 0.001 has no effect with --lr-schedule constant (the rate never decays): choose --lr-schedule "
             "linear or cosine, or drop it.",

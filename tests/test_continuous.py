@@ -80,6 +80,65 @@ def test_gaussian_policy_agents_act_in_a_box(name):
     assert 0.3 < float(jnp.std(action)) < 3.0 and greedy_action(extras) is extras["mean"]
 
 
+@pytest.mark.parametrize("jit", [pytest.param(False, marks=pytest.mark.slow), True])
+def test_gsde_acts_mean_plus_features_times_a_held_matrix_and_its_variance_is_sb3s(jit):
+    """--policy-std sde: the Gaussian's variance per entry is sum_j h_j^2 sigma_jk^2 + 1e-6 (h: the policy torso's
+    features), the action is mean + h @ (sigma * eps), and each environment draws eps at every rollout's start and
+    every --sde-sample-freq steps into it (rollouts of 6, every 4: at steps 0, 4, 6, 10, 12), keeping it across an
+    episode's end; actions and the distribution in the box's units (--policy-units env: divided by the half range)."""
+    from podracer.types import RunFacts
+
+    run = RunFacts(num_updates=4, envs_per_learner=3, rollout_length=6, total_env_steps=72)
+    agent = agents.make(
+        "ppo", VECTOR_BOX, run=run, policy_std="sde", sde_sample_freq=4, log_std_init=-0.5, policy_units="env"
+    )
+    obs = jnp.asarray(np.random.default_rng(0).normal(size=(3, 3)), jnp.float32)
+    params = agent.init(jax.random.key(0), obs)
+    head = params["params"]["policy_head"]
+    np.testing.assert_allclose(np.asarray(head["log_std"]), np.full((64, 2), -0.5))
+    sigma = np.exp(np.asarray(head["log_std"], np.float64)) * np.linspace(0.5, 1.5, 128).reshape(64, 2)
+    params = jax.tree.map(lambda x: x, params)
+    params["params"]["policy_head"]["log_std"] = jnp.asarray(np.log(sigma), jnp.float32)
+    torso = params["params"]["policy_torso"]
+    h = np.tanh(
+        np.tanh(
+            np.asarray(obs, np.float64) @ np.asarray(torso["Dense_0"]["kernel"]) + np.asarray(torso["Dense_0"]["bias"])
+        )
+        @ np.asarray(torso["Dense_1"]["kernel"])
+        + np.asarray(torso["Dense_1"]["bias"])
+    )
+    dense = head["Dense_0"]
+    half, centre = np.array([2.0, 0.5]), np.array([0.0, 0.5])
+    mean = (h @ np.asarray(dense["kernel"]) + np.asarray(dense["bias"]) - centre) / half
+    log_std = 0.5 * np.log(np.square(h) @ np.square(sigma) + 1e-6) - np.log(half)
+    act = jax.jit(agent.act) if jit else agent.act
+    state, first = agent.initial_state(3), jnp.asarray([True, False, False])
+    draws, eps_before = [], None
+    for t in range(13):
+        action, extras, state = act(params, obs, jax.random.key(t), state, first)
+        eps = np.asarray(state[0], np.float64)
+        draws.append(eps_before is None or not np.array_equal(eps, eps_before))
+        eps_before = eps
+        np.testing.assert_allclose(np.asarray(extras["mean"]), mean, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(extras["log_std"]), log_std, rtol=1e-4, atol=1e-5)
+        noise = np.einsum("bj,bjk->bk", h, sigma[None] * eps) / half
+        np.testing.assert_allclose(np.asarray(action), mean + noise, rtol=1e-4, atol=1e-4)
+        first = jnp.asarray([t == 2] * 3)  # an episode ends: the matrix stays
+    assert [t for t, drawn in enumerate(draws) if drawn] == [0, 4, 6, 10, 12]
+    assert list(np.asarray(state[1])) == [13, 13, 13]
+
+
+def test_gsde_is_refused_where_it_cannot_act():
+    discrete = envs.make("cartpole").spec()
+    message = r"^--policy-std sde takes continuous actions and vector observations, without --core lstm\.$"
+    with pytest.raises(ValueError, match=message):
+        agents.make("ppo", discrete, policy_std="sde")
+    with pytest.raises(ValueError, match=message):
+        agents.make("a2c", VECTOR_BOX, policy_std="sde", core="lstm")
+    with pytest.raises(ValueError, match=r"^--sde-sample-freq must be -1 or >= 1, got 0\.$"):
+        agents.make("ppo", VECTOR_BOX, policy_std="sde", sde_sample_freq=0)
+
+
 def test_sac_acts_inside_the_unit_box_and_its_greedy_action_is_the_squashed_mean():
     agent = agents.make("sac", VECTOR_BOX, hidden_sizes=(8,))
     observation = jnp.ones((7, 3))

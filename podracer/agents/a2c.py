@@ -36,8 +36,8 @@ class A2CConfig(Configurable):
     n_step: int | None = None  # n-step bootstrapped returns instead of lambda returns; None: lambda returns
     value_coef: float = 0.5  # weight of the value loss
     entropy_coef: float = 0.01  # weight of the entropy bonus
-    # --hidden-sizes, --activation, --policy-std, --policy-units, --kernel-init, --shared-torso, --torso, --core,
-    # --core-size
+    # --hidden-sizes, --activation, --policy-std, --log-std-init, --sde-sample-freq, --policy-units, --kernel-init,
+    # --shared-torso, --torso, --core, --core-size
     network: NetworkConfig = network_field(ACTOR_CRITIC_FLAGS)
 
     def __post_init__(self):
@@ -49,7 +49,7 @@ def make_a2c(spec: EnvSpec, config: A2CConfig = A2CConfig(), run: RunFacts | Non
     import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
 
     network = make_network(spec, config)
-    fns = make_policy_fns(network)
+    fns = make_policy_fns(network, run)
 
     def returns_fn(r_t, discount_t, continues_t, v_t):
         if config.n_step is None:

@@ -190,6 +190,12 @@ def make_network(spec, config):
     units."""
     net = network_of(config)
     bounds = (spec.box.low, spec.box.high) if net.policy_units == "env" and spec.box is not None else None
+    if net.policy_std == "sde":
+        vector = not isinstance(spec.observation, dict) and "mlp" == choose_torso(
+            net.torso, len(spec.observation.shape), image_layout(spec), spec.observation.shape
+        )
+        if not spec.continuous or net.core == "lstm" or not vector:
+            raise ValueError("--policy-std sde takes continuous actions and vector observations, without --core lstm.")
     if net.core == "lstm" or isinstance(spec.observation, dict):
         if net.core != "lstm":
             raise ValueError("Structured (dict) observations need a recurrent agent (core='lstm').")
@@ -203,6 +209,7 @@ def make_network(spec, config):
             policy_std=net.policy_std,
             kernel_init=net.kernel_init,
             action_bounds=bounds,
+            log_std_init=net.log_std_init,
         )
     return ActorCritic(
         num_actions=policy_actions(spec),
@@ -218,6 +225,8 @@ def make_network(spec, config):
         policy_std=net.policy_std,
         kernel_init=net.kernel_init,
         action_bounds=bounds,
+        log_std_init=net.log_std_init,
+        sde_sample_freq=net.sde_sample_freq,
     )
 
 
@@ -250,17 +259,21 @@ def require_actions(spec, agent: str, *kinds: str) -> None:
         )
 
 
-def make_policy_fns(network):
+def make_policy_fns(network, run=None):
     """``Agent`` fields ``init``, ``act`` and ``initial_state`` for a network that maps observations to (logits, value).
 
     ``act`` samples from the softmax policy and returns the behaviour logits as extras,
     which off-policy corrections (PPO ratios, V-trace) need. It calls the network's
     ``policy`` method when it has one, so acting skips the value head. For a recurrent
     network they are :func:`make_recurrent_fns`'s (``act`` carries the core state;
-    see :class:`Agent`). Use as ``Agent(**make_policy_fns(network), loss=loss)``.
+    see :class:`Agent`). A Gaussian policy with gSDE (``policy_std="sde"``) is :func:`make_sde_fns`'s (``run``:
+    the run's :class:`~podracer.types.RunFacts`, whose rollout length sets when exploration matrices are drawn).
+    Use as ``Agent(**make_policy_fns(network), loss=loss)``.
     """
     if isinstance(network, RecurrentNetwork):
         return make_recurrent_fns(network)
+    if getattr(network, "policy_std", None) == "sde" and network.action_size > 0:
+        return make_sde_fns(network, run)
 
     def init(key, observation):
         return network.init(key, observation)
@@ -273,6 +286,38 @@ def make_policy_fns(network):
         return *sample_policy(policy, key, action_mask), state
 
     return {"init": init, "act": act, "initial_state": no_state}
+
+
+def make_sde_fns(network, run=None):
+    """:func:`make_policy_fns` for gSDE (generalized state-dependent exploration, Raffin et al. 2021), as
+    Stable-Baselines3 acts with it: each environment keeps a standard-normal matrix ``eps [features, action_size]``
+    in its actor state and acts ``mean + h @ (sigma * eps)`` (:class:`~podracer.networks.PolicyHead`), drawing a new
+    ``eps`` at the start of every rollout (``run.rollout_length`` steps; without ``run``, evaluation, at its first
+    step) and every ``network.sde_sample_freq`` steps into one (-1: never within it). Across the steps one matrix
+    holds, the noise is a smooth function of the state; at each step the action's distribution is the Gaussian the
+    extras keep (``{"mean", "log_std"}``), which the losses use. The state: ``(eps [B, features, action_size],
+    steps [B])``, the steps each environment has acted."""
+    features, size = network.hidden_sizes[-1], network.action_size
+    period = run.rollout_length if run is not None else None
+    freq = network.sde_sample_freq
+
+    def init(key, observation):
+        return network.init(key, observation)
+
+    def initial_state(batch):
+        return jnp.zeros((batch, features, size), jnp.float32), jnp.zeros((batch,), jnp.int32)
+
+    def act(params, observation, key, state, first, action_mask=None):
+        del first, action_mask  # a new episode keeps its environment's matrix, as Stable-Baselines3's
+        eps, steps = state
+        phase = steps % period if period is not None else steps
+        draw = phase % freq == 0 if freq > 0 else phase == 0
+        eps = jnp.where(draw[:, None, None], jax.random.normal(key, eps.shape, eps.dtype), eps)
+        policy = network.apply(params, observation, eps, method="policy")
+        noise = policy.pop("noise")
+        return policy["mean"] + noise, policy, (eps, steps + 1)
+
+    return {"init": init, "act": act, "initial_state": initial_state}
 
 
 def sample_policy(policy, key, action_mask=None):

@@ -51,7 +51,7 @@ def make_impala(spec: EnvSpec, config: IMPALAConfig = IMPALAConfig(), run: RunFa
 
     require_actions(spec, "impala", "discrete", "multi-discrete")
     network = make_network(spec, config)
-    fns = make_policy_fns(network)
+    fns = make_policy_fns(network, run)
 
     def vtrace_fn(v_tm1, v_t, r_t, discount_t, rho_tm1, lambda_):
         return rlax.vtrace_td_error_and_advantage(

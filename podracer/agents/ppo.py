@@ -51,8 +51,8 @@ class PPOConfig(Configurable):
     # bootstrap from the value of the last observation of an episode cut by a time limit; off: the cut ends the
     # episode as a terminal state does (as gymnax-blines' and PureJaxRL's GAE treat every done)
     bootstrap_truncated: bool = True
-    # --hidden-sizes, --activation, --policy-std, --policy-units, --kernel-init, --shared-torso, --torso, --core,
-    # --core-size
+    # --hidden-sizes, --activation, --policy-std, --log-std-init, --sde-sample-freq, --policy-units, --kernel-init,
+    # --shared-torso, --torso, --core, --core-size
     network: NetworkConfig = network_field(
         ACTOR_CRITIC_FLAGS,
         shared_torso=False,
@@ -84,7 +84,7 @@ def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig(), run: RunFacts | Non
     import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
 
     network = make_network(spec, config)
-    fns = make_policy_fns(network)
+    fns = make_policy_fns(network, run)
     recurrent = isinstance(network, RecurrentNetwork)
     gae = jax.vmap(rlax.truncated_generalized_advantage_estimation, in_axes=1, out_axes=1)
 
