@@ -44,19 +44,36 @@ def orthogonal(scale: float = 1.0):
     return init
 
 
-KERNEL_INITS = ("orthogonal", "lecun")  # what --kernel-init takes
+KERNEL_INITS = ("orthogonal", "lecun", "torch")  # what --kernel-init takes
 
 
 def make_kernel_init(kind: str, scale: float):
     """A dense layer's kernel initializer: ``orthogonal``, :func:`orthogonal` with the ``scale`` the layer's role asks
     for (sqrt(2) before an activation, 0.01 for a policy's outputs, 1 for a value: the PPO implementations' habit);
     ``lecun``, LeCun-normal kernels whatever the role (``flax.linen.Dense``'s default, which codebases built on flax's
-    defaults, such as gymnax-blines, train with)."""
+    defaults, such as gymnax-blines, train with); ``torch``, PyTorch's ``nn.Linear`` default whatever the role
+    (uniform in ``±1 / sqrt(fan_in)``, its biases too: :func:`make_bias_init`), which Stable-Baselines3 trains with
+    under ``ortho_init=False``."""
     if kind == "orthogonal":
         return orthogonal(scale)
     if kind == "lecun":
         return jax.nn.initializers.lecun_normal()
+    if kind == "torch":
+        return jax.nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")  # bound sqrt(3 / 3 / fan_in)
     raise ValueError(f"--kernel-init: unknown initializer {kind!r}; choose one of {', '.join(KERNEL_INITS)}.")
 
 
-__all__ = ["KERNEL_INITS", "make_kernel_init", "orthogonal"]
+def make_bias_init(kind: str, fan_in: int):
+    """A dense layer's bias initializer to go with :func:`make_kernel_init`'s kernels: zeros, but for ``torch``,
+    PyTorch's ``nn.Linear`` default, uniform in ``±1 / sqrt(fan_in)`` (``fan_in``: the layer's inputs)."""
+    if kind != "torch":
+        return jax.nn.initializers.zeros
+    bound = 1.0 / math.sqrt(fan_in)
+
+    def init(key, shape, dtype=jnp.float32):
+        return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+    return init
+
+
+__all__ = ["KERNEL_INITS", "make_bias_init", "make_kernel_init", "orthogonal"]

@@ -12,7 +12,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from podracer.initializers import KERNEL_INITS, make_kernel_init, orthogonal  # noqa: F401 (agents read KERNEL_INITS here)
+from podracer.initializers import (  # noqa: F401 (agents read KERNEL_INITS here)
+    KERNEL_INITS,
+    make_bias_init,
+    make_kernel_init,
+    orthogonal,
+)
 from podracer.types import ImageLayout
 
 
@@ -156,9 +161,9 @@ class NetworkConfig:
     # CleanRL's Gaussian policies)
     policy_units: Literal["unit", "env"] = "unit"
     # the MLPs' and heads' kernels: orthogonal (gain sqrt(2) in hidden layers, 0.01 for the policy, 1 for the value),
-    # or lecun (flax's Dense default, as codebases built on flax's defaults, such as gymnax-blines); image torsos stay
-    # orthogonal
-    kernel_init: Literal["orthogonal", "lecun"] = "orthogonal"
+    # or lecun (flax's Dense default, as codebases built on flax's defaults, such as gymnax-blines), or torch (PyTorch's
+    # nn.Linear default, biases too: Stable-Baselines3's ortho_init=False); image torsos stay orthogonal
+    kernel_init: Literal["orthogonal", "lecun", "torch"] = "orthogonal"
     layer_norm: bool = False  # LayerNorm before every activation of the torso (PQN's normalisation)
     shared_torso: bool = True  # one torso under the policy and the value
     torso: TorsoName = "auto"  # auto: impala (ResNet) for images, the board torso for small boards, mlp otherwise
@@ -319,15 +324,16 @@ class PolicyHead(nn.Module):
     @nn.compact
     def __call__(self, h, sde_noise=None):
         kernel = make_kernel_init(self.kernel_init, 0.01)
+        bias = make_bias_init(self.kernel_init, h.shape[-1])
         if isinstance(self.num_actions, tuple):
-            logits = nn.Dense(sum(self.num_actions), kernel_init=kernel)(h)
+            logits = nn.Dense(sum(self.num_actions), kernel_init=kernel, bias_init=bias)(h)
             return tuple(jnp.split(logits, np.cumsum(self.num_actions)[:-1].tolist(), axis=-1))
         if self.action_size == 0:
-            return nn.Dense(self.num_actions, kernel_init=kernel)(h)
-        mean = nn.Dense(self.action_size, kernel_init=kernel)(h)
+            return nn.Dense(self.num_actions, kernel_init=kernel, bias_init=bias)(h)
+        mean = nn.Dense(self.action_size, kernel_init=kernel, bias_init=bias)(h)
         noise = None
         if self.std == "state":
-            scale = nn.Dense(self.action_size, kernel_init=kernel, name="scale")(h)
+            scale = nn.Dense(self.action_size, kernel_init=kernel, bias_init=bias, name="scale")(h)
             log_std = jnp.log(jax.nn.softplus(scale) + MIN_STD)
         elif self.std == "sde":
             shape = (h.shape[-1], self.action_size)
@@ -360,7 +366,8 @@ class MLP(nn.Module):
     def __call__(self, x):
         act, kernel = getattr(nn, self.activation), make_kernel_init(self.kernel_init, np.sqrt(2.0))
         for size in self.hidden_sizes:
-            x = act(normed(nn.Dense(size, kernel_init=kernel)(x), self.layer_norm))
+            bias = make_bias_init(self.kernel_init, x.shape[-1])
+            x = act(normed(nn.Dense(size, kernel_init=kernel, bias_init=bias)(x), self.layer_norm))
         return x
 
 
@@ -417,7 +424,9 @@ class ActorCritic(nn.Module):
                 bounds=self.action_bounds,
             )
         )
-        self.value_head = nn.Dense(1, kernel_init=make_kernel_init(self.kernel_init, 1.0))
+        fan_in = self.hidden_sizes[-1] if not self._image and self.hidden_sizes else 1
+        bias = make_bias_init(self.kernel_init if not self._image else "orthogonal", fan_in)
+        self.value_head = nn.Dense(1, kernel_init=make_kernel_init(self.kernel_init, 1.0), bias_init=bias)
 
     def _flatten(self, observation):
         # All batch axes become one: XLA:CPU runs 2-D matmuls (and their gradients)
@@ -574,7 +583,8 @@ class RecurrentNetwork(nn.Module):
                 kernel_init=self.kernel_init,
                 bounds=self.action_bounds,
             )
-            self.value_head = nn.Dense(1, kernel_init=make_kernel_init(self.kernel_init, 1.0))
+            bias = make_bias_init(self.kernel_init, self.core_size)
+            self.value_head = nn.Dense(1, kernel_init=make_kernel_init(self.kernel_init, 1.0), bias_init=bias)
         elif self.heads == "q":
             self.q_head = nn.Dense(self.num_actions)
         else:

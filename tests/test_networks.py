@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from podracer import agents, learner
-from podracer.envs.base import EnvSpec
+from podracer.envs.base import Box, EnvSpec
 from podracer.networks import ActorCritic, QNetwork
 from podracer.types import ImageLayout, TimeStep, Trajectory
 
@@ -90,9 +90,37 @@ def test_the_kernel_init_flag_gives_flax_default_kernels_to_every_mlp_and_head(c
     assert float(jnp.max(jnp.abs(head))) < 0.01  # orthogonal(0.01): rows of norm 0.01
     assert config.parse(A2CConfig, ["--kernel-init", "lecun"], prog="test").network.kernel_init == "lecun"
     with pytest.raises(
-        ValueError, match=r"^--kernel-init: unknown initializer 'he'; choose one of orthogonal, lecun\.$"
+        ValueError, match=r"^--kernel-init: unknown initializer 'he'; choose one of orthogonal, lecun, torch\.$"
     ):
         PPOConfig().replace(kernel_init="he")
+
+
+@pytest.mark.parametrize("core", ["none", "lstm"])
+def test_torch_kernel_init_draws_every_mlp_and_head_layer_uniform_within_one_over_root_fan_in_biases_too(core):
+    """``--kernel-init torch`` (PyTorch's nn.Linear default: Stable-Baselines3 under ortho_init=False): every MLP and
+    head kernel and bias is uniform in +-1/sqrt(fan_in), where the other initializers start biases at zero."""
+    from podracer.agents.ppo import PPOConfig
+
+    spec = EnvSpec(jax.ShapeDtypeStruct((300,), jnp.float32), box=Box((-1.0,) * 40, (1.0,) * 40))
+    obs = jnp.zeros((1, 300))
+    inputs = (obs, jnp.ones((1,), bool), (jnp.zeros((1, 128)), jnp.zeros((1, 128)))) if core == "lstm" else (obs,)
+    cfg = PPOConfig().replace(kernel_init="torch", hidden_sizes=(200,), core=core)
+    params = agents.make_network(spec, cfg).init(jax.random.key(0), *inputs)["params"]
+    flat = jax.tree_util.tree_flatten_with_path(params)[0]
+    layers = {}
+    for path, leaf in flat:
+        name = jax.tree_util.keystr(path[:-1])
+        if "core" not in name and path[-1].key in ("kernel", "bias"):
+            layers.setdefault(name, {})[path[-1].key] = np.asarray(leaf)
+    assert any("policy_head" in k for k in layers) and any("value_head" in k for k in layers)
+    for name, layer in layers.items():
+        bound = 1.0 / np.sqrt(layer["kernel"].shape[0])
+        for part in ("kernel", "bias"):
+            values = layer[part].ravel()
+            assert np.all(np.abs(values) <= bound), (name, part)
+            if values.size >= 40:  # uniform in +-bound: standard deviation bound / sqrt(3)
+                assert abs(values.std() * np.sqrt(3.0) / bound - 1.0) < 0.25, (name, part)
+        assert np.any(layer["bias"] != 0), name
 
 
 def test_cell_actions_give_each_cell_a_logit_from_its_neighbourhood_with_shared_weights():
