@@ -539,7 +539,6 @@ ROWS = (
             ),
             ("halfcheetah", "halfcheetah-ppo-cleanrl", "HalfCheetah-v4", 1442.64, MUJOCO_UNTUNED),
             ("hopper", "hopper-ppo-cleanrl", "Hopper-v4", 2382.86, MUJOCO_UNTUNED),
-            ("walker2d", "walker2d-ppo-cleanrl", "Walker2d-v4", 2287.95, MUJOCO_UNTUNED),
             (
                 "pusher",
                 "pusher-ppo-cleanrl",

@@ -135,7 +135,6 @@ CLEANRL_ROWS = {
     "inverted-pendulum-mujoco": CleanrlRow("InvertedPendulum-v4"),
     "halfcheetah": CleanrlRow("HalfCheetah-v4"),
     "hopper": CleanrlRow("Hopper-v4"),
-    "walker2d": CleanrlRow("Walker2d-v4"),
     "pusher": CleanrlRow("Pusher-v4"),
 }
 CLEANRL_SCRIPT = "cleanrl/ppo_continuous_action.py"
