@@ -375,8 +375,9 @@ ROWS = (
         "with one critic, policy delay 1 and no target smoothing); the row runs those settings on two shards (1 env, "
         "128 items each)",
         20_000,
-        note="the source's settings, untuned (nothing run on seeds 0-4). Differences that remain: the actor's last "
-        "layer is drawn with a standard deviation of 0.01 (FastTD3's; SB3: PyTorch's default)",
+        note="the source's settings, untuned (nothing run on seeds 0-4); run beside a Sebulba row (its wall time "
+        "with it). Differences that remain: the actor's last layer is drawn with a standard deviation of 0.01 "
+        "(FastTD3's; SB3: PyTorch's default)",
     ),
     *(
         Row(key, f"{key}-minatar", published, MINATAR % game, 10_000_000, flags=flags, note=note, device_seeds=True)
