@@ -149,6 +149,57 @@ def test_sac_acts_inside_the_unit_box_and_its_greedy_action_is_the_squashed_mean
     assert extras["greedy"].shape == (7, 2) and np.all(np.abs(greedy_action(extras)) < 1.0)
 
 
+def test_sac_with_gsde_acts_tanh_of_mean_plus_a_held_matrix_and_learns_with_one_matrix_per_step():
+    """SAC --policy-std sde (SB3's use_sde): acting tanh(mean + h @ (sigma * eps)), eps held per environment for a
+    rollout (4 steps here, -1: no draw within one); greedy tanh(mean); the mean clipped to [-2, 2]; the variance
+    sum_j h_j^2 sigma_jk^2 + 1e-6. Learning: the loss's sampled actions share one eps across the batch (its entropy
+    term is the log-density at mean + h @ (sigma * eps) of one eps); --no-tune-alpha leaves the temperature alone."""
+    from podracer.agents.sac import SDESquashedActor, squashed_log_prob
+    from podracer.types import RunFacts
+
+    run = RunFacts(num_updates=4, envs_per_learner=3, rollout_length=4, total_env_steps=48)
+    agent = agents.make(
+        "sac", VECTOR_BOX, run=run, hidden_sizes=(8,), policy_std="sde", log_std_init=-1.0, tune_alpha=False
+    )
+    obs = jnp.asarray(np.random.default_rng(1).normal(size=(3, 3)), jnp.float32)
+    params = agent.init(jax.random.key(0), obs)
+    mean, log_std, h, sigma = SDESquashedActor(2, (8,), -1.0).apply(params["actor"], obs)
+    np.testing.assert_allclose(np.asarray(sigma), np.exp(-1.0), rtol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(log_std), 0.5 * np.log(np.square(np.asarray(h)) @ np.square(np.asarray(sigma)) + 1e-6), rtol=1e-5
+    )
+    assert np.all(np.abs(np.asarray(mean)) <= 2.0)
+    state, eps_before, draws = agent.initial_state(3), None, []
+    for t in range(9):
+        action, extras, state = agent.act(params, obs, jax.random.key(t), state, jnp.zeros(3, bool))
+        eps = np.asarray(state[0])
+        draws.append(eps_before is None or not np.array_equal(eps, eps_before))
+        eps_before = eps
+        expected = np.tanh(np.asarray(mean) + np.einsum("bj,bjk->bk", np.asarray(h), np.asarray(sigma)[None] * eps))
+        np.testing.assert_allclose(np.asarray(action), expected, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(extras["greedy"]), np.tanh(np.asarray(mean)), rtol=1e-5)
+    assert [t for t, drawn in enumerate(draws) if drawn] == [0, 4, 8]
+    batch = {
+        "observation": jnp.concatenate([obs[:1], obs[:1], obs[1:]]),
+        "action": jnp.zeros((4, 2)),
+        "reward": jnp.ones((4,)),
+        "discount": jnp.full((4,), 0.9),
+        "next_observation": jnp.concatenate([obs, obs[:1]]),
+        "valid": jnp.ones((4,), bool),
+    }
+    loss = jax.jit(agent.replay.loss)
+    (_, (metrics, _)), grads = jax.value_and_grad(loss, has_aux=True)(params, params, batch, None, jax.random.key(7))
+    assert float(jnp.abs(grads["log_alpha"])) == 0.0  # a fixed temperature: no gradient, no Adam step
+    assert float(metrics["alpha"]) == pytest.approx(1.0)  # --initial-alpha's default, kept
+    # one matrix for the step: the loss's entropy is the mean of squashed_log_prob at u = mean + h @ (sigma * eps)
+    m2, ls2, h2, s2 = SDESquashedActor(2, (8,), -1.0).apply(params["actor"], batch["observation"])
+    eps = jax.random.normal(jax.random.split(jax.random.key(7))[0], s2.shape, s2.dtype)  # the loss's first key
+    u = m2 + h2 @ (s2 * eps)
+    np.testing.assert_allclose(float(metrics["entropy"]), -float(jnp.mean(squashed_log_prob(u, m2, ls2))), rtol=1e-4)
+    with pytest.raises(ValueError, match=r"^--agent sac takes --policy-std state or sde, got parameter\.$"):
+        agents.make("sac", VECTOR_BOX, policy_std="parameter")
+
+
 def test_td3_acts_with_a_ladder_of_noise_scales_inside_the_unit_box_and_its_greedy_action_is_the_actor():
     agent = agents.make("td3", VECTOR_BOX, hidden_sizes=(8,), exploration_noise_min=0.05, exploration_noise_max=0.3)
     observation = jnp.ones((5, 3))

@@ -288,6 +288,20 @@ def make_policy_fns(network, run=None):
     return {"init": init, "act": act, "initial_state": no_state}
 
 
+def sde_draws(sample_freq: int, run=None):
+    """gSDE's schedule: ``draws(steps) -> bool [B]``, whether an environment that has acted ``steps`` times draws a
+    new exploration matrix before its next action: at every rollout's start (``run.rollout_length`` steps; without
+    ``run``, evaluation, at its first step) and every ``sample_freq`` steps into a rollout (-1: never within it), as
+    Stable-Baselines3 resets its noise."""
+    period = run.rollout_length if run is not None else None
+
+    def draws(steps):
+        phase = steps % period if period is not None else steps
+        return phase % sample_freq == 0 if sample_freq > 0 else phase == 0
+
+    return draws
+
+
 def make_sde_fns(network, run=None):
     """:func:`make_policy_fns` for gSDE (generalized state-dependent exploration, Raffin et al. 2021), as
     Stable-Baselines3 acts with it: each environment keeps a standard-normal matrix ``eps [features, action_size]``
@@ -298,8 +312,7 @@ def make_sde_fns(network, run=None):
     extras keep (``{"mean", "log_std"}``), which the losses use. The state: ``(eps [B, features, action_size],
     steps [B])``, the steps each environment has acted."""
     features, size = network.hidden_sizes[-1], network.action_size
-    period = run.rollout_length if run is not None else None
-    freq = network.sde_sample_freq
+    draws = sde_draws(network.sde_sample_freq, run)
 
     def init(key, observation):
         return network.init(key, observation)
@@ -310,9 +323,7 @@ def make_sde_fns(network, run=None):
     def act(params, observation, key, state, first, action_mask=None):
         del first, action_mask  # a new episode keeps its environment's matrix, as Stable-Baselines3's
         eps, steps = state
-        phase = steps % period if period is not None else steps
-        draw = phase % freq == 0 if freq > 0 else phase == 0
-        eps = jnp.where(draw[:, None, None], jax.random.normal(key, eps.shape, eps.dtype), eps)
+        eps = jnp.where(draws(steps)[:, None, None], jax.random.normal(key, eps.shape, eps.dtype), eps)
         policy = network.apply(params, observation, eps, method="policy")
         noise = policy.pop("noise")
         return policy["mean"] + noise, policy, (eps, steps + 1)
@@ -376,6 +387,8 @@ def make_recurrent_fns(network, choose=None):
 
 __all__ = [
     "Agent",
+    "make_sde_fns",
+    "sde_draws",
     "CORES",
     "act_mask",
     "mask_logits",

@@ -16,7 +16,16 @@ exactly the three separate updates. The parameters form two groups
 rate (``--alpha-learning-rate``, by default ``--learning-rate``); with
 ``--critic-learning-rate`` the critics form a third (CleanRL's SAC: critics and temperature
 at 1e-3, the actor at 3e-4). ``--random-steps N`` acts uniformly at random for the run's
-first N env steps, as CleanRL's and Stable-Baselines3's ``learning_starts`` do.
+first N env steps, as CleanRL's and Stable-Baselines3's ``learning_starts`` do. ``--no-tune-alpha`` keeps the
+temperature at ``--initial-alpha`` (Stable-Baselines3's ``ent_coef`` given as a number).
+
+``--policy-std sde``: gSDE (generalized state-dependent exploration, Raffin et al. 2021) as Stable-Baselines3's SAC
+writes it (``use_sde``: ``full_std``, ``learn_features``, the mean clipped to [-2, 2]): the Gaussian before the
+``tanh`` has the variance ``sum_j h_j^2 sigma_jk^2 + 1e-6`` of the actor's last features ``h`` (their gradient kept)
+and a learned matrix ``log sigma`` (started at ``--log-std-init``); its samples are ``mean + h @ (sigma * eps)``.
+Acting, each environment keeps ``eps`` in its actor state and draws it again at every rollout's start and every
+``--sde-sample-freq`` steps into it (:func:`podracer.agents.base.make_sde_fns`' schedule); learning, one ``eps``
+per gradient step serves the whole batch, its current and next actions alike.
 """
 
 from __future__ import annotations
@@ -39,7 +48,8 @@ from podracer.agents.qlearning import (
     uniform_until,
     with_env_step_clock,
 )
-from podracer.networks import MLP
+from podracer.agents.base import sde_draws
+from podracer.networks import MLP, SDE_EPSILON
 from podracer.networks import NetworkConfig, network_field
 from podracer.optim import OptimizerConfig, optimizer_of, optimizer_field, replay_steps
 from podracer.types import RunFacts, EnvSpec, Trajectory
@@ -62,14 +72,21 @@ class SACConfig(Configurable):
     # from them): CleanRL's and Stable-Baselines3's learning_starts; 0: the actor acts from the start
     random_steps: int = 0
     initial_alpha: float = 1.0  # entropy temperature at the start
+    tune_alpha: bool = True  # tune the temperature towards the target entropy; off: it stays at --initial-alpha
     target_entropy_scale: float = 1.0  # target entropy = -scale x action entries
     replay_capacity: int = 100_000  # items per replay shard (one shard per learner device)
     batch_size: int = 256  # items per gradient step, per learner device
     replay_ratio: float = 32.0  # items learned from per item inserted, held by a rate limiter
     min_replay_size: int = 1_000  # items inserted before learning starts (per shard)
     target_tau: float = 0.005  # Polyak averaging of the target critics, each gradient step
-    # --hidden-sizes
-    network: NetworkConfig = network_field(("hidden_sizes",), hidden_sizes=(256, 256), activation="relu")
+    # --hidden-sizes; --policy-std state (a head of the state: SAC's) or sde (gSDE), --log-std-init and
+    # --sde-sample-freq (sde only)
+    network: NetworkConfig = network_field(
+        ("hidden_sizes", "policy_std", "log_std_init", "sde_sample_freq"),
+        hidden_sizes=(256, 256),
+        activation="relu",
+        policy_std="state",
+    )
 
     def __post_init__(self):
         check_hyperparameters(self)
@@ -82,6 +99,8 @@ class SACConfig(Configurable):
             raise ValueError(f"--initial-alpha must be > 0, got {self.initial_alpha}.")
         if self.target_entropy_scale < 0:
             raise ValueError(f"--target-entropy-scale must be >= 0, got {self.target_entropy_scale}.")
+        if self.network.policy_std not in ("state", "sde"):
+            raise ValueError(f"--agent sac takes --policy-std state or sde, got {self.network.policy_std}.")
 
 
 class SquashedGaussianActor(nn.Module):
@@ -114,13 +133,39 @@ class TwinCritic(nn.Module):
         return jnp.stack([head[..., 0] if self.outputs == 1 else head for head in heads])
 
 
+SDE_CLIP_MEAN = 2.0  # gSDE's mean is clipped to [-2, 2] before the tanh (Stable-Baselines3's SAC clip_mean)
+
+
+class SDESquashedActor(nn.Module):
+    """gSDE's actor: the Gaussian's mean (clipped to [-2, 2]), the log standard deviations ``[N, size]`` its
+    variance gives, the features ``h [N, features]`` and ``sigma [features, size]`` (module docstring)."""
+
+    action_size: int
+    hidden_sizes: Sequence[int]
+    log_std_init: float = -3.0
+
+    @nn.compact
+    def __call__(self, x):
+        h = MLP(self.hidden_sizes, "relu")(x)
+        mean = jnp.clip(nn.Dense(self.action_size)(h), -SDE_CLIP_MEAN, SDE_CLIP_MEAN)
+        shape = (h.shape[-1], self.action_size)
+        sigma = jnp.exp(self.param("log_std", nn.initializers.constant(self.log_std_init), shape))
+        log_std = 0.5 * jnp.log(jnp.square(h) @ jnp.square(sigma) + SDE_EPSILON)
+        return mean, log_std, h, sigma
+
+
+def squashed_log_prob(u, mean, log_std):
+    """The log-density of ``tanh(u)`` for ``u ~ N(mean, exp(log_std))`` (see :func:`squashed_sample`)."""
+    gaussian = -0.5 * jnp.square((u - mean) * jnp.exp(-log_std)) - log_std - 0.5 * jnp.log(2 * jnp.pi)
+    correction = 2.0 * (jnp.log(2.0) - u - jax.nn.softplus(-2.0 * u))
+    return jnp.sum(gaussian - correction, axis=-1)
+
+
 def squashed_sample(mean, log_std, key):
     """``(action, log_prob)``: ``tanh(u)`` with ``u ~ N(mean, exp(log_std))``, and its log-density (the Gaussian's at
     ``u`` minus ``sum log(1 - tanh(u)^2)``, written stably as ``2 (log 2 - u - softplus(-2 u))``)."""
     u = mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape, mean.dtype)
-    gaussian = -0.5 * jnp.square((u - mean) * jnp.exp(-log_std)) - log_std - 0.5 * jnp.log(2 * jnp.pi)
-    correction = 2.0 * (jnp.log(2.0) - u - jax.nn.softplus(-2.0 * u))
-    return jnp.tanh(u), jnp.sum(gaussian - correction, axis=-1)
+    return jnp.tanh(u), squashed_log_prob(u, mean, log_std)
 
 
 def make_sac(spec: EnvSpec, config: SACConfig = SACConfig(), run: RunFacts | None = None) -> Agent:
@@ -129,7 +174,10 @@ def make_sac(spec: EnvSpec, config: SACConfig = SACConfig(), run: RunFacts | Non
     if isinstance(spec.observation, dict) or len(spec.observation.shape) == 3:
         raise ValueError("--agent sac takes vector observations; this environment's are images or structured.")
     size = action_size(spec)
-    actor, critic = SquashedGaussianActor(size, config.network.hidden_sizes), TwinCritic(config.network.hidden_sizes)
+    sde = config.network.policy_std == "sde"
+    hidden = tuple(config.network.hidden_sizes)
+    actor = SDESquashedActor(size, hidden, config.network.log_std_init) if sde else SquashedGaussianActor(size, hidden)
+    critic = TwinCritic(hidden)
     target_entropy = -config.target_entropy_scale * size
     obs_rank = len(spec.observation.shape)
 
@@ -149,11 +197,23 @@ def make_sac(spec: EnvSpec, config: SACConfig = SACConfig(), run: RunFacts | Non
         }
         return with_env_step_clock(params) if counted else params  # --random-steps' clock
 
+    sde_schedule = sde_draws(config.network.sde_sample_freq, run)
+
+    def initial_state(batch):
+        return (jnp.zeros((batch, hidden[-1], size), jnp.float32), jnp.zeros((batch,), jnp.int32)) if sde else ()
+
     def act(params, observation, key, state, first):
         x, batch_shape = flatten(observation)
-        mean, log_std = actor.apply(params["actor"], x)
         sample_key, random_key = jax.random.split(key) if counted else (key, None)
-        action, _ = squashed_sample(mean, log_std, sample_key)
+        if sde:  # each environment's matrix eps, held between draws (module docstring)
+            eps, steps = state
+            draw = sde_schedule(steps)
+            eps = jnp.where(draw[:, None, None], jax.random.normal(sample_key, eps.shape, eps.dtype), eps)
+            mean, _, h, sigma = actor.apply(params["actor"], x)
+            action, state = jnp.tanh(mean + jnp.einsum("bj,bjk->bk", h, sigma * eps)), (eps, steps + 1)
+        else:
+            mean, log_std = actor.apply(params["actor"], x)
+            action, _ = squashed_sample(mean, log_std, sample_key)
         if counted:
             action = uniform_until(params, action, random_key, config.random_steps)
         return action.reshape(*batch_shape, size), {"greedy": jnp.tanh(mean).reshape(*batch_shape, size)}, state
@@ -171,19 +231,30 @@ def make_sac(spec: EnvSpec, config: SACConfig = SACConfig(), run: RunFacts | Non
         sg = jax.lax.stop_gradient
         # One actor pass over o_t and o_{t+1}; the o_{t+1} half only feeds the critics' targets (no gradient).
         size = x.shape[0]
-        mean, log_std = actor.apply(params["actor"], jnp.concatenate([x, x_next]))
+        if sde:  # one matrix eps for the gradient step: u = mean + h @ (sigma * eps), current and next alike
+            mean, log_std, h, sigma = actor.apply(params["actor"], jnp.concatenate([x, x_next]))
+            u = mean + h @ (sigma * jax.random.normal(next_key, sigma.shape, sigma.dtype))
+            log_probs = squashed_log_prob(u, mean, log_std)
+            next_action, next_log_prob = sg(jnp.tanh(u[size:])), sg(log_probs[size:])
+        else:
+            mean, log_std = actor.apply(params["actor"], jnp.concatenate([x, x_next]))
+            next_action, next_log_prob = squashed_sample(sg(mean[size:]), sg(log_std[size:]), next_key)
         # Critics: soft Bellman targets from the target critics and the current actor.
-        next_action, next_log_prob = squashed_sample(sg(mean[size:]), sg(log_std[size:]), next_key)
         q_next = jnp.min(critic.apply(target_params["critic"], x_next, next_action), axis=0)
         target = sg(batch["reward"] + batch["discount"] * (q_next - sg(alpha) * next_log_prob))
         q = critic.apply(params["critic"], x, batch["action"])
         critic_loss = jnp.mean(valid * jnp.sum(jnp.square(q - target[None]), axis=0)) * 0.5
         # Actor: the reparameterized action against the critics, held fixed.
-        action, log_prob = squashed_sample(mean[:size], log_std[:size], pi_key)
+        if sde:
+            action, log_prob = jnp.tanh(u[:size]), log_probs[:size]
+        else:
+            action, log_prob = squashed_sample(mean[:size], log_std[:size], pi_key)
         q_pi = jnp.min(critic.apply(sg(params["critic"]), x, action), axis=0)
         actor_loss = jnp.mean(valid * (sg(alpha) * log_prob - q_pi))
         # Temperature: towards the target entropy.
-        alpha_loss = -jnp.mean(valid * params["log_alpha"] * sg(log_prob + target_entropy))
+        alpha_loss = (
+            -jnp.mean(valid * params["log_alpha"] * sg(log_prob + target_entropy)) if config.tune_alpha else 0.0
+        )
         total = critic_loss + actor_loss + alpha_loss
         metrics = {
             "loss": total,
@@ -210,6 +281,7 @@ def make_sac(spec: EnvSpec, config: SACConfig = SACConfig(), run: RunFacts | Non
         act=act,
         loss=None,
         replay=replay,
+        initial_state=initial_state,
         observe=count_env_steps if counted else None,
         optimizer=make_sac_optimizer(config, run),
     )
