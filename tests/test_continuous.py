@@ -688,7 +688,9 @@ def test_a_state_dependent_standard_deviation_is_a_softplus_head_of_the_state():
     shared_variables = shared.init(jax.random.key(0), obs)
     assert set(shared_variables["params"]["policy_head"]) == {"Dense_0", "log_std"}
     np.testing.assert_allclose(jnp.std(shared.apply(shared_variables, obs)[0]["log_std"], axis=0), 0.0)
-    with pytest.raises(ValueError, match=r"^--policy-std: unknown choice 'tanh'; choose one of parameter, state\.$"):
+    with pytest.raises(
+        ValueError, match=r"^--policy-std: unknown choice 'tanh'; choose one of parameter, state, sde\.$"
+    ):
         PPOConfig().replace(policy_std="tanh")
 
 

@@ -231,7 +231,7 @@ def test_a_source_run_names_the_flags_its_rows_need():
     assert run.returncode == 2 and run.stderr.strip().splitlines()[-1].endswith(
         "--rows: no source run for cartpole (rows: mountaincar-zoo, mountaincar-a2c, mountaincar-dqn, "
         "cartpole-dqn-zoo, acrobot-dqn, acrobot-a2c, mountaincar, pendulum, mountaincar-continuous, "
-        "inverted-pendulum-mujoco, halfcheetah, pusher)"
+        "inverted-pendulum-mujoco, halfcheetah, hopper, pusher)"
     )
     run = subprocess.run(
         [sys.executable, str(BENCHMARKS / "source_runs.py"), "--rows", "pusher", "--cleanrl-python", "python"],
