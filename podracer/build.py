@@ -68,7 +68,11 @@ def check_applies(config, spec) -> None:
         ("log_std_init", 0.0, "initial log standard deviation"),
         ("sde_sample_freq", -1, "gSDE sampling"),
     )
+    # the agent's own network defaults (SAC's standard deviation is a head of the state by default)
+    fields = dataclasses.fields(agent) if dataclasses.is_dataclass(agent) else ()
+    own = next((f.default for f in fields if f.name == "network"), None)
     for name, default, what in gaussian:
+        default = getattr(own, name, default)
         value = getattr(network, name, default)
         if value != default and not spec.continuous:
             raise ValueError(

@@ -42,12 +42,17 @@ class Range(NamedTuple):
         return rng.uniform(self.low, self.high, n)
 
 
+# real-valued hyper-parameters read only when the parameters are made: perturbing them mid-run would change nothing
+INITIAL_ONLY = ("log_std_init", "initial_alpha")
+
+
 def parse_search(agent_config, specs: Sequence[str]) -> tuple[Range, ...]:
     """The ranges that ``--pbt-search`` specs (``NAME=[log:]LOW..HIGH`` each) give for ``agent_config``; one-line
     errors naming the flag for a malformed spec, an unknown or integer hyper-parameter, a value the agent refuses."""
     ranges: dict[str, Range] = {}
     names = sweepable(agent_config)
-    real = [name for name in names if _field_type(agent_config, name) is not int]  # what PBT can perturb
+    # what PBT can perturb: real-valued settings a running member uses, not those that only set initial values
+    real = [name for name in names if _field_type(agent_config, name) is not int and name not in INITIAL_ONLY]
     for spec in specs:
         name, _, text = spec.partition("=")
         name = name.strip().removeprefix("--").replace("-", "_")
@@ -61,6 +66,11 @@ def parse_search(agent_config, specs: Sequence[str]) -> tuple[Range, ...]:
             raise ValueError(
                 f"--pbt-search: {name!r} is not a real-valued hyper-parameter of this agent; choose from "
                 f"{', '.join(real)}."
+            )
+        if name in INITIAL_ONLY:
+            raise ValueError(
+                f"--pbt-search {name}: {flag(name)} sets a value at initialisation only, which a running member never "
+                "reads again; PBT perturbs what training uses (--sweep takes it)."
             )
         if _field_type(agent_config, name) is int:
             raise ValueError(

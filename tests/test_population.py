@@ -177,6 +177,11 @@ POPULATION_INPUTS = [  # (flags of podracer anakin, the one-line error); tools/f
         "max_grad_norm, lr_end, discount, td_lambda, value_coef, entropy_coef.",  # no whole-number one
     ),
     (
+        "--population 4 --pbt-search log_std_init=-2..0",
+        "--pbt-search log_std_init: --log-std-init sets a value at initialisation only, which a running member never "
+        "reads again; PBT perturbs what training uses (--sweep takes it).",
+    ),
+    (
         "--agent ppo --population 4 --pbt-search num_epochs=1..4",
         "--pbt-search num_epochs: --num-epochs takes whole numbers",
     ),
