@@ -431,16 +431,18 @@ def test_a_fields_help_is_its_comment_beside_above_or_inside_it(tmp_path):
             "--log-std-init -2.0 sets a Gaussian policy's initial log standard deviation, and catch's actions are "
             "discrete: drop it.",
         ),
-        (
+        pytest.param(
             AnakinConfig,
             "--env gymnax:Pendulum-v1 --sde-sample-freq 4",
             "--sde-sample-freq 4 sets when gSDE draws its exploration matrices: it needs --policy-std sde.",
+            marks=pytest.mark.suite("gymnax"),
         ),
-        (
+        pytest.param(
             AnakinConfig,
             "--env gymnax:Pendulum-v1 --policy-std state --log-std-init -1",
             "--log-std-init -1.0 starts a learned log standard deviation, which --policy-std state does not have: "
             "drop it, or use --policy-std parameter or sde.",
+            marks=pytest.mark.suite("gymnax"),
         ),
         (
             AnakinConfig,
