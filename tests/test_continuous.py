@@ -310,6 +310,19 @@ def test_the_categorical_projection_is_c51s_and_rlaxs_on_an_even_support(jit):
     np.testing.assert_allclose(out, np.asarray(by_rlax), atol=1e-6)
 
 
+def _td3_batch(seed: int) -> dict:
+    """Six replay items for VECTOR_BOX (the last one invalid): a terminal, a half discount, rewards of both signs."""
+    rng = np.random.default_rng(seed)
+    return {
+        "observation": jnp.asarray(rng.normal(size=(6, 3)), jnp.float32),
+        "action": jnp.asarray(rng.uniform(-1, 1, size=(6, 2)), jnp.float32),
+        "reward": jnp.asarray([0.3, -1.2, 2.5, 0.0, -4.0, 1.0], jnp.float32),
+        "discount": jnp.asarray([0.9, 0.9, 0.0, 0.5, 0.9, 0.9], jnp.float32),
+        "next_observation": jnp.asarray(rng.normal(size=(6, 3)), jnp.float32),
+        "valid": jnp.asarray([1, 1, 1, 1, 1, 0], bool),
+    }
+
+
 @pytest.mark.parametrize("clipped", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_td3_categorical_critics_learn_the_projected_target_of_c51(clipped):
     from podracer.agents.sac import TwinCritic
@@ -324,15 +337,7 @@ def test_td3_categorical_critics_learn_the_projected_target_of_c51(clipped):
         target_noise=0.0,
         clipped_double_q=clipped,
     )
-    rng = np.random.default_rng(3)
-    batch = {
-        "observation": jnp.asarray(rng.normal(size=(6, 3)), jnp.float32),
-        "action": jnp.asarray(rng.uniform(-1, 1, size=(6, 2)), jnp.float32),
-        "reward": jnp.asarray([0.3, -1.2, 2.5, 0.0, -4.0, 1.0], jnp.float32),
-        "discount": jnp.asarray([0.9, 0.9, 0.0, 0.5, 0.9, 0.9], jnp.float32),
-        "next_observation": jnp.asarray(rng.normal(size=(6, 3)), jnp.float32),
-        "valid": jnp.asarray([1, 1, 1, 1, 1, 0], bool),
-    }
+    batch = _td3_batch(3)
     params = agent.init(jax.random.key(0), batch["observation"])
     target = agent.init(jax.random.key(1), batch["observation"])
     _, (metrics, _) = agent.replay.loss(params, target, batch, None, jax.random.key(2))
@@ -363,15 +368,7 @@ def test_ddpg_one_critic_learns_the_target_actors_unsmoothed_target_by_hand(jit)
     from podracer.agents.td3 import DeterministicActor
 
     agent = agents.make("td3", VECTOR_BOX, hidden_sizes=(8,), num_critics=1, policy_delay=1, target_noise=0.0)
-    rng = np.random.default_rng(5)
-    batch = {
-        "observation": jnp.asarray(rng.normal(size=(6, 3)), jnp.float32),
-        "action": jnp.asarray(rng.uniform(-1, 1, size=(6, 2)), jnp.float32),
-        "reward": jnp.asarray([0.3, -1.2, 2.5, 0.0, -4.0, 1.0], jnp.float32),
-        "discount": jnp.asarray([0.9, 0.9, 0.0, 0.5, 0.9, 0.9], jnp.float32),
-        "next_observation": jnp.asarray(rng.normal(size=(6, 3)), jnp.float32),
-        "valid": jnp.asarray([1, 1, 1, 1, 1, 0], bool),
-    }
+    batch = _td3_batch(5)
     params = agent.init(jax.random.key(0), batch["observation"])
     target = agent.init(jax.random.key(1), batch["observation"])
     loss = jax.jit(agent.replay.loss) if jit else agent.replay.loss
