@@ -295,6 +295,12 @@ MIN_STD = 1e-3  # a state-dependent standard deviation's floor
 SDE_EPSILON = 1e-6  # added to gSDE's variance (Stable-Baselines3's StateDependentNoiseDistribution.epsilon)
 
 
+def sde_log_std(features, sigma):
+    """gSDE's log standard deviations ``[..., actions]``: half the log of ``features^2 @ sigma^2 + 1e-6``
+    (Stable-Baselines3's ``StateDependentNoiseDistribution`` variance, ``full_std``)."""
+    return 0.5 * jnp.log(jnp.square(features) @ jnp.square(sigma) + SDE_EPSILON)
+
+
 class PolicyHead(nn.Module):
     """The policy's outputs from features: logits ``[..., num_actions]`` for discrete actions; for multi-discrete
     ones (``num_actions`` a tuple ``nvec``) a tuple of logits, ``[..., nvec[i]]`` for entry ``i``, independent
@@ -339,7 +345,7 @@ class PolicyHead(nn.Module):
             shape = (h.shape[-1], self.action_size)
             sigma = jnp.exp(self.param("log_std", nn.initializers.constant(self.initial_log_std), shape))
             features = jax.lax.stop_gradient(h)
-            log_std = 0.5 * jnp.log(jnp.square(features) @ jnp.square(sigma) + SDE_EPSILON)
+            log_std = sde_log_std(features, sigma)
             if sde_noise is not None:
                 noise = jnp.einsum("bj,bjk->bk", features, sigma * sde_noise)
         else:

@@ -49,7 +49,7 @@ from podracer.agents.qlearning import (
     with_env_step_clock,
 )
 from podracer.agents.base import sde_draws
-from podracer.networks import MLP, SDE_EPSILON
+from podracer.networks import MLP, sde_log_std
 from podracer.networks import NetworkConfig, network_field
 from podracer.optim import OptimizerConfig, optimizer_of, optimizer_field, replay_steps
 from podracer.types import RunFacts, EnvSpec, Trajectory
@@ -150,7 +150,7 @@ class SDESquashedActor(nn.Module):
         mean = jnp.clip(nn.Dense(self.action_size)(h), -SDE_CLIP_MEAN, SDE_CLIP_MEAN)
         shape = (h.shape[-1], self.action_size)
         sigma = jnp.exp(self.param("log_std", nn.initializers.constant(self.log_std_init), shape))
-        log_std = 0.5 * jnp.log(jnp.square(h) @ jnp.square(sigma) + SDE_EPSILON)
+        log_std = sde_log_std(h, sigma)
         return mean, log_std, h, sigma
 
 
