@@ -290,39 +290,36 @@ ROWS = (
     ),
     Row(
         "pendulum",
-        "pendulum",
+        "pendulum-ppo-sde",
         -130.0,
         f"{GYMNAX_README} ({BLINES} agents/Pendulum-v1/ppo.yaml: 1M env steps, 32 envs x 16 steps, 4 epochs of 4 "
-        "minibatches, lr 5e-4, 2x64 MLPs; sampled policy); the row runs those settings",
+        "minibatches, lr 5e-4, 2x64 MLPs; sampled policy); the row runs PPO with gSDE at that budget (the "
+        "pendulum-ppo-sde preset: rl-baselines3-zoo's PPO settings for Pendulum-v1 with lr decaying linearly, "
+        "log_std_init -1 and gamma 0.95, chosen on seeds 0-4), not gymnax-blines' settings, whose run the notes give",
         1_000_000,
-        flags=(
-            *("--num-envs 32 --rollout-length 16 --num-minibatches 4 --num-epochs 4 --learning-rate 5e-4".split()),
-            *("--discount 0.99 --entropy-coef 0.01 --max-grad-norm 1.0 --activation relu --clip-value-loss".split()),
-            *("--kernel-init lecun --policy-std state --policy-units env".split()),
-            *("--num-updates 1950 --updates-per-call 150 --eval-every 1950".split()),
-            *SAMPLED,
-        ),
-        note="short, as the source's own code is: gymnax-blines at 3f029d6, run here on seeds 100-104 "
-        "(benchmarks/source_runs.py: exec.sh's command, then its own batch_evaluate over 164 sampled episodes), "
-        "scored -223.0 to -411.5, IQM -308.2 [-400.4, -226.5] (0.83), where the row scores above it. Since "
-        "2026-11-29 the row acts in the environment's units as gymnax-blines' policy does (--policy-units env: a "
-        "Gaussian over torques, clipped to [-2, 2]; podracer's default is a Gaussian over [-1, 1] scaled to the "
-        "bounds, whose initial spread is twice the source's in torque): -221.6 [-336.4, -216.8] on seeds 100-104, "
-        "where it scored -347.7 [-512.0, -212.4] before (the code of 2026-11-26). On seeds 0-4 the two gave IQM "
-        "-418.9 and -399.6 at today's code, and -331.9 in a first trial of the same mapping whose arithmetic differed "
-        "only in rounding: Pendulum's PPO returns move by a hundred between runs that differ that little, so five "
-        "seeds tell settings apart only by large margins. The row runs gymnax-blines' network too: its flax-default "
-        "kernels (--kernel-init lecun) "
-        "and state-dependent standard deviation (--policy-std state, softplus of a second head plus 0.001). Tried at "
-        "this budget on seeds 0-4 (sampled, Intel Xeon): orthogonal kernels with a parameter standard deviation (the "
-        "row before) -421.0 on seeds 100-104; orthogonal with --policy-std state a mean -435.0; LeCun kernels with a "
-        "parameter standard deviation -599.2; the row's settings then -266.6 (IQM -271.0); those without the clipped "
-        "value loss -335.0 (IQM -254.8; PPO2's clip lets a value move 0.2 per update, and Pendulum's values reach "
-        "the hundreds). Differences that remain: gymnax-blines draws biases uniformly in 0.05 (podracer: zeros). "
-        "Its GAE's time limit as a terminal state "
-        "(--no-bootstrap-truncated) tried on seeds 0-4 with the row's settings: mean -352.9, worse; podracer's own "
-        "preset (discount 0.95, lr 1e-3, 10 epochs) scored -292.8 sampled at "
-        "the same budget on seeds 0-2",
+        flags=SAMPLED,
+        note="chosen on seeds 0-4 (sampled over 164 episodes, AMD EPYC; IQM): the zoo's settings at 1M env steps "
+        "-224.6 (its constant lr 1e-3 drifts after 400k), with lr decaying linearly -187.2, and gSDE drawn once per "
+        "rollout -193.1, log_std_init -1 -181.8, log_std_init -2 -185.3, log_std_init -1 with gamma 0.95 -166.7 (the "
+        "preset), the same with 2x256 MLPs and gamma 0.9 -185.4. Until 2026-12-01 the row ran gymnax-blines' settings "
+        "(the pendulum preset with --num-envs 32 --rollout-length 16 --num-minibatches 4 --num-epochs 4 "
+        "--learning-rate 5e-4 --discount 0.99 --entropy-coef 0.01 --max-grad-norm 1.0 --activation relu "
+        "--clip-value-loss --kernel-init lecun --policy-std state --policy-units env): -221.6 [-336.4, -216.8] "
+        "(0.91) on seeds 100-104, short, as the source's own code is: gymnax-blines at 3f029d6, run here on seeds "
+        "100-104 (benchmarks/source_runs.py: exec.sh's command, then its own batch_evaluate over 164 sampled "
+        "episodes), scored -223.0 to -411.5, IQM -308.2 [-400.4, -226.5] (0.83). With those settings: acting in the "
+        "environment's units as gymnax-blines' policy does (--policy-units env: a Gaussian over torques, clipped to "
+        "[-2, 2]; podracer's default is a Gaussian over [-1, 1] scaled to the bounds, whose initial spread is twice "
+        "the source's in torque) lifted seeds 100-104 from -347.7 [-512.0, -212.4] (the code of 2026-11-26). On "
+        "seeds 0-4 the two gave IQM -418.9 and -399.6, and -331.9 in a first trial of the same mapping whose "
+        "arithmetic differed only in rounding: Pendulum's PPO returns at those settings move by a hundred between "
+        "runs that differ that little. Tried at this budget on seeds 0-4 (sampled, Intel Xeon): orthogonal kernels "
+        "with a parameter standard deviation -421.0 on seeds 100-104; orthogonal with --policy-std state a mean "
+        "-435.0; LeCun kernels with a parameter standard deviation -599.2; gymnax-blines' network (LeCun kernels, "
+        "--policy-std state) -266.6 (IQM -271.0); that without the clipped value loss -335.0 (IQM -254.8; PPO2's "
+        "clip lets a value move 0.2 per update, and Pendulum's values reach the hundreds); its GAE's time limit as a "
+        "terminal state (--no-bootstrap-truncated) a mean -352.9. A difference left: gymnax-blines draws biases "
+        "uniformly in 0.05 (podracer: zeros)",
     ),
     Row(
         "pendulum-zoo",
@@ -483,21 +480,26 @@ ROWS = (
     ),
     Row(
         "mountaincar-continuous",
-        "mountaincar-continuous",
+        "mountaincar-continuous-ppo-sde",
         92.0,
         f"{GYMNAX_README} ({BLINES} agents/MountainCarContinuous-v0/ppo.yaml: 1M env steps, its settings; sampled "
-        "policy)",
+        "policy); the row runs PPO with gSDE at that budget (the mountaincar-continuous-ppo-sde preset: "
+        "rl-baselines3-zoo's PPO settings for it on 16 envs x 64 steps, with its A2C's exploration: log_std_init 0, "
+        "a new matrix every 16 steps), not gymnax-blines' settings, whose run the notes give",
         1_000_000,
-        note="short, as the source's own code is: gymnax-blines at 3f029d6, run here on seeds 100-104 "
+        flags=SAMPLED,
+        note="chosen on seeds 0-4 (sampled over 164 episodes, AMD EPYC): with the zoo's PPO exploration "
+        "(log_std_init -3.29, a matrix per rollout) three seeds reach the goal (97.5 to 98.1) and two stand still "
+        "(IQM 65.1); log_std_init 0 every 16 steps (the preset) 93.4 to 93.9; log_std_init -1 every 16 steps 94.6 "
+        "to 94.9. gSDE is the difference: until 2026-12-01 the row ran gymnax-blines' settings (the "
+        "mountaincar-continuous preset, a Gaussian whose noise is drawn anew at every step), which learn to stand "
+        "still (return about 0: no action cost and no goal) on every seed tried: -0.04 [-0.54, -0.02] (0.26) on "
+        "seeds 100-104, as the source's own code does: gymnax-blines at 3f029d6, run here on seeds 100-104 "
         "(benchmarks/source_runs.py: exec.sh's command, then its own batch_evaluate over 164 sampled episodes), "
-        "stands still as the row does: -0.0 on four seeds, -0.2 on one (IQM -0.0, 0.26). gymnax's README quotes a "
-        "checkpoint that reached the goal, which its code does not on these seeds. The action box is [-1, 1], so "
-        "--policy-units env changes nothing here. The policy learns to stand still (return about 0: no action cost "
-        "and no goal) on every seed tried; on "
-        "seeds 0-4 before it was added: orthogonal kernels with a parameter standard deviation -0.001, gymnax-blines' "
-        "network (LeCun kernels, --policy-std state) -0.028. gymnax-blines' checkpoint reaches the goal; what makes "
-        "it explore there is not found: its GAE's time limit as a terminal state (--no-bootstrap-truncated), tried on "
-        "seeds 0-4, still stands still (mean -0.17)",
+        "-0.0 on four seeds, -0.2 on one (IQM -0.0, 0.26). gymnax's README quotes a checkpoint that reached the "
+        "goal, which its code does not on these seeds. With those settings, on seeds 0-4: orthogonal kernels with a "
+        "parameter standard deviation -0.001, gymnax-blines' network (LeCun kernels, --policy-std state) -0.028, its "
+        "GAE's time limit as a terminal state (--no-bootstrap-truncated) a mean -0.17",
     ),
     Row(
         "mountaincar-continuous-a2c",
