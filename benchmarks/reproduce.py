@@ -84,13 +84,14 @@ CLEANRL_MUJOCO = (
 )
 MUJOCO_UNTUNED = (
     "CleanRL's settings, untuned (nothing was run on seeds 0-4 but a 205k-step look at InvertedPendulum's seed 0). "
-    "Differences that remain: observations clipped at 5 standard deviations (CleanRL's at 10); the return whose "
+    "Observations are clipped at 10 standard deviations as CleanRL's since 2026-12-01 (the rows run before then: "
+    "at 5, podracer's default). Differences that remain: the return whose "
     "spread scales rewards restarts at every episode's end, where gymnasium's NormalizeReward (read in 1.3.0; "
     "CleanRL pins 0.29.1), which CleanRL wraps each environment in, restarts it only at a termination (Pusher and "
     "HalfCheetah never terminate: their return runs on across episodes there); the loss sees observations "
     "normalised with the statistics updated with its trajectory, where CleanRL's buffer keeps them as they were "
     "normalised for acting, by statistics its wrapper updates at every step. CleanRL's normalisation as it is, "
-    "each of those three differences closed (--observation-clip 10 --normalize-with acting --return-restart "
+    "the clip and those two differences closed (--observation-clip 10 --normalize-with acting --return-restart "
     "termination), tried on 2026-11-30 on seeds 100 and 101 and stopped there (AMD EPYC): InvertedPendulum 793.0 "
     "and 882.2 (the row's settings: 928.5 and 922.8), Pusher -67.6 and -64.5 (-47.0 and -53.6); not kept, "
     "HalfCheetah not run. The environments are not a difference: envpool 1.2.5's ports (MuJoCo 3.6.0 inside) step "
@@ -552,9 +553,12 @@ ROWS = (
                 "101, against 928.5 and 922.8 on-policy. No difference found: CleanRL's own code on seeds 100-104 "
                 "scored 978.4, 944.5, 939.6, 891.9 and 893.2, IQM 925.8 [892.4, 965.5] (0.96; seeds 100-101 on "
                 "2026-11-30 beside each other, 102-104 that evening three at once), where the row scored 928.5, "
-                "922.8, 984.0, 869.2 and 874.1 (908.5, 0.94); the row's IQM minus the code's, -17.3, has the "
-                "bootstrap interval [-73.6, +50.0] (source_runs.md): at five seeds a side the two cannot be told "
-                "apart, and the environments step alike (mujoco_dynamics.py)",
+                "922.8, 984.0, 869.2 and 874.1 (908.5, 0.94), observations clipped at 5; the row's IQM minus the "
+                "code's, -17.3, has the bootstrap interval [-73.6, +50.0] (source_runs.md): at five seeds a side the "
+                "two cannot be told apart, and the environments step alike (mujoco_dynamics.py). Rerun on 2026-12-01 "
+                "with observations clipped at 10 as CleanRL's (the preset's one change; nothing else run between): "
+                "975.3, 894.4, 926.1, 910.7 and 941.1 on seeds 100-104 (AMD EPYC, the machine otherwise quiet), the "
+                "row as shown",
             ),
             ("halfcheetah", "halfcheetah-ppo-cleanrl", "HalfCheetah-v4", 1442.64, MUJOCO_UNTUNED),
             (
