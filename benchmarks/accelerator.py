@@ -584,10 +584,9 @@ def row_flags(preset: str) -> dict:
         sys.path.insert(0, str(HERE))
     import reproduce
 
-    flags = next((row.flags for row in reproduce.ROWS if row.preset == preset), ())
-    if len(flags) % 2 or not all(f.startswith("--") for f in flags[::2]):
-        raise ValueError(f"{preset}: the row's flags {flags} are not --name value pairs")
-    return {name[2:].replace("-", "_"): value for name, value in zip(flags[::2], flags[1::2])}
+    row = next((row for row in reproduce.ROWS if row.preset == preset), None)
+    flags = row.flag_values() if row is not None else {}
+    return {name[2:].replace("-", "_"): value for name, value in flags.items()}
 
 
 def _iqm(values) -> float:

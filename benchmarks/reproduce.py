@@ -63,6 +63,13 @@ class Row(NamedTuple):
     # its source's budget does not fit a 2-core CPU at MIN_SEEDS seeds: its 5 seeds come from the accelerator suite
     device_seeds: bool = False
 
+    def flag_values(self) -> dict[str, str]:
+        """The row's flags as ``{"--name": value}`` (they come in pairs; a lone switch would be lost)."""
+        names, values = self.flags[::2], self.flags[1::2]
+        if len(self.flags) % 2 or not all(name.startswith("--") for name in names):
+            raise ValueError(f"{self.key}: the row's flags {self.flags} are not --name value pairs")
+        return dict(zip(names, values))
+
 
 # Sources, read at their heads on 2026-11-26: RobertTLange/gymnax at 086ad95 (README.md, its table of environments:
 # "PPO ... (R: x)"), RobertTLange/gymnax-blines at 3f029d6 (agents/<env>/ppo.yaml: the budget and settings that
@@ -818,7 +825,7 @@ def from_accelerator(path: Path) -> tuple[list[dict], list[str]]:
         if row is None:
             refused.append(f"{record['what']}: no row trains {preset}")
             continue
-        wanted = dict(zip(row.flags[::2], row.flags[1::2]))
+        wanted = row.flag_values()
         trained = {f"--{k}": v for k, v in data.get("flags", {}).items()}
         seeds, seed = len(data["per_seed"]), data.get("seed", REPORT_SEED)
         cfg, per_update = row_config(row, seeds, 1.0, True, seed)

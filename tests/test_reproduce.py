@@ -114,6 +114,20 @@ def test_a_compared_row_reaches_when_its_iqm_went_95_percent_of_the_way_from_ran
     assert reproduce.reached(5.0, 100, 100, 5.0, 5.0) is True and reproduce.reached(5.0, 100, 100, 4.9, 5.0) is False
 
 
+def test_a_rows_flags_come_in_name_value_pairs():
+    """Every row's flags read as {"--name": value} (the accelerator suite and --from-accelerator compare them so);
+    a lone switch or a value without its name is refused, naming the row."""
+    reproduce = _reproduce()
+    pairs = {row.key: row.flag_values() for row in reproduce.ROWS}
+    assert pairs["breakout"] == {"--kernel-init": "lecun"}
+    assert all(all(name.startswith("--") for name in flags) for flags in pairs.values())
+    lone = reproduce.Row("x", "cartpole", None, "", None, flags=("--kernel-init", "lecun", "--no-bootstrap-truncated"))
+    with pytest.raises(ValueError, match=r"^x: the row's flags .* are not --name value pairs$"):
+        lone.flag_values()
+    with pytest.raises(ValueError, match="not --name value pairs"):
+        reproduce.Row("y", "cartpole", None, "", None, flags=("lecun", "--kernel-init")).flag_values()
+
+
 def _reproduce():
     return benchmark_scripts.load("reproduce")
 
