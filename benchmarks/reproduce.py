@@ -14,6 +14,7 @@ compared". A compared row runs at least 5 seeds; a row whose source's budget doe
     python benchmarks/reproduce.py --rows cartpole,mountaincar --seeds 10
     python benchmarks/reproduce.py --rows cartpole --seeds 2 --budget-scale 0.1   # a quick look (the test's)
     python benchmarks/reproduce.py --full                            # published budgets (accelerators)
+    python benchmarks/reproduce.py --rows hopper --jobs 2            # a Sebulba row's seeds two at a time
     python benchmarks/reproduce.py --save     # also writes benchmarks/results/reproduce.{md,json} and PNGs
     python benchmarks/reproduce.py --render   # rewrites reproduce.md from reproduce.json (today's rules)
     python benchmarks/reproduce.py --check    # exit 1 if a saved comparison does not count (budget, seeds, source)
@@ -721,42 +722,89 @@ def _measured(row: Row, finals, random: float, env_steps: int) -> dict:
     }
 
 
-def run_sebulba_row(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_SEED) -> dict:
-    """Trains a Sebulba row (host environments: one run per seed, one after the other) and measures it as
-    :func:`run_row` does; a seed's figure is its training return over the last :data:`LAST_EPISODES` episodes."""
+def sebulba_seed(key: str, scale: float, full: bool, seed: int, cpu_devices: int | None = None) -> dict:
+    """Trains one seed of a Sebulba row: its training return over the last :data:`LAST_EPISODES` episodes (and how
+    many that is), its curve and its wall time. ``cpu_devices``: in a process of its own (``--jobs``), the CPU
+    devices to expose before JAX starts."""
+    from podracer import lifetime, parallel
+
+    if cpu_devices is not None:
+        parallel.set_cpu_device_count(cpu_devices)
+        lifetime.quiet_dependencies()
     from podracer import experiment
 
-    finals, counts, curves, wall = [], [], [], 0.0
-    for s in range(seed, seed + seeds):
-        cfg, per_update = sebulba_config(row, scale, full, s)
-        start = time.perf_counter()
-        result = experiment.train_sebulba(cfg)
-        wall += time.perf_counter() - start
-        final, count = last_episodes(result.history)
-        finals.append(final)
-        counts.append(count)
-        curves.append([(h["env_steps"], h.get("episode_return", float("nan"))) for h in result.history])
-        print(f"  {row.key} seed {s}: training return {final:.1f} over its last {count} episodes", flush=True)
-    env_steps = int(result.history[-1]["env_steps"])
-    points = min(len(c) for c in curves)
+    cfg, _ = sebulba_config(next(r for r in ROWS if r.key == key), scale, full, seed)
+    start = time.perf_counter()
+    result = experiment.train_sebulba(cfg)
+    wall = time.perf_counter() - start
+    final, count = last_episodes(result.history)
     return {
-        "task": cfg.env,
+        "seed": seed,
+        "final": final,
+        "episodes": count,
+        "wall_s": wall,
+        "env": cfg.env,
         "agent": cfg.agent_name,
+        "env_steps": int(result.history[-1]["env_steps"]),
+        "curve": [(h["env_steps"], h.get("episode_return", float("nan"))) for h in result.history],
+    }
+
+
+def _sebulba_seeds(row: Row, seeds: range, scale: float, full: bool, jobs: int):
+    """Each seed's :func:`sebulba_seed` as it finishes: one after the other in this process, or ``jobs`` at once,
+    each in a process of its own (spawned: JAX does not survive a fork) with as many CPU devices as this one."""
+    if jobs == 1:
+        for s in seeds:
+            yield sebulba_seed(row.key, scale, full, s)
+        return
+    import concurrent.futures
+    import multiprocessing
+
+    import jax
+
+    devices = len(jax.devices("cpu"))
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(min(jobs, len(seeds)), mp_context=context) as pool:
+        futures = [pool.submit(sebulba_seed, row.key, scale, full, s, devices) for s in seeds]
+        for future in concurrent.futures.as_completed(futures):
+            yield future.result()
+
+
+def run_sebulba_row(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_SEED, jobs: int = 1) -> dict:
+    """Trains a Sebulba row (host environments: one run per seed, ``jobs`` of them at once) and measures it as
+    :func:`run_row` does; a seed's figure is its training return over the last :data:`LAST_EPISODES` episodes. The
+    row's wall time is the whole row's, random play left out."""
+    start, runs = time.perf_counter(), []
+    for run in _sebulba_seeds(row, range(seed, seed + seeds), scale, full, jobs):
+        runs.append(run)
+        print(
+            f"  {row.key} seed {run['seed']}: training return {run['final']:.1f} over its last {run['episodes']} "
+            f"episodes ({run['wall_s']:.0f} s)",
+            flush=True,
+        )
+    wall = time.perf_counter() - start
+    runs.sort(key=lambda run: run["seed"])
+    first, finals = runs[0], [run["final"] for run in runs]
+    points = min(len(run["curve"]) for run in runs)
+    return {
+        "task": first["env"],
+        "agent": first["agent"],
         "preset": row.preset,
         "key": row.key,
         "mode": "sebulba",
-        "env_steps": env_steps,
+        "env_steps": first["env_steps"],
         "seeds": seeds,
         "seed": seed,
+        "jobs": jobs,
         "final": f"training return of the last {LAST_EPISODES} episodes",
-        "episodes_per_seed": counts,  # the episodes of the whole log windows that hold the last LAST_EPISODES
-        **_measured(row, finals, host_random_play(cfg.env), env_steps),
+        "episodes_per_seed": [run["episodes"] for run in runs],  # the whole log windows that hold the last 100
+        **_measured(row, finals, host_random_play(first["env"]), first["env_steps"]),
         "wall_s": wall,
         "compile_s": None,
-        "env_steps_per_s": env_steps * seeds / wall,
+        "env_steps_per_s": first["env_steps"] * seeds / wall,
         "curve": {
-            "env_steps": [step for step, _ in curves[0][:points]],
-            "return_per_seed": [[c[i][1] for c in curves] for i in range(points)],
+            "env_steps": [step for step, _ in first["curve"][:points]],
+            "return_per_seed": [[run["curve"][i][1] for run in runs] for i in range(points)],
         },
     }
 
@@ -777,13 +825,14 @@ def _anakin_fields(row: Row, cfg, env_steps: int, seed: int, final: str, finals)
     }
 
 
-def run_row(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_SEED) -> dict:
-    """Trains ``row`` and measures it: a dict of the table's fields, and its learning curves."""
+def run_row(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_SEED, jobs: int = 1) -> dict:
+    """Trains ``row`` and measures it: a dict of the table's fields, and its learning curves (``jobs``: a Sebulba
+    row's seeds trained at once; an Anakin row vmaps its seeds in one program)."""
 
     from podracer import experiment, sweep
 
     if mode(row) == "sebulba":
-        return run_sebulba_row(row, seeds, scale, full, seed)
+        return run_sebulba_row(row, seeds, scale, full, seed, jobs)
     cfg, per_update = row_config(row, seeds, scale, full, seed)
     start = time.perf_counter()
     result = experiment.train_anakin(cfg)
@@ -951,6 +1000,12 @@ def reach_count(rows: list[dict]) -> tuple[int, int]:
     return sum(verdicts), len(verdicts)
 
 
+def _at_once(row: dict) -> str:
+    """`` (2 seeds at once)`` where a Sebulba row trained its seeds side by side (``--jobs``), else nothing."""
+    jobs = row.get("jobs", 1)
+    return f" ({jobs} seeds at once)" if jobs > 1 else ""
+
+
 def table(rows: list[dict], source_runs: list[dict] | None = None) -> str:
     """The table's Markdown, in two tables of one line per row, named by the row's key (what ``--rows`` takes): the
     verdicts (the figure, the published one at its budget, random play, reached), then how each row ran (so that
@@ -989,7 +1044,7 @@ def table(rows: list[dict], source_runs: list[dict] | None = None) -> str:
         )
         ran.append(
             f"| {r['key']} | {r['preset']} | {r['env_steps']:,} | {'-' if ratio is None else f'{ratio:.2f}x'} | "
-            f"{_seeds(r)} | {_measure(r)} | {r['wall_s']:.0f} | {r['env_steps_per_s']:,.0f} |"
+            f"{_seeds(r)} | {_measure(r)} | {r['wall_s']:.0f}{_at_once(r)} | {r['env_steps_per_s']:,.0f} |"
         )
     sources = [f"- {r['key']}: {r['published_source']}" for r in rows]
     notes = {row.key: row.note for row in ROWS}  # today's notes, also for a table saved before them
@@ -1067,6 +1122,13 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--budget-scale", type=float, default=1.0, help="scale every row's updates")
     parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="a Sebulba row's seeds trained at once, each in a process of its own (its actor waits on its learner: "
+        "about a core each); Anakin rows vmap their seeds in one program",
+    )
+    parser.add_argument(
         "--full", action="store_true", help="train the preset's own budget, and at least the published one"
     )
     parser.add_argument(
@@ -1116,6 +1178,8 @@ def main(argv=None) -> int:
         parser.error(f"--rows: unknown row(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(keys)}.")
     if args.seeds < 2:
         parser.error(f"--seeds must be >= 2 (an interval over seeds), got {args.seeds}.")
+    if args.jobs < 1:
+        parser.error(f"--jobs must be >= 1, got {args.jobs}.")
     if not args.budget_scale > 0:
         parser.error(f"--budget-scale must be > 0, got {args.budget_scale}.")
 
@@ -1136,7 +1200,9 @@ def main(argv=None) -> int:
     sources_here = saved_source_runs((out or _report.RESULTS / "reproduce").parent)
     rows = []
     for key in chosen:
-        row = run_row(next(r for r in ROWS if r.key == key), args.seeds, args.budget_scale, args.full, args.seed)
+        row = run_row(
+            next(r for r in ROWS if r.key == key), args.seeds, args.budget_scale, args.full, args.seed, args.jobs
+        )
         rows.append({**row, "machine": machine, "jax": jax.__version__})
         print(
             f"{key}: IQM {row['iqm']:.1f} [{row['ci_low']:.1f}, {row['ci_high']:.1f}], random {row['random']:.1f}, "

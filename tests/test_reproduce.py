@@ -142,6 +142,12 @@ def test_the_saved_tables_are_what_their_renderers_write_from_the_saved_rows():
     assert (results / "source_runs.md").read_text() == source_runs.table(summaries)
 
 
+def test_jobs_below_one_is_refused_naming_the_flag(capsys):
+    with pytest.raises(SystemExit):
+        _reproduce().main(["--rows", "hopper", "--jobs", "0"])
+    assert "error: --jobs must be >= 1, got 0." in capsys.readouterr().err
+
+
 def _reproduce():
     return benchmark_scripts.load("reproduce")
 
@@ -330,6 +336,35 @@ def test_a_sebulba_row_runs_its_presets_budget_in_whole_updates_and_is_one_of_th
         quick, _ = reproduce.sebulba_config(row, 0.001, False, 100)  # half an update: one log window (8 updates)
         assert quick.total_env_steps == 8 * 2048
     assert reproduce.mode(rows["cartpole"]) == "anakin"
+
+
+@pytest.mark.slow
+def test_a_sebulba_rows_seeds_trained_side_by_side_score_as_one_after_the_other(tmp_path):
+    """A MuJoCo row at its smallest budget (one log window, 8 updates of 2048 steps) on seeds 100-101: --jobs 2
+    trains them in two processes of their own and the row records it; each seed scores what it scores alone in
+    this process (--jobs 1), in seed order, over its last 100 episodes."""
+    if importlib.util.find_spec("envpool") is None:
+        pytest.skip("the MuJoCo rows need envpool")
+    rows = {}
+    for jobs in (2, 1):
+        out = tmp_path / f"jobs{jobs}" / "reproduce"
+        command = [sys.executable, str(BENCHMARKS / "reproduce.py"), "--rows", "inverted-pendulum-mujoco"]
+        command += ["--seeds", "2", "--budget-scale", "0.001", "--jobs", str(jobs), "--out", str(out)]
+        run = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stderr[-2000:]
+        for seed in (100, 101):
+            assert f"inverted-pendulum-mujoco seed {seed}: training return " in run.stdout
+        (rows[jobs],) = json.loads(out.with_suffix(".json").read_text())
+        assert (rows[jobs]["mode"], rows[jobs]["jobs"], rows[jobs]["seeds"]) == ("sebulba", jobs, 2)
+        assert rows[jobs]["env_steps"] == 8 * 2048 and min(rows[jobs]["episodes_per_seed"]) >= 100
+    assert rows[2]["per_seed"] == rows[1]["per_seed"]
+    assert rows[2]["episodes_per_seed"] == rows[1]["episodes_per_seed"]
+    assert len(rows[2]["curve"]["return_per_seed"][0]) == 2
+    shown = (tmp_path / "jobs2" / "reproduce.md").read_text()
+    assert (
+        " (2 seeds at once) |" in shown
+        and " (2 seeds at once)" not in (tmp_path / "jobs1" / "reproduce.md").read_text()
+    )
 
 
 def test_random_play_on_a_host_environment_is_one_episode_per_environment():
