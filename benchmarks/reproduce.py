@@ -92,8 +92,9 @@ CLEANRL_MUJOCO = (
 )
 MUJOCO_UNTUNED = (
     "CleanRL's settings, untuned (nothing was run on seeds 0-4 but a 205k-step look at InvertedPendulum's seed 0). "
-    "Observations are clipped at 10 standard deviations as CleanRL's since 2026-12-01 (the rows run before then: "
-    "at 5, podracer's default). Differences that remain: the return whose "
+    "Observations are clipped at 10 standard deviations as CleanRL's since 2026-12-01 (InvertedPendulum's and "
+    "Hopper's rows were rerun with it; HalfCheetah's and Pusher's ran at 5, podracer's default). Differences that "
+    "remain: the return whose "
     "spread scales rewards restarts at every episode's end, where gymnasium's NormalizeReward (read in 1.3.0; "
     "CleanRL pins 0.29.1), which CleanRL wraps each environment in, restarts it only at a termination (Pusher and "
     "HalfCheetah never terminate: their return runs on across episodes there); the loss sees observations "
@@ -574,9 +575,13 @@ ROWS = (
                 "hopper-ppo-cleanrl",
                 "Hopper-v4",
                 2382.86,
-                f"{MUJOCO_UNTUNED} Added 2026-11-30 untuned: 2862.6, 1383.5, 2107.0, 2457.5 and 2061.3 on seeds "
-                "100-104, one seed after another beside other runs and tests (the wall time is with them); "
-                "CleanRL's +-271.74 is over its 3 seeds. CleanRL's own code not run here on Hopper yet",
+                f"{MUJOCO_UNTUNED} Added 2026-11-30 untuned, observations clipped at 5: 2862.6, 1383.5, 2107.0, "
+                "2457.5 and 2061.3 on seeds 100-104 (IQM 2208.6 [1624.7, 2727.5], 0.92), one seed after another "
+                "beside other runs and tests. Rerun on 2026-12-01 with observations clipped at 10 as CleanRL's (the "
+                "preset's one change since; kept whatever it gave, as InvertedPendulum's was): the row as shown, "
+                "seeds 100-102 and 103-104 in two processes side by side (the wall time is the longer one's), the "
+                "machine otherwise busy with tests. CleanRL's +-271.74 is over its 3 seeds. CleanRL's own code not "
+                "run here on Hopper",
             ),
             (
                 "pusher",
