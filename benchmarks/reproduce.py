@@ -593,7 +593,9 @@ ROWS = (
                 "[-66.5, -56.2] (0.76). Short as the source's own code is: CleanRL's ppo_continuous_action.py on "
                 "seeds 100-102 scored -59.2, -46.3 and -69.8 (mean -58.4, 0.83), where the row scored -47.0, -53.6 "
                 "and -60.2 on the same seeds (mean -53.6); CleanRL's -40.38 is the mean of 3 seeds of its own; the "
-                "source's seeds 103 and 104 not run (the session's time)",
+                "source's seeds 103 and 104 not run (the session's time). A rerun at clip 10 (the preset's since "
+                "2026-12-01) began that day (--jobs 2, beside CI): seeds 100 and 101 scored -57.3 and -51.1 (at 5: "
+                "-47.0 and -53.6); the session ended before seeds 102-104, and the row stays as it ran at 5",
             ),
         )
     ),
