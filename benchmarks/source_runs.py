@@ -316,9 +316,10 @@ def summarize(key: str, runs: list[dict], saved: dict, source: str) -> dict:
     iqm = stats.interquartile_mean(returns)
     low, high, spread = stats.spread(returns, stats.interquartile_mean)  # under 5 seeds, their range
     row = saved.get(key)
-    # podracer's row against the source's code on the same seeds: the IQMs' difference and its interval (none under
-    # 5 seeds a side, where a bootstrap means little)
-    ours = row.get("per_seed") if row else None
+    # podracer's row against the source's code on the same seeds (the row may have run more): the IQMs' difference
+    # and its interval (none under 5 seeds a side, where a bootstrap means little)
+    ours = on_seeds(row, [r["seed"] for r in runs]) if row else None
+    podracer_iqm = stats.interquartile_mean(ours) if ours else row["iqm"] if row else None
     difference = (
         (stats.interquartile_mean(ours) - iqm, *stats.difference_interval(ours, returns, stats.interquartile_mean))
         if ours and min(len(ours), len(returns)) >= stats.INTERVAL_SEEDS
@@ -335,11 +336,22 @@ def summarize(key: str, runs: list[dict], saved: dict, source: str) -> dict:
         "seeds": [r["seed"] for r in runs],
         "published": row["published"] if row else None,
         "normalised": reproduce.normalized(iqm, row["random"], row["published"]) if row else None,
-        "podracer_iqm": row["iqm"] if row else None,
-        "podracer_normalised": reproduce.normalized(row["iqm"], row["random"], row["published"]) if row else None,
+        "podracer_iqm": podracer_iqm,
+        "podracer_normalised": reproduce.normalized(podracer_iqm, row["random"], row["published"]) if row else None,
         "difference": difference,
         "runs": runs,
     }
+
+
+def on_seeds(row: dict, seeds: list[int]) -> list[float] | None:
+    """The saved row's returns on ``seeds`` (its ``per_seed`` run from its ``seed``), in that order; None when the
+    row kept no returns or did not run every one of them."""
+    returns = row.get("per_seed")
+    if not returns:
+        return None
+    first = row.get("seed", reproduce.REPORT_SEED)
+    by_seed = {first + i: value for i, value in enumerate(returns)}
+    return [by_seed[seed] for seed in seeds] if all(seed in by_seed for seed in seeds) else None
 
 
 def shown_difference(difference: list[float] | None) -> str:
@@ -370,7 +382,8 @@ def table(results: list[dict]) -> str:
     notes = [f"- {r['key']}: {r['source']}" for r in results]
     rule = (
         "Normalised as the reproduction table normalises: (IQM - random) / (published - random), random play and the "
-        "published figure the row's (`reproduce.json`); podracer's row is the table's, on the same seeds. The last "
+        "published figure the row's (`reproduce.json`); podracer's row is the table's, its IQM over the seeds the "
+        "source's code ran (where the row ran more). The last "
         "column is podracer's IQM minus the source's, with the percentile bootstrap interval of that difference (each "
         "side's seeds resampled on their own): an interval that holds 0 says that, at these seeds, the two cannot be "
         "told apart."

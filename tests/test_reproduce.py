@@ -184,6 +184,23 @@ def test_a_row_is_compared_only_at_its_published_budget():
     assert ran.endswith("| 1,228,800 | 12.29x | 0-4 (tuning seeds) | - | 42 | 182,289 |"), ran  # no measure: "-"
 
 
+def test_a_source_run_is_compared_with_the_row_on_the_seeds_both_ran():
+    """A row that ran more seeds (100-119) than the source's code (100-104) is compared with it on those five: the
+    row's IQM there, normalised, and the difference; a row that did not run one of them is not compared seed by seed
+    (its saved IQM is shown, and no difference)."""
+    source_runs = benchmark_scripts.load("source_runs")
+    runs = [{"seed": 100 + i, "return": r} for i, r in enumerate((-126.5, -115.8, -120.0, -130.0, -110.0))]
+    row = {"iqm": -150.0, "random": -200.0, "published": -110.4, "seed": 100}
+    saved = {"mountaincar-zoo": {**row, "per_seed": [-104.0, -100.0, -102.0, -103.0, -101.0] + [-190.0] * 15}}
+    summary = source_runs.summarize("mountaincar-zoo", runs, saved, "the zoo")
+    assert summary["podracer_iqm"] == pytest.approx(-102.0)  # the middle three of seeds 100-104, not of all twenty
+    assert summary["podracer_normalised"] == pytest.approx(98.0 / 89.6)
+    assert summary["difference"][0] == pytest.approx(-102.0 - summary["iqm"])
+    saved["mountaincar-zoo"]["seed"] = 101  # the row ran seeds 101-120: the source's seed 100 is not among them
+    summary = source_runs.summarize("mountaincar-zoo", runs, saved, "the zoo")
+    assert (summary["podracer_iqm"], summary["difference"]) == (-150.0, None)
+
+
 def test_a_source_run_is_read_from_its_own_records_and_scored_as_the_table_scores(tmp_path):
     """source_runs.py: a zoo evaluation's returns come from Stable-Baselines3's monitor files; a row's runs become
     an IQM normalised against the row's own random play and figure; the table adds it to the row's verdict."""
