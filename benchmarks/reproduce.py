@@ -95,8 +95,8 @@ CLEANRL_MUJOCO = (
 )
 MUJOCO_UNTUNED = (
     "CleanRL's settings, untuned (nothing was run on seeds 0-4 but a 205k-step look at InvertedPendulum's seed 0). "
-    "Observations are clipped at 10 standard deviations as CleanRL's since 2026-12-01 (InvertedPendulum's and "
-    "Hopper's rows were rerun with it; HalfCheetah's and Pusher's ran at 5, podracer's default). Differences that "
+    "Observations are clipped at 10 standard deviations as CleanRL's since 2026-12-01 (InvertedPendulum's, "
+    "Hopper's and Pusher's rows were rerun with it; HalfCheetah's ran at 5, podracer's default). Differences that "
     "remain: the return whose "
     "spread scales rewards restarts at every episode's end, where gymnasium's NormalizeReward (read in 1.3.0; "
     "CleanRL pins 0.29.1), which CleanRL wraps each environment in, restarts it only at a termination (Pusher and "
@@ -632,14 +632,17 @@ ROWS = (
                 "pusher-ppo-cleanrl",
                 "Pusher-v4",
                 -40.38,
-                f"{MUJOCO_UNTUNED} Run first with Sebulba's pipelining (before --max-policy-lag existed: the actor "
-                "one update behind the learner): -65.6, -51.4, -66.8, -65.3, -66.0 on seeds 100-104, IQM -65.7 "
-                "[-66.5, -56.2] (0.76). Short as the source's own code is: CleanRL's ppo_continuous_action.py on "
-                "seeds 100-102 scored -59.2, -46.3 and -69.8 (mean -58.4, 0.83), where the row scored -47.0, -53.6 "
-                "and -60.2 on the same seeds (mean -53.6); CleanRL's -40.38 is the mean of 3 seeds of its own; the "
-                "source's seeds 103 and 104 not run (the session's time). A rerun at clip 10 (the preset's since "
-                "2026-12-01) began that day (--jobs 2, beside CI): seeds 100 and 101 scored -57.3 and -51.1 (at 5: "
-                "-47.0 and -53.6); the session ended before seeds 102-104, and the row stays as it ran at 5",
+                f"{MUJOCO_UNTUNED} Run first with Sebulba's pipelining (before --max-policy-lag existed: the actor one "
+                "update behind the learner): -65.6, -51.4, -66.8, -65.3, -66.0 on seeds 100-104, IQM -65.7 [-66.5, "
+                "-56.2] (0.76). Short as the source's own code is: CleanRL's ppo_continuous_action.py on seeds "
+                "100-102 scored -59.2, -46.3 and -69.8 (mean -58.4, 0.83), where the row scored -47.0, -53.6 and "
+                "-60.2 on the same seeds (mean -53.6); CleanRL's -40.38 is the mean of 3 seeds of its own; the "
+                "source's seeds 103 and 104 not run (the session's time); those were the row's seeds at clip 5: "
+                "-47.0, -53.6, -60.2, -61.0 and -54.2 on seeds 100-104, IQM -56.0 [-60.7, -49.4] (0.85). Rerun at "
+                "clip 10 (the preset's since 2026-12-01) that day, --jobs 2 on a quiet AMD EPYC (kept whatever it "
+                "gave): the row as shown, -45.8, -50.4, -55.6, -59.6 and -73.5. A first attempt that morning, beside "
+                "CI on another session's machine, had scored -57.3 and -51.1 on seeds 100 and 101 before that "
+                "session ended",
             ),
         )
     ),
