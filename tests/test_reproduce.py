@@ -151,6 +151,20 @@ def _reproduce():
     return benchmark_scripts.load("reproduce")
 
 
+def test_the_rows_that_run_twenty_seeds_are_named_rows_that_vmap_their_seeds():
+    """MANY_SEEDS_ROWS names rows that exist (a misspelt key would leave its row at five seeds, silently), each an
+    Anakin row with a published figure that does not wait for a device; those rows run MANY_SEEDS, the others
+    MIN_SEEDS."""
+    reproduce = _reproduce()
+    by_key = {row.key: row for row in reproduce.ROWS}
+    assert reproduce.MANY_SEEDS_ROWS <= set(by_key)
+    for row in reproduce.ROWS:
+        many = row.key in reproduce.MANY_SEEDS_ROWS
+        assert row.seeds == (reproduce.MANY_SEEDS if many else reproduce.MIN_SEEDS), row.key
+        if many:
+            assert reproduce.mode(row) == "anakin" and row.published is not None and not row.device_seeds, row.key
+
+
 def test_a_row_is_compared_only_at_its_published_budget():
     """Within 5 % of the figure's env steps a row reaches it or not; at another budget it is not compared, and the
     table says the ratio."""
