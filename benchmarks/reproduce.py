@@ -95,8 +95,8 @@ CLEANRL_MUJOCO = (
 )
 MUJOCO_UNTUNED = (
     "CleanRL's settings, untuned (nothing was run on seeds 0-4 but a 205k-step look at InvertedPendulum's seed 0). "
-    "Observations are clipped at 10 standard deviations as CleanRL's since 2026-12-01 (InvertedPendulum's, "
-    "Hopper's and Pusher's rows were rerun with it; HalfCheetah's ran at 5, podracer's default). Differences that "
+    "Observations are clipped at 10 standard deviations as CleanRL's since 2026-12-01 (the four rows were rerun "
+    "with it that day; they ran at 5, podracer's default, before). Differences that "
     "remain: the return whose "
     "spread scales rewards restarts at every episode's end, where gymnasium's NormalizeReward (read in 1.3.0; "
     "CleanRL pins 0.29.1), which CleanRL wraps each environment in, restarts it only at a termination (Pusher and "
@@ -613,7 +613,16 @@ ROWS = (
                 "975.3, 894.4, 926.1, 910.7 and 941.1 on seeds 100-104 (AMD EPYC, the machine otherwise quiet), the "
                 "row as shown",
             ),
-            ("halfcheetah", "halfcheetah-ppo-cleanrl", "HalfCheetah-v4", 1442.64, MUJOCO_UNTUNED),
+            (
+                "halfcheetah",
+                "halfcheetah-ppo-cleanrl",
+                "HalfCheetah-v4",
+                1442.64,
+                f"{MUJOCO_UNTUNED} Ran first at clip 5: 1493.5, 1457.0, 1366.0, 1342.5 and 1480.9 on seeds 100-104 "
+                "(IQM 1434.6 [1350.3, 1489.3], 0.99). Rerun at clip 10 on 2026-12-01 (--jobs 2 on a quiet AMD EPYC; "
+                "kept whatever it gave): the row as shown, 1377.1, 1546.4, 3100.1, 1410.2 and 1430.9 (the IQM leaves "
+                "seed 102's outlier out). CleanRL's own code not run here on HalfCheetah",
+            ),
             (
                 "hopper",
                 "hopper-ppo-cleanrl",
