@@ -50,6 +50,9 @@ import _report  # noqa: E402
 from podracer import install  # noqa: E402
 
 
+MIN_SEEDS = 5  # seeds of a compared row (fewer only where the row waits for a device: Row.device_seeds)
+
+
 class Row(NamedTuple):
     key: str  # what --rows takes
     preset: str  # the settings (podracer/presets)
@@ -65,7 +68,7 @@ class Row(NamedTuple):
     # its source's budget does not fit a 2-core CPU at MIN_SEEDS seeds: its 5 seeds come from the accelerator suite
     device_seeds: bool = False
     # the seeds it trains by default, from REPORT_SEED (--seeds overrides): MIN_SEEDS, or MANY_SEEDS (see there)
-    seeds: int = 5
+    seeds: int = MIN_SEEDS
 
     def flag_values(self) -> dict[str, str]:
         """The row's flags as ``{"--name": value}`` (they come in pairs; a lone switch would be lost)."""
@@ -362,7 +365,7 @@ ROWS = (
         "--policy-std state) -266.6 (IQM -271.0); that without the clipped value loss -335.0 (IQM -254.8; PPO2's "
         "clip lets a value move 0.2 per update, and Pendulum's values reach the hundreds); its GAE's time limit as a "
         "terminal state (--no-bootstrap-truncated) a mean -352.9. A difference left: gymnax-blines draws biases "
-        "uniformly in 0.05 (podracer: zeros)"
+        "uniformly in 0.05 (podracer: zeros)."
         f" {zoo_value(1.0, 0.5)}: the row as shown; at five seeds, before: -150.5 [-151.9, -149.2]; seeds 0-4 "
         "now IQM -167.4 (before: -166.7)",
     ),
@@ -549,7 +552,7 @@ ROWS = (
         "-0.0 on four seeds, -0.2 on one (IQM -0.0, 0.26). gymnax's README quotes a checkpoint that reached the "
         "goal, which its code does not on these seeds. With those settings, on seeds 0-4: orthogonal kernels with a "
         "parameter standard deviation -0.001, gymnax-blines' network (LeCun kernels, --policy-std state) -0.028, its "
-        "GAE's time limit as a terminal state (--no-bootstrap-truncated) a mean -0.17"
+        "GAE's time limit as a terminal state (--no-bootstrap-truncated) a mean -0.17."
         f" {zoo_value(0.38, 0.19)}: the row as shown; at five seeds, before: 93.5 [93.5, 93.7]; seeds 0-4 "
         "now 93.3 to 93.6",
     ),
@@ -563,7 +566,7 @@ ROWS = (
         100_000,
         note="the source's settings, untuned: on seeds 0-4 greedy 91.4 to 92.1 (IQM 91.9; AMD EPYC): every seed "
         "reaches the goal, where PPO at gymnax-blines' settings (the mountaincar-continuous row, a Gaussian whose "
-        "noise is drawn anew at every step) learns to stand still on every seed tried"
+        "noise is drawn anew at every step) learns to stand still on every seed tried."
         f" {zoo_value(1.0, 0.5)}: the row as shown, one seed of twenty at 85.4; at five seeds, before: 91.4 "
         "[91.2, 92.1]; seeds 0-4 now 91.7 to 92.9",
     ),
@@ -980,7 +983,6 @@ def from_accelerator(path: Path) -> tuple[list[dict], list[str]]:
 
 BUDGET_TOLERANCE = 0.05  # a row is compared with a published figure only within 5 % of that figure's env steps
 REACH_FRACTION = 0.95  # a compared row reaches when its IQM went this far of the way from random play to the figure
-MIN_SEEDS = 5  # seeds of a compared row (fewer only where the row waits for a device: Row.device_seeds)
 
 
 def budget_ratio(env_steps: int, published_env_steps: int | None) -> float | None:

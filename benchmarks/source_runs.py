@@ -321,7 +321,7 @@ def summarize(key: str, runs: list[dict], saved: dict, source: str) -> dict:
     ours = on_seeds(row, [r["seed"] for r in runs]) if row else None
     podracer_iqm = stats.interquartile_mean(ours) if ours else row["iqm"] if row else None
     difference = (
-        (stats.interquartile_mean(ours) - iqm, *stats.difference_interval(ours, returns, stats.interquartile_mean))
+        (podracer_iqm - iqm, *stats.difference_interval(ours, returns, stats.interquartile_mean))
         if ours and min(len(ours), len(returns)) >= stats.INTERVAL_SEEDS
         else None
     )
