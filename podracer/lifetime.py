@@ -242,9 +242,9 @@ def stop_on_signals(
             if signum == signal.SIGINT:
                 _exit(exit_status())
             return
-        interrupted.set()
-        stop.set()
         again = " (Ctrl-C again to quit at once)" if signum == signal.SIGINT else ""
+        # Said before the run is told to stop: this runs on a daemon thread of ours, and a main thread that returns
+        # from its wait and ends the interpreter first would take the line with it.
         print(
             f"{program}: {stop_reason()}: stopping: "
             + ("saving the last completed update" if saving else "nothing to save (no --checkpoint-dir)")
@@ -252,6 +252,8 @@ def stop_on_signals(
             file=sys.stderr,
             flush=True,
         )
+        interrupted.set()
+        stop.set()
         for seconds, then, args in ((grace, _abandon, (program,)), (bound, _overdue, (program, bound))):
             timer = threading.Timer(seconds, then, args=args)
             timer.daemon = True
