@@ -132,6 +132,16 @@ def zoo_value(coef: float, vf_coef: float) -> str:
     )
 
 
+def zoo_normalize(before: str, now: str) -> str:
+    """A note's sentence: the row's preset took the zoo's normalisation as VecNormalize does it, on 2026-12-01."""
+    return (
+        "Later on 2026-12-01 the preset took the zoo's normalisation as its VecNormalize does it (--normalize-with "
+        "acting --observation-clip 10: the loss sees observations as they were normalised for acting, clipped at 10 "
+        "where podracer's default clips at 5), as the row claims the zoo's settings; rerun on seeds 100-119 and kept "
+        f"whatever it gave: {now} (before: {before})"
+    )
+
+
 MINATAR = f"{GYMNAX_README} ({BLINES} agents/%s-MinAtar/ppo.yaml: 10M env steps, its settings; sampled policy)"
 PQN_CARTPOLE = "no numeric PQN figure found (purejaxql, mttga/purejaxql at 47af6d7, shows curves); its budget, 500k"
 PQN_MINATAR = (
@@ -198,7 +208,12 @@ ROWS = (
         "2026-11-29: -126.3 [-132.7, -119.0] (before: -122.9 [-125.1, -120.4], the code of 2026-11-26). On 2026-12-01 "
         "the row moved to 20 seeds (MANY_SEEDS: 100-119), nothing else changed: -122.4 [-124.9, -119.9], 0.946 of the "
         "way where 0.95 needs -122.1; -138.2 to -115.6 per seed, its seeds 100-104 IQM -126.5 (source_runs.md: "
-        "+19.4 above the source's code there)",
+        "+19.4 above the source's code there). Tuned later on 2026-12-01 on seeds 0-19 (--sweep "
+        "clip_epsilon=0.1,0.2,0.3 --sweep learning_rate=3e-3,5e-3,1e-2, sampled IQM over 20 seeds: -117.0 at 3e-3 "
+        "and clip 0.1, -118.9 at 3e-3 and 0.2, -120.1 at the preset's 5e-3 and 0.2, every 1e-2 setting leaving "
+        "seeds at -200; AMD EPYC): the preset took lr 3e-3 and clip 0.1 (gymnax-blines' yaml: 0.2), and the row, "
+        "rerun on seeds 100-119, not tuned on, gave the row as shown, -124.2 to -101.2 per seed; seeds 200-219, "
+        "neither tuning nor report ones, IQM -116.0 (1.02)",
     ),
     Row(
         "mountaincar-dqn",
@@ -255,8 +270,8 @@ ROWS = (
         "short by less than 2; an RMSprop written into the optimizer for one trial scored IQM -83.2 on seeds 0-4 and "
         "-84.6 on seeds 100-104 (another session, interval not kept). With --update-rule rmsprop: seeds 0-4 IQM "
         "-82.5 (-87.3 to -80.8), seeds 100-104 -84.9 [-85.9, -83.3] (AMD EPYC). The zoo's observation clip at 10 "
-        f"(podracer's at 5), tried with Adam on seeds 0-4: no gain. {zoo_value(1.0, 0.5)}: the row as shown; "
-        "seeds 0-4 IQM -82.1",
+        f"(podracer's at 5), tried with Adam on seeds 0-4: no gain. {zoo_value(1.0, 0.5)}; seeds 0-4 IQM -82.1. "
+        + zoo_normalize("-83.5 [-84.7, -82.6], 0.99", "the row as shown, -89.9 to -79.5 per seed; seeds 0-4 IQM -83.0"),
     ),
     Row(
         "acrobot-zoo",
@@ -266,8 +281,8 @@ ROWS = (
         "lambda 0.94, no entropy bonus, normalised observations and rewards, SB3's PPO defaults); the row runs those "
         "settings",
         1_000_000,
-        note=f"{zoo_value(1.0, 0.5)}: the row as shown; at five seeds, before: -74.1 [-79.1, -73.5]; seeds 0-4 now "
-        "IQM -73.5",
+        note=f"{zoo_value(1.0, 0.5)}: at five seeds, before: -74.1 [-79.1, -73.5]; seeds 0-4 IQM -73.5. "
+        + zoo_normalize("-75.6 [-77.0, -74.2], 0.99", "the row as shown, -78.4 to -69.8 per seed; seeds 0-4 IQM -75.3"),
     ),
     Row(
         "mountaincar-zoo",
@@ -286,7 +301,13 @@ ROWS = (
         f"on 2026-11-30: IQM -116.8 against the row's settings' -109.2 (AMD EPYC): not kept. {zoo_value(1.0, 0.5)}"
         ": -116.6 [-118.6, -114.5] (0.93), -122.4 to -110.0 per seed; with "
         "the new weight at five seeds (100-104) it had scored -117.3 [-125.2, -110.8], on seeds 0-4 -114.8; 20 seeds "
-        "neither tuning nor report ones (200-219) scored -114.0 [-116.8, -111.0] (0.96)",
+        "neither tuning nor report ones (200-219) scored -114.0 [-116.8, -111.0] (0.96). "
+        + zoo_normalize(
+            "-116.6 [-118.6, -114.5], 0.93",
+            "the row as shown (reached), -127.9 to -106.6 per seed; seeds 0-4 IQM -116.0, seeds 0-19 -111.8 where the "
+            "brax-style normalisation scored -115.1 on them; seeds 200-219, neither tuning nor report ones, IQM -113.0 "
+            "(0.97; -114.0 before)",
+        ),
     ),
     Row(
         "mountaincar-a2c",
@@ -315,7 +336,10 @@ ROWS = (
         "the wall's inelastic stop, the goal, the 200-step limit). Stable-Baselines3's VecNormalize as it is "
         "(observations clipped at 10, the loss seeing them as they were normalised for acting: --observation-clip 10 "
         "--normalize-with acting), tried on seeds 0-4 on 2026-11-30: IQM -110.7 against the row's settings' -108.6: "
-        "not kept",
+        "not kept then. "
+        + zoo_normalize(
+            "-113.9 [-118.0, -110.6], 0.97", "the row as shown, -125.2 to -107.2 per seed; seeds 0-4 IQM -107.8"
+        ),
     ),
     Row(
         "cartpole-cleanrl",
@@ -404,9 +428,15 @@ ROWS = (
         "-2, ortho_init False; SB3's A2C defaults); the row runs those settings",
         1_000_000,
         note="the source's settings, untuned: on seeds 0-4 greedy -191.1, -185.8, -196.1, -898.9 and -208.9 (IQM "
-        f"-198.7; AMD EPYC). {zoo_value(0.8, 0.4)}: the row as shown, one seed of twenty at -1030.8 and the others "
+        f"-198.7; AMD EPYC). {zoo_value(0.8, 0.4)}: -156.6 [-160.7, -152.4] (1.00), one seed of twenty at -1030.8 "
+        "and the others "
         "-175.5 to -143.5 (at five seeds, before: -152.8 [-157.3, -148.7]); seeds 0-4 -184.1, -850.1, -203.9, -951.3 "
-        "and -198.3 (IQM -417.4)",
+        "and -198.3 (IQM -417.4). "
+        + zoo_normalize(
+            "-156.6 [-160.7, -152.4], 1.00",
+            "the row as shown, one seed of twenty at -1038.1 and the others -161.7 to -145.3; seeds 0-4 -195.1, "
+            "-192.8, -193.6, -1439.7 and -916.8 (IQM -435.2)",
+        ),
     ),
     Row(
         "pendulum-sac",
@@ -553,8 +583,8 @@ ROWS = (
         "goal, which its code does not on these seeds. With those settings, on seeds 0-4: orthogonal kernels with a "
         "parameter standard deviation -0.001, gymnax-blines' network (LeCun kernels, --policy-std state) -0.028, its "
         "GAE's time limit as a terminal state (--no-bootstrap-truncated) a mean -0.17."
-        f" {zoo_value(0.38, 0.19)}: the row as shown; at five seeds, before: 93.5 [93.5, 93.7]; seeds 0-4 "
-        "now 93.3 to 93.6",
+        f" {zoo_value(0.38, 0.19)}: at five seeds, before: 93.5 [93.5, 93.7]; seeds 0-4 93.3 to 93.6. "
+        + zoo_normalize("93.6 [93.5, 93.6], 1.01", "the row as shown, 93.4 to 93.8 per seed; seeds 0-4 93.4 to 93.5"),
     ),
     Row(
         "mountaincar-continuous-a2c",
@@ -567,8 +597,9 @@ ROWS = (
         note="the source's settings, untuned: on seeds 0-4 greedy 91.4 to 92.1 (IQM 91.9; AMD EPYC): every seed "
         "reaches the goal, where PPO at gymnax-blines' settings (the mountaincar-continuous row, a Gaussian whose "
         "noise is drawn anew at every step) learns to stand still on every seed tried."
-        f" {zoo_value(1.0, 0.5)}: the row as shown, one seed of twenty at 85.4; at five seeds, before: 91.4 "
-        "[91.2, 92.1]; seeds 0-4 now 91.7 to 92.9",
+        f" {zoo_value(1.0, 0.5)}: 91.7 [91.4, 91.9] (1.00), one seed of twenty at 85.4; at five seeds, before: 91.4 "
+        "[91.2, 92.1]; seeds 0-4 91.7 to 92.9. "
+        + zoo_normalize("91.7 [91.4, 91.9], 1.00", "the row as shown, 91.0 to 92.3 per seed; seeds 0-4 91.9 to 92.3"),
     ),
     Row(
         "cartpole-dqn-zoo",
