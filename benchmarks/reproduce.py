@@ -6,9 +6,8 @@ measured on the same environment object (uniformly random legal actions, 256 epi
 figure with its source and budget, wall time and env steps/s. A row "reaches" its published figure when it ran
 that figure's budget (within 5 % of its env steps) and its interquartile mean went at least 0.95 of the way from random
 play to the figure (the table's "normalised IQM": 0 is random play, 1 the figure); at another budget the row is "not
-compared". A compared row runs at least 5 seeds; a row whose source's budget does not fit a 2-core CPU at 5 seeds
-(MinAtar at 10M env steps: ``Row.device_seeds``) keeps its 3-seed figure, labelled so, until the accelerator suite
-(``benchmarks/accelerator.py``) runs it.
+compared". A compared row runs at least 5 seeds (MinAtar's at 10M env steps too: five vmapped in one program take
+20-25 minutes on a quiet 2-core machine; the accelerator suite, ``benchmarks/accelerator.py``, runs them faster).
 
     python benchmarks/reproduce.py                                   # every row at its budget and seeds
     python benchmarks/reproduce.py --rows cartpole,mountaincar --seeds 10
@@ -30,7 +29,7 @@ last host call; the table's "measured by" column says which. Settings come from 
 (``podracer/presets``), then the row's own flags (``Row.flags``: the source's settings where the preset's differ);
 ``--full`` trains at least the published budget; ``--budget-scale`` scales the updates (in whole host calls).
 ``--check`` reads the saved table and exits 1 when a row with a published figure ran more than 5 % from its source's
-budget, or with fewer than 5 seeds (unless it waits for a device), or a row lacks its source or its seeds; it prints
+budget, or with fewer than 5 seeds, or a row lacks its source or its seeds; it prints
 how many compared rows reach their figure.
 """
 
@@ -50,7 +49,7 @@ import _report  # noqa: E402
 from podracer import install  # noqa: E402
 
 
-MIN_SEEDS = 5  # seeds of a compared row (fewer only where the row waits for a device: Row.device_seeds)
+MIN_SEEDS = 5  # seeds of a compared row
 
 
 class Row(NamedTuple):
@@ -65,8 +64,6 @@ class Row(NamedTuple):
     flags: tuple[str, ...] = ()
     # what is known of a difference from the source (why a row falls short of its figure), for the table's notes
     note: str = ""
-    # its source's budget does not fit a 2-core CPU at MIN_SEEDS seeds: its 5 seeds come from the accelerator suite
-    device_seeds: bool = False
     # the seeds it trains by default, from REPORT_SEED (--seeds overrides): MIN_SEEDS, or MANY_SEEDS (see there)
     seeds: int = MIN_SEEDS
 
@@ -475,18 +472,22 @@ ROWS = (
         "(FastTD3's; SB3: PyTorch's default)",
     ),
     *(
-        Row(key, f"{key}-minatar", published, MINATAR % game, 10_000_000, flags=flags, note=note, device_seeds=True)
+        Row(key, f"{key}-minatar", published, MINATAR % game, 10_000_000, flags=flags, note=note)
         for key, game, published, flags, note in (
             (
                 "breakout",
                 "Breakout",
                 28.0,
                 ("--kernel-init", "lecun"),
-                "gymnax-blines' flax-default kernels here (--kernel-init lecun, the source's setting): 17.4, 24.2 "
-                "and 53.0 on seeds 100-102, so the interval holds 28 while two seeds are below it; the row before, "
-                "orthogonal kernels, scored 25.4 [24.1, 28.1] on the same seeds (recovered from its run's log). "
-                + H200_PRESET % ("39.8, 41.3, 33.2, 23.5 and 25.2", "32.7")
-                + "; the row's 5 seeds wait for the next device",
+                "gymnax-blines' flax-default kernels here (--kernel-init lecun, the source's setting). Run first on "
+                "3 seeds, 17.4, 24.2 and 53.0 on seeds 100-102 (IQM 31.5 [17.4, 53.0]: the interval held 28 while "
+                "two seeds were below it); the row before, orthogonal kernels, scored 25.4 [24.1, 28.1] on the same "
+                "seeds (recovered from its run's log). "
+                + H200_PRESET
+                % ("39.8, 41.3, 33.2, 23.5 and 25.2", "32.7")
+                + ". Its 5 seeds ran on the CPU on 2026-12-01 (a quiet AMD EPYC, 1,196 s for the five in one "
+                "program; nothing else changed): the row as shown, 44.8, 25.2, 55.7, 28.1 and 36.8 (seeds 100-102 "
+                "among five, not three: a seed's path moves with the seeds its program vmaps)",
             ),
             (
                 "space-invaders",
@@ -501,14 +502,17 @@ ROWS = (
                 "Asterix",
                 15.0,
                 ("--kernel-init", "lecun"),
-                "gymnax-blines' flax-default kernels here (--kernel-init lecun, not tuned: the source's setting): "
-                "16.9, 11.9 and 11.3 on seeds 100-102, so three seeds give a wide interval that holds 15; the row "
+                "gymnax-blines' flax-default kernels here (--kernel-init lecun, not tuned: the source's setting). "
+                "Run first on 3 seeds: 16.9, 11.9 and 11.3 on seeds 100-102 (IQM 13.4 [11.3, 16.9], 0.88); the row "
                 "before, orthogonal kernels, scored 10.7 [9.9, 11.9] on the same seeds (its training return 8.9 at "
                 "7.4M env steps, where this one had 10.4). Differences that remain: biases (gymnax-blines: uniform in "
                 "0.05; podracer: zeros) and rollouts of 128 steps (gymnax-blines collects 129 per update and learns "
                 "from 128). "
-                + H200_PRESET % ("12.7, 9.7, 13.1, 14.7 and 10.5", "12.1, normalised 0.80")
-                + "; the row's 5 seeds wait for the next device",
+                + H200_PRESET
+                % ("12.7, 9.7, 13.1, 14.7 and 10.5", "12.1, normalised 0.80")
+                + ". Its 5 seeds ran on the CPU on 2026-12-01 (a quiet AMD EPYC, 1,242 s for the five in one "
+                "program; nothing else changed): the row as shown, 13.1, 10.6, 10.3, 15.8 and 18.6: short, as on "
+                "three seeds and on the H200",
             ),
             (
                 "freeway",
@@ -1092,13 +1096,9 @@ def check(rows: list[dict]) -> list[str]:
                 f"{r['key']}: ran {r['env_steps']:,} env steps per seed, {ratio:.2f}x its source's "
                 f"{r['published_env_steps']:,} (more than {BUDGET_TOLERANCE:.0%} apart)"
             )
-        elif r.get("seeds", 0) < MIN_SEEDS and not _waits_for_device(r):
+        elif r.get("seeds", 0) < MIN_SEEDS:
             problems.append(f"{r['key']}: compared over {r.get('seeds')} seeds (at least {MIN_SEEDS})")
     return problems
-
-
-def _waits_for_device(row: dict) -> bool:
-    return any(r.device_seeds for r in ROWS if r.key == row["key"])
 
 
 def _verdict(row: dict) -> bool | None:
@@ -1139,7 +1139,7 @@ def table(rows: list[dict], source_runs: list[dict] | None = None) -> str:
         verdict = _verdict(r)
         said = "-" if r["published"] is None else "yes" if verdict else "no" if verdict is False else "not compared"
         if verdict is not None and r["seeds"] < MIN_SEEDS:
-            said += f" ({r['seeds']} seeds{': 5 wait for a device' if _waits_for_device(r) else ''})"
+            said += f" ({r['seeds']} seeds)"
         if verdict is not None and r["key"] in here:
             source = normalized(here[r["key"]]["iqm"], r["random"], r["published"])
             count = len(here[r["key"]]["returns"])
@@ -1267,7 +1267,7 @@ def main(argv=None) -> int:
         "--check",
         action="store_true",
         help="check the saved table (--out, else benchmarks/results): every row with a published figure ran its "
-        "source's budget (within 5%%) over at least 5 seeds (or waits for a device) and names its source; exit 1 "
+        "source's budget (within 5%%) over at least 5 seeds and names its source; exit 1 "
         "otherwise; print how many reach; train nothing",
     )
     args = parser.parse_args(argv)

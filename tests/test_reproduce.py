@@ -81,8 +81,7 @@ def test_a_quick_row_trains_measures_random_play_and_writes_only_when_asked(tmp_
 
 def test_check_names_each_row_that_cannot_be_counted():
     """--check's rule: a row with a published figure ran its source's budget (within 5 %) over at least 5 seeds
-    (fewer only where the row waits for a device) and names its source and seeds; a row without a figure needs no
-    budget."""
+    and names its source and seeds; a row without a figure needs no budget."""
     reproduce = _reproduce()
     good = {"key": "a", "published": 1.0, "published_env_steps": 1000, "env_steps": 1040, "seed": 100, "seeds": 5}
     good["published_source"] = "somewhere (1k env steps)"
@@ -97,7 +96,6 @@ def test_check_names_each_row_that_cannot_be_counted():
     ]
     assert reproduce.check([{k: v for k, v in good.items() if k != "seed"}]) == ["a: the seeds it ran are not recorded"]
     assert reproduce.check([{**good, "seeds": 3}]) == ["a: compared over 3 seeds (at least 5)"]
-    assert reproduce.check([{**good, "key": "breakout", "seeds": 3}]) == []  # MinAtar at 10M: 5 seeds wait for a device
     assert reproduce.check([{**no_figure, "seeds": 2}]) == []  # not compared: any number of seeds
 
 
@@ -153,8 +151,7 @@ def _reproduce():
 
 def test_the_rows_that_run_twenty_seeds_are_named_rows_that_vmap_their_seeds():
     """MANY_SEEDS_ROWS names rows that exist (a misspelt key would leave its row at five seeds, silently), each an
-    Anakin row with a published figure that does not wait for a device; those rows run MANY_SEEDS, the others
-    MIN_SEEDS."""
+    Anakin row with a published figure; those rows run MANY_SEEDS, the others MIN_SEEDS."""
     reproduce = _reproduce()
     by_key = {row.key: row for row in reproduce.ROWS}
     assert reproduce.MANY_SEEDS_ROWS <= set(by_key)
@@ -162,7 +159,7 @@ def test_the_rows_that_run_twenty_seeds_are_named_rows_that_vmap_their_seeds():
         many = row.key in reproduce.MANY_SEEDS_ROWS
         assert row.seeds == (reproduce.MANY_SEEDS if many else reproduce.MIN_SEEDS), row.key
         if many:
-            assert reproduce.mode(row) == "anakin" and row.published is not None and not row.device_seeds, row.key
+            assert reproduce.mode(row) == "anakin" and row.published is not None, row.key
 
 
 def test_a_row_is_compared_only_at_its_published_budget():
