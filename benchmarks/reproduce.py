@@ -204,7 +204,7 @@ ROWS = (
         "-179.4), as the source's code; the row's settings with a constant 5e-4: IQM -133.8. Rerun at today's code on "
         "2026-11-29: -126.3 [-132.7, -119.0] (before: -122.9 [-125.1, -120.4], the code of 2026-11-26). On 2026-12-01 "
         "the row moved to 20 seeds (MANY_SEEDS: 100-119), nothing else changed: -122.4 [-124.9, -119.9], 0.946 of the "
-        "way where 0.95 needs -122.1; -138.2 to -115.6 per seed, its seeds 100-104 IQM -126.5 (source_runs.md: "
+        "way where 0.95 needs -122.1; -138.2 to -115.6 per seed, its seeds 100-104 IQM -126.5 (source_runs.md then: "
         "+19.4 above the source's code there). Tuned later on 2026-12-01 on seeds 0-19 (--sweep "
         "clip_epsilon=0.1,0.2,0.3 --sweep learning_rate=3e-3,5e-3,1e-2, sampled IQM over 20 seeds: -117.0 at 3e-3 "
         "and clip 0.1, -118.9 at 3e-3 and 0.2, -120.1 at the preset's 5e-3 and 0.2, every 1e-2 setting leaving "
