@@ -96,6 +96,10 @@ def test_check_names_each_row_that_cannot_be_counted():
     ]
     assert reproduce.check([{k: v for k, v in good.items() if k != "seed"}]) == ["a: the seeds it ran are not recorded"]
     assert reproduce.check([{**good, "seeds": 3}]) == ["a: compared over 3 seeds (at least 5)"]
+    # MinAtar at 10M is held to it too (its rows once waited for a device at 3 seeds)
+    assert reproduce.check([{**good, "key": "breakout", "seeds": 3}]) == [
+        "breakout: compared over 3 seeds (at least 5)"
+    ]
     assert reproduce.check([{**no_figure, "seeds": 2}]) == []  # not compared: any number of seeds
 
 
