@@ -27,7 +27,7 @@ def machine() -> str:
     """``host: device kind xN [backend], C cores of CPU model`` (call after JAX's device count is settled)."""
     import jax
 
-    from podracer import parallel
+    from podracer.run import parallel
 
     return (
         f"{platform.node()}: {jax.devices()[0].device_kind} x{jax.device_count()} [{jax.default_backend()}], "
@@ -43,7 +43,8 @@ def compile_anakin(
     for the state :func:`podracer.anakin.init` makes from ``seed``; the state has had one warm-up call."""
     import jax
 
-    from podracer import anakin, parallel
+    from podracer import anakin
+    from podracer.run import parallel
 
     update = anakin.make_update(env, agent, optimizer, rollout_length=rollout_length)
     p_multi = parallel.device_map(anakin.make_multi_update(update, updates_per_call), devices)

@@ -427,7 +427,7 @@ def _throughput(ctx: Context, env, agent, n: int, rollout: int, updates: int, ca
     of time, one warm-up call, the median of ``calls`` timed calls; 2 with ``--smoke``)."""
     import jax
 
-    from podracer import learner
+    from podracer.core import learner
 
     import _report
 
@@ -457,7 +457,7 @@ def row_anakin(ctx: Context) -> None:
 def row_anakin_sizes(ctx: Context) -> None:
     """Anakin PPO and A2C env steps/s on one device, compilation apart (a row of its own, after the rows that
     become table figures: a call too short for everything keeps those)."""
-    from podracer import agents, envs
+    from podracer.core import agents, envs
     from anakin_throughput import AGENT_SETTINGS
 
     sizes = SIZES[ctx.smoke]
@@ -482,7 +482,7 @@ def _beside_purejaxrl(ctx: Context, devices, sizes) -> None:
     epochs and minibatches, each side compiled ahead of time, rounds alternating."""
     import jax
 
-    from podracer import agents, envs, learner
+    from podracer.core import agents, envs, learner
 
     import _report
 
@@ -590,7 +590,7 @@ def row_flags(preset: str) -> dict:
 
 
 def _iqm(values) -> float:
-    from podracer import stats
+    from podracer.core import stats
 
     return float(stats.interquartile_mean(values))
 
@@ -702,7 +702,7 @@ def row_sebulba_pong(ctx: Context) -> None:
 
 def row_craftax(ctx: Context) -> None:
 
-    from podracer import agents, envs
+    from podracer.core import agents, envs
 
     n = 16 if ctx.smoke else 4096
     rollout = 8 if ctx.smoke else 64

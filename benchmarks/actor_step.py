@@ -1,12 +1,12 @@
 """A Sebulba actor's inference round trip per step, as the actor makes it and as it made it before 2026-11-29.
 
 The actor hands each step's host observations to its jitted policy and reads the action and the agent's extras
-back (``podracer.sebulba.actor.run_actor``). Before, it placed the observations on its device with ``device_put``
+back (``podracer.run.sebulba.actor.run_actor``). Before, it placed the observations on its device with ``device_put``
 first and read the action and the extras back in two transfers; now it passes the numpy arrays as they are (jit
 moves them to the device of the parameters) and reads both back in one ``device_get``. At a handful of
 environments (CleanRL's MuJoCo settings run one) those transfers, not the policy's arithmetic, are most of a step.
 
-Both forms run the same compiled ``act`` (``podracer.sebulba.actor.make_act``) of a preset's agent on the preset's
+Both forms run the same compiled ``act`` (``podracer.run.sebulba.actor.make_act``) of a preset's agent on the preset's
 host environment's observations, on one CPU device; after a warm-up, ``--rounds`` rounds time ``--steps`` steps of
 each, the order alternating; the table gives each form's median microseconds per step and the median over rounds
 of the within-round ratio (before / now: above 1, now is faster). The environment itself is not stepped: the
@@ -53,21 +53,23 @@ def main(argv=None) -> int:
     _report.add_output_flags(parser, "actor_step")
     args = parser.parse_args(argv)
 
-    from podracer import config, parallel
+    from podracer.cli import config
+    from podracer.run import parallel
 
     parallel.set_cpu_device_count(1)
     import jax
     import numpy as np
 
-    from podracer import agents, envs
-    from podracer import plan as plans
-    from podracer.build import normalization
-    from podracer.config import SebulbaConfig
-    from podracer.sebulba.actor import make_act
+    from podracer.core import agents
+    from podracer.run import hostenvs
+    from podracer.run import plan as plans
+    from podracer.cli.build import normalization
+    from podracer.cli.config import SebulbaConfig
+    from podracer.run.sebulba.actor import make_act
 
     cfg = config.parse(SebulbaConfig, ["--preset", args.preset], prog="actor_step.py")
     num_envs = args.num_envs or cfg.envs_per_actor(1)
-    env = envs.make_host(cfg.env, num_envs, 0)
+    env = hostenvs.make_host(cfg.env, num_envs, 0)
     try:
         timestep = env.reset()
         spec = env.spec()

@@ -16,7 +16,7 @@ import time
 
 import _report
 
-from podracer import parallel
+from podracer.run import parallel
 
 PAIRS = {"gymnax:CartPole-v1": "cartpole"}
 
@@ -35,7 +35,8 @@ def main(argv=None):
     parallel.set_cpu_device_count(args.cpu_devices)
     import jax
 
-    from podracer import agents, anakin, envs, learner
+    from podracer.core import agents, envs, learner
+    from podracer import anakin
 
     machine = _report.machine()
     print(f"# adapter overhead on {machine}, jax {jax.__version__}", flush=True)

@@ -27,9 +27,9 @@ def train_self_play(args, on_call=None):
     import jax
     import numpy as np
 
-    from podracer import agents
-    from podracer.anakin import core
-    from podracer.envs.pgx import PgxEnv
+    from podracer.core import agents
+    from podracer.run.anakin import core
+    from podracer.core.envs.pgx import PgxEnv
 
     env = PgxEnv(args.game, opponent="self")
     agent = agents.make(
@@ -105,9 +105,9 @@ def main(argv=None) -> int:
     import jax
     import numpy as np
 
-    from podracer import agents
-    from podracer.envs.pgx import PgxEnv
-    from podracer.play import make_evaluate
+    from podracer.core import agents
+    from podracer.core.envs.pgx import PgxEnv
+    from podracer.run.play import make_evaluate
 
     agent, state, compile_seconds, train_seconds, env_steps = train_self_play(args)
     searches = args.eval_simulations or args.num_simulations

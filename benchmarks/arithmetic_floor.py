@@ -35,8 +35,9 @@ def _parts(agent_name: str, seeds: int, batch: int):
     """``(update, state, width)``: the seeds' vmapped update, their initial state, the widest hidden layer."""
     import jax
 
-    from podracer import agents, anakin, envs
-    from podracer.agents.base import hyperparameters
+    from podracer.core import agents, envs
+    from podracer import anakin
+    from podracer.core.agents.base import hyperparameters
 
     env = envs.make("gymnax:Pendulum-v1")
     hyper = {**ROW_SETTINGS[agent_name], "batch_size": batch, "replay_ratio": float(batch), "min_replay_size": batch}
@@ -109,7 +110,7 @@ def main(argv=None):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}.")
 
-    from podracer import lifetime, parallel
+    from podracer.run import lifetime, parallel
 
     parallel.set_cpu_device_count(1)
     lifetime.quiet_dependencies()

@@ -8,7 +8,7 @@ returns written as bsuite's own CSV logs, and the scores computed by bsuite's ow
 bsuite 0.3.6 (google-deepmind/bsuite; Osband et al., 2020) defines each experiment as a sweep of ids and an
 episode count, and scores an agent from the logs its ``Logging`` wrapper writes: ``episode``, ``total_return``,
 ``total_regret`` and the rest, one CSV per id. podracer runs the ids on its JAX ports (``bsuite:ID``,
-``podracer/envs/bsuite.py``) with the command line: one environment per id (bsuite's one stream of episodes),
+``podracer/core/envs/bsuite.py``) with the command line: one environment per id (bsuite's one stream of episodes),
 the ids that share their rules vmapped in one program as seeds (``--num-seeds``), exactly the experiment's
 episodes (every port's episodes have one length; each episode takes its steps plus the reset step that podracer's
 auto-reset counts). Each host call's returns and episode counts per seed (``metrics.jsonl``) give the running
@@ -38,7 +38,7 @@ import _report
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from podracer.envs import bsuite  # noqa: E402  (the ports' sweeps and episode counts; imports no JAX backend)
+from podracer.core.envs import bsuite  # noqa: E402  (the ports' sweeps and episode counts; imports no JAX backend)
 
 PPO = {  # the agent every experiment runs, one environment per id
     "agent": "ppo",
@@ -122,7 +122,7 @@ def check_ports(bsuite_python: str) -> str:
     import jax.numpy as jnp
     import numpy as np
 
-    from podracer import envs
+    from podracer.core import envs
 
     out = subprocess.run([bsuite_python, "-c", BSUITE_SIDE], capture_output=True, text=True)
     if out.returncode != 0:

@@ -68,7 +68,7 @@ def projection_alone(batch: int, rounds: int) -> dict:
     import jax
     import jax.numpy as jnp
 
-    from podracer.agents.losses import categorical_projection
+    from podracer.core.agents.losses import categorical_projection
 
     key_values, key_logits = jax.random.split(jax.random.key(0))
     values = jax.random.uniform(key_values, (batch, ATOMS), minval=V_MIN - 100, maxval=V_MAX + 100)
@@ -88,9 +88,9 @@ def gradient_step(batch: int, rounds: int) -> dict:
     import jax
     import jax.numpy as jnp
 
-    from podracer import agents
-    from podracer.agents import td3
-    from podracer.types import Box, EnvSpec
+    from podracer.core import agents
+    from podracer.core.agents import td3
+    from podracer.core.types import Box, EnvSpec
 
     spec = EnvSpec(jax.ShapeDtypeStruct((3,), jnp.float32), box=Box((-2.0,), (2.0,)))  # Pendulum-v1's
     agent = agents.make(

@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 def worker(config: dict) -> None:
     """Builds ``config``'s update with whichever ``podracer`` is first on the path, compiles it and answers
     ``call`` (seconds of one host call), ``params PATH`` (saves the flat parameters) and ``quit``."""
-    from podracer import parallel
+    from podracer.run import parallel
 
     parallel.set_cpu_device_count(config["devices"])
     import jax
@@ -45,7 +45,7 @@ def worker(config: dict) -> None:
     from anakin_throughput import AGENT_SETTINGS
 
     import podracer
-    from podracer import agents, envs, learner
+    from podracer.core import agents, envs, learner
 
     rollout_length, hyper = AGENT_SETTINGS[config["agent"]]
     env = envs.make(config["env"])
@@ -248,7 +248,7 @@ def main(argv=None):
         "updates_per_call": args.updates_per_call or max(1, 2**17 // steps_per_update),
     }
 
-    from podracer import parallel
+    from podracer.run import parallel
 
     parallel.set_cpu_device_count(args.devices)
     machine = _report.machine()

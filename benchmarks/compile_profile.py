@@ -53,7 +53,7 @@ def child(preset: str, devices: int, cache: str) -> None:
             entry[PHASES[event]] += duration
 
     jax.monitoring.register_event_duration_secs_listener(heard)
-    from podracer import cli
+    from podracer.cli import command as cli
 
     out = io.StringIO()
     argv = ["anakin", "--preset", preset, "--cpu-devices", str(devices), "--no-log-dir", "--compile-cache-dir", cache]

@@ -60,7 +60,7 @@ def flags(argv: list[str]) -> dict[str, list[str]]:
 
 
 def iqm(values: list[float]) -> float:
-    from podracer import stats
+    from podracer.core import stats
 
     return float(stats.interquartile_mean(values))
 

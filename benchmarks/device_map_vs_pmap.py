@@ -19,7 +19,7 @@ import time
 
 import _report  # benchmarks/_report.py (the script's folder is on sys.path)
 
-from podracer import parallel
+from podracer.run import parallel
 
 ANAKIN_SETTINGS = {
     # agent: (rollout length, agent hyper-parameters)
@@ -58,7 +58,8 @@ def alternate(calls: dict, states: dict, rounds: int) -> dict:
 def anakin_row(agent_name: str, num_envs: int, num_devices: int, rounds: int, target_steps: int) -> dict:
     import jax
 
-    from podracer import agents, anakin, envs, learner
+    from podracer.core import agents, envs, learner
+    from podracer import anakin
 
     rollout_length, hyper = ANAKIN_SETTINGS[agent_name]
     env = envs.make("catch")
@@ -97,10 +98,10 @@ def sebulba_row(num_envs: int, num_devices: int, rounds: int) -> dict:
     import jax
     import numpy as np
 
-    from podracer import agents
-    from podracer.envs.cartpole import CartPole
-    from podracer.learner import init_learner_state, make_learner_step, make_optimizer
-    from podracer.types import TimeStep, Trajectory
+    from podracer.core import agents
+    from podracer.core.envs.cartpole import CartPole
+    from podracer.core.learner import init_learner_state, make_learner_step, make_optimizer
+    from podracer.core.types import TimeStep, Trajectory
 
     t = 20
     devices = jax.devices()[:num_devices]

@@ -84,9 +84,10 @@ def purejaxrl_train(module, env_steps: int):
 def podracer_train(env_steps: int):
     import jax
 
-    from podracer import agents, anakin, envs
-    from podracer.learner import make_optimizer
-    from podracer.types import RunFacts
+    from podracer.core import agents, envs
+    from podracer import anakin
+    from podracer.core.learner import make_optimizer
+    from podracer.core.types import RunFacts
 
     num_envs = SETTINGS["NUM_ENVS"]
     updates = env_steps // num_envs
@@ -146,7 +147,7 @@ def main(argv=None) -> int:
     if args.rounds < 1 or args.env_steps < 10 * SETTINGS["LEARNING_STARTS"] // 10:
         parser.error("--rounds must be >= 1 and --env-steps >= 10,000 (PureJaxRL's learning start)")
 
-    from podracer import lifetime, parallel
+    from podracer.run import lifetime, parallel
 
     parallel.set_cpu_device_count(1)
     lifetime.quiet_dependencies()

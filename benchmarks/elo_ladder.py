@@ -1,6 +1,6 @@
 """The Elo ladder of one AlphaZero self-play run on a pgx board: the run's snapshots (every ``--every`` updates, the
 untrained network first) each play random legal moves and every earlier snapshot ``--games`` greedy games, and one
-Elo rating per snapshot is fitted to all the games (``podracer.ladder``: Bradley-Terry on Elo's scale, random legal
+Elo rating per snapshot is fitted to all the games (``podracer.run.ladder``: Bradley-Terry on Elo's scale, random legal
 play anchored at 0, one virtual draw per pair that met). Needs no download: the ratings are relative to random play
 and to the run itself (pgx's own Elo figures are anchored at its baseline models instead).
 
@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     import jax
     import numpy as np
 
-    from podracer import ladder
+    from podracer.run import ladder
 
     snapshots = []
 
@@ -84,7 +84,7 @@ def main(argv=None) -> int:
         f"{'' if args.rescale_values else 'no '}--rescale-values; "
         f"compile {compile_seconds:.0f} s, "
         f"training {train_seconds:.0f} s, ladder {ladder_seconds:.0f} s ({len(matches)} matches of {args.games} "
-        "greedy games, each player first in half). Elo: random legal moves = 0 (podracer.ladder.fit_elo). "
+        "greedy games, each player first in half). Elo: random legal moves = 0 (podracer.run.ladder.fit_elo). "
         "Wins / draws / losses of the snapshot.",
         "",
         "| snapshot | env steps | Elo | vs random legal | vs the previous snapshot |",

@@ -143,7 +143,7 @@ def _until_exit(proc, since: float) -> tuple[float, int]:
 def _verdict(proc, directory: Path) -> str:
     """How a stopped run with a checkpoint directory ended: "saved", "said" (the save did not finish, and the line
     names the newest complete checkpoint) or "neither"."""
-    from podracer import checkpoint
+    from podracer.run import checkpoint
 
     err = proc.stderr.read() if proc.stderr else ""
     if "the save did not finish" in err and "newest complete checkpoint is" in err:
@@ -265,7 +265,7 @@ def main(argv=None):
 def _measure_cases(args) -> list[dict]:
     import tempfile
 
-    from podracer import lifetime
+    from podracer.run import lifetime
 
     rows = []
     for case in args.cases:

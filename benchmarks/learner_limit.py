@@ -27,7 +27,7 @@ import time
 import _report  # benchmarks/_report.py (the script's folder is on sys.path)
 from anakin_throughput import AGENT_SETTINGS
 
-from podracer import parallel
+from podracer.run import parallel
 
 
 def dot_generals(jaxpr) -> list:
@@ -112,7 +112,8 @@ def measure(env_name: str, agent_name: str, num_envs: int, rounds: int) -> dict:
     import jax.numpy as jnp
     import optax
 
-    from podracer import agents, anakin, envs, learner
+    from podracer.core import agents, envs, learner
+    from podracer import anakin
 
     rollout_length, hyper = AGENT_SETTINGS[agent_name]
     env = envs.make(env_name)

@@ -39,7 +39,7 @@ TASKS = {
 def anakin_flags(preset: str, env_steps: int, episodes: int) -> list[str]:
     """``--num-updates`` for ``env_steps`` per seed (``--updates-per-call`` the largest divisor of it up to the
     preset's), one greedy evaluation at the end."""
-    from podracer import presets
+    from podracer.cli import presets
 
     flags = presets.get(preset).flags
     batch = flags.get("num-envs", 64) * flags.get("rollout-length", 16)
@@ -138,7 +138,7 @@ def main(argv=None) -> int:
 
 def _sebulba_batch(preset: str) -> int:
     """Env steps per learner update of a Sebulba preset (one actor thread)."""
-    from podracer import presets
+    from podracer.cli import presets
 
     flags = presets.get(preset).flags
     return flags.get("num-envs-per-actor", 32) * flags.get("rollout-length", 20)

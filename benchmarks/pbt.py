@@ -97,7 +97,7 @@ def overhead(rounds: int) -> list[dict]:
 
 
 def _iqm_interval(values) -> str:
-    from podracer.stats import bootstrap_interval, interquartile_mean
+    from podracer.core.stats import bootstrap_interval, interquartile_mean
 
     values = np.asarray(values, np.float64)
     if len(values) < 2:

@@ -39,7 +39,7 @@ def run_once(preset: str, seeds: int, seed: int, target: float, timeout: float) 
     the whole run's seconds, and every line's (env steps, training return)."""
     with tempfile.TemporaryDirectory() as log_dir:
         command = [sys.executable, "-m", "podracer.cli", "anakin", "--preset", preset, "--num-seeds", str(seeds)]
-        from podracer import presets
+        from podracer.cli import presets
 
         every = presets.get(preset).flags["updates-per-call"]
         command += ["--seed", str(seed), "--log-dir", log_dir, "--eval-every", str(every), "--eval-episodes", "16"]

@@ -65,7 +65,7 @@ def replay_rows(capacities, batch_size: int, add_size: int, ops: int, repeats: i
     import jax
     import jax.numpy as jnp
 
-    from podracer import replay
+    from podracer.core import replay
 
     rows = []
     item = _item()
@@ -145,8 +145,9 @@ def replay_rows(capacities, batch_size: int, add_size: int, ops: int, repeats: i
 def dqn_row(updates: int):
     import jax
 
-    from podracer import agents, anakin, envs
-    from podracer.learner import make_optimizer
+    from podracer.core import agents, envs
+    from podracer import anakin
+    from podracer.core.learner import make_optimizer
 
     defaults = dict(replay_ratio=4.0, batch_size=128, min_replay_size=1000, replay_capacity=50_000)
     env = envs.make("cartpole")
@@ -185,7 +186,7 @@ def main(argv=None):
     _report.add_output_flags(parser, "replay_throughput")
     args = parser.parse_args(argv)
 
-    from podracer import parallel
+    from podracer.run import parallel
 
     parallel.set_cpu_device_count(parallel.available_cores())
     import jax

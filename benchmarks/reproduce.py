@@ -46,7 +46,8 @@ from typing import NamedTuple
 sys.path.insert(0, str(Path(__file__).parent))
 import _report  # noqa: E402
 
-from podracer import install  # noqa: E402
+from podracer.core import install  # noqa: E402
+from podracer.run import hostenvs
 
 
 MIN_SEEDS = 5  # seeds of a compared row
@@ -722,8 +723,9 @@ REPORT_SEED = 100  # the table's first seed: presets were tuned, and tests run, 
 def row_config(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_SEED):
     """The Anakin config a row trains: its preset, ``seeds`` seeds from ``seed``, the budget scaled (``full``: at
     least the published budget)."""
-    from podracer import config, parallel
-    from podracer.config import AnakinConfig
+    from podracer.cli import config
+    from podracer.run import parallel
+    from podracer.cli.config import AnakinConfig
 
     settings = ["--preset", row.preset, *row.flags]
     base = config.parse(AnakinConfig, settings, prog="reproduce.py")
@@ -745,7 +747,8 @@ def random_play(env_name: str, episodes: int = 256, seed: int = 0) -> float:
     import jax
     import numpy as np
 
-    from podracer import anakin, envs
+    from podracer import anakin
+    from podracer.core import envs
 
     returns = jax.jit(anakin.make_random_play(envs.make(env_name), episodes))(jax.random.key(seed))
     return float(np.mean(np.asarray(returns)))
@@ -753,7 +756,7 @@ def random_play(env_name: str, episodes: int = 256, seed: int = 0) -> float:
 
 def mode(row: Row) -> str:
     """The command that trains ``row``'s preset: "anakin" or "sebulba"."""
-    from podracer import presets
+    from podracer.cli import presets
 
     return presets.load()[row.preset].mode
 
@@ -761,8 +764,8 @@ def mode(row: Row) -> str:
 def sebulba_config(row: Row, scale: float, full: bool, seed: int):
     """The Sebulba config of one seed of a row (each seed is a run of its own): its preset, then the row's flags,
     the budget scaled in whole updates (``full``: at least the published budget)."""
-    from podracer import config
-    from podracer.config import SebulbaConfig
+    from podracer.cli import config
+    from podracer.cli.config import SebulbaConfig
 
     settings = ["--preset", row.preset, *row.flags]
     base = config.parse(SebulbaConfig, settings, prog="reproduce.py")
@@ -795,9 +798,7 @@ def host_random_play(env_name: str, episodes: int = 256, seed: int = 0) -> float
     batch of ``episodes``, as ``anakin.make_random_play`` plays a JAX one."""
     import numpy as np
 
-    from podracer import envs
-
-    env = envs.make_host(env_name, episodes, seed)
+    env = hostenvs.make_host(env_name, episodes, seed)
     rng = np.random.default_rng(seed)
     try:
         spec, timestep = env.spec(), env.reset()
@@ -819,7 +820,8 @@ def host_random_play(env_name: str, episodes: int = 256, seed: int = 0) -> float
 def _measured(row: Row, finals, random: float, env_steps: int) -> dict:
     """A row's fields from its seeds' final returns, both modes: the per-seed finals, their interquartile mean with
     its bootstrap interval, random play, the published figure with its source and budget, and the verdict."""
-    from podracer import anakin, stats
+    from podracer import anakin
+    from podracer.core import stats
 
     low, high = stats.bootstrap_interval(finals, anakin.interquartile_mean)
     iqm = anakin.interquartile_mean(finals)
@@ -842,12 +844,12 @@ def sebulba_seed(key: str, scale: float, full: bool, seed: int, cpu_devices: int
     """Trains one seed of a Sebulba row: its training return over the last :data:`LAST_EPISODES` episodes (and how
     many that is), its curve and its wall time. ``cpu_devices``: in a process of its own (``--jobs``), the CPU
     devices to expose before JAX starts."""
-    from podracer import lifetime, parallel
+    from podracer.run import lifetime, parallel
 
     if cpu_devices is not None:
         parallel.set_cpu_device_count(cpu_devices)
         lifetime.quiet_dependencies()
-    from podracer import experiment
+    from podracer.cli import experiment
 
     cfg, _ = sebulba_config(next(r for r in ROWS if r.key == key), scale, full, seed)
     start = time.perf_counter()
@@ -945,7 +947,8 @@ def run_row(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_S
     """Trains ``row`` and measures it: a dict of the table's fields, and its learning curves (``jobs``: a Sebulba
     row's seeds trained at once; an Anakin row vmaps its seeds in one program)."""
 
-    from podracer import experiment, sweep
+    from podracer.cli import experiment
+    from podracer.core import sweep
 
     if mode(row) == "sebulba":
         return run_sebulba_row(row, seeds, scale, full, seed, jobs)
@@ -1300,7 +1303,7 @@ def main(argv=None) -> int:
     if not args.budget_scale > 0:
         parser.error(f"--budget-scale must be > 0, got {args.budget_scale}.")
 
-    from podracer import lifetime, parallel
+    from podracer.run import lifetime, parallel
 
     parallel.set_cpu_device_count(parallel.available_cores())
     lifetime.quiet_dependencies()
@@ -1342,7 +1345,7 @@ def _take_from_accelerator(args, keys: list[str]) -> int:
     if not path.is_file():
         print(f"reproduce.py: error: --from-accelerator {path}: no such file", file=sys.stderr)
         return 2
-    from podracer import lifetime
+    from podracer.run import lifetime
 
     lifetime.quiet_dependencies()
     try:

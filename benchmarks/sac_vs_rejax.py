@@ -47,7 +47,8 @@ def podracer_run(env_steps: int):
     """podracer's whole run of ``env_steps`` as a compiled-on-first-call ``train(seed)``, and its settings."""
     import jax
 
-    from podracer import agents, anakin, envs
+    from podracer.core import agents, envs
+    from podracer import anakin
 
     env = envs.make("gymnax:Pendulum-v1")
     hyper = dict(
@@ -92,7 +93,7 @@ def rejax_run(env_steps: int):
 def worker(side: str, env_steps: int) -> None:
     """One side: compile (timed with a first call), then answer ``run SEED`` with the seconds of a whole run."""
     if side == "podracer":
-        from podracer import lifetime, parallel
+        from podracer.run import lifetime, parallel
 
         parallel.set_cpu_device_count(1)
         lifetime.quiet_dependencies()

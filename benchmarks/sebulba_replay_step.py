@@ -8,7 +8,7 @@ DQN with uniform replay on podracer's Catch (one learner device; trajectories of
 items, a gradient step of 32 items per call), the memory filled to capacity first. Each round calls the two steps
 once each, in turn (so a slow spell of a shared machine falls on both), each on its own state; the table gives each
 one's median milliseconds per call and the median over rounds of their ratio within a round. The donated one is
-:func:`podracer.sebulba.assemble.learner_step` (what a Sebulba run calls); the other is
+:func:`podracer.run.sebulba.assemble.learner_step` (what a Sebulba run calls); the other is
 ``parallel.device_map(learner.make_learner_step(...))`` (what it called before).
 """
 
@@ -24,8 +24,10 @@ import _report  # benchmarks/_report.py (the script's folder is on sys.path)
 def measure(capacity: int, rounds: int) -> dict:
     import jax
 
-    from podracer import agents, anakin, envs, learner, parallel, replay
-    from podracer.sebulba.assemble import learner_step
+    from podracer.core import agents, envs, learner, replay
+    from podracer import anakin
+    from podracer.run import parallel
+    from podracer.run.sebulba.assemble import learner_step
 
     env = envs.Catch()
     agent = agents.make(

@@ -27,8 +27,8 @@ import time
 
 import _report  # benchmarks/_report.py (the script's folder is on sys.path)
 
-from podracer import config as config_cli
-from podracer import parallel
+from podracer.cli import config as config_cli
+from podracer.run import parallel
 
 
 def _median_seconds(fn, repeats: int) -> float:
@@ -50,7 +50,7 @@ def envpool_ceiling(cfg, groups: int, steps: int) -> float:
     """
     import numpy as np
 
-    from podracer.envs.envpool import EnvpoolEnv
+    from podracer.run.hostenvs.envpool import EnvpoolEnv
 
     num_actors = len(cfg.actor_devices or (0,)) * cfg.actor_threads
     size = cfg.num_envs_per_actor // groups
@@ -90,12 +90,12 @@ def stage_seconds(cfg, groups: int, repeats: int) -> dict[str, float]:
     import jax
     import numpy as np
 
-    from podracer import agents
-    from podracer.agents.base import split_start_state
-    from podracer.envs.envpool import EnvpoolEnv
-    from podracer.learner import init_learner_state, make_learner_step, should_unroll
-    from podracer.sebulba.actor import _split_for_learners, make_act
-    from podracer.types import TimeStep, Trajectory
+    from podracer.core import agents
+    from podracer.core.agents.base import split_start_state
+    from podracer.run.hostenvs.envpool import EnvpoolEnv
+    from podracer.core.learner import init_learner_state, make_learner_step, should_unroll
+    from podracer.run.sebulba.actor import _split_for_learners, make_act
+    from podracer.core.types import TimeStep, Trajectory
 
     layout = parallel.resolve_layout(cfg.actor_devices, cfg.learner_devices, cfg.num_envs_per_actor)
     b, t = cfg.num_envs_per_actor, cfg.rollout_length
@@ -175,7 +175,7 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     default = BenchmarkConfig()
     if "--agent" in argv:  # the run's agent (its hyper-parameters are then flags too); IMPALA by default
-        from podracer import agents
+        from podracer.core import agents
 
         at = argv.index("--agent")
         name = argv[at + 1] if at + 1 < len(argv) else ""
@@ -190,7 +190,7 @@ def main(argv=None):
     parallel.set_cpu_device_count(cfg.cpu_devices or parallel.available_cores())
     import jax
 
-    from podracer import experiment
+    from podracer.cli import experiment
 
     actor_devices = len(cfg.actor_devices or (0,))
     per_actor = cfg.envs_per_actor(actor_devices * cfg.actor_threads)

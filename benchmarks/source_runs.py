@@ -309,7 +309,7 @@ SOURCES = (
 
 def summarize(key: str, runs: list[dict], saved: dict, source: str) -> dict:
     """A row's source runs: the IQM of the seeds' returns, its interval, normalised as the table normalises."""
-    from podracer import stats
+    from podracer.core import stats
 
     runs = sorted(runs, key=lambda r: r["seed"])
     returns = [r["return"] for r in runs]

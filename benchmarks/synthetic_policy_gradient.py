@@ -2,7 +2,7 @@
 
 The policy is the usual shape of such benchmarks: embeddings of discrete observations,
 clipped continuous ones pooled by a max over entities, dense layers, an LSTM over the
-time steps and a softmax over the actions (``podracer.networks.StructuredTorso`` under
+time steps and a softmax over the actions (``podracer.core.networks.StructuredTorso`` under
 ``RecurrentNetwork``), trained by recurrent A2C (policy gradient with a value baseline).
 Experience comes from the ``synthetic`` JAX environment, stepped under the current
 policy inside Anakin's compiled update, so one update per device is: ``--time-steps``
@@ -24,12 +24,12 @@ import argparse
 
 import _report  # benchmarks/_report.py (the script's folder is on sys.path)
 
-from podracer import parallel
+from podracer.run import parallel
 
 
 def make_training(args):
     """``(env, agent, optimizer)`` the benchmark trains, from its parsed arguments."""
-    from podracer import agents, envs, learner
+    from podracer.core import agents, envs, learner
 
     env = envs.make(
         "synthetic",

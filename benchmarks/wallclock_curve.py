@@ -71,8 +71,9 @@ def side_argv(side: str, seed: int, eval_every_steps: int, eval_episodes: int) -
 def run_side(argv: list[str], seconds: float, launch: float) -> None:
     """In the child: trains ``argv`` until ``seconds`` after ``launch`` (the parent's clock at the launch), printing
     one ``CURVE {json}`` line per evaluation: seconds since launch, env steps, mean greedy return."""
-    from podracer import config, experiment, parallel
-    from podracer.config import SebulbaConfig
+    from podracer.cli import config, experiment
+    from podracer.run import parallel
+    from podracer.cli.config import SebulbaConfig
 
     parallel.set_cpu_device_count(parallel.available_cores())
     cfg = config.parse(SebulbaConfig, argv, prog="wallclock_curve.py")

@@ -7,7 +7,7 @@ checked as the built-in agents' are, sweepable, recorded in checkpoints and play
     python examples/own_agent.py --num-seeds 4 --sweep learning_rate=1e-3,3e-3
     python examples/anakin_catch.py --import examples/own_agent.py --agent reinforce --help
     python -m podracer.sebulba --import examples/own_agent.py --agent reinforce --env CartPole --total-env-steps 200000
-    python -m podracer.evaluate --import examples/own_agent.py --checkpoint runs/reinforce
+    python -m podracer.cli.evaluate --import examples/own_agent.py --checkpoint runs/reinforce
 
 An installed package registers its agents with no ``--import``: an entry point in the ``podracer.agents`` group,
 ``reinforce = "my_package.reinforce:make_reinforce"`` (the factory's ``config`` default names its config class).
@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from podracer import agents, cli
-from podracer.agents.base import (
+from podracer.core.agents.base import (
     Agent,
     check_hyperparameters,
     make_network,
@@ -32,7 +32,7 @@ from podracer.agents.base import (
     transitions,
     unroll_trajectory,
 )
-from podracer.networks import TorsoName
+from podracer.core.networks import TorsoName
 
 
 @dataclasses.dataclass(frozen=True)

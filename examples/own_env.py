@@ -7,7 +7,7 @@ is an illegal action there, which the environment says with a legal-action mask,
     python examples/own_env.py                                     # trains PPO on it (podracer anakin's flags)
     python examples/anakin_catch.py --import examples/own_env.py --env corridor --agent dqn
     python -m podracer.sebulba --import examples/own_env.py --env jax:corridor --agent ppo --total-env-steps 100000
-    python -m podracer.evaluate --import examples/own_env.py --checkpoint runs/corridor --greedy
+    python -m podracer.cli.evaluate --import examples/own_env.py --checkpoint runs/corridor --greedy
 
 An installed package registers its environments with no ``--import``: an entry point in the ``podracer.envs`` group,
 ``corridor = "my_package.corridor:Corridor"``, imported only when the environment is made.
@@ -21,8 +21,8 @@ import jax
 import jax.numpy as jnp
 
 from podracer import cli, envs
-from podracer.envs.base import first_timestep, step_timestep
-from podracer.types import EnvSpec
+from podracer.core.envs.base import first_timestep, step_timestep
+from podracer.core.types import EnvSpec
 
 LENGTH, KEY, MAX_STEPS = 10, 2, 30
 LEFT, STAY, RIGHT = 0, 1, 2

@@ -13,29 +13,40 @@ __version__ = "0.1.0"  # the one place the version is written (pyproject.toml re
 # name -> the module that defines it; a submodule maps to itself
 _WHERE = {
     "Agent": "podracer.agents",
-    "AnakinConfig": "podracer.config",
+    "AnakinConfig": "podracer.cli.config",
     "AnakinState": "podracer.anakin",
     "EnvSpec": "podracer.envs",
     "Environment": "podracer.envs",
-    "EpisodeStats": "podracer.types",
+    "EpisodeStats": "podracer.core.types",
     "HostEnv": "podracer.envs",
-    "LearnerState": "podracer.types",
+    "LearnerState": "podracer.core.types",
     "RolloutState": "podracer.anakin",
-    "RunConfig": "podracer.config",
-    "SebulbaConfig": "podracer.config",
-    "TimeStep": "podracer.types",
-    "Trajectory": "podracer.types",
-    "load": "podracer.facade",
-    "make_learner_step": "podracer.learner",
-    "make_optimizer": "podracer.learner",
-    "train": "podracer.facade",
+    "RunConfig": "podracer.cli.config",
+    "SebulbaConfig": "podracer.cli.config",
+    "TimeStep": "podracer.core.types",
+    "Trajectory": "podracer.core.types",
+    "load": "podracer.cli.facade",
+    "make_learner_step": "podracer.core.learner",
+    "make_optimizer": "podracer.core.learner",
+    "train": "podracer.cli.facade",
 }
-_SUBMODULES = ("agents", "anakin", "config", "envs", "learner", "logging", "networks", "parallel")
+# the public modules by their short names (``from podracer import parallel``) -> where each lives
+_SUBMODULES = {
+    "agents": "podracer.agents",
+    "anakin": "podracer.anakin",
+    "config": "podracer.cli.config",
+    "envs": "podracer.envs",
+    "learner": "podracer.core.learner",
+    "logging": "podracer.run.logging",
+    "networks": "podracer.core.networks",
+    "parallel": "podracer.run.parallel",
+    "sebulba": "podracer.sebulba",
+}
 
 
 def __getattr__(name: str):
     if name in _SUBMODULES:
-        return importlib.import_module(f"podracer.{name}")
+        return importlib.import_module(_SUBMODULES[name])
     if name in _WHERE:
         value = getattr(importlib.import_module(_WHERE[name]), name)
         globals()[name] = value  # later lookups do not come back here

@@ -23,7 +23,8 @@ os.environ["PODRACER_RUNS_DIR"] = tempfile.mkdtemp(prefix="podracer-test-runs-")
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
-from podracer import compile_cache, install  # noqa: E402
+from podracer.run import compile_cache  # noqa: E402
+from podracer.core import install
 
 # The tests' own programs go to the same per-worker cache: tests that compile the same program share it.
 compile_cache.use_compile_cache()

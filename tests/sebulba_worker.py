@@ -2,8 +2,8 @@
 
 import sys
 
-from podracer import parallel
-from podracer import multihost
+from podracer.run import parallel
+from podracer.run import multihost
 
 port, process_id = sys.argv[1], int(sys.argv[2])
 parallel.set_cpu_device_count(2)
@@ -13,9 +13,9 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from test_sebulba import FakeHostEnv  # noqa: E402
 
-from podracer.agents import IMPALAConfig  # noqa: E402
-from podracer.config import SebulbaConfig  # noqa: E402
-from podracer.experiment import train_sebulba as train  # noqa: E402
+from podracer.core.agents import IMPALAConfig  # noqa: E402
+from podracer.cli.config import SebulbaConfig  # noqa: E402
+from podracer.cli.experiment import train_sebulba as train  # noqa: E402
 
 config = SebulbaConfig(
     env="fake",

@@ -6,10 +6,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import envs
-from podracer.envs.base import action_shape
-from podracer.networks import choose_torso
-from podracer.types import Box, ImageLayout
+from podracer.core import envs
+from podracer.core.envs.base import action_shape
+from podracer.core.networks import choose_torso
+from podracer.core.types import Box, ImageLayout
 
 
 def first_ends(timesteps):
@@ -33,7 +33,7 @@ def play(env, key, actions):
 
 def test_craftax_symbolic_and_pixels():
     pytest.importorskip("craftax")
-    from podracer.envs.craftax import CraftaxEnv
+    from podracer.core.envs.craftax import CraftaxEnv
 
     pixels = envs.make("craftax:Craftax-Classic-Pixels-v1").spec()
     assert pixels.observation.shape == (63, 63, 3) and pixels.num_actions == 17
@@ -85,7 +85,7 @@ def test_xminigrid_one_hot_views_and_episode_ends():
 
 def test_playground_spec_and_episode_ends():
     pytest.importorskip("mujoco_playground")
-    from podracer.envs.playground import PlaygroundEnv
+    from podracer.core.envs.playground import PlaygroundEnv
 
     base = envs.make("playground:CartpoleBalance")
     spec = base.spec()

@@ -8,10 +8,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import agents, anakin, checkpoint, envs, experiment, learner, parallel
-from podracer import multihost
-from podracer.agents import A2CConfig, PPOConfig
-from podracer.config import AnakinConfig
+from podracer.core import agents, envs, learner
+from podracer import anakin
+from podracer.run import checkpoint, parallel
+from podracer.cli import experiment
+from podracer.run import multihost
+from podracer.core.agents import A2CConfig, PPOConfig
+from podracer.cli.config import AnakinConfig
 
 
 def _setup(agent_name="a2c", env_name="catch", **hyper):
@@ -137,7 +140,7 @@ def test_metrics_report_episodes_from_all_devices(devices):
 @pytest.mark.parametrize("agent_name", ["ppo", pytest.param("dqn", marks=pytest.mark.slow)])
 def test_initial_state_compiled_for_one_call_has_the_bits_of_xla_defaults(agent_name, devices, monkeypatch):
     """The initial learners and states compile at XLA's backend optimization level 1 on CPU (a faster compile,
-    :func:`podracer.parallel.run_once_options`): the same state to the bit as at XLA's default level, 2. (The tests
+    :func:`podracer.run.parallel.run_once_options`): the same state to the bit as at XLA's default level, 2. (The tests
     run at level 0, set in conftest.py, which the option never raises.)"""
     assert parallel.run_once_options(devices) is None  # XLA_FLAGS asks for level 0
     assert parallel.run_once_options([type("Gpu", (), {"platform": "gpu", "process_index": 0})()]) is None
@@ -522,7 +525,7 @@ def test_a_full_disk_ends_the_run_with_one_error_keeps_the_last_checkpoint_and_r
     import shutil
     from collections import namedtuple
 
-    from podracer import disk
+    from podracer.run import disk
 
     directory, logs = tmp_path / "ckpt", tmp_path / "logs"
     small = dict(
@@ -562,7 +565,7 @@ def test_a_full_disk_ends_the_run_with_one_error_keeps_the_last_checkpoint_and_r
         return usage(capacity[0], used, max(capacity[0] - used, 0))
 
     monkeypatch.setattr(shutil, "disk_usage", disk_usage)
-    monkeypatch.setattr("podracer.logging.LOG_ROOM_BYTES", 0)
+    monkeypatch.setattr("podracer.run.logging.LOG_ROOM_BYTES", 0)
     with pytest.raises(
         disk.DiskFull,
         match=r"^--checkpoint-dir '.*ckpt': no room for the run state of checkpoint "

@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import envs
-from podracer.envs import bsuite
+from podracer.core import envs
+from podracer.core.envs import bsuite
 
 import benchmark_scripts  # tests/benchmark_scripts.py
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from podracer import cli, config
+from podracer.cli import command as cli, config
 
 ROOT = Path(__file__).parent.parent
 
@@ -143,7 +143,7 @@ def test_total_env_steps_in_anakin_stops_at_the_budget_rounded_up_to_whole_calls
     import json
     import math
 
-    from podracer import parallel
+    from podracer.run import parallel
 
     flags = ["--num-envs-per-device", "8", "--rollout-length", "4", "--updates-per-call", "5", "--no-compile-cache"]
     flags += ["--cpu-devices", "8"]  # the tests' devices (conftest)
@@ -191,7 +191,7 @@ COMMAND_BAD_INPUTS = [
 
 @pytest.mark.parametrize("argv, message", COMMAND_BAD_INPUTS, ids=[" ".join(a) for a, _ in COMMAND_BAD_INPUTS])
 def test_a_commands_bad_input_is_one_line_and_exit_2(argv, message, tmp_path, monkeypatch, capsys):
-    from podracer import presets
+    from podracer.cli import presets
 
     names = {"file": tmp_path / "a-file", "raises": tmp_path / "raises.py", "syntax": tmp_path / "syntax.py"}
     names["file"].write_text("")
@@ -227,7 +227,7 @@ def test_without_log_dir_a_run_writes_runs_env_agent_seed_time_and_says_so_first
     assert (made / "metrics.jsonl").stat().st_size > 0 and list(made.glob("events.out.tfevents.*"))
     assert cli.main(["anakin", *flags, "--no-log-dir"]) == 0
     assert "logging to" not in capsys.readouterr().out and list((tmp_path / "runs").iterdir()) == [made]
-    from podracer import command_line
+    from podracer.cli import command_line
 
     twins = {command_line.default_log_dir("gymnax:CartPole-v1", "ppo", 0, str(tmp_path)) for _ in range(3)}
     assert len(twins) == 3 and all(Path(p).name.startswith("gymnax-CartPole-v1__ppo__0__") for p in twins)

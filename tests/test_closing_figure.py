@@ -5,8 +5,8 @@ and its checkpoint, played by ``podracer evaluate`` on the evaluation's environm
 import jax
 import numpy as np
 
-from podracer import cli, evaluate
-from podracer.play import EVAL_SEED_OFFSET
+from podracer.cli import command as cli, evaluate
+from podracer.run.play import EVAL_SEED_OFFSET
 
 
 def test_sebulbas_closing_evaluation_is_its_checkpoint_played_by_evaluate(tmp_path, capsys):

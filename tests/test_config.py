@@ -4,11 +4,12 @@ import dataclasses
 
 import pytest
 
-from podracer import config, install
-from podracer.agents.base import hyperparameters
-from podracer.config import AnakinConfig, SebulbaConfig
-from podracer.evaluate import EvaluateConfig
-from podracer.preview import PreviewConfig
+from podracer.cli import config
+from podracer.core import install
+from podracer.core.agents.base import hyperparameters
+from podracer.cli.config import AnakinConfig, SebulbaConfig
+from podracer.cli.evaluate import EvaluateConfig
+from podracer.cli.preview import PreviewConfig
 
 A, S, E, P = AnakinConfig, SebulbaConfig, EvaluateConfig, PreviewConfig
 
@@ -241,7 +242,7 @@ def test_the_table_covers_at_least_thirty_inputs_of_both_modes():
 def test_the_registry_describes_each_agent_as_its_config_docstring_does():
     """``--help`` lists the agents from the registry's lines without importing them: each line is its config's
     docstring's first paragraph, so the two cannot drift apart."""
-    from podracer import agents
+    from podracer.core import agents
 
     for name, line in agents.descriptions().items():
         first = (agents.config_class(name).__doc__ or "").strip().split("\n\n")[0]
@@ -250,7 +251,7 @@ def test_the_registry_describes_each_agent_as_its_config_docstring_does():
 
 def test_every_agent_field_is_a_flag_of_both_modes_with_the_agents_own_defaults():
 
-    from podracer import agents
+    from podracer.core import agents
 
     for name, cls in agents.config_classes().items():
         for mode in (A, S):
@@ -278,8 +279,9 @@ def test_every_agent_field_is_a_flag_of_both_modes_with_the_agents_own_defaults(
 
 
 def test_help_names_the_program_and_takes_choices_from_the_registries(capsys):
-    from podracer import agents, envs, helptext
-    from podracer.networks import TORSOS
+    from podracer.core import agents, envs
+    from podracer.cli import helptext
+    from podracer.core.networks import TORSOS
 
     with pytest.raises(SystemExit) as exit_info:
         config.parse(A, ["--help"], prog="examples/anakin_catch.py")
@@ -326,7 +328,7 @@ def test_a_sweep_without_matplotlib_writes_its_table_and_says_how_to_get_the_plo
     its table is written and the report says what the picture needs, instead of a refusal or a traceback."""
     import importlib.util
 
-    from podracer import sweep
+    from podracer.core import sweep
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
@@ -393,7 +395,7 @@ class Commented:
 
 
 def test_a_fields_help_is_its_comment_beside_above_or_inside_it(tmp_path):
-    from podracer import flags
+    from podracer.cli import flags
 
     path = tmp_path / "commented.py"
     path.write_text(_COMMENTED)
@@ -461,7 +463,8 @@ def test_a_fields_help_is_its_comment_beside_above_or_inside_it(tmp_path):
 )
 def test_a_flag_that_would_have_no_effect_is_refused_naming_it(cls, argv, message):
     """The rule of docs/faults.md: a flag set away from its default that this run would not use is refused."""
-    from podracer import build, envs
+    from podracer.cli import build
+    from podracer.core import envs
 
     parsed = config.parse(cls, argv.split(), prog="prog")
     spec = envs.make(parsed.env).spec() if cls is AnakinConfig else _host_spec(parsed.env)
@@ -471,7 +474,7 @@ def test_a_flag_that_would_have_no_effect_is_refused_naming_it(cls, argv, messag
 
 
 def _host_spec(name):
-    from podracer import build
+    from podracer.cli import build
 
     env = build.host_env_factory(config.parse(SebulbaConfig, ["--env", name], prog="prog"))(0, 1)
     try:
@@ -485,8 +488,9 @@ def _host_spec(name):
     ["--lr-schedule linear --lr-end 0.001", "--lr-schedule cosine --lr-decay-steps 10", "--lr-warmup-steps 5"],
 )
 def test_the_same_flags_are_taken_where_they_apply(argv):
-    from podracer import build, envs
-    from podracer.types import Box
+    from podracer.cli import build
+    from podracer.core import envs
+    from podracer.core.types import Box
 
     parsed = config.parse(AnakinConfig, argv.split(), prog="prog")
     build.check_applies(parsed, envs.make(parsed.env).spec())

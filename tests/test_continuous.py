@@ -11,12 +11,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import agents, anakin, envs, networks
-from podracer.agents.base import greedy_action, policy_terms, sample_policy
-from podracer.agents.sac import squashed_sample
-from podracer.envs.base import image_layout, to_box
-from podracer.learner import make_optimizer
-from podracer.types import Box, EnvSpec, ImageLayout
+from podracer.core import agents, envs, networks
+from podracer import anakin
+from podracer.core.agents.base import greedy_action, policy_terms, sample_policy
+from podracer.core.agents.sac import squashed_sample
+from podracer.core.envs.base import image_layout, to_box
+from podracer.core.learner import make_optimizer
+from podracer.core.types import Box, EnvSpec, ImageLayout
 
 
 VECTOR_BOX = EnvSpec(jax.ShapeDtypeStruct((3,), jnp.float32), box=Box((-2.0, 0.0), (2.0, 1.0)))
@@ -89,7 +90,7 @@ def test_gsde_acts_mean_plus_features_times_a_held_matrix_and_its_variance_is_sb
     features), the action is mean + h @ (sigma * eps), and each environment draws eps at every rollout's start and
     every --sde-sample-freq steps into it (rollouts of 6, every 4: at steps 0, 4, 6, 10, 12), keeping it across an
     episode's end; actions and the distribution in the box's units (--policy-units env: divided by the half range)."""
-    from podracer.types import RunFacts
+    from podracer.core.types import RunFacts
 
     run = RunFacts(num_updates=4, envs_per_learner=3, rollout_length=6, total_env_steps=72)
     agent = agents.make(
@@ -157,8 +158,8 @@ def test_sac_with_gsde_acts_tanh_of_mean_plus_a_held_matrix_and_learns_with_one_
     rollout (4 steps here, -1: no draw within one); greedy tanh(mean); the mean clipped to [-2, 2]; the variance
     sum_j h_j^2 sigma_jk^2 + 1e-6. Learning: the loss's sampled actions share one eps across the batch (its entropy
     term is the log-density at mean + h @ (sigma * eps) of one eps); --no-tune-alpha leaves the temperature alone."""
-    from podracer.agents.sac import SDESquashedActor, squashed_log_prob
-    from podracer.types import RunFacts
+    from podracer.core.agents.sac import SDESquashedActor, squashed_log_prob
+    from podracer.core.types import RunFacts
 
     run = RunFacts(num_updates=4, envs_per_learner=3, rollout_length=4, total_env_steps=48)
     agent = agents.make(
@@ -292,7 +293,7 @@ def test_the_categorical_projection_is_c51s_and_rlaxs_on_an_even_support(jit):
     inside the support, on its atoms, beyond both ends; two leading axes; the mass kept."""
     import rlax
 
-    from podracer.agents.losses import categorical_projection
+    from podracer.core.agents.losses import categorical_projection
 
     rng = np.random.default_rng(0)
     atoms = np.linspace(-3.0, 3.0, 7)
@@ -328,7 +329,7 @@ def _td3_batch(seed: int) -> dict:
 
 @pytest.mark.parametrize("clipped", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_td3_categorical_critics_learn_the_projected_target_of_c51(clipped):
-    from podracer.agents.sac import TwinCritic
+    from podracer.core.agents.sac import TwinCritic
 
     agent = agents.make(
         "td3",
@@ -345,7 +346,7 @@ def test_td3_categorical_critics_learn_the_projected_target_of_c51(clipped):
     target = agent.init(jax.random.key(1), batch["observation"])
     _, (metrics, _) = agent.replay.loss(params, target, batch, None, jax.random.key(2))
     critic, atoms = TwinCritic((8,), outputs=7), np.linspace(-3.0, 3.0, 7)
-    from podracer.agents.td3 import DeterministicActor
+    from podracer.core.agents.td3 import DeterministicActor
 
     next_action = DeterministicActor(2, (8,)).apply(target["actor"], batch["next_observation"])
     next_logits = np.asarray(critic.apply(target["critic"], batch["next_observation"], next_action), np.float64)
@@ -367,8 +368,8 @@ def test_td3_categorical_critics_learn_the_projected_target_of_c51(clipped):
 def test_ddpg_one_critic_learns_the_target_actors_unsmoothed_target_by_hand(jit):
     """--num-critics 1 --target-noise 0 (DDPG): one critic's squared error from r + discount Q'(o', mu'(o')), and the
     actor's loss -Q(o, mu(o)), over the valid items, against the networks applied by hand."""
-    from podracer.agents.sac import TwinCritic
-    from podracer.agents.td3 import DeterministicActor
+    from podracer.core.agents.sac import TwinCritic
+    from podracer.core.agents.td3 import DeterministicActor
 
     agent = agents.make("td3", VECTOR_BOX, hidden_sizes=(8,), num_critics=1, policy_delay=1, target_noise=0.0)
     batch = _td3_batch(5)
@@ -562,9 +563,9 @@ def test_td3_learns_pendulum_on_four_of_five_seeds(options, optimized_xla):
     "agent", ["sac", pytest.param("td3", marks=pytest.mark.slow)]
 )  # Gaussian PPO's acts the same way (the README's HalfCheetah run)
 def test_sebulba_trains_continuous_agents_on_host_environments(agent):
-    from podracer import experiment
-    from podracer.agents import PPOConfig, SACConfig, TD3Config
-    from podracer.config import SebulbaConfig
+    from podracer.cli import experiment
+    from podracer.core.agents import PPOConfig, SACConfig, TD3Config
+    from podracer.cli.config import SebulbaConfig
 
     replay = {"min_replay_size": 128, "batch_size": 32}
     agent_config = {
@@ -661,9 +662,9 @@ def test_multi_discrete_ppo_learns_both_parts_on_two_of_three_seeds():
 
 @pytest.mark.parametrize("agent", ["impala"])  # PPO's multi-discrete actions take the same path (learning, above)
 def test_sebulba_trains_multi_discrete_agents(agent, monkeypatch):
-    from podracer import experiment
-    from podracer.agents import IMPALAConfig
-    from podracer.config import SebulbaConfig
+    from podracer.cli import experiment
+    from podracer.core.agents import IMPALAConfig
+    from podracer.cli.config import SebulbaConfig
 
     monkeypatch.setitem(envs._JAX_ENVS, "pairs", None)  # removed again after the test
     envs.register("pairs", Pairs)
@@ -689,7 +690,7 @@ def test_sebulba_trains_multi_discrete_agents(agent, monkeypatch):
 def test_a_state_dependent_standard_deviation_is_a_softplus_head_of_the_state():
     """``--policy-std state`` (gymnax-blines' Gaussian policy): the standard deviation is softplus of a linear head of
     the policy features plus 0.001, so it differs between states, where ``parameter``'s is one learned vector."""
-    from podracer.agents.ppo import PPOConfig
+    from podracer.core.agents.ppo import PPOConfig
 
     obs = jax.random.normal(jax.random.key(1), (6, 3))
     state_net = agents.make_network(VECTOR_BOX, PPOConfig().replace(hidden_sizes=(16,), policy_std="state"))
@@ -718,8 +719,8 @@ def test_a_gaussian_in_the_environments_units_is_mapped_onto_the_unit_box_the_wr
     network's raw mean in the environment's units (clipped to the bounds), its standard deviation the raw one over
     the half-range; the
     policy's log-probability ratios are those of the Gaussian in the environment's units."""
-    from podracer.agents.ppo import PPOConfig
-    from podracer.envs.base import to_box
+    from podracer.core.agents.ppo import PPOConfig
+    from podracer.core.envs.base import to_box
 
     obs = jax.random.normal(jax.random.key(1), (6, 3))
     for std in ("parameter", "state"):

@@ -64,24 +64,25 @@ def test_the_docstrings_sphinx_roles_become_cross_references_resolved_from_where
     name means where it is written (.ci/run counts the roles left in the built site: none)."""
     hooks = _hooks()
     page = (
-        '<h2 id="podracer.evaluate">evaluate</h2><p>:func:<code>~podracer.play.policy</code> and '
+        '<h2 id="podracer.cli.evaluate">evaluate</h2><p>:func:<code>~podracer.run.play.policy</code> and '
         ":func:<code>play</code>, :class:<code>podracer.envs.EnvSpec</code>, :func:<code>jax.jit</code></p>"
-        '<h3 id="podracer.envs.gymnasium.GymnasiumEnv.renders">renders</h3><p>:meth:<code>render_first</code></p>'
+        '<h3 id="podracer.run.hostenvs.gymnasium.GymnasiumEnv.renders">renders</h3>'
+        "<p>:meth:<code>render_first</code></p>"
     )
     assert hooks.roles_to_references(page) == (
-        '<h2 id="podracer.evaluate">evaluate</h2><p>'
-        '<autoref identifier="podracer.play.policy" optional><code>policy</code></autoref> and '
-        '<autoref identifier="podracer.evaluate.play" optional><code>play</code></autoref>, '
-        '<autoref identifier="podracer.types.EnvSpec" optional><code>podracer.envs.EnvSpec</code></autoref>, '
+        '<h2 id="podracer.cli.evaluate">evaluate</h2><p>'
+        '<autoref identifier="podracer.run.play.policy" optional><code>policy</code></autoref> and '
+        '<autoref identifier="podracer.cli.evaluate.play" optional><code>play</code></autoref>, '
+        '<autoref identifier="podracer.core.types.EnvSpec" optional><code>podracer.envs.EnvSpec</code></autoref>, '
         "<code>jax.jit</code></p>"
-        '<h3 id="podracer.envs.gymnasium.GymnasiumEnv.renders">renders</h3><p>'
-        '<autoref identifier="podracer.envs.gymnasium.GymnasiumEnv.render_first" optional><code>render_first</code>'
-        "</autoref></p>"
+        '<h3 id="podracer.run.hostenvs.gymnasium.GymnasiumEnv.renders">renders</h3><p>'
+        '<autoref identifier="podracer.run.hostenvs.gymnasium.GymnasiumEnv.render_first" optional>'
+        "<code>render_first</code></autoref></p>"
     )
 
 
 def test_the_home_pages_counts_come_from_the_registries():
-    from podracer import agents, envs
+    from podracer.core import agents, envs
 
     hooks = _hooks()
     page = hooks.on_page_markdown((ROOT / "docs" / "index.md").read_text(), None, None, None)

@@ -5,7 +5,7 @@ import pytest
 
 envpool = pytest.importorskip("envpool")
 
-from podracer.envs.envpool import EnvpoolEnv, resolve_task_id  # noqa: E402
+from podracer.run.hostenvs.envpool import EnvpoolEnv, resolve_task_id  # noqa: E402
 
 
 def test_short_names_and_unknown_ids():
@@ -79,7 +79,7 @@ def test_pong_preprocessing_and_clipped_rewards_with_raw_returns():
 
 
 def test_mujoco_tasks_take_continuous_actions_rescaled_to_their_bounds():
-    from podracer.types import Box
+    from podracer.core.types import Box
 
     env = EnvpoolEnv("HalfCheetah-v4", num_envs=3, seed=0)
     spec = env.spec()
@@ -107,7 +107,7 @@ NATIVE = [
 
 @pytest.mark.parametrize("task,suite,shape,board", NATIVE, ids=[row[0] for row in NATIVE])
 def test_envpools_native_suites_by_id(task, suite, shape, board):
-    from podracer.envs.envpool import suite_of
+    from podracer.run.hostenvs.envpool import suite_of
 
     if task not in envpool.list_all_envs():
         pytest.skip(f"envpool {importlib.metadata.version('envpool')} has no {suite} task {task}")

@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import envs
-from podracer.envs.cartpole import CartPoleState
+from podracer.core import envs
+from podracer.core.envs.cartpole import CartPoleState
 
 
 def _board(ball_x, ball_y, paddle_x, rows=10, columns=5):
@@ -180,7 +180,7 @@ def test_jax_cartpole_matches_envpool_over_whole_random_episodes():
 def test_a_step_that_draws_no_random_numbers_keeps_its_key():
     """``uses_first_argument`` reads a function's traced program: a deterministic step ignores its key, a stochastic
     one reads it. gymnax's adapter splits its key only for the latter (a random call per env and step saved)."""
-    from podracer.envs.base import uses_first_argument
+    from podracer.core.envs.base import uses_first_argument
 
     key, x = jax.random.key(0), jnp.ones(3)
     assert not uses_first_argument(lambda k, x: x * 2.0, key, x)

@@ -6,10 +6,10 @@ import pytest
 
 pytest.importorskip("envpool")
 
-from podracer.evaluate import play, write_gif  # noqa: E402
-from podracer.agents import PPOConfig  # noqa: E402
-from podracer.config import SebulbaConfig  # noqa: E402
-from podracer.experiment import train_sebulba as train  # noqa: E402
+from podracer.cli.evaluate import play, write_gif  # noqa: E402
+from podracer.core.agents import PPOConfig  # noqa: E402
+from podracer.cli.config import SebulbaConfig  # noqa: E402
+from podracer.cli.experiment import train_sebulba as train  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,7 @@ def test_evaluate_plays_the_saved_agent(cartpole_checkpoint, tmp_path):
     # The saved policy, not a random one (about 22 on CartPole), is what plays.
     assert returns.mean() > 40 and trained_return > 40
     out = subprocess.run(
-        [sys.executable, "-m", "podracer.evaluate", "--checkpoint", directory, "--episodes", "2"],
+        [sys.executable, "-m", "podracer.cli.evaluate", "--checkpoint", directory, "--episodes", "2"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -47,7 +47,17 @@ def test_evaluate_plays_the_saved_agent(cartpole_checkpoint, tmp_path):
     # envpool's CartPole observes its state, which gymnasium's renderer draws
     gif = tmp_path / "x.gif"
     out = subprocess.run(
-        [sys.executable, "-m", "podracer.evaluate", "--checkpoint", directory, "--episodes", "1", "--gif", str(gif)],
+        [
+            sys.executable,
+            "-m",
+            "podracer.cli.evaluate",
+            "--checkpoint",
+            directory,
+            "--episodes",
+            "1",
+            "--gif",
+            str(gif),
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -93,7 +103,7 @@ def test_evaluate_plays_an_anakin_checkpoint_and_writes_a_gif(tmp_path):
         [
             sys.executable,
             "-m",
-            "podracer.evaluate",
+            "podracer.cli.evaluate",
             "--checkpoint",
             str(directory),
             "--episodes",
@@ -118,8 +128,8 @@ def test_preview_plays_each_new_checkpoint_until_the_run_has_ended(tmp_path):
     import threading
     import time
 
-    from podracer import experiment, preview
-    from podracer.config import AnakinConfig
+    from podracer.cli import experiment, preview
+    from podracer.cli.config import AnakinConfig
 
     directory = tmp_path / "run"
     small = dict(

@@ -12,7 +12,7 @@ from pathlib import Path
 import jax
 import pytest
 
-from podracer import compile_cache
+from podracer.run import compile_cache
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "anakin_catch.py"
@@ -215,7 +215,7 @@ def test_ctrl_c_abandons_a_long_call_and_saves_the_last_completed_update(tmp_pat
     """Each host call takes several seconds: Ctrl-C does not wait for the one in flight."""
     import time
 
-    from podracer import checkpoint
+    from podracer.run import checkpoint
 
     updates_per_call = 20000
     proc = subprocess.Popen(
@@ -264,7 +264,7 @@ def test_ctrl_c_abandons_a_long_call_and_saves_the_last_completed_update(tmp_pat
 def test_sigterm_saves_the_last_completed_update(tmp_path):
     """Preemption: SIGTERM stops the run as Ctrl-C does (status 143). The requeued command line (``--resume auto``)
     resumes: in process in test_anakin.py, and through the command line in test_sebulba.py."""
-    from podracer import checkpoint
+    from podracer.run import checkpoint
 
     command = [
         sys.executable,
@@ -308,7 +308,7 @@ def test_sigterm_saves_the_last_completed_update(tmp_path):
 def test_a_stop_before_the_first_update_claims_no_checkpoint(tmp_path):
     """SIGTERM while the update compiles: nothing has completed, so nothing is saved, and the run says so (it once
     said "saved the last completed update" with no checkpoint on disk)."""
-    from podracer import checkpoint
+    from podracer.run import checkpoint
 
     proc = subprocess.Popen(
         [sys.executable, str(EXAMPLE), "--cpu-devices", "2", "--num-updates", "400", "--checkpoint-dir", str(tmp_path)],
@@ -333,7 +333,7 @@ def test_a_stop_before_the_first_update_claims_no_checkpoint(tmp_path):
 
 _SIGNALLED = """
 import sys, time
-from podracer import lifetime
+from podracer.run import lifetime
 if sys.argv[1] == "stop":
     stop, _ = lifetime.stop_on_signals("prog", grace=100, bound=float(sys.argv[2]))
     print("ready", flush=True)

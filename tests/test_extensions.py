@@ -12,9 +12,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import agents, config, envs, sweep
-from podracer.agents import PPOConfig
-from podracer.config import AnakinConfig, SebulbaConfig
+from podracer.core import agents, envs, sweep
+from podracer.cli import config
+from podracer.core.agents import PPOConfig
+from podracer.cli.config import AnakinConfig, SebulbaConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -194,7 +195,7 @@ import jax.numpy as jnp
 
 GRID = jnp.zeros((5, 3))  # JAX's backends start at import, as pgx's and navix's do
 
-from podracer.envs import Catch
+from podracer.core.envs import Catch
 
 
 def make(**kwargs):
@@ -253,7 +254,7 @@ def test_an_installed_package_registers_its_task_and_agent_through_entry_points(
     assert run.returncode == 0, run.stderr
     assert "2 device(s) in 1 process(es)" in run.stdout and "final training return" in run.stdout
     play = subprocess.run(
-        [sys.executable, "-m", "podracer.evaluate", "--checkpoint", str(tmp_path / "run"), "--episodes", "3"],
+        [sys.executable, "-m", "podracer.cli.evaluate", "--checkpoint", str(tmp_path / "run"), "--episodes", "3"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -360,7 +361,7 @@ def test_own_env_and_own_agent_train_in_sebulba_and_the_env_in_anakin(tmp_path):
         [
             sys.executable,
             "-m",
-            "podracer.evaluate",
+            "podracer.cli.evaluate",
             "--import",
             "examples/own_env.py",
             "--import",
@@ -382,7 +383,7 @@ def test_own_env_and_own_agent_train_in_sebulba_and_the_env_in_anakin(tmp_path):
 
 
 _TOY_SUITE = """
-from podracer.envs import Catch
+from podracer.core.envs import Catch
 
 CALLS = []
 

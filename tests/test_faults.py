@@ -154,8 +154,8 @@ def test_an_unreachable_coordinator_ends_the_process_naming_its_address():
 
 _ARRIVE = """
 import os, sys, time
-from podracer import parallel
-from podracer import multihost
+from podracer.run import parallel
+from podracer.run import multihost
 port, me, delay, timeout = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 parallel.set_cpu_device_count(1)
 multihost.initialize(f"127.0.0.1:{port}", 2, me, timeout=120)

@@ -9,9 +9,11 @@ import pytest
 pytest.importorskip("gymnasium")
 pytest.importorskip("envpool")
 
-from podracer import config, envs, experiment  # noqa: E402
-from podracer.agents import PPOConfig  # noqa: E402
-from podracer.config import SebulbaConfig  # noqa: E402
+from podracer.cli import config, experiment  # noqa: E402
+from podracer.run import hostenvs
+from podracer.core import envs
+from podracer.core.agents import PPOConfig  # noqa: E402
+from podracer.cli.config import SebulbaConfig  # noqa: E402
 
 
 def _play(env, actions):
@@ -28,8 +30,8 @@ def test_gymnasium_cartpole_behaves_as_envpool_cartpole(vectorization):
     1; the next step starts a new episode with reward 0, and the statistics restart) and statistics."""
     n = 6
     actions = [np.zeros(n, np.int32)] * 40  # always left: every episode falls within about 10 steps
-    ours = envs.make_host("gymnasium:CartPole-v1", n, seed=3, vectorization=vectorization)
-    pool = envs.make_host("CartPole-v1", n, seed=3)
+    ours = hostenvs.make_host("gymnasium:CartPole-v1", n, seed=3, vectorization=vectorization)
+    pool = hostenvs.make_host("CartPole-v1", n, seed=3)
     assert ours.spec() == pool.spec() and ours.task_id == "gymnasium:CartPole-v1"
     for env in (ours, pool):
         timesteps, stats = _play(env, actions)
@@ -49,8 +51,8 @@ def test_gymnasium_cartpole_behaves_as_envpool_cartpole(vectorization):
         env.close()
     # The time limit: alternating actions do not fall within 5 steps; the end is a truncation (discount 1).
     for env in (
-        envs.make_host("gymnasium:CartPole-v1", n, max_episode_steps=5),
-        envs.make_host("CartPole-v1", n, max_episode_steps=5),
+        hostenvs.make_host("gymnasium:CartPole-v1", n, max_episode_steps=5),
+        hostenvs.make_host("CartPole-v1", n, max_episode_steps=5),
     ):
         timesteps, _ = _play(env, [np.full(n, i % 2, np.int32) for i in range(5)])
         assert timesteps[-1].last.all() and np.all(timesteps[-1].discount == 1.0)
@@ -85,7 +87,7 @@ def test_an_environment_of_your_own_registered_by_entry_point(tmp_path, monkeypa
     monkeypatch.syspath_prepend(str(tmp_path))
     name = "gymnasium:corridor_envs:Corridor-v0"
     assert config.parse(SebulbaConfig, ["--env", name, "--agent", "ppo"]).env == name
-    env = envs.make_host(name, 2)
+    env = hostenvs.make_host(name, 2)
     env.reset()
     timesteps = [env.step(np.array([1, 0], np.int32)) for _ in range(3)]
     assert timesteps[-1].last.tolist() == [True, False] and timesteps[-1].reward.tolist() == [1.0, 0.0]
@@ -97,9 +99,9 @@ def test_an_environment_of_your_own_registered_by_entry_point(tmp_path, monkeypa
 def test_continuous_actions_are_rescaled_from_the_agents_range_to_the_bounds():
     import gymnasium
 
-    from podracer.types import Box
+    from podracer.core.types import Box
 
-    env = envs.make_host("gymnasium:Pendulum-v1", 2, seed=3)
+    env = hostenvs.make_host("gymnasium:Pendulum-v1", 2, seed=3)
     assert env.spec().box == Box((-2.0,), (2.0,)) and env.spec().num_actions == 0
     reference = gymnasium.make("Pendulum-v1")
     observation, _ = reference.reset(seed=3)
@@ -127,17 +129,17 @@ def test_what_does_not_fit_is_one_clear_line():
         envs.base.actions_of(gymnasium.spaces.MultiBinary(3), "gymnasium:X")
     assert envs.base.actions_of(gymnasium.spaces.MultiDiscrete([2, 3]), "gymnasium:X") == {"nvec": (2, 3)}
     with pytest.raises(ValueError, match=r"^--env gymnasium:NoSuchTask-v0: .*NoSuchTask"):
-        envs.make_host("gymnasium:NoSuchTask-v0", 2)
+        hostenvs.make_host("gymnasium:NoSuchTask-v0", 2)
     with pytest.raises(
         ValueError,
         match=r"^--env gymnasium:missing_module:Foo-v0: no module named 'missing_module' to "
         r"import the environment from \(install it, or check the name before the last ':'\)\.$",
     ):
-        envs.make_host("gymnasium:missing_module:Foo-v0", 2)
+        hostenvs.make_host("gymnasium:missing_module:Foo-v0", 2)
 
 
 def test_sebulba_trains_on_gymnasium_and_evaluate_plays_the_checkpoint(tmp_path):
-    from podracer.evaluate import play
+    from podracer.cli.evaluate import play
 
     directory = str(tmp_path / "ckpt")
     result = experiment.train_sebulba(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from podracer import checkpoint
+from podracer.run import checkpoint
 
 TESTS = Path(__file__).resolve().parent
 

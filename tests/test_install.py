@@ -10,7 +10,7 @@ import tomllib
 import pytest
 
 import podracer
-from podracer import envs, install
+from podracer.core import envs, install
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 EXTRAS = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
@@ -112,10 +112,10 @@ def test_without_envpool_sebulba_names_its_extra_and_its_other_routes_still_pars
     they are not installed; ``gymnasium:`` and ``jax:`` environments do not need it."""
     import importlib.util
 
-    from podracer import config
-    from podracer.config import SebulbaConfig
-    from podracer.envs import catalog
-    from podracer.envs import envpool as envpool_lib
+    from podracer.cli import config
+    from podracer.cli.config import SebulbaConfig
+    from podracer.cli import catalog
+    from podracer.run.hostenvs import envpool as envpool_lib
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "envpool" else real(name, *a))
@@ -138,7 +138,7 @@ def test_without_envpool_sebulba_names_its_extra_and_its_other_routes_still_pars
 def test_a_gif_without_pillow_is_one_line_naming_the_video_extra(monkeypatch, capsys, tmp_path):
     import importlib.util
 
-    from podracer import evaluate
+    from podracer.cli import evaluate
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "PIL" else real(name, *a))

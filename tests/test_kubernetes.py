@@ -10,7 +10,8 @@ import re
 import pytest
 import yaml
 
-from podracer import config, lifetime, multihost
+from podracer.cli import config
+from podracer.run import lifetime, multihost
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "examples" / "kubernetes" / "anakin-jobset.yaml"
@@ -77,7 +78,7 @@ def test_the_docs_show_the_manifest_as_it_is():
 
 
 def test_a_pod_without_jaxs_kubernetes_client_is_one_line_naming_the_extra(monkeypatch):
-    from podracer import install
+    from podracer.core import install
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "kubernetes" else real(name, *a))

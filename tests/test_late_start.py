@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from podracer import multihost
+from podracer.run import multihost
 
 
 class FakeClient:

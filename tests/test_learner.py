@@ -5,8 +5,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import agents, anakin, envs, learner, parallel
-from podracer.learner import permutation
+from podracer.core import agents, envs, learner
+from podracer import anakin
+from podracer.run import parallel
+from podracer.core.learner import permutation
 
 
 def _trajectory(agent, env, num_envs, rollout_length=8, seed=0):

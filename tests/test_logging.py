@@ -2,7 +2,7 @@
 
 import json
 
-from podracer import logging
+from podracer.run import logging
 
 
 def test_two_runs_started_together_in_one_log_dir_keep_their_events_and_records_apart(tmp_path):
@@ -61,7 +61,7 @@ def test_a_device_that_fills_under_a_sink_is_one_line_naming_the_log_dir(tmp_pat
     import pytest
     import tensorboardX.record_writer
 
-    from podracer.disk import DiskFull
+    from podracer.run.disk import DiskFull
 
     (tmp_path / "jsonl").mkdir()
     os_link = tmp_path / "jsonl" / "metrics.jsonl"
@@ -82,7 +82,7 @@ def test_a_device_that_fills_under_a_sink_is_one_line_naming_the_log_dir(tmp_pat
 
 
 def test_the_closing_line_gives_the_greedy_evaluation_beside_the_training_return_and_never_a_late_nan():
-    from podracer import logging as logging_lib
+    from podracer.run import logging as logging_lib
 
     nan = float("nan")
     trained = [{"env_steps": 100, "episode_return": 0.5}, {"env_steps": 200, "episode_return": 0.75, "episodes": 12.0}]

@@ -5,12 +5,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import agents, anakin, envs
-from podracer.agents import A2CConfig, DQNConfig, IMPALAConfig, PPOConfig, PQNConfig, R2D2Config
-from podracer.agents.base import policy_terms
-from podracer.config import AnakinConfig, SebulbaConfig
-from podracer.envs.base import EnvSpec, first_timestep, step_timestep
-from podracer.experiment import train_anakin, train_sebulba
+from podracer.core import agents, envs
+from podracer import anakin
+from podracer.core.agents import A2CConfig, DQNConfig, IMPALAConfig, PPOConfig, PQNConfig, R2D2Config
+from podracer.core.agents.base import policy_terms
+from podracer.cli.config import AnakinConfig, SebulbaConfig
+from podracer.core.envs.base import EnvSpec, first_timestep, step_timestep
+from podracer.cli.experiment import train_anakin, train_sebulba
 
 LENGTH = 10  # steps per episode; every legal action earns 1, an illegal one -1
 
@@ -171,8 +172,8 @@ def test_masked_log_probabilities_and_entropy_are_those_over_legal_actions():
 
 
 def test_sampling_never_picks_an_illegal_action():
-    from podracer.agents.base import sample_policy
-    from podracer.agents.qlearning import epsilon_greedy
+    from podracer.core.agents.base import sample_policy
+    from podracer.core.agents.qlearning import epsilon_greedy
 
     logits = jnp.array([5.0, 0.0, 9.0, -2.0, 1.0])
     mask = jnp.array([False, True, False, True, True])
@@ -193,7 +194,7 @@ def test_q_targets_take_the_max_over_legal_actions():
     """DQN's double-Q target bootstraps from the best legal action of the next observation, not the best one."""
     import rlax
 
-    from podracer.networks import QNetwork
+    from podracer.core.networks import QNetwork
 
     config = DQNConfig(huber_delta=100.0).replace(hidden_sizes=(8,))  # quadratic: loss = td^2 / 2
     spec = LegalMoves(num_actions=4).spec()
@@ -226,7 +227,7 @@ def test_q_targets_take_the_max_over_legal_actions():
 
 def test_gymnasium_info_masks_reach_the_time_steps():
     """Taxi's info carries "action_mask": the spec declares it and every time step carries the batch's masks."""
-    from podracer.envs.gymnasium import GymnasiumEnv
+    from podracer.run.hostenvs.gymnasium import GymnasiumEnv
 
     env = GymnasiumEnv("Taxi-v4", 4)
     try:

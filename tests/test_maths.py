@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from absl.testing import parameterized
 
-from podracer import normalize
-from podracer.agents import losses
-from podracer.agents.qlearning import n_step_bootstrap, n_step_targets, q_learning_td
-from podracer.types import TimeStep, Trajectory
+from podracer.core import normalize
+from podracer.core.agents import losses
+from podracer.core.agents.qlearning import n_step_bootstrap, n_step_targets, q_learning_td
+from podracer.core.types import TimeStep, Trajectory
 
 
 def _trajectory(reward, discount, last) -> Trajectory:

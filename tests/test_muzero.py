@@ -6,11 +6,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import agents, anakin, experiment, learner
-from podracer.agents.muzero import scale_gradient, scale_to_unit
-from podracer.config import SebulbaConfig
-from podracer.envs.catch import Catch
-from podracer.types import Box, EnvSpec, TimeStep, Trajectory
+from podracer.core import agents, learner
+from podracer import anakin
+from podracer.cli import experiment
+from podracer.core.agents.muzero import scale_gradient, scale_to_unit
+from podracer.cli.config import SebulbaConfig
+from podracer.core.envs.catch import Catch
+from podracer.core.types import Box, EnvSpec, TimeStep, Trajectory
 
 SPEC = EnvSpec(observation=jax.ShapeDtypeStruct((3,), jnp.float32), num_actions=4)
 

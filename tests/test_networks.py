@@ -7,10 +7,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import agents, learner
-from podracer.envs.base import Box, EnvSpec
-from podracer.networks import ActorCritic, QNetwork
-from podracer.types import ImageLayout, TimeStep, Trajectory
+from podracer.core import agents, learner
+from podracer.core.envs.base import Box, EnvSpec
+from podracer.core.networks import ActorCritic, QNetwork
+from podracer.core.types import ImageLayout, TimeStep, Trajectory
 
 ATARI = EnvSpec(jax.ShapeDtypeStruct((4, 84, 84), jnp.uint8), 6)
 
@@ -42,8 +42,8 @@ def test_mlp_torsos_and_bad_torso_choices():
 def test_the_activation_flag_reaches_the_actor_critic_mlps():
     """``--activation relu`` (gymnax-blines' MinAtar networks) builds ReLU MLPs: the same parameters give relu's
     outputs, where tanh's differ."""
-    from podracer import config
-    from podracer.agents.ppo import PPOConfig
+    from podracer.cli import config
+    from podracer.core.agents.ppo import PPOConfig
 
     spec = EnvSpec(jax.ShapeDtypeStruct((7,), jnp.float32), 3)
     cfg = config.parse(PPOConfig, ["--activation", "relu", "--hidden-sizes", "16"], prog="test")
@@ -65,9 +65,9 @@ def test_the_activation_flag_reaches_the_actor_critic_mlps():
 def test_the_kernel_init_flag_gives_flax_default_kernels_to_every_mlp_and_head(core):
     """``--kernel-init lecun`` (gymnax-blines' networks, flax's Dense default): every MLP and head kernel is LeCun
     normal, variance 1 / fan-in, where ``orthogonal`` scales a policy head by 0.01 and a hidden layer by sqrt(2)."""
-    from podracer import config
-    from podracer.agents.a2c import A2CConfig
-    from podracer.agents.ppo import PPOConfig
+    from podracer.cli import config
+    from podracer.core.agents.a2c import A2CConfig
+    from podracer.core.agents.ppo import PPOConfig
 
     spec = EnvSpec(jax.ShapeDtypeStruct((256,), jnp.float32), 3)
     args = ["--kernel-init", "lecun", "--hidden-sizes", "256", "--core", core]
@@ -99,7 +99,7 @@ def test_the_kernel_init_flag_gives_flax_default_kernels_to_every_mlp_and_head(c
 def test_torch_kernel_init_draws_every_mlp_and_head_layer_uniform_within_one_over_root_fan_in_biases_too(core):
     """``--kernel-init torch`` (PyTorch's nn.Linear default: Stable-Baselines3 under ortho_init=False): every MLP and
     head kernel and bias is uniform in +-1/sqrt(fan_in), where the other initializers start biases at zero."""
-    from podracer.agents.ppo import PPOConfig
+    from podracer.core.agents.ppo import PPOConfig
 
     spec = EnvSpec(jax.ShapeDtypeStruct((300,), jnp.float32), box=Box((-1.0,) * 40, (1.0,) * 40))
     obs = jnp.zeros((1, 300))
@@ -206,7 +206,7 @@ def test_orthogonal_init_equals_flax_and_vmapped_seeds_never_deadlock():
     runs the program: two at once on 2 cores waited on each other for ever (within 300 calls, every try here)."""
     import flax.linen as nn
 
-    from podracer.networks import orthogonal
+    from podracer.core.networks import orthogonal
 
     keys = jax.random.split(jax.random.key(3), 3)
     for shape, scale in (((5, 3), 0.01), ((3, 7), 2.0), ((2, 3, 4), 1.0)):
@@ -219,7 +219,7 @@ def test_orthogonal_init_equals_flax_and_vmapped_seeds_never_deadlock():
     # initializer this hung in every try here.
     code = (
         "import jax, jax.numpy as jnp, flax.linen as nn\n"
-        "from podracer.networks import orthogonal\n"
+        "from podracer.core.networks import orthogonal\n"
         "class Net(nn.Module):\n"
         "    @nn.compact\n"
         "    def __call__(self, x):\n"
@@ -236,9 +236,9 @@ def test_orthogonal_init_equals_flax_and_vmapped_seeds_never_deadlock():
 
 
 def test_an_agent_keeps_the_network_settings_it_does_not_take_fixed_and_says_so():
-    from podracer import config
-    from podracer.agents import DQNConfig, PQNConfig, hyperparameters
-    from podracer.networks import NetworkConfig
+    from podracer.cli import config
+    from podracer.core.agents import DQNConfig, PQNConfig, hyperparameters
+    from podracer.core.networks import NetworkConfig
 
     assert DQNConfig().network.activation == "relu" and PQNConfig().network.layer_norm
     assert {"hidden_sizes", "torso"} <= set(hyperparameters(DQNConfig()))
@@ -258,7 +258,7 @@ def test_an_agent_keeps_the_network_settings_it_does_not_take_fixed_and_says_so(
 def test_an_agent_of_your_own_with_flat_network_fields_builds_the_same_network():
     import dataclasses
 
-    from podracer.networks import NetworkConfig
+    from podracer.core.networks import NetworkConfig
 
     @dataclasses.dataclass(frozen=True)
     class Flat:

@@ -12,11 +12,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import checkpoint, envs, evaluate, learner
-from podracer.agents import A2CConfig
-from podracer.config import AnakinConfig, SebulbaConfig
-from podracer.experiment import train_anakin, train_sebulba
-from podracer.runkit import Diverged, NonfiniteWatch
+from podracer.run import checkpoint
+from podracer.run import hostenvs
+from podracer.core import envs, learner
+from podracer.cli import evaluate
+from podracer.core.agents import A2CConfig
+from podracer.cli.config import AnakinConfig, SebulbaConfig
+from podracer.cli.experiment import train_anakin, train_sebulba
+from podracer.run.runkit import Diverged, NonfiniteWatch
 
 # Adam's first step at a warm-up's learning rate of 0 is finite; the second, at 1e30 / 1000, is not.
 DIVERGING = A2CConfig().replace(learning_rate=1e30, max_grad_norm=1e30, lr_warmup_steps=1000)
@@ -82,7 +85,7 @@ def test_skip_discards_every_nonfinite_update_and_continue_trains_on_into_a_chec
 
 
 def test_skip_says_so_at_the_first_discarded_update_counts_them_at_the_end_and_most_discarded_exits_1(tmp_path, capsys):
-    from podracer import cli
+    from podracer.cli import command as cli
 
     config = _anakin(tmp_path, "aloud", on_nonfinite="skip", updates_per_call=2)
     result = train_anakin(config)
@@ -97,7 +100,7 @@ def test_skip_says_so_at_the_first_discarded_update_counts_them_at_the_end_and_m
 
 
 def test_the_closing_words_on_discarded_updates():
-    from podracer.runkit import nonfinite_said
+    from podracer.run.runkit import nonfinite_said
 
     watch = NonfiniteWatch("continue", main=False)
     watch.check(np.zeros((2, 3)), 0)
@@ -126,7 +129,7 @@ def test_sebulba_stops_before_the_nonfinite_parameters_reach_the_actors_or_a_che
         train_sebulba(config)
     # the loop's end saved the last completed update, the first, which is finite
     assert checkpoint.steps(str(tmp_path / "ck")) == [1]
-    params = evaluate.load(str(tmp_path / "ck"), envs.make_host("CartPole-v1", 1).spec())[1]
+    params = evaluate.load(str(tmp_path / "ck"), hostenvs.make_host("CartPole-v1", 1).spec())[1]
     assert all(np.isfinite(x).all() for x in jax.tree.leaves(params))
 
 

@@ -7,10 +7,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import agents, anakin, build, checkpoint, envs, evaluate, experiment, normalize, parallel
-from podracer.agents import PPOConfig
-from podracer.config import AnakinConfig
-from podracer.types import EnvSpec
+from podracer.core import agents, envs, normalize
+from podracer import anakin
+from podracer.cli import build, evaluate, experiment
+from podracer.run import checkpoint, parallel
+from podracer.core.agents import PPOConfig
+from podracer.cli.config import AnakinConfig
+from podracer.core.types import EnvSpec
 
 
 def _batches(seed=0):
@@ -145,7 +148,7 @@ def test_normalize_observations_needs_a_floating_point_observation():
 
 
 def test_return_restart_termination_runs_the_return_on_across_a_time_limit_and_restarts_it_at_a_termination():
-    from podracer.sebulba.actor import discounted_returns
+    from podracer.run.sebulba.actor import discounted_returns
 
     # one environment: a time limit ends the episode at t=2 (discount 1), a termination at t=5 (discount 0); the
     # time step after each last one is the next episode's first, with reward 0
@@ -166,7 +169,7 @@ def test_return_restart_termination_runs_the_return_on_across_a_time_limit_and_r
 @pytest.mark.suite("gymnax")
 def test_anakin_rollouts_restart_the_return_as_the_actors_do():
     """Pendulum ends only by its time limit (200 steps): with --return-restart termination the return runs on."""
-    from podracer.sebulba.actor import discounted_returns
+    from podracer.run.sebulba.actor import discounted_returns
 
     env = envs.make("gymnax:Pendulum-v1")
     for restart in ("termination", "episode"):
@@ -270,7 +273,7 @@ def test_anakin_learns_cartpole_with_both_normalisations_on_most_seeds():
 
 
 def test_sebulba_counts_every_learned_step_in_the_statistics_on_two_learner_devices():
-    from podracer.config import SebulbaConfig
+    from podracer.cli.config import SebulbaConfig
 
     config = SebulbaConfig(
         env="jax:cartpole",

@@ -6,9 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import agents, envs, optim
-from podracer.agents import PPOConfig, SACConfig
-from podracer.types import RunFacts
+from podracer.core import agents, envs, optim
+from podracer.core.agents import PPOConfig, SACConfig
+from podracer.core.types import RunFacts
 
 RUN = RunFacts(num_updates=10, envs_per_learner=4, rollout_length=4, total_env_steps=160)
 
@@ -34,7 +34,7 @@ def test_sac_moves_its_critics_at_their_own_rate_when_given_one():
     --learning-rate and the temperature by --alpha-learning-rate; without it the state keeps its two groups (the
     layout of checkpoints saved before the flag)."""
     config = SACConfig(alpha_learning_rate=0.1, critic_learning_rate=0.01).replace(hidden_sizes=(8,))
-    from podracer.types import Box, EnvSpec
+    from podracer.core.types import Box, EnvSpec
 
     spec = EnvSpec(jax.ShapeDtypeStruct((3,), jnp.float32), box=Box((-2.0,), (2.0,)))
     agent = agents.make(config.replace(learning_rate=1e-3), spec, run=RUN)

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import parallel
+from podracer.run import parallel
 
 PACKAGE = Path(__file__).resolve().parents[1] / "podracer"
 

@@ -5,10 +5,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import envs
-from podracer.envs.base import EnvSpec
-from podracer.evaluate import picture, write_gif
-from podracer.types import ImageLayout
+from podracer.core import envs
+from podracer.core.envs.base import EnvSpec
+from podracer.cli.evaluate import picture, write_gif
+from podracer.core.types import ImageLayout
 
 
 def _first_observation(name):

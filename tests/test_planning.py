@@ -6,9 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import agents, envs
-from podracer.anakin import core
-from podracer.play import make_evaluate
+from podracer.core import agents, envs
+from podracer.run.anakin import core
+from podracer.run.play import make_evaluate
 
 
 def _positions(game: str, num: int, moves: int, seed: int = 0):
@@ -80,8 +80,8 @@ def test_the_search_tries_an_opponents_winning_reply_unless_q_values_are_rescale
     default, --no-rescale-values) the reply is tried and the search plays B."""
     import mctx
 
-    from podracer.agents.alphazero import AlphaZeroConfig
-    from podracer.agents.search import completed_q, gumbel_search
+    from podracer.core.agents.alphazero import AlphaZeroConfig
+    from podracer.core.agents.search import completed_q, gumbel_search
 
     nxt = jnp.array([[1, 2], [3, 4], [5, 5], [5, 5], [5, 5], [5, 5]])  # node, action -> node
     reward = jnp.zeros((6, 2)).at[1, 1].set(1.0)  # the mover's: the opponent's winning reply
@@ -177,19 +177,19 @@ def test_self_play_steps_are_single_moves_with_the_movers_reward_and_a_sign_flip
 
 @pytest.mark.suite("pgx")
 def test_the_baseline_players():
-    from podracer.envs.pgx import PgxEnv, perfect_tic_tac_toe
+    from podracer.core.envs.pgx import PgxEnv, perfect_tic_tac_toe
 
     # Perfect play never loses to random legal moves, and draws against itself.
     perfect = PgxEnv("tic_tac_toe", opponent="perfect")
     assert perfect._choose is not None and perfect.opponent is perfect_tic_tac_toe
-    from podracer.play import make_random_play
+    from podracer.run.play import make_random_play
 
     returns = np.asarray(jax.jit(make_random_play(perfect, 512))(jax.random.key(0)))  # random legal moves vs perfect
     assert returns.max() <= 0.0 and (returns == -1.0).mean() > 0.5
     # One-step greedy takes a win in one: X at 0 and 1, O at 3 and 4, X to move.
     import pgx
 
-    from podracer.envs.pgx import one_step_greedy
+    from podracer.core.envs.pgx import one_step_greedy
 
     game = pgx.make("tic_tac_toe")
     state = game.init(jax.random.key(0))
@@ -209,12 +209,12 @@ def test_planning_needs_an_environment_with_rules_to_search_and_runs_in_anakin()
     agent = agents.make("alphazero", env.spec(), num_simulations=2)
     with pytest.raises(ValueError, match=r"^--agent alphazero plans with the environment's own rules, and Catch has"):
         core.init_state(env, agent, agent.optimizer, jax.random.key(0), 4)
-    from podracer.sebulba.actor import make_act
+    from podracer.run.sebulba.actor import make_act
 
     with pytest.raises(ValueError, match=r"^--agent alphazero searches with a JAX environment's own rules: it trains"):
         make_act(agent)
-    from podracer import build
-    from podracer.config import AnakinConfig
+    from podracer.cli import build
+    from podracer.cli.config import AnakinConfig
 
     with pytest.raises(ValueError, match=r"^--opponent self: only two-player games \(pgx:NAME, e\.g\."):
         build.make_env(AnakinConfig(env="catch", opponent="self"))
@@ -246,7 +246,7 @@ def test_alphazero_in_self_play_beats_random_play_at_tic_tac_toe_on_most_seeds()
     work now), tuning seeds 0-2 and 10-12 won 73-89 % (2-core Xeon). Issue 40's bar (never a loss to random legal
     moves, 90 % draws against perfect play) takes ten times the moves and more noise: benchmarks/alphazero_boards.py,
     docs/agents.md."""
-    from podracer.envs.pgx import PgxEnv
+    from podracer.core.envs.pgx import PgxEnv
 
     env = PgxEnv("tic_tac_toe", opponent="self")
     agent = agents.make("alphazero", env.spec(), num_simulations=16, torso="mlp")
@@ -269,7 +269,7 @@ def test_alphazero_in_self_play_beats_random_play_at_tic_tac_toe_on_most_seeds()
 
 
 def test_elo_fit_recovers_the_odds_and_is_anchored_at_random_play():
-    from podracer.ladder import fit_elo
+    from podracer.run.ladder import fit_elo
 
     # A scores 75 % against random play (3 to 1: 400 log10 3 = 190.8 Elo), B 75 % against A, 90 % against random.
     elo = fit_elo(3, [(1, 0, 0.75, 10_000), (2, 1, 0.75, 10_000), (2, 0, 0.9, 10_000)])
@@ -281,7 +281,7 @@ def test_elo_fit_recovers_the_odds_and_is_anchored_at_random_play():
 
 @pytest.mark.suite("pgx")
 def test_a_match_seats_each_player_first_in_half_the_games_and_the_ladder_rates_its_snapshots():
-    from podracer import ladder
+    from podracer.run import ladder
 
     env = envs.make("pgx:tic_tac_toe")
     agent = agents.make("alphazero", env.spec(), num_simulations=32, hidden_sizes=(16,))
@@ -324,8 +324,8 @@ def _fake_baseline(directory, game="othello"):
 @pytest.mark.suite("pgx")
 def test_pgx_baseline_models_are_read_from_a_local_directory_and_play_legal_moves(tmp_path):
     pytest.importorskip("haiku")
-    from podracer.envs.pgx import baseline_opponent
-    from podracer.evaluate import EvaluateConfig
+    from podracer.core.envs.pgx import baseline_opponent
+    from podracer.cli.evaluate import EvaluateConfig
 
     with pytest.raises(
         ValueError, match=r"^--baseline-dir: no othello_v0\.ckpt in .* fetches it; copy DIR's file here\)\.$"
@@ -361,7 +361,7 @@ def test_evaluate_plays_a_planning_checkpoint_with_the_search_settings_it_is_giv
     """``podracer evaluate --num-simulations N --gumbel-scale G`` plays with that search (a figure measured at 256
     simulations is reproduced at 256, not at training's 32); an agent that does not search refuses them in one line."""
     import podracer
-    from podracer import evaluate
+    from podracer.cli import evaluate
 
     cpu = str(len(jax.devices("cpu")))
     podracer.train(

@@ -14,12 +14,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import anakin, checkpoint, experiment, pbt as population
-from podracer.agents import A2CConfig
-from podracer.anakin.population import Population, PopulationState
-from podracer.config import AnakinConfig, SebulbaConfig, parse
-from podracer.pbt import PERTURB, Range
-from podracer.types import LearnerState
+from podracer import anakin
+from podracer.run import checkpoint
+from podracer.cli import experiment
+from podracer.core import pbt as population
+from podracer.core.agents import A2CConfig
+from podracer.run.anakin.population import Population, PopulationState
+from podracer.cli.config import AnakinConfig, SebulbaConfig, parse
+from podracer.core.pbt import PERTURB, Range
+from podracer.core.types import LearnerState
 
 ROOT = Path(__file__).resolve().parents[1]
 SEARCH = ("learning_rate=log:1e-4..1e-2", "entropy_coef=log:1e-3..1e-1")
@@ -290,7 +293,7 @@ def test_a_sweep_and_a_population_both_keep_the_entries_protocol():
 def _diverging_learner(n, lrs):
     """A learner of ``n`` lanes whose optimizer state is optim's (the rate injected), lane ``i`` built with
     ``lrs[i]``; parameters and extras numbered by lane."""
-    from podracer import optim
+    from podracer.core import optim
 
     params = {"w": jnp.arange(n, dtype=jnp.float32)[:, None] * jnp.ones((n, 3))}
 
@@ -317,7 +320,7 @@ def test_a_ranking_replaces_every_diverging_lane_from_finite_donors_only(divergi
     """A lane that took a non-finite update since the last ranking (its return sum NaN) ranks below every finite
     lane, is always replaced, never donates, and its fitness is recorded as NaN (the lineage's why); a copied lane's
     optimizer state holds its own new learning rate, not the donor's."""
-    from podracer import optim
+    from podracer.core import optim
 
     search = (Range("learning_rate", 1e-4, 1e-2, True), Range("entropy_coef", 1e-3, 1e-1, True))
     pop = Population(search, ({"learning_rate": 1e-3, "entropy_coef": 0.01},) * 8, None, every=40, fraction=0.25)
@@ -367,7 +370,7 @@ def _devices():
 
 
 def _population_cli(tmp_path, *flags):
-    from podracer import cli
+    from podracer.cli import command as cli
 
     return cli.main(
         ["anakin", "--population", "2", "--pbt-fraction", "0.5", "--num-envs-per-device", "4", "--rollout-length", "4",
@@ -409,7 +412,7 @@ def test_a_population_with_one_sane_lane_learns_and_never_copies_a_diverging_one
     """The issue's population (rates drawn up to 1e30, no clipping, --on-nonfinite skip) on seeds whose draw holds
     one sane lane among three that diverge or saturate: the best lane's greedy return reaches 0.9 within 200
     updates on 2 of 3 seeds, every ranking replaces the diverging lanes, and no copy takes a diverging donor."""
-    from podracer import cli
+    from podracer.cli import command as cli
 
     reached = []
     for seed in (2, 46, 89):  # sane lanes: 1.22e-3, 1.13e-3, 1.81e-3 (population.starting_values)
@@ -437,7 +440,7 @@ def test_a_population_with_one_sane_lane_learns_and_never_copies_a_diverging_one
 
 
 def test_evaluate_names_the_lane_a_population_checkpoint_keeps_and_its_values(tmp_path, capsys):
-    from podracer import evaluate
+    from podracer.cli import evaluate
 
     directory = tmp_path / "ck"
     search = "learning_rate=log:1e-3..1e-2"

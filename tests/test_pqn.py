@@ -9,9 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import agents, anakin, envs
-from podracer.agents.pqn import PQNConfig, q_lambda_targets
-from podracer.types import EnvSpec, RunFacts, TimeStep, Trajectory
+from podracer.core import agents, envs
+from podracer import anakin
+from podracer.core.agents.pqn import PQNConfig, q_lambda_targets
+from podracer.core.types import EnvSpec, RunFacts, TimeStep, Trajectory
 
 R, Q_NEXT = jnp.array([1.0, 2.0, 3.0]), jnp.array([[1.0, 5.0], [2.0, 0.0], [4.0, 3.0]])
 RUN = RunFacts(num_updates=100, envs_per_learner=4, rollout_length=8, total_env_steps=3200)

@@ -5,9 +5,10 @@ import importlib.util
 
 import pytest
 
-from podracer import agents, cli, config, presets
-from podracer.agents.base import hyperparameters
-from podracer.config import AnakinConfig, SebulbaConfig
+from podracer.core import agents
+from podracer.cli import command as cli, config, presets
+from podracer.core.agents.base import hyperparameters
+from podracer.cli.config import AnakinConfig, SebulbaConfig
 
 CLASSES = {"anakin": AnakinConfig, "sebulba": SebulbaConfig}
 

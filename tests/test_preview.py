@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from podracer import experiment, preview
-from podracer.config import AnakinConfig
+from podracer.cli import experiment, preview
+from podracer.cli.config import AnakinConfig
 
 SMALL = dict(num_envs_per_device=4, rollout_length=4, updates_per_call=10, checkpoint_every=10)
 

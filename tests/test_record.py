@@ -8,12 +8,12 @@ import tomllib
 import jax
 import pytest
 
-from podracer import config, presets, record
-from podracer.config import AnakinConfig
+from podracer.cli import config, presets, record
+from podracer.cli.config import AnakinConfig
 
 
 def _train(argv):
-    from podracer import cli
+    from podracer.cli import command as cli
 
     return cli.main(["anakin", "--cpu-devices", str(len(jax.devices("cpu"))), *argv])
 
@@ -105,7 +105,7 @@ def test_a_requeued_job_keeps_one_run_directory(tmp_path, monkeypatch, capsys):
 def test_a_sebulba_run_directory_replays_to_the_same_first_progress_line(tmp_path, monkeypatch):
     """Sebulba's actor threads make later windows depend on timing; the first (the initial policy's rollout and
     the first update) does not, and a replay from the run directory repeats it."""
-    from podracer import cli
+    from podracer.cli import command as cli
 
     first, again = tmp_path / "first", tmp_path / "again"
     flags = ["--env", "gymnasium:CartPole-v1", "--agent", "ppo", "--num-envs", "8", "--rollout-length", "32",

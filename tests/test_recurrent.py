@@ -5,11 +5,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import agents, anakin, envs, experiment
-from podracer.config import AnakinConfig
-from podracer.envs.host import JaxHostEnv
-from podracer.learner import make_optimizer
-from podracer.networks import ObservationTorso, RecurrentNetwork, StructuredTorso, lstm_initial_state
+from podracer.core import agents, envs
+from podracer import anakin
+from podracer.cli import experiment
+from podracer.cli.config import AnakinConfig
+from podracer.run.hostenvs.jax_env import JaxHostEnv
+from podracer.core.learner import make_optimizer
+from podracer.core.networks import ObservationTorso, RecurrentNetwork, StructuredTorso, lstm_initial_state
 
 
 def _network(heads="actor_critic"):
@@ -212,7 +214,7 @@ def test_jax_environments_serve_as_host_batches():
 def test_recurrent_ppo_learns_from_whole_sequences_that_replay_what_the_actor_saw():
     """The batch keeps [T, B] sequences with their start state; unrolled from it, the learner's policy at the
     update's start is the actor's own (probability ratios of 1), on a rollout that did not start from zeros."""
-    from podracer.agents import PPOConfig
+    from podracer.core.agents import PPOConfig
 
     env = envs.make("memory")
     agent = agents.make("ppo", env.spec(), core="lstm", core_size=8, hidden_sizes=(8,), num_minibatches=2)

@@ -3,10 +3,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import agents, anakin, envs, parallel, replay
-from podracer.agents.qlearning import epsilon_ladder, n_step_targets
-from podracer.learner import make_optimizer
-from podracer.types import TimeStep, Trajectory
+from podracer.core import agents, envs, replay
+from podracer import anakin
+from podracer.run import parallel
+from podracer.core.agents.qlearning import epsilon_ladder, n_step_targets
+from podracer.core.learner import make_optimizer
+from podracer.core.types import TimeStep, Trajectory
 
 
 def _filled(capacity, n):
@@ -262,8 +264,8 @@ def test_dqn_with_prioritized_replay_learns_jax_cartpole_in_anakin_on_most_seeds
 
 
 def test_a_checkpoint_keeps_the_target_network_but_not_the_replay_memory(tmp_path):
-    from podracer import checkpoint
-    from podracer.learner import init_learner_state
+    from podracer.run import checkpoint
+    from podracer.core.learner import init_learner_state
 
     env = envs.make("cartpole")
     agent = agents.make("dqn", env.spec(), batch_size=8, min_replay_size=16, replay_capacity=64)

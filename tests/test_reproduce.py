@@ -440,7 +440,7 @@ def test_an_accelerator_call_stands_for_a_row_only_when_it_trained_the_rows_sett
     the suite trains a preset with its row's flags."""
     if importlib.util.find_spec("gymnax") is None:
         pytest.skip("the MinAtar rows need gymnax")
-    from podracer import stats
+    from podracer.core import stats
 
     accelerator = benchmark_scripts.load("accelerator")
     assert accelerator.row_flags("breakout-minatar") == {"kernel_init": "lecun"}

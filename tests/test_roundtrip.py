@@ -7,8 +7,9 @@ import importlib.util
 import numpy as np
 import pytest
 
-from podracer import checkpoint, evaluate, experiment, preview
-from podracer.agents import (
+from podracer.run import checkpoint
+from podracer.cli import evaluate, experiment, preview
+from podracer.core.agents import (
     A2CConfig,
     AlphaZeroConfig,
     DQNConfig,
@@ -20,7 +21,7 @@ from podracer.agents import (
     SACConfig,
     TD3Config,
 )
-from podracer.config import AnakinConfig, SebulbaConfig
+from podracer.cli.config import AnakinConfig, SebulbaConfig
 
 pytestmark = pytest.mark.slow
 

@@ -12,15 +12,15 @@ import sys
 import jax
 import pytest
 
-from podracer import runlock
-from podracer.agents import A2CConfig
-from podracer.config import AnakinConfig
-from podracer.experiment import train_anakin
-from podracer.resume_identity import check_resume_identity
+from podracer.run import runlock
+from podracer.core.agents import A2CConfig
+from podracer.cli.config import AnakinConfig
+from podracer.cli.experiment import train_anakin
+from podracer.run.resume_identity import check_resume_identity
 
 HOLD = """
 import sys, time
-from podracer import runlock
+from podracer.run import runlock
 with runlock.hold({"--checkpoint-dir": sys.argv[1]}):
     print("held", flush=True)
     time.sleep(600)
@@ -216,8 +216,8 @@ def test_a_flag_recorded_on_one_side_only_is_a_difference_unless_its_absence_mea
 
 
 def test_sebulba_never_calls_another_runs_checkpoint_finished(tmp_path):
-    from podracer.config import SebulbaConfig
-    from podracer.experiment import train_sebulba
+    from podracer.cli.config import SebulbaConfig
+    from podracer.cli.experiment import train_sebulba
 
     directory = str(tmp_path / "run")
     train_anakin(
@@ -242,7 +242,7 @@ def test_sebulba_never_calls_another_runs_checkpoint_finished(tmp_path):
 
 
 def test_a_resume_that_changes_what_shapes_no_state_says_so_in_one_line(tmp_path, capsys):
-    from podracer.resume_identity import changes_said
+    from podracer.run.resume_identity import changes_said
 
     saved = {"agent_hyperparameters": {"unroll_steps": 5, "hidden_sizes": [64, 64], "discount": 0.99}}
     assert changes_said(saved, {"unroll_steps": 3, "hidden_sizes": (64, 64), "discount": 0.99}) == (
@@ -256,7 +256,7 @@ def test_a_resume_that_changes_what_shapes_no_state_says_so_in_one_line(tmp_path
     assert changes_said(saved, {"unroll_steps": 3}, {"opponent": "greedy"}) == (
         "resuming with --unroll-steps 3 (was 5), --opponent greedy (was random)"
     )
-    from podracer.resume_identity import check_resume_identity
+    from podracer.run.resume_identity import check_resume_identity
 
     check_resume_identity("D", {"resume_identity": {"mode": "anakin", "--opponent": "greedy"}}, {"mode": "anakin"})
     directory = str(tmp_path / "run")

@@ -8,9 +8,12 @@ import numpy as np
 import optax
 import pytest
 
-from podracer import agents, anakin, build, envs, learner, optim, parallel
-from podracer.agents import DQNConfig, PPOConfig, R2D2Config
-from podracer.types import RunFacts
+from podracer.core import agents, envs, learner, optim
+from podracer import anakin
+from podracer.cli import build
+from podracer.run import parallel
+from podracer.core.agents import DQNConfig, PPOConfig, R2D2Config
+from podracer.core.types import RunFacts
 
 
 def test_the_learning_rate_at_given_optimizer_steps():
@@ -129,14 +132,14 @@ def test_ppo_value_clipping_takes_the_larger_error_of_the_clipped_and_unclipped_
 
 
 def agent_network_values(config, env, params, observation):
-    from podracer.agents.base import make_network
+    from podracer.core.agents.base import make_network
 
     return make_network(env.spec(), config).apply(params, observation)
 
 
 def test_dqn_linear_epsilon_decays_over_its_share_of_the_run_counted_by_the_learner():
-    from podracer.agents.qlearning import linear_epsilon
-    from podracer.config import AnakinConfig
+    from podracer.core.agents.qlearning import linear_epsilon
+    from podracer.cli.config import AnakinConfig
 
     np.testing.assert_allclose(
         [linear_epsilon(s, 1.0, 0.05, 500) for s in (0, 250, 500, 10_000)], [1.0, 0.525, 0.05, 0.05], atol=1e-6

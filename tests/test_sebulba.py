@@ -5,13 +5,13 @@ import jax
 import numpy as np
 import pytest
 
-from podracer import parallel
-from podracer.agents import A2CConfig, DQNConfig, IMPALAConfig, PPOConfig, PQNConfig, R2D2Config
-from podracer.config import SebulbaConfig
-from podracer.envs.base import EnvSpec
-from podracer.experiment import train_sebulba as train
-from podracer.parallel import resolve_layout
-from podracer.types import EpisodeStats, TimeStep
+from podracer.run import parallel
+from podracer.core.agents import A2CConfig, DQNConfig, IMPALAConfig, PPOConfig, PQNConfig, R2D2Config
+from podracer.cli.config import SebulbaConfig
+from podracer.core.envs.base import EnvSpec
+from podracer.cli.experiment import train_sebulba as train
+from podracer.run.parallel import resolve_layout
+from podracer.core.types import EpisodeStats, TimeStep
 
 
 class FakeHostEnv:
@@ -123,7 +123,7 @@ def test_max_policy_lag_0_learns_each_trajectory_with_the_parameters_that_acted_
 
 
 def test_the_parameter_store_holds_an_actor_until_the_learner_has_taken_all_but_max_lag_trajectories():
-    from podracer.sebulba.pipeline import ParamStore, Stopped
+    from podracer.run.sebulba.pipeline import ParamStore, Stopped
 
     store, stop = ParamStore(jax.devices()[:1]), threading.Event()
     device = jax.devices()[0]
@@ -219,7 +219,7 @@ def test_a_stuck_environment_stops_the_run_naming_the_actor_and_what_it_waits_on
 
 def test_a_slow_start_is_not_silent(devices, monkeypatch, capsys):
     """No progress line for a while (an environment slow to answer): a status line names what everyone waits on."""
-    from podracer import lifetime
+    from podracer.run import lifetime
 
     monkeypatch.setattr(lifetime, "HEARTBEAT_SECONDS", 0.5)
     release = threading.Event()
@@ -266,7 +266,7 @@ def test_evaluation_logs_eval_return_and_a_target_return_stops_the_run(devices, 
         result.updates == 2 and last["eval_return"] == last["eval_return_min"] == 5.0 and last["target_reached"] == 1.0
     )
     assert made[-1] == (config.seed + 1_000_003, 3)  # fresh evaluation environments with their own seed
-    from podracer import checkpoint
+    from podracer.run import checkpoint
 
     assert checkpoint.steps(str(tmp_path)) == [2]
 
@@ -446,7 +446,7 @@ def test_cli_help_bad_layout_and_a_short_logged_run(tmp_path):
 
 
 def test_checkpoint_then_resume_continues_the_step_count_from_the_saved_parameters(tmp_path, devices):
-    from podracer import checkpoint
+    from podracer.run import checkpoint
 
     directory = str(tmp_path / "ckpt")
     make_env = lambda seed, n: FakeHostEnv(n)  # noqa: E731
@@ -491,7 +491,7 @@ def test_sigterm_stops_joins_saves_and_resume_auto_continues(tmp_path):
     import subprocess
     import sys
 
-    from podracer import checkpoint
+    from podracer.run import checkpoint
 
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     directory, logs = tmp_path / "ckpt", tmp_path / "logs"
@@ -587,7 +587,7 @@ def test_two_processes_average_their_learners(tmp_path):
 def test_recurrent_agents_ship_their_start_state_once_per_trajectory_to_several_learners(devices):
     """A recurrent agent's trajectory carries the core state of its first entry only ([B, ...]), split with the
     batch over 2 learner devices; the learners unroll from it."""
-    from podracer.sebulba.actor import _split_for_learners, _stack
+    from podracer.run.sebulba.actor import _split_for_learners, _stack
 
     b = 4
     entries = [

@@ -6,8 +6,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import agents, anakin, envs, learner, parallel
-from podracer.sebulba.assemble import learner_step
+from podracer.core import agents, envs, learner
+from podracer import anakin
+from podracer.run import parallel
+from podracer.run.sebulba.assemble import learner_step
 
 NUM_ENVS, ROLLOUT = 4, 8  # 32 items a trajectory: the memory of 64 wraps at the third
 

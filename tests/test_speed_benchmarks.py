@@ -247,11 +247,12 @@ def test_actor_step_times_both_forms_of_the_round_trip_and_they_act_alike(tmp_pa
     import jax
     import numpy as np
 
-    from podracer import agents, envs
-    from podracer import plan as plans
-    from podracer.sebulba.actor import make_act
+    from podracer.core import agents
+    from podracer.run import hostenvs
+    from podracer.run import plan as plans
+    from podracer.run.sebulba.actor import make_act
 
-    env = envs.make_host("CartPole-v1", 4, 0)
+    env = hostenvs.make_host("CartPole-v1", 4, 0)
     try:
         timestep, spec = env.reset(), env.spec()
     finally:
@@ -295,8 +296,8 @@ def test_arithmetic_floor_prints_and_saves_its_table(tmp_path):
 
 def test_wallclock_curve_sides_are_valid_runs_and_its_table_reads_the_best_return_by_each_mark():
     script = benchmark_scripts.load("wallclock_curve")
-    from podracer import config
-    from podracer.config import SebulbaConfig
+    from podracer.cli import config
+    from podracer.cli.config import SebulbaConfig
 
     for side in script.SIDES:  # every flag a side passes is one the command line takes, evaluations included
         cfg = config.parse(SebulbaConfig, script.side_argv(side, 100, 5000, 4), prog="test")

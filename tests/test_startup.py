@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from podracer import checkpoint, lifetime
-from podracer.multihost import CLUSTER_VARIABLES
-from podracer.logging import ConsoleSink
+from podracer.run import checkpoint, lifetime
+from podracer.run.multihost import CLUSTER_VARIABLES
+from podracer.run.logging import ConsoleSink
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -65,7 +65,7 @@ def test_a_preset_run_compiles_each_program_once_and_says_its_start_up_once(pres
 def test_sebulbas_heartbeat_counts_the_env_steps_of_the_updates_done_between_progress_lines():
     """Before the first progress line Sebulba's learner has done updates: the heartbeat says their env steps (it
     said "env steps 0" at update 7)."""
-    from podracer import runkit
+    from podracer.run import runkit
 
     done = {"updates": 0}
     progress = runkit.Progress(100_000, 0, False, describe=lambda: [f"learner: update {done['updates']}"],
@@ -129,7 +129,7 @@ def test_a_window_without_an_episode_says_so_instead_of_nan():
 
 _STOPPED = """
 import sys
-from podracer import lifetime
+from podracer.run import lifetime
 stop, _ = lifetime.stop_on_signals("prog", saving=sys.argv[1] == "yes")
 print("ready", flush=True)
 stop.wait()
@@ -156,9 +156,9 @@ def test_the_first_ctrl_c_line_says_what_the_stop_does(saving, said):
 
 
 def test_each_run_has_its_own_lifetime_whose_end_is_taken_once(monkeypatch):
-    """``lifetime.starting`` gives the run a :class:`~podracer.lifetime.RunLifetime` of its own (the signals act on
+    """``lifetime.starting`` gives the run a :class:`~podracer.run.lifetime.RunLifetime` of its own (the signals act on
     the one started last); its end is taken once, and a stop snapshot registers its save with the run it is given."""
-    from podracer.runkit import StopSnapshot
+    from podracer.run.runkit import StopSnapshot
 
     first = lifetime.starting()
     assert lifetime.current() is first
@@ -190,7 +190,7 @@ def test_progress_lines_say_the_time_left_at_the_pace_since_the_first_line():
     assert "( 10.0%)" in first and "eta" not in first
     assert "( 20.0%, eta 16s)" in second  # 800 steps left at 100 steps per 2 s
     assert "( 30.0%, eta 14s)" in third
-    from podracer.logging import duration
+    from podracer.run.logging import duration
 
     assert [duration(s) for s in (5, 65, 3600 * 2 + 180)] == ["5s", "1m05s", "2h03m"]
 
@@ -198,7 +198,7 @@ def test_progress_lines_say_the_time_left_at_the_pace_since_the_first_line():
 def test_the_start_up_line_names_the_programs_whose_compilation_took_long():
     """The compile phase says where its time went, program by program, as XLA's backend reports it (a cold start:
     the update and the learners' initial states); a program loaded from the cache in a moment is not named."""
-    from podracer import startup
+    from podracer.run import startup
 
     startup.reset()
     try:

@@ -1,8 +1,11 @@
 """The seams of the code base: the layering of ../shared/DESIGN.md, asserted on the source and on what importing a
 module loads.
 
-Three layers (:data:`LAYERS`, drawn in docs/layout.md): a module of ``core`` loads nothing outside ``core``, a module
-of ``run`` nothing of ``cli``, asserted on the import closure (a fresh interpreter per module); the feeders know
+Three layers, each a folder (``podracer/core``, ``podracer/run``, ``podracer/cli``: a module's layer is the second part
+of its dotted name), drawn in docs/layout.md: a module of ``core`` loads nothing outside ``core``, a module of ``run``
+nothing of ``cli``, asserted on the import closure (a fresh interpreter per module) and on every direct import, at the
+top of a module or inside a function; no layer imports a face (``podracer.agents``, ``envs``, ``anakin``,
+``sebulba``: the re-export modules over the layers that users import); the feeders know
 neither the agent registry nor the config tree; agents never import environments;
 environments never import agents, checkpoints or evaluation; no library module imports itself through others; only
 the device-layout and multi-process modules touch devices and hosts. No test counts lines.
@@ -17,7 +20,7 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "podracer"
-FEEDERS = [*sorted((ROOT / "anakin").glob("*.py")), *sorted((ROOT / "sebulba").glob("*.py"))]
+FEEDERS = [*sorted((ROOT / "run" / "anakin").glob("*.py")), *sorted((ROOT / "run" / "sebulba").glob("*.py"))]
 
 
 def _imports(tree):
@@ -35,7 +38,8 @@ def test_feeders_import_neither_the_agent_registry_nor_the_config_tree():
         if path.name == "__main__.py":  # the entry point parses the config and calls the composition root
             continue
         imported = set(_imports(ast.parse(path.read_text())))
-        bad = imported & {"podracer.agents", "podracer.config", "podracer.experiment", "podracer.envs.make"}
+        registry = {"podracer.agents", "podracer.core.agents", "podracer.core.envs.make", "podracer.envs"}
+        bad = imported & (registry | {"podracer.cli.config", "podracer.cli.experiment"})
         assert not bad, (path.name, bad)
 
 
@@ -58,7 +62,7 @@ def test_the_heartbeat_speaks_only_when_no_progress_line_came_for_its_interval()
     import io
     import time
 
-    from podracer import lifetime
+    from podracer.run import lifetime
 
     quiet, busy = io.StringIO(), io.StringIO()
     with lifetime.Heartbeat(lambda: "compiling", interval=0.2, stream=quiet):
@@ -108,7 +112,7 @@ def _under(name: str, *packages: str) -> bool:
 # The private modules the library still reads, each with its reason: JAX has no public form of the coordination
 # service that keeps a run's coordinator alive apart from process 0 (coordinator.py); multihost.jax_private reads
 # the coordinator client and backend state through importlib, which this walk does not see.
-PRIVATE_READS = {"coordinator.py": {"jax._src.lib", "jax._src.lib._jax"}}
+PRIVATE_READS = {"run/coordinator.py": {"jax._src.lib", "jax._src.lib._jax"}}
 
 
 def test_the_library_reads_no_private_module_of_another_package_but_the_listed_ones():
@@ -130,18 +134,18 @@ def test_the_library_reads_no_private_module_of_another_package_but_the_listed_o
 
 def test_agents_import_types_networks_and_the_optimizer_never_environments():
     for name, imported in GRAPH.items():
-        if _under(name, "podracer.agents"):
+        if _under(name, "podracer.core.agents"):
             bad = {
                 m
                 for m in imported
                 if not _under(
                     m,
-                    "podracer.agents",
-                    "podracer.types",
-                    "podracer.networks",
-                    "podracer.optim",
-                    "podracer.replay",
-                    "podracer.normalize",  # agents.make wraps an agent for --normalize-*
+                    "podracer.core.agents",
+                    "podracer.core.types",
+                    "podracer.core.networks",
+                    "podracer.core.optim",
+                    "podracer.core.replay",
+                    "podracer.core.normalize",  # agents.make wraps an agent for --normalize-*
                 )
             }
             assert not bad, (name, bad)
@@ -149,19 +153,20 @@ def test_agents_import_types_networks_and_the_optimizer_never_environments():
 
 def test_environments_import_neither_agents_nor_checkpoints_nor_evaluation():
     above = (
-        "podracer.agents",
-        "podracer.checkpoint",
-        "podracer.evaluate",
-        "podracer.experiment",
-        "podracer.config",
+        "podracer.core.agents",
+        "podracer.core.anakin",
+        "podracer.run.checkpoint",
+        "podracer.cli.evaluate",
+        "podracer.cli.experiment",
+        "podracer.cli.config",
         "podracer.cli",
-        "podracer.anakin",
-        "podracer.sebulba",
-        "podracer.learner",
-        "podracer.play",
+        "podracer.run.anakin",
+        "podracer.run.sebulba",
+        "podracer.core.learner",
+        "podracer.run.play",
     )
     for name, imported in GRAPH.items():
-        if _under(name, "podracer.envs"):
+        if _under(name, "podracer.core.envs"):
             bad = {m for m in imported if _under(m, *above)}
             assert not bad, (name, bad)
 
@@ -170,25 +175,25 @@ def test_the_lower_layers_stay_below_what_uses_them():
     """types and the optimizer below the agents; statistics below the Anakin feeder and sweeps; playing an agent
     below evaluation and the composition root, which do not import each other's way up."""
     below = {
-        "podracer.types": set(),
-        "podracer.optim": {"podracer.types"},
-        "podracer.stats": {"podracer.types"},
-        "podracer.play": {
-            "podracer.types",
-            "podracer.envs",
-            "podracer.envs.base",
-            "podracer.envs.wrappers",
-            "podracer.agents.base",
-            "podracer.parallel",
-            "podracer.stats",
+        "podracer.core.types": set(),
+        "podracer.core.optim": {"podracer.core.types"},
+        "podracer.core.stats": {"podracer.core.types"},
+        "podracer.run.play": {
+            "podracer.core.types",
+            "podracer.core.envs",
+            "podracer.core.envs.base",
+            "podracer.core.envs.wrappers",
+            "podracer.core.agents.base",
+            "podracer.run.parallel",
+            "podracer.core.stats",
         },
-        "podracer.sweep": {"podracer.agents.base", "podracer.stats", "podracer.install"},
+        "podracer.core.sweep": {"podracer.core.agents.base", "podracer.core.stats", "podracer.core.install"},
     }
     for name, allowed in below.items():
         assert GRAPH[name] <= allowed, (name, GRAPH[name] - allowed)
-    assert "podracer.evaluate" not in GRAPH["podracer.experiment"]
-    assert "podracer.experiment" not in GRAPH["podracer.evaluate"]  # both build agents through podracer.build
-    assert "podracer.anakin" not in GRAPH["podracer.sweep"]
+    assert "podracer.cli.evaluate" not in GRAPH["podracer.cli.experiment"]
+    assert "podracer.cli.experiment" not in GRAPH["podracer.cli.evaluate"]  # both build agents through one module
+    assert not {m for m in GRAPH["podracer.core.sweep"] if _under(m, "podracer.run.anakin", "podracer.core.anakin")}
 
 
 def test_no_library_module_imports_itself_through_others():
@@ -223,37 +228,44 @@ def test_no_library_module_imports_itself_through_others():
     assert not cycles, cycles
 
 
-# Each library module's layer (docs/layout.md). core: pure functions of arrays (types, networks, agents, losses,
-# optimizers, replay, the learner step, axis names and collectives, sweeps and populations, JAX environments and
-# their suite adapters). run: the host side of a run (device layout, processes, host environments, checkpoints,
-# logging, lifetime, the feeders' host loops, playing and evaluation). cli: the config tree and the command line,
-# with, for now, the modules that read the config tree (the composition root, evaluate's and preview's entries).
-_CORE = """install types axes initializers networks optim replay learner stats normalize sweep pbt
-agents agents.a2c agents.alphazero agents.base agents.dqn agents.impala agents.losses agents.muzero agents.ppo
-agents.pqn agents.qlearning agents.r2d2 agents.sac agents.search agents.settings agents.td3
-envs envs.base envs.wrappers envs.cartpole envs.catch envs.memory envs.synthetic
-envs.brax envs.bsuite envs.craftax envs.gymnax envs.jumanji envs.navix envs.pgx envs.playground envs.xminigrid"""
-_RUN = """disk coordinator multihost parallel plan checkpoint resume_identity runlock lifetime logging startup
-compile_cache runkit preflight play ladder anakin anakin.core anakin.loop anakin.population
-sebulba sebulba.actor sebulba.assemble sebulba.learner_loop sebulba.pipeline sebulba.run
-envs.host envs.envpool envs.gymnasium video"""
-_CLI = """config flags command_line helptext cli presets envs.catalog build record experiment evaluate preview facade
-    sebulba.__main__"""
-LAYERS = {
-    f"podracer.{name}": layer
-    for layer, names in (("core", _CORE), ("run", _RUN), ("cli", _CLI))
-    for name in names.split()
+FACES = {
+    "podracer",
+    "podracer.agents",
+    "podracer.envs",
+    "podracer.anakin",
+    "podracer.sebulba",
+    "podracer.sebulba.__main__",
 }
-_ORDER = {"core": 0, "run": 1, "cli": 2, "unplaced": 3}  # a module not in LAYERS counts as above every layer
+_ORDER = {"core": 0, "run": 1, "cli": 2, "face": 3}
 
 
-def test_every_library_module_has_one_layer():
-    """A new module is placed in a layer here (and in docs/layout.md) when it is added; ``podracer`` itself is the
-    lazy public face, in none."""
-    assert set(MODULES) - {"podracer"} == set(LAYERS), (
-        sorted(set(MODULES) - {"podracer"} - set(LAYERS)),
-        sorted(set(LAYERS) - set(MODULES)),
-    )
+def layer(name: str) -> str:
+    """A module's layer: the second part of its dotted name (``podracer.core.types``: core); the faces above all."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in ("core", "run", "cli") else "face"
+
+
+LAYERED = sorted(name for name in MODULES if layer(name) != "face")
+
+
+def test_every_library_module_is_in_a_layer_or_is_a_face():
+    """``ls podracer`` shows the faces and the three folders: every other module lives in core, run or cli."""
+    assert set(MODULES) - set(LAYERED) == FACES, sorted(set(MODULES) - set(LAYERED) - FACES)
+    top = sorted(p.name for p in ROOT.iterdir() if not p.name.startswith((".", "__pycache__")))
+    assert top == ["__init__.py", "agents.py", "anakin.py", "cli", "core", "envs.py", "py.typed", "run", "sebulba"], top
+
+
+def test_every_direct_import_stays_in_its_layer_or_below():
+    """The edge rule, function-level imports included: core imports only core, run imports no cli, and no layer
+    imports a face (the package root, whose ``__init__`` every import loads anyway and which imports nothing, aside)."""
+    bad = {}
+    for name in LAYERED:
+        wrong = sorted(
+            m for m in GRAPH[name] if m != "podracer" and (m in FACES or _ORDER[layer(m)] > _ORDER[layer(name)])
+        )
+        if wrong:
+            bad[name] = wrong
+    assert not bad, bad
 
 
 _CLOSURES = r"""
@@ -283,7 +295,7 @@ print(json.dumps(closures))
 def _closures() -> dict[str, list[str]]:
     """Every library module's import closure: the library modules in ``sys.modules`` after importing it alone
     (one process imports the shared third-party libraries, then forks a child per module)."""
-    names = sorted(name for name in LAYERS if name != "podracer.sebulba.__main__")
+    names = [name for name in LAYERED if not name.endswith("__main__")]
     done = subprocess.run(
         [sys.executable, "-c", _CLOSURES, *names], capture_output=True, text=True, check=True, timeout=600
     )
@@ -294,15 +306,15 @@ def test_no_module_loads_a_module_of_a_higher_layer():
     """The layer rule on the import closure, not on direct edges: core loads only core; run loads no cli."""
     above = {}
     for name, loaded in _closures().items():
-        higher = sorted(m for m in loaded if _ORDER[LAYERS.get(m, "unplaced")] > _ORDER[LAYERS[name]])
+        higher = sorted(m for m in loaded if _ORDER[layer(m)] > _ORDER[layer(name)])
         if higher:
-            above[f"{name} ({LAYERS[name]})"] = higher
+            above[name] = higher
     assert not above, above
 
 
 def test_the_device_layout_module_loads_no_agent_and_no_environment():
-    loaded = set(_closures_of("podracer.parallel"))
-    assert not {m for m in loaded if _under(m, "podracer.agents", "podracer.envs")}, sorted(loaded)
+    loaded = set(_closures_of("podracer.run.parallel"))
+    assert not {m for m in loaded if _under(m, "podracer.core.agents", "podracer.core.envs")}, sorted(loaded)
 
 
 def _closures_of(name: str) -> list[str]:
@@ -310,25 +322,27 @@ def _closures_of(name: str) -> list[str]:
     return json.loads(done.stdout)[name]
 
 
-_AGENT_MODULES = {f"podracer.agents.{name}" for name in ("a2c", "alphazero", "dqn", "impala", "muzero", "ppo", "pqn")}
-_AGENT_MODULES |= {"podracer.agents.r2d2", "podracer.agents.sac", "podracer.agents.td3"}
+_AGENT_MODULES = {
+    f"podracer.core.agents.{name}"
+    for name in ("a2c", "alphazero", "dqn", "impala", "muzero", "ppo", "pqn", "r2d2", "sac", "td3")
+}
 
 
 def test_the_agent_registry_and_the_config_tree_load_no_agent_module():
     """Naming and listing agents needs none of them imported: each is imported when its config is first made."""
-    for name in ("podracer.agents", "podracer.config", "podracer.cli"):
+    for name in ("podracer.agents", "podracer.core.agents", "podracer.cli.config", "podracer.cli.command"):
         assert not _AGENT_MODULES & set(_closures_of(name)), name
 
 
 _HELP_IMPORTS = r"""
 import contextlib, io, json, sys
-from podracer import cli
+from podracer.cli import command as cli
 with contextlib.redirect_stdout(io.StringIO()):
     try:
         cli.main(sys.argv[1:])
     except SystemExit as done:
         assert done.code == 0, done.code
-print(json.dumps(sorted(m for m in sys.modules if m.startswith("podracer.agents."))))
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("podracer.core.agents."))))
 """
 
 
@@ -343,4 +357,4 @@ print(json.dumps(sorted(m for m in sys.modules if m.startswith("podracer.agents.
 )
 def test_a_help_page_imports_the_agent_it_shows_and_no_other(argv, shown):
     done = subprocess.run([sys.executable, "-c", _HELP_IMPORTS, *argv], capture_output=True, text=True, check=True)
-    assert _AGENT_MODULES & set(json.loads(done.stdout)) == {f"podracer.agents.{shown}"}, done.stdout
+    assert _AGENT_MODULES & set(json.loads(done.stdout)) == {f"podracer.core.agents.{shown}"}, done.stdout

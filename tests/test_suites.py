@@ -10,10 +10,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer import build, config, envs, experiment, install
-from podracer.config import AnakinConfig, SebulbaConfig
-from podracer.envs import catalog
-from podracer.envs.gymnax import GymnaxEnv
+from podracer.cli import build, config, experiment
+from podracer.core import envs, install
+from podracer.cli.config import AnakinConfig, SebulbaConfig
+from podracer.cli import catalog
+from podracer.core.envs.gymnax import GymnaxEnv
 
 
 @pytest.mark.suite("gymnax")
@@ -93,7 +94,7 @@ def test_gymnax_old_and_new_step_signatures_give_the_same_time_steps():
 
 @pytest.mark.suite("gymnax")
 def test_gymnax_specs_say_what_observations_and_actions_are():
-    from podracer.types import Box, ImageLayout
+    from podracer.core.types import Box, ImageLayout
 
     board = envs.make("gymnax:Breakout-MinAtar").spec()
     assert board.observation.shape == (10, 10, 4) and board.observation.dtype == jnp.float32
@@ -210,8 +211,8 @@ def test_a_registered_environment_works_by_name_in_both_modes_and_trains(monkeyp
 
 @pytest.mark.suite("gymnax")
 def test_sebulba_trains_on_a_suite_environment_and_evaluate_plays_its_checkpoint(tmp_path):
-    from podracer.agents import PPOConfig
-    from podracer.evaluate import play
+    from podracer.core.agents import PPOConfig
+    from podracer.cli.evaluate import play
 
     cfg = config.parse(SebulbaConfig, ["--env", "gymnax:CartPole-v1", "--agent", "ppo"])
     env = build.host_env_factory(cfg)(seed=0, num_envs=4)
@@ -240,8 +241,8 @@ def test_brax_spec_shapes_termination_and_truncation_under_jit_and_vmap():
     pytest.importorskip("brax")
     from brax.envs.fast import Fast
 
-    from podracer.envs.brax import BraxEnv
-    from podracer.types import Box
+    from podracer.core.envs.brax import BraxEnv
+    from podracer.core.types import Box
 
     spec = envs.make("brax:inverted_pendulum").spec()
     assert spec.observation.shape == (4,) and spec.observation.dtype == jnp.float32
@@ -295,7 +296,7 @@ def test_registered_names_are_spelled_one_way_everywhere(monkeypatch):
 
 def _random_legal_returns(env, num_envs: int, steps: int, seed: int = 0):
     """Episode returns of random legal moves on ``env`` (podracer's wrappers), and each step's seat and turn."""
-    from podracer.envs.pgx import random_legal_move
+    from podracer.core.envs.pgx import random_legal_move
 
     wrapped = envs.wrap(env)
 
@@ -324,7 +325,7 @@ def _random_legal_returns(env, num_envs: int, steps: int, seed: int = 0):
 
 @pytest.mark.suite("pgx")
 def test_pgx_two_player_games_against_random_legal_moves():
-    from podracer.types import EnvSpec, ImageLayout
+    from podracer.core.types import EnvSpec, ImageLayout
 
     env = envs.make("pgx:tic_tac_toe")
     assert env.spec() == EnvSpec(
@@ -352,7 +353,8 @@ def test_pgx_two_player_games_against_random_legal_moves():
 @pytest.mark.suite("pgx")
 def test_pgx_2048_with_ppo_beats_random_legal_play_on_most_seeds(devices, optimized_xla):
     """The bar: masked PPO beats random play that makes legal moves only, measured on the same environment."""
-    from podracer import anakin, agents, learner
+    from podracer import anakin
+    from podracer.core import agents, learner
 
     env = envs.make("pgx:2048")
     random_returns, _ = _random_legal_returns(env, 32, 300)
@@ -375,7 +377,8 @@ def test_pgx_2048_with_ppo_beats_random_legal_play_on_most_seeds(devices, optimi
 @pytest.mark.slow
 @pytest.mark.suite("navix")
 def test_navix_grid_worlds_keep_termination_apart_and_ppo_solves_empty_5x5(devices, optimized_xla):
-    from podracer import anakin, agents, learner
+    from podracer import anakin
+    from podracer.core import agents, learner
 
     env = envs.make("navix:Empty-5x5")
     assert env.name == "Navix-Empty-5x5-v0" and envs.make("navix:Navix-Empty-5x5-v0").name == env.name
@@ -410,9 +413,9 @@ def test_navix_grid_worlds_keep_termination_apart_and_ppo_solves_empty_5x5(devic
 def test_a_pgx_game_against_a_fixed_snapshot_of_an_earlier_agent(tmp_path, capsys):
     """Sebulba trains against random legal moves, named in its banner and every record; its checkpoint then plays
     as a fixed opponent. (Anakin names the opponent the same way, from the same environment attribute.)"""
-    from podracer.agents import PPOConfig
-    from podracer.envs.pgx import PgxEnv
-    from podracer.evaluate import snapshot_opponent
+    from podracer.core.agents import PPOConfig
+    from podracer.core.envs.pgx import PgxEnv
+    from podracer.cli.evaluate import snapshot_opponent
 
     experiment.run_sebulba(
         SebulbaConfig(

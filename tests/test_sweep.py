@@ -7,10 +7,13 @@ import jax
 import numpy as np
 import pytest
 
-from podracer import agents, anakin, build, checkpoint, envs, experiment, parallel, sweep
-from podracer.agents import A2CConfig, DQNConfig, PPOConfig
-from podracer.agents.base import hyperparameters
-from podracer.config import AnakinConfig
+from podracer.core import agents, envs, sweep
+from podracer import anakin
+from podracer.cli import build, experiment
+from podracer.run import checkpoint, parallel
+from podracer.core.agents import A2CConfig, DQNConfig, PPOConfig
+from podracer.core.agents.base import hyperparameters
+from podracer.cli.config import AnakinConfig
 
 SMALL = dict(env="catch", num_envs_per_device=2, rollout_length=8, num_updates=4, updates_per_call=2, cpu_devices=None)
 
@@ -198,7 +201,7 @@ def test_fewer_than_five_seeds_are_said_as_their_range_not_an_interval():
 )
 def test_what_the_readme_says_can_be_swept_can_be(name, swept, refused, devices):
     """The README names these as sweepable (traced in one program) or refused (they set shapes or loop counts)."""
-    from podracer import agents
+    from podracer.core import agents
 
     env = envs.make("gymnax:Pendulum-v1" if name in ("sac", "td3") else "catch")
     small = {"batch_size": 8, "min_replay_size": 16, "replay_capacity": 64}

@@ -9,9 +9,9 @@ import jax
 import numpy as np
 import pytest
 
-from podracer import parallel
-from podracer.learner import init_learner_state, make_learner_step
-from podracer.types import TimeStep, Trajectory
+from podracer.run import parallel
+from podracer.core.learner import init_learner_state, make_learner_step
+from podracer.core.types import TimeStep, Trajectory
 
 BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
 

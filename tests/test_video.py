@@ -9,7 +9,9 @@ import jax
 import numpy as np
 import pytest
 
-from podracer import evaluate, install, video
+from podracer.cli import evaluate
+from podracer.core import install
+from podracer.run import video
 
 pytest.importorskip("pygame")
 
@@ -81,9 +83,9 @@ def test_evaluate_draws_an_anakin_cartpole_and_refuses_a_vector_it_cannot_draw(t
 
 def test_evaluate_draws_a_sebulba_gymnasium_checkpoint_through_gymnasium(tmp_path):
     """A ``gymnasium:ID`` run's batch draws itself (render_mode="rgb_array"): CartPole through gymnasium."""
-    from podracer.agents import PPOConfig
-    from podracer.config import SebulbaConfig
-    from podracer.experiment import train_sebulba
+    from podracer.core.agents import PPOConfig
+    from podracer.cli.config import SebulbaConfig
+    from podracer.cli.experiment import train_sebulba
 
     directory = str(tmp_path / "ck")
     train_sebulba(SebulbaConfig(env="gymnasium:CartPole-v1", agent=PPOConfig(), total_env_steps=512,

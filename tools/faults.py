@@ -29,7 +29,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "faults.md"
 BEGIN, END = "<!-- faults.py: begin -->", "<!-- faults.py: end -->"
-PODRACER = "import sys; from podracer.cli import main; sys.argv[0] = 'podracer'; sys.exit(main())"
+PODRACER = "import sys; from podracer.cli.command import main; sys.argv[0] = 'podracer'; sys.exit(main())"
 FAILURES = ("traceback", "silent", "other line", "noisy")
 CORRUPT = b"\x80\x04not a pickle"  # a pgx baseline model file that cannot be read
 SMALL = ["--num-envs-per-device", "4", "--rollout-length", "4", "--updates-per-call", "10"]

@@ -25,9 +25,10 @@ def config_tree() -> str:
     import dataclasses
     import textwrap
 
-    from podracer import agents, config
-    from podracer.evaluate import EvaluateConfig
-    from podracer.optim import OptimizerConfig
+    from podracer.core import agents
+    from podracer.cli import config
+    from podracer.cli.evaluate import EvaluateConfig
+    from podracer.core.optim import OptimizerConfig
 
     base = {f.name for f in dataclasses.fields(config.RunConfig)}
 
@@ -51,7 +52,7 @@ def render(command: str) -> str:
     tree``: :func:`config_tree`."""
     if command == "config tree":
         return config_tree()
-    from podracer import cli
+    from podracer.cli import command as cli
 
     os.environ["COLUMNS"] = WIDTH
     page = io.StringIO()

@@ -7,7 +7,7 @@
   ``benchmarks/results/source_runs.md`` (the sources' own code run here), ``bsuite.md`` and ``craftax_1m.md``
   (:data:`RESULT_TABLES`);
 - every PNG of ``benchmarks/results/`` is served at ``results/NAME.png`` beside the page, so the page can show it;
-- the docstrings' Sphinx roles (``:func:`~podracer.play.policy```, ``:class:`EnvSpec```), which mkdocstrings prints
+- the docstrings' Sphinx roles (``:func:`~podracer.run.play.policy```, ``:class:`EnvSpec```), which mkdocstrings prints
   raw, become cross-references: each target is resolved as Python would from the object whose docstring holds it
   (its own members, then its parents', then the package's), with griffe, the loader mkdocstrings itself uses, and
   handed to mkdocs-autorefs as an optional reference (a link where the target is rendered on some page, its name in
@@ -30,7 +30,7 @@ RESULT_TABLES = {  # a benchmarks-page placeholder: the results file that replac
     "<!-- bsuite-scores -->": "bsuite.md",
     "<!-- craftax-1m -->": "craftax_1m.md",
 }
-# a Sphinx role as the rendered docstring holds it: :func:<code>~podracer.play.policy</code>
+# a Sphinx role as the rendered docstring holds it: :func:<code>~podracer.run.play.policy</code>
 ROLE = re.compile(r":(?:py:)?(?:func|class|meth|mod|data|attr|exc|obj|const):<code>(?P<target>[^<]+)</code>")
 ANCHOR = re.compile(r'id="(?P<path>podracer(?:\.[A-Za-z_][A-Za-z0-9_]*)*)"')
 
@@ -56,7 +56,7 @@ AGENT_NAMES = {"alphazero": "Gumbel AlphaZero", "muzero": "Gumbel MuZero"}
 def registries() -> dict[str, str]:
     """The home page's counts, from the registries (so that they cannot go stale): ``<!-- agents -->`` is the
     built-in agents, ``<!-- suites -->`` the JAX suites with an adapter, each counted and named."""
-    from podracer import agents, envs
+    from podracer.core import agents, envs
 
     def counted(names: list[str], what: str) -> str:
         number = NUMBERS[len(names)] if len(names) < len(NUMBERS) else str(len(names))

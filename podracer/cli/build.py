@@ -1,0 +1,325 @@
+"""The shared builders: the plan of a run, its sweep or population, its environments and logger, and what a
+checkpoint records of its agent and run (enough to rebuild the agent for a resume, an evaluation or a preview).
+
+:mod:`podracer.cli.experiment` (training) and :mod:`podracer.cli.evaluate` (playing a checkpoint) both build through
+here; the agent itself is made by :func:`podracer.agents.make` from its config, whatever asks for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Callable
+
+from podracer.core import agents, envs
+from podracer.run import hostenvs
+from podracer.run.anakin import core as anakin_core
+from podracer.run import checkpoint, parallel, startup
+from podracer.run import logging as logging_lib
+from podracer.core import normalize as normalize_lib
+from podracer.run import plan as plan_lib
+from podracer.core import pbt
+from podracer.cli import record
+from podracer.core import sweep as sweep_lib
+from podracer.run.anakin.population import Population
+from podracer.core.agents.base import flag, hyperparameters, with_hyperparameters
+from podracer.cli.config import NORMALIZE_OPTIONS, AnakinConfig, SebulbaConfig
+from podracer.core.envs.base import HostEnv, example_observation
+from podracer.run.logging import Logger, make_logger
+from podracer.run.plan import RunPlan
+from podracer.core.types import RunFacts
+
+
+def normalization(config) -> str | None:
+    """What ``--normalize-observations`` and ``--normalize-rewards`` ask for, as checkpoints record it (the
+    ``normalize`` entry of their metadata): None, "observations", "rewards" or "observations+rewards"."""
+    parts = [
+        name
+        for name, on in (("observations", config.normalize_observations), ("rewards", config.normalize_rewards))
+        if on
+    ]
+    return "+".join(parts) or None
+
+
+def normalization_options(config) -> dict:
+    """``--observation-clip``, ``--normalize-with`` and ``--return-restart`` where set away from their defaults,
+    by :func:`podracer.core.normalize.wrap`'s keywords (checkpoints record them: the metadata's
+    ``normalize_options``)."""
+    values = {name: getattr(config, name, default) for name, default in NORMALIZE_OPTIONS.items()}
+    return {name: value for name, value in values.items() if value != NORMALIZE_OPTIONS[name]}
+
+
+def check_normalizable(config, spec) -> None:
+    """``--normalize-observations`` needs a floating-point observation to normalise."""
+    if config.normalize_observations and not normalize_lib.has_floating_leaf(example_observation(spec)):
+        raise ValueError(
+            f"--normalize-observations: {config.env}'s observations have no floating-point entry to "
+            "normalise (images and boards of integers are scaled by their torso); drop the flag."
+        )
+
+
+def check_applies(config, spec) -> None:
+    """Flags set away from their defaults that this run would not use are refused in one line naming the flag and
+    what it needs (the rule written in ``docs/faults.md``): a Gaussian policy's ``--policy-std``, ``--policy-units``,
+    ``--log-std-init`` or ``--sde-sample-freq`` with discrete actions; ``--sde-sample-freq`` without ``--policy-std
+    sde``; ``--log-std-init`` with ``--policy-std state``; ``--lr-end`` and ``--lr-decay-steps`` (given, searched or
+    swept) with ``--lr-schedule constant``."""
+    agent = config.agent
+    network = getattr(agent, "network", None)
+    gaussian = (
+        ("policy_std", "parameter", "standard deviation"),
+        ("policy_units", "unit", "units"),
+        ("log_std_init", 0.0, "initial log standard deviation"),
+        ("sde_sample_freq", -1, "gSDE sampling"),
+    )
+    # the agent's own network defaults (SAC's standard deviation is a head of the state by default)
+    fields = dataclasses.fields(agent) if dataclasses.is_dataclass(agent) else ()
+    own = next((f.default for f in fields if f.name == "network"), None)
+    for name, default, what in gaussian:
+        default = getattr(own, name, default)
+        value = getattr(network, name, default)
+        if value != default and not spec.continuous:
+            raise ValueError(
+                f"--{name.replace('_', '-')} {value} sets a Gaussian policy's {what}, and {config.env}'s actions are "
+                "discrete: drop it."
+            )
+    std = getattr(network, "policy_std", "parameter")
+    if getattr(network, "sde_sample_freq", -1) != -1 and std != "sde":
+        raise ValueError(
+            f"--sde-sample-freq {network.sde_sample_freq} sets when gSDE draws its exploration matrices: it needs "
+            "--policy-std sde."
+        )
+    if getattr(network, "log_std_init", 0.0) != 0.0 and std == "state":
+        raise ValueError(
+            f"--log-std-init {network.log_std_init} starts a learned log standard deviation, which --policy-std "
+            "state does not have: drop it, or use --policy-std parameter or sde."
+        )
+    optimizer = getattr(agent, "optimizer", None)
+    if getattr(optimizer, "lr_schedule", None) != "constant":
+        return
+    varied = [("--sweep", name) for name in (getattr(config, "sweep_points", ()) or ({},))[0]]
+    if getattr(config, "pbt_search", ()):
+        varied += [("--pbt-search", r.name) for r in pbt.parse_search(agent, config.pbt_search)]
+    for name, default in (("lr_end", 0.0), ("lr_decay_steps", None)):
+        given = [f"{flag_name} {name}" for flag_name, varied_name in varied if varied_name == name]
+        if getattr(optimizer, name) != default:
+            given.insert(0, f"{flag(name)} {getattr(optimizer, name)}")
+        if given:
+            raise ValueError(
+                f"{given[0]} has no effect with --lr-schedule constant (the rate never decays): choose "
+                "--lr-schedule linear or cosine, or drop it."
+            )
+
+
+def agent_metadata(agent_config, run: RunFacts | None = None) -> dict:
+    """What a checkpoint records of the agent, enough for :func:`agent_config_from` and :func:`run_facts_from` to
+    rebuild it: its name, its hyper-parameters by flag name, and the facts of the run it trained in."""
+    out = {"agent": agents.name_of(agent_config), "agent_hyperparameters": hyperparameters(agent_config)}
+    return out if run is None else {**out, "run": run._asdict()}
+
+
+def agent_config_from(metadata: dict):
+    """The agent config a checkpoint's metadata (:func:`agent_metadata`) records; older checkpoints' records too
+    (a nested ``optimizer`` entry, DQN's ``run_env_steps``)."""
+    hyper = {}
+    for name, value in metadata["agent_hyperparameters"].items():
+        if isinstance(value, dict):  # a nested group, as dataclasses.asdict wrote it
+            hyper.update(value)
+        elif name != "run_env_steps":  # now a run fact (run_facts_from)
+            hyper[name] = tuple(value) if isinstance(value, list) else value
+    cls = agents.config_class(metadata["agent"])
+    return with_hyperparameters(cls(), hyper)
+
+
+def run_facts_from(metadata: dict) -> RunFacts | None:
+    """The run facts a checkpoint's metadata records (None for checkpoints written before they were recorded, or
+    the run's length alone where DQN's config kept it)."""
+    if "run" in metadata:
+        return RunFacts(**metadata["run"])
+    steps = metadata.get("agent_hyperparameters", {}).get("run_env_steps")
+    return (
+        None if steps is None else RunFacts(num_updates=1, envs_per_learner=1, rollout_length=1, total_env_steps=steps)
+    )
+
+
+# Agent hyper-parameters that shape the saved state: a resumed run keeps its checkpoint's.
+STATE_SHAPING = (
+    "hidden_sizes",
+    "torso",
+    "core",
+    "core_size",
+    "shared_torso",
+    "layer_norm",
+    "replay_capacity",
+    "update_rule",  # the optimizer state's tree (Adam's moments, RMSprop's one average)
+)
+
+
+def make_env(config) -> envs.Environment:
+    """An Anakin run's JAX environment: ``--env``, its other player as ``--opponent`` says (:func:`env_against`)."""
+    return env_against(config.env, getattr(config, "opponent", "random"))
+
+
+def env_against(name: str, opponent: str) -> envs.Environment:
+    """The JAX environment ``name`` with ``opponent`` making a two-player game's other moves (pgx's games;
+    ``"random"``: the environment as it is made; a one-line error naming ``--opponent`` elsewhere). Runs and
+    ``podracer evaluate`` both make their games here."""
+    if opponent == "random":
+        return envs.make(name)
+    if not name.startswith("pgx:"):
+        raise ValueError(
+            f"--opponent {opponent}: only two-player games (pgx:NAME, e.g. pgx:tic_tac_toe) have another player; "
+            f"{name} has none."
+        )
+    return envs.make(name, opponent=opponent)
+
+
+def run_metadata(config, mode: str, env: str, run: RunFacts, counts: dict | None = None) -> dict:
+    """What every checkpoint of a run records: the mode, the environment, the seed, the rollout, the normalisation,
+    the agent (:func:`agent_metadata`) and what a resume must share with it (:func:`resume_identity`; ``counts``:
+    the mode's flags that set the saved state's sizes and the env-step count, by flag)."""
+    return {
+        "mode": mode,
+        "env": env,
+        "seed": config.seed,
+        "rollout_length": config.rollout_length,
+        "normalize": normalization(config),
+        "normalize_options": normalization_options(config),
+        "opponent": getattr(config, "opponent", "random"),
+        "log_dir": os.path.abspath(config.log_dir) if config.log_dir else None,  # where a resume keeps logging
+        **agent_metadata(config.agent, run),
+        "resume_identity": resume_identity(config, mode, env, counts or {}),
+    }
+
+
+def resume_identity(config, mode: str, env: str, counts: dict) -> dict:
+    """What a resumed run must share with its checkpoint, by flag, as JSON writes it: the mode, ``--env``,
+    ``--agent``, ``--rollout-length``, normalisation, the agent's :data:`STATE_SHAPING` flags and ``counts``."""
+    hyper = hyperparameters(config.agent)
+    identity = {"mode": mode, "--env": env, "--agent": agents.name_of(config.agent)}
+    identity["--rollout-length"] = config.rollout_length
+    identity["--normalize-observations"] = config.normalize_observations
+    identity["--normalize-rewards"] = config.normalize_rewards
+    identity.update({"--" + k.replace("_", "-"): v for k, v in normalization_options(config).items()})
+    identity.update({"--" + name.replace("_", "-"): hyper[name] for name in STATE_SHAPING if name in hyper})
+    if getattr(config, "population", None):  # the lanes and what they search shape the saved state
+        identity.update({"--population": config.population, "--pbt-search": list(config.pbt_search)})
+    return json.loads(json.dumps({**identity, **counts}))
+
+
+def run_logger(config, total_env_steps: int, console_keys: tuple[str, ...], resuming: bool) -> Logger:
+    """The run's logger: console progress on process 0 and, with ``--log-dir``, JSONL and TensorBoard (a run that
+    does not resume adds no second series there: :func:`podracer.run.logging.start_fresh`)."""
+    main = parallel.is_main_process()
+    if main and not resuming:
+        logging_lib.start_fresh(config.log_dir, config.resume)
+    logger = make_logger(
+        config.log_dir,
+        is_main=main,
+        total_env_steps=total_env_steps,
+        console_keys=console_keys + (("eval_return", "eval_return_min") if config.eval_every else ()),
+        wandb_project=config.wandb_project,
+        wandb_config=dataclasses.asdict(config),
+        process=parallel.process_index(),
+        started=startup.LAUNCH,  # progress lines count from the launch
+    )
+    if main and config.log_dir:  # the run records itself: run.toml (replayable with --preset), run.json
+        mode = "anakin" if isinstance(config, AnakinConfig) else "sebulba"
+        logger.add_hyperparameters(record.write(config, mode, config.log_dir))
+    return logger
+
+
+def newest_checkpoint(config):
+    """What names the run's newest complete checkpoint when a stop's save does not finish (None: no directory)."""
+    directory = config.checkpoint_dir
+    return None if not directory else lambda: checkpoint.describe_newest(directory)
+
+
+def run_ended(config):
+    """What every exit path of a run does (:func:`podracer.run.lifetime.starting`): process 0 writes its checkpoint
+    directory's ``finished.json``, so that a preview beside it ends (None without a directory)."""
+    directory = config.checkpoint_dir
+    if not directory or not parallel.is_main_process():
+        return None
+    return lambda: checkpoint.mark_finished(directory)
+
+
+def anakin_plan(config: AnakinConfig, num_global_devices: int | None = None) -> RunPlan:
+    """The plan of an Anakin run of ``config`` over ``num_global_devices`` devices (default: every device of every
+    process): ``--total-env-steps``, when given, turned into updates rounded up to whole host calls."""
+    num_global = parallel.num_global_devices() if num_global_devices is None else num_global_devices
+    return plan_lib.anakin_plan(
+        num_envs_per_device=config.envs_per_device(num_global),
+        rollout_length=config.rollout_length,
+        num_updates=config.num_updates,
+        total_env_steps=config.total_env_steps,
+        updates_per_call=config.updates_per_call,
+        num_devices=num_global,
+        eval_every=config.eval_every,
+        target_return=config.target_return,
+        on_nonfinite=config.on_nonfinite,
+    )
+
+
+def sebulba_plan(config: SebulbaConfig, per_actor: int, layout: parallel.Layout) -> RunPlan:
+    """The plan of a Sebulba run of ``per_actor`` environments per actor thread: every process feeds one trajectory
+    per update round, split over its learner devices."""
+    return plan_lib.sebulba_plan(
+        num_envs_per_actor=per_actor,
+        rollout_length=config.rollout_length,
+        total_env_steps=config.total_env_steps,
+        num_learner_devices=len(parallel.local_devices(layout.learner_devices)),
+        num_processes=parallel.process_count(),
+        eval_every=config.eval_every,
+        target_return=config.target_return,
+        on_nonfinite=config.on_nonfinite,
+    )
+
+
+def make_sweep(config: AnakinConfig, spec, run: RunFacts | None = None) -> anakin_core.Entries | None:
+    """The :class:`~podracer.run.anakin.core.Sweep` of ``--sweep``, or the
+    :class:`~podracer.run.anakin.population.Population` of ``--population`` (None without either): each setting's (or
+    lane's) agent and optimizer from its values (``run``: the run's facts, where a decaying learning rate ends)."""
+    if not config.sweep and not config.population:
+        return None
+
+    def build(values):
+        agent = agents.make(
+            sweep_lib.with_values(config.agent, values),
+            spec,
+            run=run,
+            normalize=normalization(config),
+            normalize_options=normalization_options(config),
+        )
+        return agent, agent.optimizer
+
+    if config.sweep:
+        return anakin_core.Sweep(config.sweep_points, build)
+    search = pbt.parse_search(config.agent, config.pbt_search)
+    lanes = pbt.starting_values(search, config.population, config.seed)
+    every = config.pbt_every or config.updates_per_call
+    return Population(search, lanes, build, every, config.pbt_fraction, config.pbt_resample, config.seed)
+
+
+def final_entries(config: AnakinConfig, metadata: dict) -> list[tuple[str, dict]]:
+    """Where each seed (and setting) of a run of several is saved at its end, and its metadata."""
+    out = []
+    for point in config.sweep_points or ({},):
+        agent = agent_metadata(with_hyperparameters(config.agent, point))
+        for seed in range(config.seed, config.seed + config.num_seeds):
+            where = os.path.join(sweep_lib.label(point), f"seed_{seed}") if point else f"seed_{seed}"
+            out.append((where, {**metadata, **agent, "seed": seed}))
+    return out
+
+
+def host_env_factory(config: SebulbaConfig) -> Callable[[int, int], HostEnv]:
+    """``make_env(seed, num_envs)`` for ``config.env``: envpool, gymnasium (``gymnasium:ID``), or a JAX environment
+    stepped on the host (``jax:NAME``, ``SUITE:NAME``); see :func:`podracer.envs.make_host`."""
+
+    def make_env(seed: int, num_envs: int) -> HostEnv:
+        return hostenvs.make_host(
+            config.env, num_envs, seed, num_threads=config.envpool_threads, vectorization=config.gymnasium_vectorization
+        )
+
+    return make_env

@@ -1,0 +1,489 @@
+"""The config tree, and the command lines made from it (:mod:`podracer.cli.flags`).
+
+Frozen dataclasses, each checked once in ``__post_init__`` with an error that names the flag:
+
+- :class:`RunConfig`: what every run has (seed, logging, checkpoints, devices, processes);
+- :class:`AnakinConfig` and :class:`SebulbaConfig`: a run config plus what is particular to the mode, and
+  ``agent``: the chosen agent's config (:mod:`podracer.agents`), which owns every hyper-parameter of the agent.
+
+On the command line each registered agent is a subcommand whose flags are its config's fields (``python -m
+podracer.sebulba ppo --num-epochs 2``); ``--agent NAME`` is another spelling of the same choice. A new field of an
+agent's config is therefore a new flag of both modes, with its default and help (the field's comment) in ``--help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import importlib.util
+import sys
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal, TypeVar
+
+from podracer.core import agents, envs, install, pbt, sweep
+from podracer.cli import flags, helptext, presets
+from podracer.run import parallel
+from podracer.cli import catalog
+from podracer.run import multihost
+from podracer.core.agents.base import check_finite, flag
+from podracer.cli.flags import Flag
+from podracer.core.types import MAX_SEED
+from podracer.cli.command_line import (  # noqa: F401 (UsageError, import_module: re-exported)
+    UsageError,
+    flag_values,
+    import_module,
+    import_requested,
+    take_agent,
+)
+
+T = TypeVar("T")
+MAX_EPISODES = 65_536  # --eval-episodes, evaluate's --episodes: played at once, one environment each
+
+
+# A mode's ``agent`` field: the config of one registered agent (:mod:`podracer.agents`). :func:`parse` gives the
+# parser the chosen agent's class alone, so that a command line imports that agent's module and no other.
+AgentConfig = Any
+
+
+def _agent_default(name: str):
+    """The ``agent`` field's default: ``name``'s config with its defaults, its module imported when first made."""
+    return functools.partial(lambda name: agents.config_class(name)(), name)
+
+
+AnakinEnvName = Annotated[
+    str,
+    Flag(
+        metavar="NAME",
+        help=f"JAX environment: {', '.join(envs.names())}, one registered with podracer.envs.register, or "
+        f"SUITE:NAME ({', '.join(f'{s}:...' for s in sorted(envs.SUITES))}); --env list shows them, --env list:TEXT "
+        "one suite or the names containing TEXT",
+    ),
+]
+
+Imports = Annotated[
+    tuple[str, ...],
+    Flag(
+        name="import",
+        metavar="MODULE",
+        help="import this module (package.module, or a path/to/file.py) before anything else, so that the environments "
+        "and agents it registers (podracer.envs.register, podracer.agents.register) can be named; repeat for several",
+        repeat=True,
+    ),
+]
+
+
+def check_env(name: str) -> None:
+    """``--env`` names a JAX environment that can be made (built-in, registered, or SUITE:NAME from an installed
+    suite)."""
+    try:
+        envs.check(name)
+    except ValueError as error:
+        raise ValueError(f"--env: {error}") from None
+
+
+def _at_least(config, low: int, *names: str) -> None:
+    for name in names:
+        value = getattr(config, name)
+        if value is not None and value < low:
+            raise ValueError(f"{flag(name)} must be >= {low}, got {value}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """What every run has, in either mode."""
+
+    seed: int = 0  # random seed
+    # write DIR/metrics.jsonl and TensorBoard events there; on the command line, without it: a new
+    # runs/ENV__AGENT__SEED__TIME ($PODRACER_RUNS_DIR instead of runs)
+    log_dir: Annotated[str | None, Flag(metavar="DIR")] = None
+    no_log_dir: Annotated[bool, Flag(pair=False)] = False  # the command line writes no log directory
+    # save the learner there (orbax; podracer evaluate plays it) at the end, on Ctrl-C and every
+    # --checkpoint-every updates; the newest 3 are kept
+    checkpoint_dir: Annotated[str | None, Flag(metavar="DIR")] = None
+    # updates between checkpoints; None: only at the end and on a stop (Ctrl-C, SIGTERM, SIGUSR1)
+    checkpoint_every: int | None = None
+    # also take a checkpoint once this many seconds have passed since the last one (wall time, checked after each host
+    # call or learner update); None: never by time
+    checkpoint_every_seconds: float | None = None
+    # continue from the newest checkpoint in --checkpoint-dir: yes (bare --resume): it must be there; auto: when it is,
+    # else start fresh (one command line for every attempt of a requeued job); no
+    resume: Annotated[Literal["no", "yes", "auto"], Flag(bare="yes", off="no")] = "no"
+    # an update with a non-finite loss, gradient or parameter: stop (one line, exit 1; none saved), skip it, continue
+    on_nonfinite: Literal["stop", "skip", "continue"] = "stop"
+    cpu_devices: int | None = None  # CPU devices to expose when JAX runs on the CPU; None: one per core
+    coordinator: str | None = None  # multi-process: HOST:PORT of process 0
+    num_processes: int | None = None  # multi-process: number of processes
+    process_id: int | None = None  # multi-process: index of this process, 0 ... num_processes - 1
+    distributed: bool = False  # multi-process: let JAX detect the cluster (TPU pod slice, Slurm)
+    distributed_timeout: int = 45  # multi-process: seconds to reach the coordinator and every process before giving up
+    # updates between evaluations of the greedy policy on separate environments with fixed seeds (Anakin: a multiple of
+    # --updates-per-call); None: none
+    eval_every: int | None = None
+    # the policy evaluations play: greedy (the most likely or highest-valued action) or sampled (the behaviour policy)
+    eval_policy: Literal["greedy", "sampled"] = "greedy"
+    # episodes per evaluation, one per environment, all at once (Anakin: compiled on the device)
+    eval_episodes: int = 32
+    # stop (and save) once an evaluation's mean return reaches this; needs --eval-every
+    target_return: float | None = None
+    # act and learn on observations standardised by running statistics (mean and variance of every device's and
+    # process's batches, kept with the parameters: checkpointed, used by evaluate), clipped to [-5, 5]; floating-point
+    # observations only
+    normalize_observations: bool = False
+    # learn from rewards divided by a running estimate of the discounted return's standard deviation (the agent's
+    # --discount), clipped to [-10, 10]
+    normalize_rewards: bool = False
+    # --normalize-observations clips each standardised entry to [-this, this] (CleanRL's and gymnasium's: 10)
+    observation_clip: Annotated[float, Flag(metavar="STDS")] = 5.0
+    # the statistics the loss sees a trajectory normalised with: those updated with it (brax's PPO), or those the
+    # actor acted with, before the update (acting: Stable-Baselines3's and CleanRL's, whose buffers keep observations
+    # as acted on; exact where the actor has the learner's newest parameters, as with Sebulba's --max-policy-lag 0)
+    normalize_with: Literal["updated", "acting"] = "updated"
+    # where the discounted return whose spread scales rewards (--normalize-rewards) restarts: at every episode's end
+    # (Stable-Baselines3's VecNormalize), or only where one terminates, running on across a time limit (termination:
+    # gymnasium's NormalizeReward, CleanRL's)
+    return_restart: Literal["episode", "termination"] = "episode"
+    # also log to this Weights & Biases project (the wandb extra; WANDB_MODE=offline needs no network)
+    wandb_project: Annotated[str | None, Flag(metavar="NAME")] = None
+    # keep compiled programs on disk (JAX's persistent compilation cache): a run with the same settings skips
+    # compilation
+    compile_cache: bool = True
+    # where; None: $XDG_CACHE_HOME/podracer/jax (~/.cache/podracer/jax)
+    compile_cache_dir: Annotated[str | None, Flag(metavar="DIR")] = None
+    imports: Imports = ()
+    # settings kept for a task (podracer/presets/*.toml), applied before the command line's own flags (which win);
+    # --preset list describes them
+    preset: Annotated[str | None, Flag(metavar="NAME")] = None
+
+    def __post_init__(self):
+        if isinstance(self.resume, bool):  # Python callers: resume=True / False
+            object.__setattr__(self, "resume", "yes" if self.resume else "no")
+        for name, choices in (
+            ("resume", ("no", "yes", "auto")),
+            ("on_nonfinite", ("stop", "skip", "continue")),
+            ("normalize_with", ("updated", "acting")),
+            ("return_restart", ("episode", "termination")),
+        ):
+            if getattr(self, name) not in choices:
+                flag, got = name.replace("_", "-"), getattr(self, name)
+                raise ValueError(f"--{flag}: invalid choice: {got!r} (choose from {', '.join(choices)}).")
+        check_finite(self)
+        if not 0 <= self.seed <= MAX_SEED:  # seeds are int32 in the programs that make their keys
+            raise ValueError(f"--seed must be between 0 and {MAX_SEED}, got {self.seed}.")
+        _at_least(self, 1, "checkpoint_every", "cpu_devices", "distributed_timeout")
+        if self.eval_episodes > MAX_EPISODES:
+            raise ValueError(
+                f"--eval-episodes must be <= {MAX_EPISODES:,} (one environment each), got {self.eval_episodes}."
+            )
+        if self.checkpoint_every_seconds is not None and not self.checkpoint_every_seconds > 0:
+            raise ValueError(f"--checkpoint-every-seconds must be > 0, got {self.checkpoint_every_seconds}.")
+        _check_normalization(self)
+        multihost.check_process_id(self.num_processes, self.process_id)
+        multihost.check_coordinator(self.coordinator)
+        _at_least(self, 1, "eval_every", "eval_episodes")
+        if self.target_return is not None and self.eval_every is None:
+            raise ValueError("--target-return needs --eval-every.")
+        if self.wandb_project and importlib.util.find_spec("wandb") is None:
+            raise ValueError(f"--wandb-project needs wandb: {install.command('wandb')}.")
+        if (
+            self.checkpoint_every is not None or self.checkpoint_every_seconds is not None or self.resume != "no"
+        ) and not self.checkpoint_dir:
+            raise ValueError("--checkpoint-every, --checkpoint-every-seconds and --resume need --checkpoint-dir.")
+
+
+# The normalisation options beside the two switches, by field (podracer.core.normalize.wrap's keywords), with their
+# defaults: checkpoints record those set away from them (podracer.cli.build.normalization_options).
+NORMALIZE_OPTIONS = {
+    field.name: field.default
+    for field in dataclasses.fields(RunConfig)
+    if field.name in ("observation_clip", "normalize_with", "return_restart")
+}
+
+
+def _check_normalization(config) -> None:
+    """The normalisation options (:data:`NORMALIZE_OPTIONS`): given only with the normalisation they shape."""
+    if not config.observation_clip > 0:
+        raise ValueError(f"--observation-clip must be > 0, got {config.observation_clip}.")
+    shapes = {
+        "observation_clip": (config.normalize_observations, "--normalize-observations"),
+        "return_restart": (config.normalize_rewards, "--normalize-rewards"),
+        "normalize_with": (
+            config.normalize_observations or config.normalize_rewards,
+            "--normalize-observations or --normalize-rewards",
+        ),
+    }
+    for name, default in NORMALIZE_OPTIONS.items():
+        on, what = shapes[name]
+        if getattr(config, name) != default and not on:
+            flag_name = "--" + name.replace("_", "-")
+            raise ValueError(
+                f"{flag_name} shapes {what}, which this run does not ask for: add it, or drop {flag_name}."
+            )
+
+
+def _check_burn_in(agent, rollout_length: int) -> None:
+    burn_in = getattr(agent, "burn_in", None)
+    if burn_in is not None and burn_in >= rollout_length:
+        raise ValueError(f"--burn-in ({burn_in}) must be shorter than --rollout-length ({rollout_length}).")
+
+
+class _ChoosesAnAgent:
+    """A mode's config: its ``agent`` field is one registered agent's config."""
+
+    @property
+    def agent_name(self) -> str:
+        return agents.name_of(self.agent)
+
+
+@dataclasses.dataclass(frozen=True)
+class AnakinConfig(RunConfig, _ChoosesAnAgent):
+    """A training run in Anakin mode: JAX environments and the learner in one program per device."""
+
+    env: AnakinEnvName = "catch"
+    agent: AgentConfig = dataclasses.field(default_factory=_agent_default("a2c"))  # the agent and its hyper-parameters
+    # seeds trained together in one compiled program, vmapped on every device: --seed S --num-seeds N trains seeds S ...
+    # S + N - 1, each as a run of its own
+    num_seeds: int = 1
+    num_envs_per_device: int = 64  # environments stepped on each device
+    # environments in total, over all devices of all processes; overrides --num-envs-per-device
+    num_envs: int | None = None
+    rollout_length: int = 16  # environment steps per rollout (per update)
+    # two-player pgx games: who makes the other player's moves: random legal moves, one-step greedy ones (a winning
+    # move where there is one), or the agent itself (self-play: every move the agent's; evaluations play random moves)
+    opponent: Literal["random", "greedy", "self"] = "random"
+    num_updates: int = 240  # learner updates in the run
+    # the run's budget in environment steps per seed (all devices together), as in Sebulba; overrides --num-updates,
+    # rounded up to whole host calls (--updates-per-call updates each; the banner says by how much)
+    total_env_steps: int | None = None
+    updates_per_call: int = 20  # updates scanned on the device per host call; one log line per call
+    # NAME=V1,V2,... (repeat for a grid): train every setting x --num-seeds in one program; ends with a table of final
+    # returns (mean, IQM, 95% bootstrap intervals) and, with --log-dir, sweep.csv and sweep.png
+    sweep: Annotated[tuple[str, ...], Flag(metavar="SETTING", repeat=True)] = ()
+    # lanes of a population trained in one program with population-based training over --pbt-search
+    population: int | None = None
+    # NAME=[log:]LOW..HIGH (repeat): a hyper-parameter PBT searches, its range and scale (learning_rate=log:1e-4..1e-2)
+    pbt_search: Annotated[tuple[str, ...], Flag(metavar="RANGE", repeat=True)] = ()
+    pbt_every: int | None = None  # updates between rankings (a multiple of --updates-per-call); None: every call
+    pbt_fraction: float = 0.25  # the bottom fraction of lanes copies a lane of the top fraction at each ranking
+    pbt_resample: float = 0.25  # chance that a copied value is drawn afresh from its range, else x0.8 or x1.25
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.preset is not None:
+            presets.get(self.preset, "anakin")
+        check_env(self.env)
+        if self.eval_every is not None:
+            parallel.check_divisible(
+                self.eval_every, self.updates_per_call, "--eval-every", "updates per call (--updates-per-call)"
+            )
+        _at_least(
+            self, 1, "num_seeds", "num_envs_per_device", "num_envs", "rollout_length", "num_updates", "updates_per_call"
+        )
+        _at_least(self, 1, "total_env_steps")
+        _check_burn_in(self.agent, self.rollout_length)
+        parallel.check_divisible(
+            self.num_updates, self.updates_per_call, "--num-updates", "updates per call (--updates-per-call)"
+        )
+        if self.checkpoint_every is not None:
+            parallel.check_divisible(
+                self.checkpoint_every,
+                self.updates_per_call,
+                "--checkpoint-every",
+                "updates per call (--updates-per-call)",
+            )
+        pbt.check_config(self)  # --num-seeds, --sweep and --population against each other and the rest
+
+    @property
+    def sweep_points(self) -> tuple[dict[str, float], ...]:
+        """The settings of ``--sweep`` (the grid, last name fastest); ``()`` without one."""
+        return sweep.parse(self.agent, self.sweep)
+
+    @property
+    def entries(self) -> int:
+        """How many learners the run trains together: seeds x settings, or the population's lanes."""
+        return self.population or self.num_seeds * max(len(self.sweep_points), 1)
+
+    def envs_per_device(self, num_global_devices: int) -> int:
+        """Environments on each device, checking that a total splits evenly."""
+        if self.num_envs is None:
+            return self.num_envs_per_device
+        return parallel.check_divisible(self.num_envs, num_global_devices, "--num-envs", "devices of this run")
+
+
+@dataclasses.dataclass(frozen=True)
+class SebulbaConfig(RunConfig, _ChoosesAnAgent):
+    """A training run in Sebulba mode: actor threads step host environments, a learner trains on their trajectories."""
+
+    # envpool task id or short name (Pong, Breakout, CartPole, HalfCheetah-v4); gymnasium:ID, any registered gymnasium
+    # environment (gymnasium:CartPole-v1, gymnasium:my_package:MyTask-v0); or a JAX environment stepped on the host:
+    # jax:NAME (jax:memory, jax:catch, jax:cartpole) or SUITE:NAME (gymnax:CartPole-v1, brax:ant); --env list shows them
+    # (envpool's ids first), --env list:TEXT one suite or the names containing TEXT
+    env: str = "Pong"
+    # the agent and its hyper-parameters; on the command line without --agent: impala for Atari games, ppo for every
+    # other environment
+    agent: AgentConfig = dataclasses.field(default_factory=_agent_default("impala"))
+    total_env_steps: int = 10_000_000  # environment steps to train for (all actors together)
+    actor_devices: tuple[int, ...] | None = None  # indices of the local devices that act; None: device 0
+    # indices of the local devices that learn; None: all but the actor devices, or device 0 alone
+    learner_devices: tuple[int, ...] | None = None
+    actor_threads: int = 1  # actor threads per actor device, each with its own envpool batch
+    num_envs_per_actor: int = 32  # environments per actor thread (must divide over the learner devices)
+    # environments in total, over all actor threads of all processes; overrides --num-envs-per-actor
+    num_envs: int | None = None
+    # groups an actor thread's environments are split into: one group steps while another's actions are computed; None:
+    # 2 on accelerators, 1 when actors run on the CPU
+    env_groups: int | None = None
+    envpool_threads: int = 0  # envpool worker threads per batch; 0: envpool's default
+    # gymnasium:ID batches: sync steps them in the actor thread; async gives each environment a process of its own (for
+    # environments slower to step than a process round trip)
+    gymnasium_vectorization: Literal["sync", "async"] = "sync"
+    rollout_length: int = 20  # environment steps per trajectory
+    queue_size: int = 2  # trajectories the queue holds before actors wait
+    # an actor starts a trajectory only once the learner has taken every trajectory started before it but this many:
+    # 0 learns from each trajectory with the parameters that acted it (on-policy, as CleanRL's PPO; several actor
+    # threads then take turns); None: actors act with the newest parameters without waiting (Sebulba's pipelining)
+    max_policy_lag: int | None = None
+    log_every: int = 10  # learner updates between log lines
+    # seconds an actor thread may go without shipping a trajectory (waits for queue room and its first parameters
+    # aside) before the run stops, naming it
+    actor_timeout: float = 900.0
+
+    @classmethod
+    def command_line_agent(cls, env: str) -> str | None:
+        """The agent a command line without ``--agent`` trains on ``env``: IMPALA for Atari games (envpool's
+        stacked frames, what IMPALA's ResNet was made for), PPO for every other environment (vectors, boards,
+        JAX environments: PPO solves CartPole with its defaults where IMPALA's stall); ``None`` (the field's
+        default) for an id envpool does not know, which fails later with its own message."""
+        if envs.is_jax_on_host(env) or env.startswith("gymnasium:"):
+            return "ppo"
+        try:
+            from podracer.run.hostenvs.envpool import is_atari, resolve_task_id
+
+            return "impala" if is_atari(resolve_task_id(env)) else "ppo"
+        except (ImportError, ValueError):
+            return None
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.preset is not None:
+            presets.get(self.preset, "sebulba")
+        positive = ("total_env_steps", "actor_threads", "num_envs_per_actor", "num_envs", "rollout_length")
+        _at_least(self, 1, *positive, "queue_size", "log_every", "env_groups")
+        _at_least(self, 0, "envpool_threads", "max_policy_lag")
+        if not self.actor_timeout > 0:
+            raise ValueError(f"--actor-timeout must be > 0, got {self.actor_timeout}.")
+        _check_burn_in(self.agent, self.rollout_length)
+        if envs.is_jax_on_host(self.env):
+            check_env(self.env.removeprefix("jax:"))  # unknown names fail here, with the list of known ones
+        elif not self.env.startswith("gymnasium:"):
+            from podracer.run.hostenvs.envpool import require
+
+            require(self.env)  # envpool is an extra: its absence is one line here, before anything starts
+        if self.env_groups is not None:
+            parallel.check_divisible(self.num_envs_per_actor, self.env_groups, "--num-envs-per-actor", "--env-groups")
+
+    def envs_per_actor(self, num_actors: int) -> int:
+        """Environments per actor thread, given the actor threads of all processes; checks that a total splits
+        evenly."""
+        if self.num_envs is None:
+            return self.num_envs_per_actor
+        return parallel.check_divisible(self.num_envs, num_actors, "--num-envs", "actor threads of this run")
+
+    def groups(self, actor_platform: str, num_envs_per_actor: int) -> int:
+        """Environment groups per actor thread. On the CPU, inference and envpool share the same
+        cores and splitting the batch only adds per-call overhead (CartPole: 29k env steps/s with one
+        group, 21k with two), so one group; on an accelerator, inference overlaps stepping."""
+        if self.env_groups is not None:
+            return self.env_groups
+        return 1 if actor_platform == "cpu" or num_envs_per_actor % 2 else 2
+
+
+def _default_agent(cls, argv: list[str], asks_help: bool) -> str | None:
+    """The agent a command line that names none trains, where its config class chooses by ``--env``
+    (``command_line_agent``: Sebulba's); None (the field's default) for ``--help`` and other classes."""
+    choose = getattr(cls, "command_line_agent", None)
+    if choose is None or asks_help:
+        return None
+    given = flag_values(argv, "--env")
+    env = given[-1] if given else next((f.default for f in dataclasses.fields(cls) if f.name == "env"), None)
+    return choose(env) if isinstance(env, str) else None
+
+
+def _mode(cls) -> str | None:
+    """The command a config class configures ("anakin" or "sebulba"), for its presets; None for others."""
+    return "anakin" if issubclass(cls, AnakinConfig) else "sebulba" if issubclass(cls, SebulbaConfig) else None
+
+
+def parse(
+    default: T | type[T], argv: Sequence[str] | None = None, *, prog: str | None = None, description: str | None = None
+) -> T:
+    """The config that ``argv`` (default ``sys.argv[1:]``) describes, starting from ``default`` (a config, or a
+    config class whose defaults apply). Bad input prints ``PROG: error: MESSAGE`` and exits with status 2.
+
+    In order: ``--import`` (it registers agents and environments the rest may name), ``--env list`` and ``--preset
+    list`` (they print and exit), the agent (``--agent NAME``, a preset's, or the default: its config's fields are
+    flags), the preset's flags parsed as the defaults of the command line's own, then the command line."""
+    prog = prog or sys.argv[0]
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        import_requested(argv)
+    except (UsageError, ValueError) as error:
+        print(f"{prog}: error: {error}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+    cls = default if isinstance(default, type) else type(default)
+    chooses = any(f.name == "agent" for f in dataclasses.fields(cls))
+    if chooses:
+        description = ((description or "").rstrip(".") + ". " if description else "") + (
+            "Choose the agent with --agent NAME (or NAME alone); --agent NAME --help lists its flags."
+        )
+    mode = _mode(cls)
+    if "env" in {f.name for f in dataclasses.fields(cls)}:
+        catalog.list_if_asked(flag_values(argv, "--env"), mode or "anakin")  # --env list[:TEXT]: exits 0
+    if mode == "sebulba" and any(a.split("=")[0] in ("--population", "--pbt-search") for a in argv):
+        print(f"{prog}: error: {pbt.SEBULBA_REFUSAL}", file=sys.stderr, flush=True)
+        raise SystemExit(2)
+    if mode and "list" in flag_values(argv, "--preset"):
+        print(presets.listing(mode))
+        raise SystemExit(0)
+    preset = None
+    try:
+        preset_argv, preset, argv = presets.take(argv, mode, flags.repeated(cls)) if mode else ([], None, argv)
+        asks_help = any(a in ("-h", "--help") for a in argv)
+        argv = [a for a in argv if a not in ("-h", "--help")]
+        instance = None if isinstance(default, type) else default
+        given = from_preset = None
+        chosen = {}  # the agent, where not the default's
+        if chooses:
+            given, argv = take_agent(argv, flags.without_value(cls))
+            from_preset, preset_argv = take_agent(preset_argv, set())
+            if given and from_preset and given != from_preset:  # the preset's agent flags would not apply to it
+                raise UsageError(
+                    f"--preset {preset.name} trains --agent {from_preset}; drop --agent {given} or the preset."
+                )
+            named = given or from_preset or _default_agent(cls, preset_argv + argv, asks_help)
+            if named is not None and not (instance is not None and agents.name_of(instance.agent) == named):
+                chosen = {"agent": agents.config_class(named)()}
+        start = flags.starting(cls, instance, **chosen)
+        found = flags.options(cls, start)
+        if asks_help:
+            name = agents.name_of(start.agent) if chooses else None
+            page = helptext.layout(mode, prog, description, agent=name, given=bool(given or from_preset))
+            sys.stdout.write(page(found))
+            sys.stdout.flush()
+            raise SystemExit(0)
+        parser = flags.parser(found, prog)
+        values = argparse.Namespace()
+        if preset is not None:
+            try:
+                values = parser.parse_args(preset_argv, values)
+            except UsageError as error:
+                raise UsageError(presets.blame(preset, str(error))) from None
+            values.preset = preset.name
+        values = parser.parse_args(argv, values)
+        return flags.build(cls, start, vars(values))  # each config's __post_init__ checks it: a ValueError
+    except (UsageError, ValueError) as error:
+        message = str(error)
+        if message.startswith("unrecognized arguments: ") and chooses:
+            message += " (each agent's flags: --agent NAME --help)"
+        print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None

@@ -1,0 +1,207 @@
+"""An actor thread: one host environment batch, one device, one key."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+import jax
+import numpy as np
+
+from podracer.run import parallel
+from podracer.core.agents.base import Agent, act_mask, split_start_state
+from podracer.core.envs.base import HostEnv, check_action_mask
+from podracer.run.sebulba.pipeline import ActorStatus, ParamStore, Rollout, StopAwareQueue
+from podracer.core.types import TimeStep, Trajectory
+
+
+def make_act(agent: Agent):
+    """``act(params, observation, key, state, first, action_mask=None) -> (action, extras, state, next key)``, jitted;
+    it runs where its inputs live. ``state`` is the agent's actor state (``agent.initial_state``); ``action_mask``
+    the time step's legal actions, where the environment has them."""
+    if agent.plans:
+        raise ValueError(
+            "--agent alphazero searches with a JAX environment's own rules: it trains in Anakin (podracer anakin), "
+            "not in Sebulba."
+        )
+
+    def act(params, observation, key, state, first, action_mask=None):
+        key, act_key = jax.random.split(key)
+        action, extras, state = agent.act(params, observation, act_key, state, first, **act_mask(action_mask))
+        return action, extras, state, key
+
+    return jax.jit(act)
+
+
+def _stack(entries):
+    """The trajectory of ``T + 1`` entries; the start state (recurrent agents) only of the first."""
+    timesteps, actions, extras = zip(*entries)
+    start = split_start_state(extras[0])[1]
+    extras = [split_start_state(e)[0] for e in extras]
+    stack = lambda *xs: np.stack(xs)  # noqa: E731
+    return Trajectory(jax.tree.map(stack, *timesteps), np.stack(actions), jax.tree.map(stack, *extras), start)
+
+
+def _split_for_learners(trajectory: Trajectory, num_learners: int) -> Trajectory:
+    """``[T + 1, B, ...]`` -> ``[num_learners, T + 1, B / num_learners, ...]`` (the actor state: ``[B, ...]`` ->
+    ``[num_learners, B / num_learners, ...]``)."""
+
+    def split(x):
+        t, b = x.shape[:2]
+        return np.moveaxis(x.reshape(t, num_learners, b // num_learners, *x.shape[2:]), 1, 0)
+
+    def split_batch(x):
+        return x.reshape(num_learners, x.shape[0] // num_learners, *x.shape[1:])
+
+    time_major = trajectory._replace(actor_state=())
+    return jax.tree.map(split, time_major)._replace(actor_state=jax.tree.map(split_batch, trajectory.actor_state))
+
+
+def _concat(parts):
+    """Entries of the environment groups -> one entry over their concatenated batch."""
+    if len(parts) == 1:
+        return parts[0]
+    return jax.tree.map(lambda *xs: np.concatenate(xs), *parts)
+
+
+class _DiscountedReturns:
+    """Adds each environment's discounted return so far (``Trajectory.discounted_return``) to an actor's
+    trajectories, for agents that scale rewards by its spread (``Agent.return_discount``); for the others, the
+    trajectory as it is. Entry 0 of a trajectory is the previous one's last entry: its value is carried over."""
+
+    def __init__(self, gamma: float | None, num_envs: int, restart: str = "episode"):
+        self.gamma, self.carried = gamma, np.zeros(num_envs, np.float32)  # the reset's time step: reward 0
+        self.restart = restart
+
+    def __call__(self, trajectory: Trajectory) -> Trajectory:
+        if self.gamma is None:
+            return trajectory
+        timestep = trajectory.timestep
+        returns = discounted_returns(
+            np.asarray(timestep.reward, np.float32),
+            np.asarray(timestep.last),
+            np.asarray(timestep.discount),
+            self.gamma,
+            self.carried,
+            self.restart,
+        )
+        self.carried = returns[-1]
+        return trajectory._replace(discounted_return=returns)
+
+
+def discounted_returns(reward, last, discount, gamma: float, carried, restart: str = "episode") -> np.ndarray:
+    """Each environment's discounted return so far [T, B], entry 0's being ``carried``. A time step after a
+    ``last`` one is the next episode's first (reward 0): the return restarts there from 0 (``restart``
+    "episode"), or only after a termination (``discount`` 0; "termination"), carrying on as it was across a time
+    limit, as if one episode continued the other (gymnasium's ``NormalizeReward``)."""
+    returns = np.empty_like(reward)
+    returns[0] = carried
+    for t in range(1, len(reward)):
+        ended = last[t - 1] if restart == "episode" else last[t - 1] & (discount[t - 1] == 0)
+        after_last = np.where(ended, 0.0, returns[t - 1])
+        returns[t] = np.where(last[t - 1], after_last, gamma * returns[t - 1]) + reward[t]
+    return returns
+
+
+def _reset(env: HostEnv) -> TimeStep:
+    """``env``'s first time steps, their legal-action masks checked against its spec."""
+    timestep = env.reset()
+    check_action_mask(env.spec(), timestep, batch_axes=1)
+    return timestep
+
+
+def _episodes_ended(env: HostEnv, timestep, returns: list, lengths: list) -> None:
+    """Adds the returns and lengths of ``env``'s episodes that ``timestep`` ends."""
+    if timestep.last.any():
+        returns.extend(env.stats.episode_return[timestep.last].tolist())
+        lengths.extend(env.stats.episode_length[timestep.last].tolist())
+
+
+def _send(env: HostEnv, action, status: ActorStatus) -> None:
+    """Starts ``env``'s step; the thread waits on its environment meanwhile (a send that raises is the environment's
+    failure)."""
+    status.now("environment")
+    env.send(action)
+
+
+def run_actor(
+    *,
+    envs: Sequence[HostEnv],
+    agent: Agent,
+    act,
+    device: jax.Device,
+    learner_devices: Sequence[jax.Device],
+    rollout_length: int,
+    key: jax.Array,
+    store: ParamStore,
+    queue: StopAwareQueue,
+    stop: threading.Event,
+    status: ActorStatus | None = None,
+    max_policy_lag: int | None = None,
+) -> None:
+    """Steps ``envs`` with the newest parameters (``act`` is :func:`make_act` of ``agent``) and ships ``[T + 1, B]``
+    trajectories until ``stop``.
+
+    ``envs`` are groups of one batch (B is their sizes added up). While one group's
+    actions are being computed, the others step on envpool's threads: each group is
+    received, acted on and sent again in turn, so with two groups stepping and inference
+    overlap. With one group they take turns.
+
+    Each trajectory starts with the previous one's last entry (observation and the action
+    already chosen there). Parameters are refreshed between rollouts without waiting, or with
+    ``max_policy_lag`` once the learner has taken every trajectory started before but that many.
+    A recurrent agent's core state stays on ``device``, one per group, carried across
+    rollouts and reset where an episode starts. ``status`` hears what the thread waits on.
+    """
+    status = status or ActorStatus("actor", device)
+    num_learners = len(parallel.local_devices(learner_devices))
+    params, version = status.first_parameters(store, device, stop, max_policy_lag)
+    key = parallel.put_on(key, device)
+    cores = [parallel.put_on(agent.initial_state(env.num_envs), device) for env in envs]
+    firsts = [np.ones(env.num_envs, bool) for env in envs]
+    discounted = _DiscountedReturns(agent.return_discount, sum(env.num_envs for env in envs), agent.return_restart)
+
+    def act_on(timestep, g):
+        nonlocal key
+        status.now("inference")
+        # the host's arrays go in as they are: jit moves them to the device of the parameters, in C++, where a
+        # device_put first took a third of a one-environment step
+        action, extras, cores[g], key = act(
+            params, timestep.observation, key, cores[g], firsts[g], timestep.action_mask
+        )
+        firsts[g] = np.asarray(timestep.last)  # the next time step of a finished episode starts a new one
+        # one transfer for both: each device_get waits on its own, which costs more than the step's inference
+        # at a handful of environments
+        action, extras = jax.device_get((action, extras))
+        return timestep, np.asarray(action), extras
+
+    status.now("environment")
+    parts = [act_on(_reset(env), g) for g, env in enumerate(envs)]
+    for env, part in zip(envs, parts):
+        _send(env, part[1], status)
+    entry = _concat(parts)
+    while not stop.is_set():
+        seconds, entries, returns, lengths = {"env": 0.0, "act": 0.0, "ship": 0.0, "put_wait": 0.0}, [entry], [], []
+        for _ in range(rollout_length):
+            for g, env in enumerate(envs):
+                start = time.perf_counter()
+                status.now("environment")
+                timestep = env.recv()
+                now = time.perf_counter()
+                seconds["env"] += now - start
+                _episodes_ended(env, timestep, returns, lengths)
+                parts[g] = act_on(timestep, g)
+                _send(env, parts[g][1], status)
+                seconds["act"] += time.perf_counter() - now
+            entries.append(_concat(parts))
+        # Every group is stepping now (its next action sent): shipping overlaps with them.
+        entry = entries[-1]
+        start = time.perf_counter()
+        trajectory = parallel.shard(_split_for_learners(discounted(_stack(entries)), num_learners), learner_devices)
+        seconds["ship"] = time.perf_counter() - start
+        status.now("queue")
+        seconds["put_wait"] = queue.put(Rollout(trajectory, version, returns, lengths, seconds), stop)
+        status.shipped()
+        status.now("parameters" if max_policy_lag is None else "learner")
+        params, version = store.latest(device, stop, max_lag=max_policy_lag)
