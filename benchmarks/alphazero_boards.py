@@ -28,7 +28,7 @@ def train_self_play(args, on_call=None):
     import numpy as np
 
     from podracer.core import agents
-    from podracer.run.anakin import core
+    from podracer.core import anakin as core
     from podracer.core.envs.pgx import PgxEnv
 
     env = PgxEnv(args.game, opponent="self")

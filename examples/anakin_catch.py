@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from podracer import cli
+from podracer.cli import command as cli
 
 
 def main(argv=None) -> int:

@@ -20,7 +20,8 @@ from __future__ import annotations
 import math
 import sys
 
-from podracer import cli, config, envs, evaluate, parallel
+from podracer import config, envs, parallel
+from podracer.cli import command as cli, evaluate
 from podracer.agents import DQNConfig
 
 DEFAULTS = config.AnakinConfig(

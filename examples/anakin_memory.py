@@ -17,7 +17,8 @@ import argparse
 import sys
 import time
 
-from podracer import lifetime, parallel
+from podracer.run import lifetime
+from podracer import parallel
 
 SETTINGS = {
     # name: (agent, hyper-parameters, learning rate, grad clip, envs per device, updates)
@@ -77,7 +78,8 @@ def main(argv=None) -> int:
     import jax
     import numpy as np
 
-    from podracer import agents, anakin, envs, evaluate, learner
+    from podracer import agents, anakin, envs, learner
+    from podracer.cli import evaluate
 
     env = envs.make("memory", delay=args.delay)
     rows = []

@@ -21,7 +21,8 @@ import sys
 import jax
 import jax.numpy as jnp
 
-from podracer import agents, cli
+from podracer import agents
+from podracer.cli import command as cli
 from podracer.core.agents.base import (
     Agent,
     check_hyperparameters,

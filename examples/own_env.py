@@ -20,7 +20,8 @@ import sys
 import jax
 import jax.numpy as jnp
 
-from podracer import cli, envs
+from podracer import envs
+from podracer.cli import command as cli
 from podracer.core.envs.base import first_timestep, step_timestep
 from podracer.core.types import EnvSpec
 

@@ -13,12 +13,11 @@ whose gradients are averaged over the device axis. Map it over devices yourself:
 :func:`run` map it over every device of every process and scan many updates per host call.
 """
 
-from podracer.run.anakin.core import (
+from podracer.core.anakin import (
     AnakinState,
     Entries,
     RolloutState,
     Sweep,
-    init,
     init_learner,
     init_state,
     make_rollout,
@@ -26,7 +25,8 @@ from podracer.run.anakin.core import (
     shape_setting,
     unsweepable,
 )
-from podracer.run.anakin.loop import Hooks, RunResult, make_multi_update, make_train, run, run_key, seed_keys
+from podracer.core.population import Population
+from podracer.run.anakin import Hooks, RunResult, init, make_multi_update, make_train, run, run_key, seed_keys
 from podracer.run.plan import RunPlan, anakin_plan
 from podracer.run.play import make_evaluate, make_random_play, random_action
 from podracer.core.stats import interquartile_mean, summarize, summarize_evaluation, summarize_seeds
@@ -36,6 +36,7 @@ __all__ = [
     "anakin_plan",
     "Entries",
     "Hooks",
+    "Population",
     "RolloutState",
     "RunPlan",
     "RunResult",

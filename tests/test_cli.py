@@ -33,7 +33,7 @@ def test_version_and_help_print_without_importing_jax():
     """``podracer --version`` and ``--help`` import nothing heavy (``import podracer`` is lazy): the version is the one
     pyproject.toml reads, and it says where this copy came from (a checkout here, before any release)."""
     probe = (
-        "import sys; from podracer import cli; status = cli.main(sys.argv[1:]); "
+        "import sys; from podracer.cli import command; status = command.main(sys.argv[1:]); "
         "print('imported:', sorted(m for m in ('jax', 'flax', 'optax', 'tyro', 'numpy') if m in sys.modules)); "
         "sys.exit(status)"
     )

@@ -515,7 +515,7 @@ def test_ppo_with_gsde_reaches_mountaincar_continuous_goal_on_two_of_three_seeds
     argv += ["--eval-every", "244", "--eval-episodes", "32", "--num-seeds", "3", "--cpu-devices", "2", "--no-log-dir"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("XLA_FLAGS", None)  # --cpu-devices sets the count
-    probe = "import sys; from podracer import cli; sys.exit(cli.main(sys.argv[1:]))"
+    probe = "import sys; from podracer.cli import command; sys.exit(command.main(sys.argv[1:]))"
     run = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
     finals = [float(run.stdout.split(f"seed {i}: final sampled evaluation return ")[1].split()[0]) for i in range(3)]

@@ -99,3 +99,51 @@ def test_the_benchmarks_page_leads_with_the_generated_reproduction_table_and_its
     shown = hooks.on_page_markdown(page, None, None, None)
     saved = (ROOT / "benchmarks" / "results" / "reproduce.md").read_text()
     assert saved in shown and "(results/reproduce_cartpole.png)" in shown and "<!--" not in shown.split("## Env")[0]
+
+
+def _shown_import_lines() -> dict[str, str]:
+    """Every podracer import line that README, CONTRIBUTING, docs/ and examples/ show (code, code cells and fenced
+    blocks alike), by where it stands: ``path:line`` -> the statement (a parenthesised one joined)."""
+    pages = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    pages += [*sorted((ROOT / "examples").rglob("*.py")), *sorted((ROOT / "examples").glob("*.ipynb"))]
+    pages += sorted((ROOT / "docs").glob("*.ipynb"))
+    shown = {}
+    for page in pages:
+        if page.suffix == ".ipynb":
+            import json
+
+            cells = json.loads(page.read_text())["cells"]
+            lines = [
+                line for cell in cells if cell["cell_type"] == "code" for line in "".join(cell["source"]).split("\n")
+            ]
+        else:
+            lines = page.read_text().split("\n")
+        for number, line in enumerate(lines, 1):
+            statement = line.strip().strip("`")
+            if not re.match(r"(from podracer(\.\w+)* import |import podracer)", statement):
+                continue
+            if statement.endswith("("):
+                rest = lines[number:]
+                statement += " ".join(
+                    part.strip() for part in rest[: next(i for i, p in enumerate(rest) if ")" in p) + 1]
+                )
+            shown[f"{page.relative_to(ROOT)}:{number}"] = statement.split("  #")[0].split(" # ")[0].strip()
+    return shown
+
+
+def test_every_import_line_the_docs_and_examples_show_runs():
+    """A reader who copies an import line from the README, the docs or an example gets the module or name it shows,
+    in a fresh interpreter (one for them all)."""
+    import json
+    import subprocess
+    import sys
+
+    shown = _shown_import_lines()
+    assert len(shown) > 30, shown  # the walk found them
+    probe = (
+        "import json, sys\nfailed = {}\nfor where, line in json.loads(sys.argv[1]).items():\n"
+        "    try:\n        exec(line, {})\n    except Exception as error:\n"
+        "        failed[where] = f'{line}: {type(error).__name__}: {error}'\nprint(json.dumps(failed))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe, json.dumps(shown)], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {}

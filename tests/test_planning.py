@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from podracer.core import agents, envs
-from podracer.run.anakin import core
+from podracer.core import anakin as core
 from podracer.run.play import make_evaluate
 
 

@@ -19,7 +19,7 @@ from podracer.run import checkpoint
 from podracer.cli import experiment
 from podracer.core import pbt as population
 from podracer.core.agents import A2CConfig
-from podracer.run.anakin.population import Population, PopulationState
+from podracer.core.population import Population, PopulationState
 from podracer.cli.config import AnakinConfig, SebulbaConfig, parse
 from podracer.core.pbt import PERTURB, Range
 from podracer.core.types import LearnerState
@@ -343,9 +343,8 @@ def test_a_ranking_replaces_every_diverging_lane_from_finite_donors_only(divergi
 
 
 def population_summary_diverging(pop, lanes):
-    """``pbt_diverging_per_lane`` of the summary of a state holding ``lanes`` (one device)."""
-    state = anakin.AnakinState((), (), jax.tree.map(lambda x: x[None], lanes))
-    return pop.summary(state)["pbt_diverging_per_lane"]
+    """``pbt_diverging_per_lane`` of the summary of ``lanes`` (one device's, on the host)."""
+    return pop.summary(lanes)["pbt_diverging_per_lane"]
 
 
 def test_a_ranking_with_every_lane_diverging_copies_nothing_and_the_host_stops():
@@ -358,7 +357,7 @@ def test_a_ranking_with_every_lane_diverging_copies_nothing_and_the_host_stops()
     new, after = jax.jit(pop.exploit)(learner, lanes)
     assert set(np.asarray(after.copied_at)) == {-1}
     np.testing.assert_array_equal(new.params["w"], learner.params["w"])
-    summary = pop.summary(anakin.AnakinState((), (), jax.tree.map(lambda x: x[None], after)))
+    summary = pop.summary(after)
     lost = pop.all_diverged(summary)
     assert [round(v["learning_rate"], 6) for v in lost] == [0.001, 0.002, 0.003, 0.004]
     assert pop.all_diverged({**summary, "pbt_updates": 60}) is None  # no ranking in that call

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from podracer.core import agents, envs
 from podracer.run import hostenvs
-from podracer.run.anakin import core as anakin_core
+from podracer.core import anakin as anakin_core
 from podracer.run import checkpoint, parallel, startup
 from podracer.run import logging as logging_lib
 from podracer.core import normalize as normalize_lib
@@ -22,7 +22,7 @@ from podracer.run import plan as plan_lib
 from podracer.core import pbt
 from podracer.cli import record
 from podracer.core import sweep as sweep_lib
-from podracer.run.anakin.population import Population
+from podracer.core.population import Population
 from podracer.core.agents.base import flag, hyperparameters, with_hyperparameters
 from podracer.cli.config import NORMALIZE_OPTIONS, AnakinConfig, SebulbaConfig
 from podracer.core.envs.base import HostEnv, example_observation
@@ -278,8 +278,8 @@ def sebulba_plan(config: SebulbaConfig, per_actor: int, layout: parallel.Layout)
 
 
 def make_sweep(config: AnakinConfig, spec, run: RunFacts | None = None) -> anakin_core.Entries | None:
-    """The :class:`~podracer.run.anakin.core.Sweep` of ``--sweep``, or the
-    :class:`~podracer.run.anakin.population.Population` of ``--population`` (None without either): each setting's (or
+    """The :class:`~podracer.core.anakin.Sweep` of ``--sweep``, or the
+    :class:`~podracer.core.population.Population` of ``--population`` (None without either): each setting's (or
     lane's) agent and optimizer from its values (``run``: the run's facts, where a decaying learning rate ends)."""
     if not config.sweep and not config.population:
         return None

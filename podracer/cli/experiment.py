@@ -14,7 +14,8 @@ from collections.abc import Callable
 import jax
 
 from podracer.core import agents
-from podracer.run.anakin import core as anakin_core, loop as anakin_loop
+from podracer.core import anakin as anakin_core
+from podracer.run import anakin as anakin_loop
 from podracer.run import checkpoint, lifetime, parallel, play, preflight, runlock, startup
 from podracer.run import logging as logging_lib
 from podracer.core import pbt
@@ -136,7 +137,7 @@ def _train_anakin(
         )
 
     try:
-        state = anakin_core.init(
+        state = anakin_loop.init(
             env, agent, optimizer, key, per_device, rollout_length=config.rollout_length, sweep=sweep
         )
     except TypeError:  # the settings' states cannot be stacked: which names set their shapes?

@@ -1,7 +1,7 @@
 """Population-based training (Jaderberg et al., 2017) as the command line states it, and what a population run
 leaves behind: ``--population N --pbt-search NAME=[log:]LOW..HIGH --pbt-every K``.
 
-The lanes train vmapped in one compiled Anakin program (:class:`podracer.run.anakin.population.Population`); this
+The lanes train vmapped in one compiled Anakin program (:class:`podracer.core.population.Population`); this
 module holds what the host needs: the search space parsed and checked against the agent's flags, each lane's
 starting values (drawn from the ranges with ``--seed``), and at the end the best lane's schedule of values
 (``pbt_schedule.csv``, ``pbt_schedule.png``) traced back through the lanes it copied, from the run's log records.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import jax
 
-from podracer.run.anakin import core as anakin_core
+from podracer.core import anakin as anakin_core
 from podracer.run import checkpoint, disk, parallel
 from podracer.core.agents.base import Agent
 from podracer.core.learner import init_learner_state

@@ -32,10 +32,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from podracer.run import parallel
 from podracer.core.optim import with_injected_hyperparameters
 from podracer.core.agents.base import Agent
-from podracer.run.anakin.core import AnakinState, init_entries, init_learner, make_update
+from podracer.core.anakin import AnakinState, init_learner, make_update
 from podracer.core.envs.base import Environment
 from podracer.core.pbt import PERTURB, Range
 
@@ -80,33 +79,25 @@ class Population(NamedTuple):
         """Every lane's key (split from the run's one key) and starting values."""
         return jax.random.split(key, len(self.points)), self.values()
 
-    def init(self, env: Environment, key, num_envs_per_device: int, devices, rollout_length: int) -> AnakinState:
-        """The population's initial state for ``devices``, stacked ``[devices, lanes, ...]``: every lane's learner
-        made in one program (``lax.map``: seed after seed, see :func:`podracer.run.anakin.core.init`), then every
-        lane's acting state on every device."""
+    def learners(self, env: Environment, key, num_envs_per_device: int, rollout_length: int):
+        """Every lane's key and learner, made in one program (``lax.map``: seed after seed, see
+        :func:`podracer.core.anakin.stack_learners`)."""
         sizes = dict(num_envs=num_envs_per_device, rollout_length=rollout_length)
+        keys, values = self.expand(key)
 
-        def learners(key):
-            keys, values = self.expand(key)
+        def one(lane):
+            return init_learner(env, *self.build(lane[1]), lane[0], **sizes)
 
-            def one(lane):
-                return init_learner(env, *self.build(lane[1]), lane[0], **sizes)
+        return keys, jax.lax.map(one, (keys, values))
 
-            return keys, jax.lax.map(one, (keys, values))
-
-        keys, learner = jax.jit(learners, compiler_options=parallel.run_once_options(devices))(key)
-
-        def lane(state: AnakinState, values) -> AnakinState:
-            none, zero = jnp.int32(-1), jnp.float32(0.0)
-            lanes = PopulationState(values, jnp.int32(0), zero, zero, jnp.float32(jnp.nan), none, none)
-            return AnakinState(state.learner, state.rollout, lanes)
-
-        return init_entries(
-            env, self.build, keys, learner, self.values(), num_envs_per_device, devices, rollout_length, finish=lane
-        )
+    def finish(self, state: AnakinState, values) -> AnakinState:
+        """A lane's state: its acting state and its part of the population, no update done yet."""
+        none, zero = jnp.int32(-1), jnp.float32(0.0)
+        lanes = PopulationState(values, jnp.int32(0), zero, zero, jnp.float32(jnp.nan), none, none)
+        return AnakinState(state.learner, state.rollout, lanes)
 
     def update(self, env: Environment, rollout_length: int, values=None, *, skip_nonfinite: bool = False, **kwargs):
-        """The per-device update of every lane (:func:`~podracer.run.anakin.core.make_update` with the lane's current
+        """The per-device update of every lane (:func:`~podracer.core.anakin.make_update` with the lane's current
         values, vmapped), then, every ``every`` updates, the ranking, the copies and the new values."""
 
         def one(state, values):
@@ -185,12 +176,11 @@ class Population(NamedTuple):
             return None
         return [{name: float(summary[f"pbt_{name}_per_lane"][i]) for name in self.names} for i in range(len(fitness))]
 
-    def summary(self, state: AnakinState) -> dict:
-        """Every lane's values and lineage after a host call, from the first local device (every device holds the
-        same): ``pbt_NAME_per_lane``, ``pbt_parent_per_lane``, ``pbt_copied_at_per_lane``, ``pbt_fitness_per_lane``,
-        ``pbt_diverging_per_lane`` (1: the last ranking found a non-finite update since the one before) and
-        ``pbt_updates``, for the log records."""
-        lanes = parallel.host_entry(state.population)
+    def summary(self, lanes: PopulationState) -> dict:
+        """Every lane's values and lineage after a host call, from ``lanes``, the first local device's
+        :class:`PopulationState` on the host (every device holds the same): ``pbt_NAME_per_lane``,
+        ``pbt_parent_per_lane``, ``pbt_copied_at_per_lane``, ``pbt_fitness_per_lane``, ``pbt_diverging_per_lane``
+        (1: the last ranking found a non-finite update since the one before) and ``pbt_updates``, for the log."""
         out = {f"pbt_{name}_per_lane": np.asarray(v, np.float64).tolist() for name, v in lanes.values.items()}
         out["pbt_parent_per_lane"] = np.asarray(lanes.parent).tolist()
         out["pbt_copied_at_per_lane"] = np.asarray(lanes.copied_at).tolist()

@@ -1,5 +1,7 @@
-"""Anakin's compiled pieces: the states, the rollout (``lax.scan`` over the batched step), the per-device update
-and the initial state of every device (a sweep's settings and seeds included)."""
+"""Anakin's pure half: the states, the rollout (``lax.scan`` over the batched step), the per-device update, one
+device's initial state, and the entries trained together in one program (a sweep's settings with every seed; a
+population's lanes, :mod:`podracer.core.population`). Pure functions of arrays: placing the initial state on the
+devices, and the host loop, are :mod:`podracer.run.anakin`'s."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from podracer.run import parallel
+from podracer.core import axes
 from podracer.core.agents.base import Agent, act_mask, split_start_state
 from podracer.core.envs import wrappers
 from podracer.core.envs.base import Environment, State, check_action_mask
@@ -40,14 +42,14 @@ class AnakinState(NamedTuple):
 
     learner: LearnerState
     rollout: RolloutState
-    # a population's lanes (podracer.run.anakin.population.PopulationState); () otherwise
+    # a population's lanes (podracer.core.population.PopulationState); () otherwise
     population: chex.ArrayTree = ()
 
 
 @runtime_checkable
 class Entries(Protocol):
     """Entries trained together in one Anakin program, vmapped on every device: a sweep's settings with every seed
-    (:class:`Sweep`) or a population's lanes (:class:`~podracer.run.anakin.population.Population`). What the host loop
+    (:class:`Sweep`) or a population's lanes (:class:`~podracer.core.population.Population`). What the host loop
     and the composition root ask of either."""
 
     points: tuple[dict[str, float], ...]  # each entry's (starting) values by name
@@ -60,11 +62,15 @@ class Entries(Protocol):
 
     def expand(self, key: chex.PRNGKey) -> tuple[chex.PRNGKey, dict[str, chex.Array]]: ...  # keys [E], values [E]
 
-    def init(self, env: Environment, key, num_envs_per_device: int, devices, rollout_length: int) -> AnakinState: ...
+    # every entry's key [E] and learner [E, ...], traced into one program (the run places them on the devices)
+    def learners(self, env: Environment, key, num_envs_per_device: int, rollout_length: int) -> tuple: ...
+
+    def finish(self, state: AnakinState, values: dict[str, chex.Array]) -> AnakinState: ...  # an entry's state, done
 
     def update(self, env: Environment, rollout_length: int, values: dict[str, chex.Array], **kwargs) -> Callable: ...
 
-    def summary(self, state: AnakinState) -> dict: ...  # what a log record adds after a host call ({} for a sweep)
+    # what a log record adds after a host call, from the first device's population part on the host ({}: a sweep)
+    def summary(self, lanes) -> dict: ...
 
 
 class Sweep(NamedTuple):
@@ -94,14 +100,28 @@ class Sweep(NamedTuple):
     def names(self) -> list[str]:
         return list(self.points[0])
 
-    def summary(self, state: AnakinState) -> dict:
+    def summary(self, lanes) -> dict:
         """Nothing beyond the entries' metrics: a sweep's settings stay what :attr:`points` says."""
-        del state
+        del lanes
         return {}
 
-    def init(self, env: Environment, key, num_envs_per_device: int, devices, rollout_length: int) -> AnakinState:
-        """:func:`init` of the sweep: every entry's initial state, stacked ``[devices, entries, ...]``."""
-        return _init_sweep(env, self, key, num_envs_per_device, devices, rollout_length)
+    def learners(self, env: Environment, key, num_envs_per_device: int, rollout_length: int):
+        """Every entry's key ``[P x S]`` and learner, each made with its setting's concrete values (see
+        :func:`stack_learners`; every setting in one program)."""
+        seeds = 1 if jnp.ndim(key) == 0 else len(key)
+        keys, parts = self.expand(key)[0], []
+        for i, point in enumerate(self.points):
+            agent, optimizer = self.build(point)
+            make = functools.partial(
+                init_learner, env, agent, optimizer, num_envs=num_envs_per_device, rollout_length=rollout_length
+            )
+            parts.append((make, keys[i * seeds : (i + 1) * seeds]))
+        return keys, stack_learners(parts)
+
+    def finish(self, state: AnakinState, values: dict[str, chex.Array]) -> AnakinState:
+        """A setting's entry needs nothing beyond its acting state."""
+        del values
+        return state
 
     def update(self, env: Environment, rollout_length: int, values: dict[str, chex.Array], **kwargs):
         """The per-device update of every entry: :func:`make_update` of each entry's setting, vmapped."""
@@ -177,7 +197,7 @@ def make_update(
     optimizer: optax.GradientTransformation,
     *,
     rollout_length: int,
-    axis_names: Sequence[str] = (parallel.DEVICE_AXIS,),
+    axis_names: Sequence[str] = (axes.DEVICE_AXIS,),
     unroll: bool = False,
     skip_nonfinite: bool = False,
 ) -> Callable[[AnakinState], tuple[AnakinState, Metrics]]:
@@ -198,7 +218,7 @@ def make_update(
     def update(state: AnakinState) -> tuple[AnakinState, Metrics]:
         rollout_state, trajectory, episode = rollout(state.learner.params, state.rollout)
         learner_state, metrics = learner_step(state.learner, trajectory)
-        episode = parallel.psum_flat(episode, axis_names)
+        episode = axes.psum_flat(episode, axis_names)
         count = episode["episodes"]
         safe = jnp.maximum(count, 1.0)
         metrics = {
@@ -269,111 +289,14 @@ def over_seeds(fn, key):
     return jax.vmap(fn) if jnp.ndim(key) == 1 else fn
 
 
-def init(
-    env: Environment,
-    agent: Agent,
-    optimizer: optax.GradientTransformation,
-    key: chex.PRNGKey,
-    num_envs_per_device: int,
-    devices: Sequence[jax.Device] | None = None,
-    *,
-    rollout_length: int = 1,
-    sweep: Entries | None = None,
-) -> AnakinState:
-    """Initial states for ``devices`` (default: all devices), stacked on a leading device axis.
-
-    Made by :func:`init_state` mapped over the devices (:func:`~podracer.run.parallel.device_map`),
-    so each device's index along the device axis (global across processes) seeds its
-    environments, and parameters are identical. ``key`` may be one key, or keys ``[S]`` of
-    independent seeds (:func:`seed_keys`): then every leaf has a seed axis after the device
-    axis, and each seed's state is the one a single run with its key would start from. With a
-    ``sweep``, the seed axis holds every setting with every seed (:meth:`Sweep.expand`).
-    """
-    if sweep is not None:  # a Sweep, or a population's lanes
-        return sweep.init(env, key, num_envs_per_device, devices, rollout_length)
-    init_fn = functools.partial(
-        init_state, env, agent, optimizer, num_envs=num_envs_per_device, rollout_length=rollout_length
-    )
-    make_learner = functools.partial(
-        init_learner, env, agent, optimizer, num_envs=num_envs_per_device, rollout_length=rollout_length
-    )
-
-    def learners(key):  # (the program's name in JAX's compile log)
-        return _learners([(make_learner, key)])
-
-    once = parallel.run_once_options(devices)
-    learner = jax.jit(learners, compiler_options=once)(key)
-
-    def per_device(k, learner):
-        index = jax.lax.axis_index(parallel.DEVICE_AXIS)
-        return over_seeds(lambda k, learner: init_fn(k, actor_index=index, learner=learner), k)(k, learner)
-
-    return parallel.device_map(per_device, devices, name="initial_state", compiler_options=once)(
-        parallel.replicate(key, devices), parallel.replicate(learner, devices)
-    )
-
-
-def _learners(parts):
+def stack_learners(parts):
     """The learners of ``parts``, ``(make_learner, keys)`` pairs (keys ``[S]``, or one key), traced into the caller's
-    program and concatenated along the seed axis. The learner is the same on every device: made once here, then
-    copied; seed after seed (``lax.map``), because a vmap over seeds of the networks' orthogonal initializers
-    (batched QR decompositions) hangs XLA:CPU at times (always inside a device map over 2 or 4 devices, now and
-    then on one device)."""
+    program and concatenated along the seed axis. The learner is the same on every device: made once, then copied;
+    seed after seed (``lax.map``), because a vmap over seeds of the networks' orthogonal initializers (batched QR
+    decompositions) hangs XLA:CPU at times (always inside a device map over 2 or 4 devices, now and then on one
+    device)."""
     made = [make(keys) if jnp.ndim(keys) == 0 else jax.lax.map(make, keys) for make, keys in parts]
     return made[0] if len(made) == 1 else jax.tree.map(lambda *xs: jnp.concatenate(xs), *made)
-
-
-def _init_sweep(env: Environment, sweep: Sweep, key, num_envs_per_device: int, devices, rollout_length: int):
-    """:func:`init` of a sweep: each entry's learner made with its setting's concrete values (see :func:`_learners`;
-    every setting in one program), then every entry's acting state with its setting's (traced) agent, vmapped."""
-    seeds = 1 if jnp.ndim(key) == 0 else len(key)
-    values = sweep.values(seeds)
-
-    def learners(key):
-        keys, parts = sweep.expand(key)[0], []
-        for i, point in enumerate(sweep.points):
-            agent, optimizer = sweep.build(point)
-            make = functools.partial(
-                init_learner, env, agent, optimizer, num_envs=num_envs_per_device, rollout_length=rollout_length
-            )
-            parts.append((make, keys[i * seeds : (i + 1) * seeds]))
-        return keys, _learners(parts)
-
-    keys, learner = jax.jit(learners, compiler_options=parallel.run_once_options(devices))(key)
-    return init_entries(env, sweep.build, keys, learner, values, num_envs_per_device, devices, rollout_length)
-
-
-def init_entries(
-    env, build, keys, learner, values, num_envs_per_device: int, devices, rollout_length: int, finish=None
-):
-    """Every entry's acting state on every device, ``[devices, entries, ...]``: :func:`init_state` of each entry's
-    key ``keys [E]``, learner ``learner [E, ...]`` and agent ``build(values)`` (``values``: name -> ``[E]``, traced),
-    vmapped over the entries; ``finish(state, entry_values)``, when given, completes an entry's state (a
-    population's lane)."""
-
-    def per_device(keys, learner):
-        index = jax.lax.axis_index(parallel.DEVICE_AXIS)
-
-        def one(k, learner, entry_values):
-            agent, optimizer = build(entry_values)
-            state = init_state(
-                env,
-                agent,
-                optimizer,
-                k,
-                num_envs_per_device,
-                actor_index=index,
-                rollout_length=rollout_length,
-                learner=learner,
-            )
-            return state if finish is None else finish(state, entry_values)
-
-        return jax.vmap(one)(keys, learner, values)
-
-    once = parallel.run_once_options(devices)
-    return parallel.device_map(per_device, devices, name="initial_state", compiler_options=once)(
-        parallel.replicate(keys, devices), parallel.replicate(learner, devices)
-    )
 
 
 def unsweepable(env: Environment, sweep: Sweep, state: AnakinState, rollout_length: int) -> list[str]:

@@ -1,8 +1,10 @@
-"""Anakin's host side: seeds, the whole-run function ``make_train`` (jit and vmap it), many updates scanned per host
-call, and :func:`run`, the host loop over every device of every process."""
+"""Anakin's host side: the initial state of every device (:func:`init`, placed over the mesh), seeds, the whole-run
+function ``make_train`` (jit and vmap it), many updates scanned per host call, and :func:`run`, the host loop over
+every device of every process. The pure pieces it maps over the devices are :mod:`podracer.core.anakin`'s."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -17,11 +19,94 @@ import optax
 from podracer.run import multihost, parallel
 from podracer.run.plan import RunPlan, anakin_plan
 from podracer.core.agents.base import Agent
-from podracer.run.anakin.core import AnakinState, Entries, init, init_state, make_update
+from podracer.core.anakin import AnakinState, Entries, init_learner, init_state, make_update, over_seeds, stack_learners
 from podracer.core.envs.base import Environment
 from podracer.run.runkit import NonfiniteWatch, PopulationDiverged
 from podracer.core.stats import summarize, summarize_evaluation, summarize_seeds
 from podracer.core.types import MAX_SEED, Metrics, Params
+
+
+def init(
+    env: Environment,
+    agent: Agent,
+    optimizer: optax.GradientTransformation,
+    key: chex.PRNGKey,
+    num_envs_per_device: int,
+    devices: Sequence[jax.Device] | None = None,
+    *,
+    rollout_length: int = 1,
+    sweep: Entries | None = None,
+) -> AnakinState:
+    """Initial states for ``devices`` (default: all devices), stacked on a leading device axis.
+
+    Made by :func:`~podracer.core.anakin.init_state` mapped over the devices
+    (:func:`~podracer.run.parallel.device_map`), so each device's index along the device axis (global across
+    processes) seeds its environments, and parameters are identical. ``key`` may be one key, or keys ``[S]`` of
+    independent seeds (:func:`seed_keys`): then every leaf has a seed axis after the device axis, and each seed's state
+    is the one a single run with its key would start from. With a ``sweep`` (a :class:`~podracer.core.anakin.Sweep`
+    or a population's lanes), the seed axis holds every entry: every setting with every seed
+    (:meth:`~podracer.core.anakin.Sweep.expand`), or every lane.
+    """
+    once = parallel.run_once_options(devices)
+    if sweep is not None:
+
+        def entries(key):  # (the program's name in JAX's compile log)
+            return sweep.learners(env, key, num_envs_per_device, rollout_length)
+
+        keys, learner = jax.jit(entries, compiler_options=once)(key)
+        values = sweep.values(1 if jnp.ndim(key) == 0 else len(key))
+        return init_entries(env, sweep, keys, learner, values, num_envs_per_device, devices, rollout_length)
+    init_fn = functools.partial(
+        init_state, env, agent, optimizer, num_envs=num_envs_per_device, rollout_length=rollout_length
+    )
+    make_learner = functools.partial(
+        init_learner, env, agent, optimizer, num_envs=num_envs_per_device, rollout_length=rollout_length
+    )
+
+    def learners(key):  # (the program's name in JAX's compile log)
+        return stack_learners([(make_learner, key)])
+
+    learner = jax.jit(learners, compiler_options=once)(key)
+
+    def per_device(k, learner):
+        index = jax.lax.axis_index(parallel.DEVICE_AXIS)
+        return over_seeds(lambda k, learner: init_fn(k, actor_index=index, learner=learner), k)(k, learner)
+
+    return parallel.device_map(per_device, devices, name="initial_state", compiler_options=once)(
+        parallel.replicate(key, devices), parallel.replicate(learner, devices)
+    )
+
+
+def init_entries(
+    env: Environment, entries: Entries, keys, learner, values, num_envs_per_device: int, devices, rollout_length: int
+) -> AnakinState:
+    """Every entry's acting state on every device, ``[devices, entries, ...]``: :func:`~podracer.core.anakin.init_state`
+    of each entry's key ``keys [E]``, learner ``learner [E, ...]`` and agent ``entries.build(values)`` (``values``:
+    name -> ``[E]``, traced), vmapped over the entries, then completed by ``entries.finish`` (a population's lane)."""
+
+    def per_device(keys, learner):
+        index = jax.lax.axis_index(parallel.DEVICE_AXIS)
+
+        def one(k, learner, entry_values):
+            agent, optimizer = entries.build(entry_values)
+            state = init_state(
+                env,
+                agent,
+                optimizer,
+                k,
+                num_envs_per_device,
+                actor_index=index,
+                rollout_length=rollout_length,
+                learner=learner,
+            )
+            return entries.finish(state, entry_values)
+
+        return jax.vmap(one)(keys, learner, values)
+
+    once = parallel.run_once_options(devices)
+    return parallel.device_map(per_device, devices, name="initial_state", compiler_options=once)(
+        parallel.replicate(keys, devices), parallel.replicate(learner, devices)
+    )
 
 
 def seed_keys(seed: int, num_seeds: int) -> jax.Array:
@@ -312,7 +397,7 @@ def _train(plan: RunPlan, env, agent, optimizer, sweep, state, start_update: int
     summarize_call = summarize if entries is None else summarize_seeds
     # a population's values before the call in flight, to name a lane that diverges: the state's at the start, then
     # each call's summary (which holds them), so that no call reads the state back for it
-    lanes_before: dict = {} if sweep is None else sweep.summary(state)
+    lanes_before: dict = {} if sweep is None else sweep.summary(parallel.host_entry(state.population))
     describe = _describer(sweep, seeds, lambda: lanes_before)
     watch = NonfiniteWatch(plan.on_nonfinite, parallel.is_main_process(), describe)
     per_call = (entries or 1) * plan.env_steps(plan.updates_per_call)  # env steps of a host call, every entry's
@@ -327,7 +412,7 @@ def _train(plan: RunPlan, env, agent, optimizer, sweep, state, start_update: int
         done = (call + 1) * plan.updates_per_call
         summary, codes = _summary(metrics, summarize_call, float(plan.env_steps(done)), per_call / call_seconds[-1])
         if sweep is not None:  # a population adds every lane's values and lineage
-            summary.update(sweep.summary(state))
+            summary.update(sweep.summary(parallel.host_entry(state.population)))
         # every --eval-every updates, and at the end: the closing figure is the evaluation of what is saved last
         if hooks.evaluate is not None and plan.eval_every and (done % plan.eval_every == 0 or done == plan.num_updates):
             returns = hooks.evaluate(parallel.host_entry(state.learner.params))
