@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     _report.add_output_flags(parser, "actor_step")
     args = parser.parse_args(argv)
 
-    from podracer.cli import config
+    from podracer.cli import parser
     from podracer.run import parallel
 
     parallel.set_cpu_device_count(1)
@@ -63,11 +63,11 @@ def main(argv=None) -> int:
     from podracer.core import agents
     from podracer.run import hostenvs
     from podracer.run import plan as plans
-    from podracer.cli.build import normalization
-    from podracer.cli.config import SebulbaConfig
+    from podracer.run.compose import normalization
+    from podracer.run.config import SebulbaConfig
     from podracer.run.sebulba.actor import make_act
 
-    cfg = config.parse(SebulbaConfig, ["--preset", args.preset], prog="actor_step.py")
+    cfg = parser.parse(SebulbaConfig, ["--preset", args.preset], prog="actor_step.py")
     num_envs = args.num_envs or cfg.envs_per_actor(1)
     env = hostenvs.make_host(cfg.env, num_envs, 0)
     try:

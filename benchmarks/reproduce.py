@@ -723,12 +723,12 @@ REPORT_SEED = 100  # the table's first seed: presets were tuned, and tests run, 
 def row_config(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_SEED):
     """The Anakin config a row trains: its preset, ``seeds`` seeds from ``seed``, the budget scaled (``full``: at
     least the published budget)."""
-    from podracer.cli import config
+    from podracer.cli import parser
     from podracer.run import parallel
-    from podracer.cli.config import AnakinConfig
+    from podracer.run.config import AnakinConfig
 
     settings = ["--preset", row.preset, *row.flags]
-    base = config.parse(AnakinConfig, settings, prog="reproduce.py")
+    base = parser.parse(AnakinConfig, settings, prog="reproduce.py")
     per_update = (
         base.rollout_length * base.envs_per_device(parallel.num_global_devices()) * parallel.num_global_devices()
     )
@@ -739,7 +739,7 @@ def row_config(row: Row, seeds: int, scale: float, full: bool, seed: int = REPOR
     argv = [*settings, "--seed", str(seed), "--num-seeds", str(seeds), "--num-updates", str(updates)]
     if base.eval_every is not None:
         argv += ["--eval-every", str(updates)]
-    return config.parse(AnakinConfig, argv, prog="reproduce.py"), per_update
+    return parser.parse(AnakinConfig, argv, prog="reproduce.py"), per_update
 
 
 def random_play(env_name: str, episodes: int = 256, seed: int = 0) -> float:
@@ -764,16 +764,16 @@ def mode(row: Row) -> str:
 def sebulba_config(row: Row, scale: float, full: bool, seed: int):
     """The Sebulba config of one seed of a row (each seed is a run of its own): its preset, then the row's flags,
     the budget scaled in whole updates (``full``: at least the published budget)."""
-    from podracer.cli import config
-    from podracer.cli.config import SebulbaConfig
+    from podracer.cli import parser
+    from podracer.run.config import SebulbaConfig
 
     settings = ["--preset", row.preset, *row.flags]
-    base = config.parse(SebulbaConfig, settings, prog="reproduce.py")
+    base = parser.parse(SebulbaConfig, settings, prog="reproduce.py")
     per_update = base.envs_per_actor(1) * base.rollout_length  # one actor thread: the rows' presets have one
     steps = max(base.total_env_steps, row.published_env_steps or 0) if full else base.total_env_steps
     updates = max(base.log_every, round(steps * scale / per_update))
     argv = [*settings, "--seed", str(seed), "--total-env-steps", str(updates * per_update)]
-    return config.parse(SebulbaConfig, argv, prog="reproduce.py"), per_update
+    return parser.parse(SebulbaConfig, argv, prog="reproduce.py"), per_update
 
 
 LAST_EPISODES = 100  # CleanRL's figure: the training return of a seed's last 100 episodes
@@ -849,11 +849,11 @@ def sebulba_seed(key: str, scale: float, full: bool, seed: int, cpu_devices: int
     if cpu_devices is not None:
         parallel.set_cpu_device_count(cpu_devices)
         lifetime.quiet_dependencies()
-    from podracer.cli import experiment
+    from podracer.run import compose
 
     cfg, _ = sebulba_config(next(r for r in ROWS if r.key == key), scale, full, seed)
     start = time.perf_counter()
-    result = experiment.train_sebulba(cfg)
+    result = compose.train_sebulba(cfg)
     wall = time.perf_counter() - start
     final, count = last_episodes(result.history)
     return {
@@ -947,14 +947,14 @@ def run_row(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_S
     """Trains ``row`` and measures it: a dict of the table's fields, and its learning curves (``jobs``: a Sebulba
     row's seeds trained at once; an Anakin row vmaps its seeds in one program)."""
 
-    from podracer.cli import experiment
+    from podracer.run import compose
     from podracer.core import sweep
 
     if mode(row) == "sebulba":
         return run_sebulba_row(row, seeds, scale, full, seed, jobs)
     cfg, per_update = row_config(row, seeds, scale, full, seed)
     start = time.perf_counter()
-    result = experiment.train_anakin(cfg)
+    result = compose.train_anakin(cfg)
     wall = time.perf_counter() - start
     finals, what = sweep.final_returns(result.history, 1, cfg.eval_policy)
     return {

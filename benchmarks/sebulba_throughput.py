@@ -27,7 +27,8 @@ import time
 
 import _report  # benchmarks/_report.py (the script's folder is on sys.path)
 
-from podracer.cli import config as config_cli
+from podracer.run import config as config_cli
+from podracer.cli import parser
 from podracer.run import parallel
 
 
@@ -183,14 +184,12 @@ def main(argv=None):
             raise SystemExit(f"benchmarks/sebulba_throughput.py: error: --agent: one of {', '.join(agents.names())}")
         del argv[at : at + 2]
         default = BenchmarkConfig(run=dataclasses.replace(default.run, agent=agents.config_class(name)()))
-    args = config_cli.parse(
-        default, argv, prog="benchmarks/sebulba_throughput.py", description=__doc__.split("\n\n")[0]
-    )
+    args = parser.parse(default, argv, prog="benchmarks/sebulba_throughput.py", description=__doc__.split("\n\n")[0])
     cfg = args.run
     parallel.set_cpu_device_count(cfg.cpu_devices or parallel.available_cores())
     import jax
 
-    from podracer.cli import experiment
+    from podracer.run import compose
 
     actor_devices = len(cfg.actor_devices or (0,))
     per_actor = cfg.envs_per_actor(actor_devices * cfg.actor_threads)
@@ -225,7 +224,7 @@ def main(argv=None):
         flush=True,
     )
 
-    result = experiment.train_sebulba(cfg)
+    result = compose.train_sebulba(cfg)
     # Windows are one update each. Skip the first quarter (compilation, then the trajectories queued
     # and held by actors meanwhile, which arrive in a burst), then divide the steps by the time:
     # with several actor threads updates arrive in bursts, so a median of per-window rates overstates.

@@ -71,12 +71,13 @@ def side_argv(side: str, seed: int, eval_every_steps: int, eval_episodes: int) -
 def run_side(argv: list[str], seconds: float, launch: float) -> None:
     """In the child: trains ``argv`` until ``seconds`` after ``launch`` (the parent's clock at the launch), printing
     one ``CURVE {json}`` line per evaluation: seconds since launch, env steps, mean greedy return."""
-    from podracer.cli import config, experiment
+    from podracer.cli import parser
+    from podracer.run import compose
     from podracer.run import parallel
-    from podracer.cli.config import SebulbaConfig
+    from podracer.run.config import SebulbaConfig
 
     parallel.set_cpu_device_count(parallel.available_cores())
-    cfg = config.parse(SebulbaConfig, argv, prog="wallclock_curve.py")
+    cfg = parser.parse(SebulbaConfig, argv, prog="wallclock_curve.py")
     print("MACHINE " + _report.machine(), flush=True)
     stop = threading.Event()
     threading.Timer(max(0.0, launch + seconds - time.time()), stop.set).start()
@@ -86,7 +87,7 @@ def run_side(argv: list[str], seconds: float, launch: float) -> None:
             point = {"s": time.time() - launch, "env_steps": summary["env_steps"], "return": summary["eval_return"]}
             print("CURVE " + json.dumps(point), flush=True)
 
-    experiment.train_sebulba(cfg, stop=stop, log=log)
+    compose.train_sebulba(cfg, stop=stop, log=log)
 
 
 def measure(side: str, seed: int, seconds: float, eval_every_steps: int, eval_episodes: int) -> dict:

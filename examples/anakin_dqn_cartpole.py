@@ -21,7 +21,8 @@ import math
 import sys
 
 from podracer import config, envs, parallel
-from podracer.cli import command as cli, evaluate
+from podracer.cli import command as cli
+from podracer.run import evaluate
 from podracer.agents import DQNConfig
 
 DEFAULTS = config.AnakinConfig(

@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     import numpy as np
 
     from podracer import agents, anakin, envs, learner
-    from podracer.cli import evaluate
+    from podracer.run import evaluate
 
     env = envs.make("memory", delay=args.delay)
     rows = []

@@ -13,7 +13,7 @@ __version__ = "0.1.0"  # the one place the version is written (pyproject.toml re
 # name -> the module that defines it; a submodule maps to itself
 _WHERE = {
     "Agent": "podracer.agents",
-    "AnakinConfig": "podracer.cli.config",
+    "AnakinConfig": "podracer.run.config",
     "AnakinState": "podracer.anakin",
     "EnvSpec": "podracer.envs",
     "Environment": "podracer.envs",
@@ -21,20 +21,20 @@ _WHERE = {
     "HostEnv": "podracer.envs",
     "LearnerState": "podracer.core.types",
     "RolloutState": "podracer.anakin",
-    "RunConfig": "podracer.cli.config",
-    "SebulbaConfig": "podracer.cli.config",
+    "RunConfig": "podracer.run.config",
+    "SebulbaConfig": "podracer.run.config",
     "TimeStep": "podracer.core.types",
     "Trajectory": "podracer.core.types",
-    "load": "podracer.cli.facade",
+    "load": "podracer.run.policy",
     "make_learner_step": "podracer.core.learner",
     "make_optimizer": "podracer.core.learner",
-    "train": "podracer.cli.facade",
+    "train": "podracer.cli.train",
 }
 # the public modules by their short names (``from podracer import parallel``) -> where each lives
 _SUBMODULES = {
     "agents": "podracer.agents",
     "anakin": "podracer.anakin",
-    "config": "podracer.cli.config",
+    "config": "podracer.run.config",
     "envs": "podracer.envs",
     "learner": "podracer.core.learner",
     "logging": "podracer.run.logging",

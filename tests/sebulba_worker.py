@@ -14,8 +14,8 @@ import numpy as np  # noqa: E402
 from test_sebulba import FakeHostEnv  # noqa: E402
 
 from podracer.core.agents import IMPALAConfig  # noqa: E402
-from podracer.cli.config import SebulbaConfig  # noqa: E402
-from podracer.cli.experiment import train_sebulba as train  # noqa: E402
+from podracer.run.config import SebulbaConfig  # noqa: E402
+from podracer.run.compose import train_sebulba as train  # noqa: E402
 
 config = SebulbaConfig(
     env="fake",

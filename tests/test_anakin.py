@@ -11,10 +11,10 @@ import pytest
 from podracer.core import agents, envs, learner
 from podracer import anakin
 from podracer.run import checkpoint, parallel
-from podracer.cli import experiment
+from podracer.run import compose
 from podracer.run import multihost
 from podracer.core.agents import A2CConfig, PPOConfig
-from podracer.cli.config import AnakinConfig
+from podracer.run.config import AnakinConfig
 
 
 def _setup(agent_name="a2c", env_name="catch", **hyper):
@@ -315,12 +315,12 @@ def test_an_interrupted_and_resumed_run_ends_exactly_as_an_uninterrupted_one(tmp
         checkpoint_every=40,
     )
     whole = AnakinConfig(checkpoint_dir=str(tmp_path / "whole"), log_dir=str(tmp_path / "whole"), **common)
-    experiment.train_anakin(whole)
+    compose.train_anakin(whole)
     parts = AnakinConfig(checkpoint_dir=str(tmp_path / "parts"), log_dir=str(tmp_path / "parts"), **common)
-    first = experiment.train_anakin(parts, stop=_StopAfter(5))  # Ctrl-C after 100 updates: a checkpoint of update 100
+    first = compose.train_anakin(parts, stop=_StopAfter(5))  # Ctrl-C after 100 updates: a checkpoint of update 100
     assert first.history[-1]["env_steps"] == 100 * 8 * 8 * 8
     assert checkpoint.steps(parts.checkpoint_dir) == [40, 80, 100]
-    second = experiment.train_anakin(dataclasses.replace(parts, resume=True))
+    second = compose.train_anakin(dataclasses.replace(parts, resume=True))
     assert [h["env_steps"] for h in second.history] == [n * 8 * 8 * 8 for n in range(120, 201, 20)]
 
     env = envs.make("catch")
@@ -352,19 +352,19 @@ def test_checkpoint_directory_is_checked_before_training(tmp_path):
     afile = tmp_path / "afile"
     afile.write_text("")
     with pytest.raises(ValueError, match=r"--checkpoint-dir '.*afile' is a file, not a directory\."):
-        experiment.train_anakin(AnakinConfig(checkpoint_dir=str(afile), num_updates=20))
+        compose.train_anakin(AnakinConfig(checkpoint_dir=str(afile), num_updates=20))
     with pytest.raises(ValueError, match=r"--resume: no checkpoint in '.*empty' to resume from\."):
-        experiment.train_anakin(AnakinConfig(checkpoint_dir=str(tmp_path / "empty"), resume=True, num_updates=20))
+        compose.train_anakin(AnakinConfig(checkpoint_dir=str(tmp_path / "empty"), resume=True, num_updates=20))
     done = tmp_path / "done"
-    experiment.train_anakin(
+    compose.train_anakin(
         AnakinConfig(checkpoint_dir=str(done), num_updates=20, num_envs_per_device=4, rollout_length=4)
     )
     with pytest.raises(ValueError, match=r"already holds checkpoints; pass --resume \(or --resume auto\) to continue"):
-        experiment.train_anakin(AnakinConfig(checkpoint_dir=str(done), num_updates=20))
+        compose.train_anakin(AnakinConfig(checkpoint_dir=str(done), num_updates=20))
     with pytest.raises(
         ValueError, match=r"--resume: '.*done' holds a checkpoint of another run: --agent a2c there, ppo here; "
     ):
-        experiment.train_anakin(
+        compose.train_anakin(
             AnakinConfig(checkpoint_dir=str(done), agent=PPOConfig(), resume=True, num_updates=20, rollout_length=4)
         )
     with pytest.raises(ValueError, match=r"--checkpoint-every = 30 is not divisible by the 20 updates per call"):
@@ -376,7 +376,7 @@ def test_checkpoint_directory_is_checked_before_training(tmp_path):
     with pytest.raises(
         ValueError, match=r"--resume: '.*done' holds a checkpoint of another run: --agent a2c there, ppo here; "
     ):
-        experiment.train_anakin(
+        compose.train_anakin(
             AnakinConfig(checkpoint_dir=str(done), agent=PPOConfig(), resume="auto", num_updates=20, rollout_length=4)
         )
 
@@ -386,12 +386,12 @@ def test_resume_auto_starts_fresh_then_resumes_and_checkpoints_by_wall_time(tmp_
     small = dict(num_envs_per_device=4, rollout_length=4, updates_per_call=20)
     per_update = 4 * 4 * jax.device_count()
     directory = str(tmp_path / "run")
-    first = experiment.train_anakin(
+    first = compose.train_anakin(
         AnakinConfig(checkpoint_dir=directory, resume="auto", num_updates=40, checkpoint_every_seconds=1e9, **small)
     )  # a fresh start
     assert [h["env_steps"] for h in first.history] == [20 * per_update, 40 * per_update]
     assert checkpoint.steps(directory) == [40]  # no save by time: only the final one
-    again = experiment.train_anakin(
+    again = compose.train_anakin(
         AnakinConfig(checkpoint_dir=directory, resume="auto", num_updates=100, checkpoint_every_seconds=1e-9, **small)
     )  # resumes after 40 updates
     assert [h["env_steps"] for h in again.history] == [n * per_update for n in (60, 80, 100)]
@@ -436,7 +436,7 @@ def test_resume_falls_back_past_a_damaged_newest_checkpoint(tmp_path, capfd):
 
     small = dict(num_envs_per_device=4, rollout_length=4, updates_per_call=20, checkpoint_every=20)
     saved = tmp_path / "saved"
-    experiment.train_anakin(AnakinConfig(checkpoint_dir=str(saved), num_updates=60, **small))
+    compose.train_anakin(AnakinConfig(checkpoint_dir=str(saved), num_updates=60, **small))
     assert checkpoint.steps(str(saved)) == [20, 40, 60]
     env = envs.make("catch")
     agent, optimizer = (
@@ -458,7 +458,7 @@ def test_resume_falls_back_past_a_damaged_newest_checkpoint(tmp_path, capfd):
         assert "Traceback" not in err and "Event loop" not in err, err
     # The whole run resumes from update 40 and saves over the damaged checkpoint.
     directory = tmp_path / "truncated_data_file"
-    resumed = experiment.train_anakin(AnakinConfig(checkpoint_dir=str(directory), num_updates=80, resume=True, **small))
+    resumed = compose.train_anakin(AnakinConfig(checkpoint_dir=str(directory), num_updates=80, resume=True, **small))
     assert [h["env_steps"] for h in resumed.history] == [60 * 16 * 8, 80 * 16 * 8]
     assert checkpoint.steps(str(directory)) == [40, 60, 80]
 
@@ -506,7 +506,7 @@ def test_evaluation_uses_fixed_seeds_and_a_target_return_stops_the_run_with_a_ch
         target_return=0.95,
         checkpoint_dir=str(tmp_path),
     )
-    result = experiment.train_anakin(config)
+    result = compose.train_anakin(config)
     last = result.history[-1]
     updates = round(last["env_steps"] / (16 * 128))
     assert last["target_reached"] == 1.0 and last["eval_return"] >= 0.95 and updates < 400, last
@@ -537,7 +537,7 @@ def test_a_full_disk_ends_the_run_with_one_error_keeps_the_last_checkpoint_and_r
         log_dir=str(logs),
     )
     per_update = 4 * 4 * jax.device_count()
-    experiment.train_anakin(AnakinConfig(num_updates=20, **small))  # one checkpoint: its size on disk
+    compose.train_anakin(AnakinConfig(num_updates=20, **small))  # one checkpoint: its size on disk
     size = sum(f.stat().st_size for f in directory.rglob("*") if f.is_file())
     shutil.rmtree(directory)
     shutil.rmtree(logs)
@@ -572,11 +572,11 @@ def test_a_full_disk_ends_the_run_with_one_error_keeps_the_last_checkpoint_and_r
         r"step_60: it needs about .* MB \(and podracer keeps 1.0 MB spare\) and the device has .* MB free; "
         r"step_40, the newest complete checkpoint, is intact; free some space",
     ):
-        experiment.train_anakin(AnakinConfig(num_updates=100, **small))
+        compose.train_anakin(AnakinConfig(num_updates=100, **small))
     assert checkpoint.steps(str(directory)) == [20, 40]
     assert not [n for n in os.listdir(directory) if n.startswith("step_60")]  # nothing half-written
     capacity[0] = 1 << 40  # space freed
-    experiment.train_anakin(AnakinConfig(num_updates=100, resume="auto", **small))
+    compose.train_anakin(AnakinConfig(num_updates=100, resume="auto", **small))
     steps = [json.loads(line)["env_steps"] for line in (logs / "metrics.jsonl").read_text().splitlines()]
     assert steps == [n * per_update for n in (20, 40, 60, 80, 100)]  # none lost, none repeated
     assert checkpoint.steps(str(directory)) == [60, 80, 100]

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from podracer.cli import command as cli, config
+from podracer.cli import command as cli, parser
+from podracer.run import config
 
 ROOT = Path(__file__).parent.parent
 
@@ -68,7 +69,7 @@ def test_examples_and_python_m_parse_the_same_config_as_the_subcommands(monkeypa
     parsed = []
 
     def parse_only(default, argv, *, prog, name, description, run, report, stopped=""):
-        parsed.append((config.parse(default, argv, prog=prog, description=description), name))
+        parsed.append((parser.parse(default, argv, prog=prog, description=description), name))
         return 0
 
     monkeypatch.setattr(cli, "train", parse_only)
@@ -157,7 +158,7 @@ def test_total_env_steps_in_anakin_stops_at_the_budget_rounded_up_to_whole_calls
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["env_steps"] for r in records if "episode_return" in r][-1] == steps
     with pytest.raises(SystemExit):
-        config.parse(config.AnakinConfig, ["--total-env-steps", "0"], prog="prog")
+        parser.parse(config.AnakinConfig, ["--total-env-steps", "0"], prog="prog")
     assert capsys.readouterr().err.strip() == "prog: error: --total-env-steps must be >= 1, got 0."
 
 
@@ -227,7 +228,7 @@ def test_without_log_dir_a_run_writes_runs_env_agent_seed_time_and_says_so_first
     assert (made / "metrics.jsonl").stat().st_size > 0 and list(made.glob("events.out.tfevents.*"))
     assert cli.main(["anakin", *flags, "--no-log-dir"]) == 0
     assert "logging to" not in capsys.readouterr().out and list((tmp_path / "runs").iterdir()) == [made]
-    from podracer.cli import command_line
+    from podracer.run import rundir
 
-    twins = {command_line.default_log_dir("gymnax:CartPole-v1", "ppo", 0, str(tmp_path)) for _ in range(3)}
+    twins = {rundir.default_log_dir("gymnax:CartPole-v1", "ppo", 0, str(tmp_path)) for _ in range(3)}
     assert len(twins) == 3 and all(Path(p).name.startswith("gymnax-CartPole-v1__ppo__0__") for p in twins)

@@ -5,7 +5,8 @@ and its checkpoint, played by ``podracer evaluate`` on the evaluation's environm
 import jax
 import numpy as np
 
-from podracer.cli import command as cli, evaluate
+from podracer.cli import command as cli
+from podracer.run import evaluate
 from podracer.run.play import EVAL_SEED_OFFSET
 
 

@@ -4,12 +4,12 @@ import dataclasses
 
 import pytest
 
-from podracer.cli import config
+from podracer.cli import parser
 from podracer.core import install
 from podracer.core.agents.base import hyperparameters
-from podracer.cli.config import AnakinConfig, SebulbaConfig
-from podracer.cli.evaluate import EvaluateConfig
-from podracer.cli.preview import PreviewConfig
+from podracer.run.config import AnakinConfig, SebulbaConfig
+from podracer.run.evaluate import EvaluateConfig
+from podracer.run.preview import PreviewConfig
 
 A, S, E, P = AnakinConfig, SebulbaConfig, EvaluateConfig, PreviewConfig
 
@@ -228,7 +228,7 @@ BAD_INPUTS = [
 @pytest.mark.parametrize("cls, argv, message", BAD_INPUTS, ids=[f"{c.__name__}:{a}" for c, a, _ in BAD_INPUTS])
 def test_bad_input_is_a_one_line_error_naming_the_flag(cls, argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        config.parse(cls, argv.split(), prog="prog")
+        parser.parse(cls, argv.split(), prog="prog")
     assert exit_info.value.code == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
     assert len(errors) == 1 and errors[0].startswith("prog: error: ") and message in errors[0], errors
@@ -255,27 +255,27 @@ def test_every_agent_field_is_a_flag_of_both_modes_with_the_agents_own_defaults(
 
     for name, cls in agents.config_classes().items():
         for mode in (A, S):
-            parsed = config.parse(mode, ["--agent", name])
+            parsed = parser.parse(mode, ["--agent", name])
             assert parsed.agent == cls()  # the agent's own defaults, whatever the mode
             # The run's length is a fact the composition root gives the agent, not a flag (DQN's run_env_steps was).
             with pytest.raises(SystemExit):
-                config.parse(mode, [name, "--run-env-steps", "1"])
+                parser.parse(mode, [name, "--run-env-steps", "1"])
             for field_name, value in hyperparameters(cls()).items():  # nested optimizer settings included
                 if isinstance(value, bool):
                     argv = ["--agent", name, "--no-" + field_name.replace("_", "-")]
-                    assert hyperparameters(config.parse(mode, argv).agent)[field_name] is False
+                    assert hyperparameters(parser.parse(mode, argv).agent)[field_name] is False
                     continue
                 # Each field is a flag: setting it to its default round-trips.
                 text = (
                     ["None"] if value is None else [str(v) for v in value] if isinstance(value, tuple) else [str(value)]
                 )
                 argv = [name, "--" + field_name.replace("_", "-"), *text]
-                assert hyperparameters(config.parse(mode, argv).agent)[field_name] == value, (mode, name, field_name)
+                assert hyperparameters(parser.parse(mode, argv).agent)[field_name] == value, (mode, name, field_name)
     # R2D2's own discount and network, IMPALA's own gradient clip, in both modes.
     for mode in (A, S):
-        assert config.parse(mode, ["--agent", "r2d2"]).agent.discount == 0.997
-        assert config.parse(mode, ["r2d2"]).agent.network.hidden_sizes == (64,)
-        assert config.parse(mode, ["--agent=impala"]).agent.optimizer.max_grad_norm == 40.0
+        assert parser.parse(mode, ["--agent", "r2d2"]).agent.discount == 0.997
+        assert parser.parse(mode, ["r2d2"]).agent.network.hidden_sizes == (64,)
+        assert parser.parse(mode, ["--agent=impala"]).agent.optimizer.max_grad_norm == 40.0
 
 
 def test_help_names_the_program_and_takes_choices_from_the_registries(capsys):
@@ -284,7 +284,7 @@ def test_help_names_the_program_and_takes_choices_from_the_registries(capsys):
     from podracer.core.networks import TORSOS
 
     with pytest.raises(SystemExit) as exit_info:
-        config.parse(A, ["--help"], prog="examples/anakin_catch.py")
+        parser.parse(A, ["--help"], prog="examples/anakin_catch.py")
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     assert out.startswith("usage: examples/anakin_catch.py [--agent NAME] [--env NAME]")
@@ -303,7 +303,7 @@ def test_help_names_the_program_and_takes_choices_from_the_registries(capsys):
     fields = {f"--{f.name.replace('_', '-')}" for f in dataclasses.fields(A) if f.name not in ("agent", "imports")}
     assert fields | {"--agent", "--import", "--learning-rate", "--td-lambda"} <= flags  # nothing left out
     with pytest.raises(SystemExit):
-        config.parse(S, ["--agent", "ppo", "--help"], prog="python -m podracer.sebulba")
+        parser.parse(S, ["--agent", "ppo", "--help"], prog="python -m podracer.sebulba")
     out = capsys.readouterr().out
     assert out.startswith("usage: python -m podracer.sebulba --agent ppo") and "{" + ",".join(TORSOS) + "}" in out
     assert out.count("(default: 0.003)") == 1  # PPO's learning rate, shown once
@@ -318,7 +318,7 @@ def test_wandb_without_the_package_is_a_one_line_error(monkeypatch, capsys):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
     with pytest.raises(SystemExit) as exit_info:
-        config.parse(A, ["--wandb-project", "p"], prog="prog")
+        parser.parse(A, ["--wandb-project", "p"], prog="prog")
     assert exit_info.value.code == 2
     assert f"prog: error: --wandb-project needs wandb: {install.command('wandb')}." in capsys.readouterr().err
 
@@ -332,7 +332,7 @@ def test_a_sweep_without_matplotlib_writes_its_table_and_says_how_to_get_the_plo
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
-    assert config.parse(A, ["--sweep", "learning_rate=1e-3,3e-3", "--log-dir", str(tmp_path)]).sweep
+    assert parser.parse(A, ["--sweep", "learning_rate=1e-3,3e-3", "--log-dir", str(tmp_path)]).sweep
     points = [{"learning_rate": 1e-3}, {"learning_rate": 3e-3}]
     history = [{"env_steps": 100, "episode_return_per_seed": [0.5, 0.7]}]
     text = sweep.report(history, points, str(tmp_path))
@@ -357,24 +357,24 @@ def test_a_sweep_without_matplotlib_writes_its_table_and_says_how_to_get_the_plo
     ],
 )
 def test_resume_takes_no_yes_auto_and_alone_means_yes(argv, resume):
-    cfg = config.parse(AnakinConfig, ["--checkpoint-dir", "x", *argv], prog="prog")
+    cfg = parser.parse(AnakinConfig, ["--checkpoint-dir", "x", *argv], prog="prog")
     assert cfg.resume == resume
     assert AnakinConfig(checkpoint_dir="x", resume=True).resume == "yes" and AnakinConfig(resume=False).resume == "no"
 
 
 def test_a_sebulba_command_line_without_agent_picks_impala_for_atari_and_ppo_otherwise():
-    picked = lambda *argv: config.parse(S, list(argv), prog="prog").agent_name  # noqa: E731
+    picked = lambda *argv: parser.parse(S, list(argv), prog="prog").agent_name  # noqa: E731
     assert picked() == picked("--env", "Pong") == picked("--env=Breakout-v5") == "impala"  # Atari frames
     assert picked("--env", "CartPole-v1") == picked("--env", "HalfCheetah-v5") == picked("--env", "jax:catch") == "ppo"
     assert picked("--env", "gymnasium:CartPole-v1") == "ppo"
     assert picked("--env", "CartPole-v1", "--agent", "impala") == picked("--env", "CartPole-v1", "impala") == "impala"
     assert (
-        config.parse(S, ["--env", "CartPole-v1", "--learning-rate", "1e-3"], prog="prog").agent.optimizer.learning_rate
+        parser.parse(S, ["--env", "CartPole-v1", "--learning-rate", "1e-3"], prog="prog").agent.optimizer.learning_rate
         == 1e-3
     )
     # A caller's own default config keeps its agent; Anakin's default is unchanged.
-    assert config.parse(S(env="CartPole-v1"), [], prog="prog").agent_name == "impala"
-    assert config.parse(A, ["--env", "cartpole"], prog="prog").agent_name == "a2c"
+    assert parser.parse(S(env="CartPole-v1"), [], prog="prog").agent_name == "impala"
+    assert parser.parse(A, ["--env", "cartpole"], prog="prog").agent_name == "a2c"
 
 
 _COMMENTED = """
@@ -395,11 +395,11 @@ class Commented:
 
 
 def test_a_fields_help_is_its_comment_beside_above_or_inside_it(tmp_path):
-    from podracer.cli import flags
+    from podracer.run import flagspec as flags
 
     path = tmp_path / "commented.py"
     path.write_text(_COMMENTED)
-    commented = config.import_module(str(path)).Commented
+    commented = parser.import_module(str(path)).Commented
     assert flags.comments(commented) == {
         "beside": "at the end of its line",
         "above": "above it, in two lines",
@@ -463,20 +463,20 @@ def test_a_fields_help_is_its_comment_beside_above_or_inside_it(tmp_path):
 )
 def test_a_flag_that_would_have_no_effect_is_refused_naming_it(cls, argv, message):
     """The rule of docs/faults.md: a flag set away from its default that this run would not use is refused."""
-    from podracer.cli import build
+    from podracer.run import compose
     from podracer.core import envs
 
-    parsed = config.parse(cls, argv.split(), prog="prog")
+    parsed = parser.parse(cls, argv.split(), prog="prog")
     spec = envs.make(parsed.env).spec() if cls is AnakinConfig else _host_spec(parsed.env)
     with pytest.raises(ValueError) as error:
-        build.check_applies(parsed, spec)
+        compose.check_applies(parsed, spec)
     assert str(error.value).startswith(message), str(error.value)
 
 
 def _host_spec(name):
-    from podracer.cli import build
+    from podracer.run import compose
 
-    env = build.host_env_factory(config.parse(SebulbaConfig, ["--env", name], prog="prog"))(0, 1)
+    env = compose.host_env_factory(parser.parse(SebulbaConfig, ["--env", name], prog="prog"))(0, 1)
     try:
         return env.spec()
     finally:
@@ -488,12 +488,12 @@ def _host_spec(name):
     ["--lr-schedule linear --lr-end 0.001", "--lr-schedule cosine --lr-decay-steps 10", "--lr-warmup-steps 5"],
 )
 def test_the_same_flags_are_taken_where_they_apply(argv):
-    from podracer.cli import build
+    from podracer.run import compose
     from podracer.core import envs
     from podracer.core.types import Box
 
-    parsed = config.parse(AnakinConfig, argv.split(), prog="prog")
-    build.check_applies(parsed, envs.make(parsed.env).spec())
-    continuous = config.parse(AnakinConfig, ["--agent", "ppo", "--policy-std", "state"], prog="prog")
+    parsed = parser.parse(AnakinConfig, argv.split(), prog="prog")
+    compose.check_applies(parsed, envs.make(parsed.env).spec())
+    continuous = parser.parse(AnakinConfig, ["--agent", "ppo", "--policy-std", "state"], prog="prog")
     spec = envs.make("catch").spec()
-    build.check_applies(continuous, spec._replace(num_actions=0, box=Box(low=(-1.0,), high=(1.0,))))
+    compose.check_applies(continuous, spec._replace(num_actions=0, box=Box(low=(-1.0,), high=(1.0,))))

@@ -563,9 +563,9 @@ def test_td3_learns_pendulum_on_four_of_five_seeds(options, optimized_xla):
     "agent", ["sac", pytest.param("td3", marks=pytest.mark.slow)]
 )  # Gaussian PPO's acts the same way (the README's HalfCheetah run)
 def test_sebulba_trains_continuous_agents_on_host_environments(agent):
-    from podracer.cli import experiment
+    from podracer.run import compose
     from podracer.core.agents import PPOConfig, SACConfig, TD3Config
-    from podracer.cli.config import SebulbaConfig
+    from podracer.run.config import SebulbaConfig
 
     replay = {"min_replay_size": 128, "batch_size": 32}
     agent_config = {
@@ -573,7 +573,7 @@ def test_sebulba_trains_continuous_agents_on_host_environments(agent):
         "sac": lambda: SACConfig(**replay).replace(hidden_sizes=(16,)),
         "td3": lambda: TD3Config(**replay, num_atoms=11, v_min=-100.0, v_max=0.0).replace(hidden_sizes=(16,)),
     }[agent]()
-    result = experiment.train_sebulba(
+    result = compose.train_sebulba(
         SebulbaConfig(
             env="gymnasium:Pendulum-v1",
             agent=agent_config,
@@ -662,13 +662,13 @@ def test_multi_discrete_ppo_learns_both_parts_on_two_of_three_seeds():
 
 @pytest.mark.parametrize("agent", ["impala"])  # PPO's multi-discrete actions take the same path (learning, above)
 def test_sebulba_trains_multi_discrete_agents(agent, monkeypatch):
-    from podracer.cli import experiment
+    from podracer.run import compose
     from podracer.core.agents import IMPALAConfig
-    from podracer.cli.config import SebulbaConfig
+    from podracer.run.config import SebulbaConfig
 
     monkeypatch.setitem(envs._JAX_ENVS, "pairs", None)  # removed again after the test
     envs.register("pairs", Pairs)
-    result = experiment.train_sebulba(
+    result = compose.train_sebulba(
         SebulbaConfig(
             env="jax:pairs",
             agent=IMPALAConfig().replace(hidden_sizes=(32,), learning_rate=3e-3, entropy_coef=0.001),

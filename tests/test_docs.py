@@ -64,15 +64,15 @@ def test_the_docstrings_sphinx_roles_become_cross_references_resolved_from_where
     name means where it is written (.ci/run counts the roles left in the built site: none)."""
     hooks = _hooks()
     page = (
-        '<h2 id="podracer.cli.evaluate">evaluate</h2><p>:func:<code>~podracer.run.play.policy</code> and '
+        '<h2 id="podracer.run.evaluate">evaluate</h2><p>:func:<code>~podracer.run.play.policy</code> and '
         ":func:<code>play</code>, :class:<code>podracer.envs.EnvSpec</code>, :func:<code>jax.jit</code></p>"
         '<h3 id="podracer.run.hostenvs.gymnasium.GymnasiumEnv.renders">renders</h3>'
         "<p>:meth:<code>render_first</code></p>"
     )
     assert hooks.roles_to_references(page) == (
-        '<h2 id="podracer.cli.evaluate">evaluate</h2><p>'
+        '<h2 id="podracer.run.evaluate">evaluate</h2><p>'
         '<autoref identifier="podracer.run.play.policy" optional><code>policy</code></autoref> and '
-        '<autoref identifier="podracer.cli.evaluate.play" optional><code>play</code></autoref>, '
+        '<autoref identifier="podracer.run.evaluate.play" optional><code>play</code></autoref>, '
         '<autoref identifier="podracer.core.types.EnvSpec" optional><code>podracer.envs.EnvSpec</code></autoref>, '
         "<code>jax.jit</code></p>"
         '<h3 id="podracer.run.hostenvs.gymnasium.GymnasiumEnv.renders">renders</h3><p>'

@@ -6,10 +6,10 @@ import pytest
 
 pytest.importorskip("envpool")
 
-from podracer.cli.evaluate import play, write_gif  # noqa: E402
+from podracer.run.evaluate import play, write_gif
 from podracer.core.agents import PPOConfig  # noqa: E402
-from podracer.cli.config import SebulbaConfig  # noqa: E402
-from podracer.cli.experiment import train_sebulba as train  # noqa: E402
+from podracer.run.config import SebulbaConfig
+from podracer.run.compose import train_sebulba as train
 
 
 @pytest.fixture(scope="module")
@@ -128,14 +128,14 @@ def test_preview_plays_each_new_checkpoint_until_the_run_has_ended(tmp_path):
     import threading
     import time
 
-    from podracer.cli import experiment, preview
-    from podracer.cli.config import AnakinConfig
+    from podracer.run import compose, preview
+    from podracer.run.config import AnakinConfig
 
     directory = tmp_path / "run"
     small = dict(
         num_envs_per_device=4, rollout_length=4, updates_per_call=20, checkpoint_every=20, checkpoint_dir=str(directory)
     )
-    experiment.train_anakin(AnakinConfig(num_updates=20, **small))
+    compose.train_anakin(AnakinConfig(num_updates=20, **small))
     assert (directory / "finished.json").exists()
     lines = []
     played = preview.watch(preview.PreviewConfig(str(directory), poll_seconds=0.2), report=lines.append, timeout=60)
@@ -145,7 +145,7 @@ def test_preview_plays_each_new_checkpoint_until_the_run_has_ended(tmp_path):
 
     # Beside a run that resumes and writes two more checkpoints, the preview picks up the newer ones.
     lines.clear()
-    run = threading.Thread(target=experiment.train_anakin, args=(AnakinConfig(num_updates=60, resume=True, **small),))
+    run = threading.Thread(target=compose.train_anakin, args=(AnakinConfig(num_updates=60, resume=True, **small),))
     run.start()
     while (directory / "finished.json").exists() and run.is_alive():  # the run has started writing
         time.sleep(0.05)

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from podracer.core import agents, envs, sweep
-from podracer.cli import config
+from podracer.cli import parser
 from podracer.core.agents import PPOConfig
-from podracer.cli.config import AnakinConfig, SebulbaConfig
+from podracer.run.config import AnakinConfig, SebulbaConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -54,7 +54,7 @@ class TableConfig(TinyConfig):
 def test_an_agent_config_field_that_cannot_be_a_flag_is_a_one_line_error_naming_it(registries, capsys):
     agents.register("table", TableConfig, _make_tiny)
     with pytest.raises(SystemExit) as exit_:
-        config.parse(AnakinConfig, ["--agent", "table"], prog="train")
+        parser.parse(AnakinConfig, ["--agent", "table"], prog="train")
     assert exit_.value.code == 2
     assert capsys.readouterr().err.strip() == (
         "train: error: TableConfig.table: a config field of type dict cannot be a flag (flags take int, float, str, "
@@ -65,18 +65,18 @@ def test_an_agent_config_field_that_cannot_be_a_flag_is_a_one_line_error_naming_
 def test_a_registered_agent_is_a_subcommand_of_both_modes_with_checked_flags(registries, capsys):
     agents.register("tiny", TinyConfig, _make_tiny)
     assert "tiny" in agents.names() and agents.config_class("tiny") is TinyConfig
-    cfg = config.parse(AnakinConfig, ["--agent", "tiny", "--discount", "0.9", "--num-updates", "40"])
+    cfg = parser.parse(AnakinConfig, ["--agent", "tiny", "--discount", "0.9", "--num-updates", "40"])
     assert isinstance(cfg, AnakinConfig) and cfg.agent == TinyConfig(discount=0.9) and cfg.agent_name == "tiny"
     assert cfg.num_updates == 40
-    cfg = config.parse(SebulbaConfig(env="CartPole", total_env_steps=1000), ["tiny", "--hidden-sizes", "4", "4"])
+    cfg = parser.parse(SebulbaConfig(env="CartPole", total_env_steps=1000), ["tiny", "--hidden-sizes", "4", "4"])
     assert cfg.agent == TinyConfig(hidden_sizes=(4, 4)) and cfg.env == "CartPole" and cfg.total_env_steps == 1000
-    assert config.parse(AnakinConfig, ["--agent", "ppo"]).agent == PPOConfig()  # the built-in agents are still there
+    assert parser.parse(AnakinConfig, ["--agent", "ppo"]).agent == PPOConfig()  # the built-in agents are still there
     with pytest.raises(SystemExit) as exit_:
-        config.parse(AnakinConfig, ["--agent", "tiny", "--discount", "2"], prog="train")
+        parser.parse(AnakinConfig, ["--agent", "tiny", "--discount", "2"], prog="train")
     assert exit_.value.code == 2
     assert capsys.readouterr().err.strip() == "train: error: --discount must be in [0, 1], got 2.0."
     with pytest.raises(SystemExit):
-        config.parse(AnakinConfig, ["--agent", "tiny", "--help"], prog="train")
+        parser.parse(AnakinConfig, ["--agent", "tiny", "--help"], prog="train")
     page = capsys.readouterr().out
     assert (
         page.startswith("usage: train --agent tiny")
@@ -140,7 +140,7 @@ def test_agent_registration_refuses_what_cannot_reach_a_command_line(registries,
 def test_import_names_a_module_or_a_file_and_fails_in_one_line(registries, tmp_path, capsys):
     plugin = tmp_path / "my_tiny_plugin.py"
     plugin.write_text("from podracer import envs\nenvs.register('my_task', lambda: envs.Catch(rows=4, columns=3))\n")
-    cfg = config.parse(AnakinConfig, ["--import", str(plugin), "--env", "my_task"])
+    cfg = parser.parse(AnakinConfig, ["--import", str(plugin), "--env", "my_task"])
     assert cfg.imports == (str(plugin),) and cfg.env == "my_task" and envs.make("my-task").spec().num_actions == 3
     for argv, message in [
         (
@@ -151,7 +151,7 @@ def test_import_names_a_module_or_a_file_and_fails_in_one_line(registries, tmp_p
         (["--import"], "--import needs a value: a module (package.module) or a path/to/file.py."),
     ]:
         with pytest.raises(SystemExit) as exit_:
-            config.parse(AnakinConfig, argv, prog="train")
+            parser.parse(AnakinConfig, argv, prog="train")
         assert exit_.value.code == 2 and capsys.readouterr().err.strip() == f"train: error: {message}"
 
 
@@ -407,14 +407,14 @@ def test_a_suite_adapter_of_your_own_names_its_tasks_suite_colon_task(registries
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(envs, "SUITES", dict(envs.SUITES))
     envs.register_suite("toy", "toy_suite_adapter")
-    assert config.parse(AnakinConfig, ["--env", "toy:catch-4"]).env == "toy:catch-4"
+    assert parser.parse(AnakinConfig, ["--env", "toy:catch-4"]).env == "toy:catch-4"
     assert envs.make("toy:catch-6").spec().observation.shape == (6, 3)
     assert (
         envs.is_jax_on_host("toy:catch-4")
-        and config.parse(SebulbaConfig, ["--env", "toy:catch-4"]).env == "toy:catch-4"
+        and parser.parse(SebulbaConfig, ["--env", "toy:catch-4"]).env == "toy:catch-4"
     )
     with pytest.raises(SystemExit):
-        config.parse(AnakinConfig, ["--env", "list"])
+        parser.parse(AnakinConfig, ["--env", "list"])
     listed = capsys.readouterr().out.splitlines()
     toy = listed.index("toy: a registered suite (envs.register_suite)")  # its module has no docstring to describe it
     assert listed[toy + 1].split() == ["toy:catch-4", "toy:catch-6"]
@@ -475,5 +475,5 @@ def test_entry_points_of_an_installed_package_register_tasks_suites_and_agents(r
     assert envs.make("toy_catch").spec().observation.shape == (7, 3)
     assert envs.make("toyz:catch-4").spec().observation.shape == (4, 3)
     assert "toy-agent" in agents.names() and agents.config_class("toy-agent").__name__ == "ToyConfig"
-    cfg = config.parse(AnakinConfig, ["--agent", "toy-agent", "--env", "toy_catch", "--entropy-coef", "0.1"])
+    cfg = parser.parse(AnakinConfig, ["--agent", "toy-agent", "--env", "toy_catch", "--entropy-coef", "0.1"])
     assert cfg.agent_name == "toy-agent" and cfg.agent.entropy_coef == 0.1

@@ -9,11 +9,12 @@ import pytest
 pytest.importorskip("gymnasium")
 pytest.importorskip("envpool")
 
-from podracer.cli import config, experiment  # noqa: E402
+from podracer.cli import parser
+from podracer.run import compose
 from podracer.run import hostenvs
 from podracer.core import envs
 from podracer.core.agents import PPOConfig  # noqa: E402
-from podracer.cli.config import SebulbaConfig  # noqa: E402
+from podracer.run.config import SebulbaConfig
 
 
 def _play(env, actions):
@@ -86,7 +87,7 @@ def test_an_environment_of_your_own_registered_by_entry_point(tmp_path, monkeypa
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     name = "gymnasium:corridor_envs:Corridor-v0"
-    assert config.parse(SebulbaConfig, ["--env", name, "--agent", "ppo"]).env == name
+    assert parser.parse(SebulbaConfig, ["--env", name, "--agent", "ppo"]).env == name
     env = hostenvs.make_host(name, 2)
     env.reset()
     timesteps = [env.step(np.array([1, 0], np.int32)) for _ in range(3)]
@@ -139,10 +140,10 @@ def test_what_does_not_fit_is_one_clear_line():
 
 
 def test_sebulba_trains_on_gymnasium_and_evaluate_plays_the_checkpoint(tmp_path):
-    from podracer.cli.evaluate import play
+    from podracer.run.evaluate import play
 
     directory = str(tmp_path / "ckpt")
-    result = experiment.train_sebulba(
+    result = compose.train_sebulba(
         SebulbaConfig(
             env="gymnasium:CartPole-v1",
             agent=PPOConfig().replace(learning_rate=1e-3),

@@ -112,8 +112,8 @@ def test_without_envpool_sebulba_names_its_extra_and_its_other_routes_still_pars
     they are not installed; ``gymnasium:`` and ``jax:`` environments do not need it."""
     import importlib.util
 
-    from podracer.cli import config
-    from podracer.cli.config import SebulbaConfig
+    from podracer.cli import parser
+    from podracer.run.config import SebulbaConfig
     from podracer.cli import catalog
     from podracer.run.hostenvs import envpool as envpool_lib
 
@@ -122,15 +122,15 @@ def test_without_envpool_sebulba_names_its_extra_and_its_other_routes_still_pars
     envpool_lib._all_task_ids.cache_clear()
     try:
         with pytest.raises(SystemExit) as exit_info:
-            config.parse(SebulbaConfig, ["--env", "Pong"], prog="prog")
+            parser.parse(SebulbaConfig, ["--env", "Pong"], prog="prog")
         assert exit_info.value.code == 2
         assert capsys.readouterr().err.strip().splitlines()[-1] == (
             f"prog: error: --env Pong: envpool's tasks need envpool: {install.command('envpool')} "
             "(--env gymnasium:ID and --env jax:NAME run without it)."
         )
         assert f"envpool's tasks: not installed ({install.command('envpool')})" in catalog.listing("sebulba")
-        assert config.parse(SebulbaConfig, ["--env", "gymnasium:CartPole-v1"]).env == "gymnasium:CartPole-v1"
-        assert config.parse(SebulbaConfig, ["--env", "jax:catch"]).agent_name == "ppo"
+        assert parser.parse(SebulbaConfig, ["--env", "gymnasium:CartPole-v1"]).env == "gymnasium:CartPole-v1"
+        assert parser.parse(SebulbaConfig, ["--env", "jax:catch"]).agent_name == "ppo"
     finally:
         envpool_lib._all_task_ids.cache_clear()
 
@@ -138,11 +138,13 @@ def test_without_envpool_sebulba_names_its_extra_and_its_other_routes_still_pars
 def test_a_gif_without_pillow_is_one_line_naming_the_video_extra(monkeypatch, capsys, tmp_path):
     import importlib.util
 
-    from podracer.cli import evaluate
+    from podracer.cli import evaluate as evaluate_command
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "PIL" else real(name, *a))
-    status = evaluate.main(["--checkpoint", str(tmp_path), "--gif", str(tmp_path / "play.gif")], name="evaluate")
+    status = evaluate_command.main(
+        ["--checkpoint", str(tmp_path), "--gif", str(tmp_path / "play.gif")], name="evaluate"
+    )
     assert status == 2
     assert capsys.readouterr().err == f"evaluate: error: --gif needs pillow: {install.command('video')}.\n"
     assert not (tmp_path / "play.gif").exists()

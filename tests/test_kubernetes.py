@@ -10,7 +10,8 @@ import re
 import pytest
 import yaml
 
-from podracer.cli import config
+from podracer.run import config
+from podracer.cli import parser
 from podracer.run import lifetime, multihost
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -62,7 +63,7 @@ def test_the_pods_command_is_a_podracer_command_line_that_resumes_from_the_share
     [container] = pod["containers"]
     command = container["command"]
     assert command[:2] == ["podracer", "anakin"]
-    cfg = config.parse(config.AnakinConfig, command[2:])
+    cfg = parser.parse(config.AnakinConfig, command[2:])
     assert cfg.distributed and cfg.resume == "auto" and cfg.checkpoint_every_seconds is not None
     mounts = [mount["mountPath"] for mount in container["volumeMounts"]]
     for directory in (cfg.checkpoint_dir, cfg.log_dir):  # on the volume every pod shares, not in a pod's own disk

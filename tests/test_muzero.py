@@ -8,9 +8,9 @@ import pytest
 
 from podracer.core import agents, learner
 from podracer import anakin
-from podracer.cli import experiment
+from podracer.run import compose
 from podracer.core.agents.muzero import scale_gradient, scale_to_unit
-from podracer.cli.config import SebulbaConfig
+from podracer.run.config import SebulbaConfig
 from podracer.core.envs.catch import Catch
 from podracer.core.types import Box, EnvSpec, TimeStep, Trajectory
 
@@ -142,7 +142,7 @@ def test_muzero_balances_cartpole_in_sebulba_in_most_runs(devices):
             eval_episodes=32,
             seed=seed,
         )
-        history = experiment.train_sebulba(config).history
+        history = compose.train_sebulba(config).history
         assert history[0]["episode_return"] < 60.0, history[0]
         evaluations = [h["eval_return"] for h in history if "eval_return" in h]
         assert len(evaluations) >= 3, evaluations  # after updates 130, 260, 390 (and the last, 391)

@@ -42,11 +42,11 @@ def test_mlp_torsos_and_bad_torso_choices():
 def test_the_activation_flag_reaches_the_actor_critic_mlps():
     """``--activation relu`` (gymnax-blines' MinAtar networks) builds ReLU MLPs: the same parameters give relu's
     outputs, where tanh's differ."""
-    from podracer.cli import config
+    from podracer.cli import parser
     from podracer.core.agents.ppo import PPOConfig
 
     spec = EnvSpec(jax.ShapeDtypeStruct((7,), jnp.float32), 3)
-    cfg = config.parse(PPOConfig, ["--activation", "relu", "--hidden-sizes", "16"], prog="test")
+    cfg = parser.parse(PPOConfig, ["--activation", "relu", "--hidden-sizes", "16"], prog="test")
     relu_net, tanh_net = (
         agents.make_network(spec, cfg),
         agents.make_network(spec, PPOConfig().replace(hidden_sizes=(16,))),
@@ -65,13 +65,13 @@ def test_the_activation_flag_reaches_the_actor_critic_mlps():
 def test_the_kernel_init_flag_gives_flax_default_kernels_to_every_mlp_and_head(core):
     """``--kernel-init lecun`` (gymnax-blines' networks, flax's Dense default): every MLP and head kernel is LeCun
     normal, variance 1 / fan-in, where ``orthogonal`` scales a policy head by 0.01 and a hidden layer by sqrt(2)."""
-    from podracer.cli import config
+    from podracer.cli import parser
     from podracer.core.agents.a2c import A2CConfig
     from podracer.core.agents.ppo import PPOConfig
 
     spec = EnvSpec(jax.ShapeDtypeStruct((256,), jnp.float32), 3)
     args = ["--kernel-init", "lecun", "--hidden-sizes", "256", "--core", core]
-    lecun = config.parse(PPOConfig, args, prog="test")
+    lecun = parser.parse(PPOConfig, args, prog="test")
     obs = jnp.zeros((1, 256))
     inputs = (obs, jnp.ones((1,), bool), (jnp.zeros((1, 128)), jnp.zeros((1, 128)))) if core == "lstm" else (obs,)
 
@@ -88,7 +88,7 @@ def test_the_kernel_init_flag_gives_flax_default_kernels_to_every_mlp_and_head(c
         assert abs(float(jnp.std(kernel)) * np.sqrt(fan_in) - 1.0) < 0.2, name  # truncated normal, variance 1/fan-in
     head = next(v for k, v in orthogonal_kernels.items() if "policy_head" in k)
     assert float(jnp.max(jnp.abs(head))) < 0.01  # orthogonal(0.01): rows of norm 0.01
-    assert config.parse(A2CConfig, ["--kernel-init", "lecun"], prog="test").network.kernel_init == "lecun"
+    assert parser.parse(A2CConfig, ["--kernel-init", "lecun"], prog="test").network.kernel_init == "lecun"
     with pytest.raises(
         ValueError, match=r"^--kernel-init: unknown initializer 'he'; choose one of orthogonal, lecun, torch\.$"
     ):
@@ -236,7 +236,8 @@ def test_orthogonal_init_equals_flax_and_vmapped_seeds_never_deadlock():
 
 
 def test_an_agent_keeps_the_network_settings_it_does_not_take_fixed_and_says_so():
-    from podracer.cli import config
+    from podracer.run import config
+    from podracer.cli import parser
     from podracer.core.agents import DQNConfig, PQNConfig, hyperparameters
     from podracer.core.networks import NetworkConfig
 
@@ -251,7 +252,7 @@ def test_an_agent_keeps_the_network_settings_it_does_not_take_fixed_and_says_so(
     ):
         DQNConfig(network=NetworkConfig(activation="tanh"))
     with pytest.raises(SystemExit) as exit_:
-        config.parse(config.AnakinConfig, ["--agent", "dqn", "--activation", "tanh"], prog="prog")
+        parser.parse(config.AnakinConfig, ["--agent", "dqn", "--activation", "tanh"], prog="prog")
     assert exit_.value.code == 2
 
 

@@ -15,11 +15,11 @@ import pytest
 from podracer.run import checkpoint
 from podracer.run import hostenvs
 from podracer.core import envs, learner
-from podracer.cli import evaluate
+from podracer.run import evaluate
 from podracer.core.agents import A2CConfig
-from podracer.cli.config import AnakinConfig, SebulbaConfig
-from podracer.cli.experiment import train_anakin, train_sebulba
-from podracer.run.runkit import Diverged, NonfiniteWatch
+from podracer.run.config import AnakinConfig, SebulbaConfig
+from podracer.run.compose import train_anakin, train_sebulba
+from podracer.run.nonfinite import Diverged, NonfiniteWatch
 
 # Adam's first step at a warm-up's learning rate of 0 is finite; the second, at 1e30 / 1000, is not.
 DIVERGING = A2CConfig().replace(learning_rate=1e30, max_grad_norm=1e30, lr_warmup_steps=1000)
@@ -100,7 +100,7 @@ def test_skip_says_so_at_the_first_discarded_update_counts_them_at_the_end_and_m
 
 
 def test_the_closing_words_on_discarded_updates():
-    from podracer.run.runkit import nonfinite_said
+    from podracer.run.nonfinite import nonfinite_said
 
     watch = NonfiniteWatch("continue", main=False)
     watch.check(np.zeros((2, 3)), 0)

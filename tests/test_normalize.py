@@ -9,10 +9,10 @@ import pytest
 
 from podracer.core import agents, envs, normalize
 from podracer import anakin
-from podracer.cli import build, evaluate, experiment
+from podracer.run import compose, evaluate
 from podracer.run import checkpoint, parallel
 from podracer.core.agents import PPOConfig
-from podracer.cli.config import AnakinConfig
+from podracer.run.config import AnakinConfig
 from podracer.core.types import EnvSpec
 
 
@@ -92,10 +92,10 @@ SHORT_RUN = dict(
 def test_normalized_runs_resume_exactly_and_evaluate_plays_with_the_saved_statistics(tmp_path):
     common = dict(SHORT_RUN, num_updates=20, updates_per_call=10)
     whole = AnakinConfig(checkpoint_dir=str(tmp_path / "whole"), **common)
-    experiment.train_anakin(whole)
+    compose.train_anakin(whole)
     parts = AnakinConfig(checkpoint_dir=str(tmp_path / "parts"), **{**common, "num_updates": 10})
-    experiment.train_anakin(parts)
-    experiment.train_anakin(dataclasses.replace(parts, num_updates=20, resume="yes"))
+    compose.train_anakin(parts)
+    compose.train_anakin(dataclasses.replace(parts, num_updates=20, resume="yes"))
 
     env = envs.make(common["env"])
     agent = agents.make(whole.agent, env.spec(), normalize="observations+rewards")
@@ -128,7 +128,7 @@ def test_normalized_runs_resume_exactly_and_evaluate_plays_with_the_saved_statis
         match=r"--resume: '.*whole' holds a checkpoint of another run: --normalize-observations True there, "
         r"False here; --normalize-rewards True there, False here\. Resume with its settings",
     ):
-        experiment.train_anakin(
+        compose.train_anakin(
             dataclasses.replace(
                 whole, normalize_observations=False, normalize_rewards=False, num_updates=50, resume="yes"
             )
@@ -143,8 +143,8 @@ def test_normalize_observations_needs_a_floating_point_observation():
         match=r"^--normalize-observations: catch's observations have no floating-point "
         r"entry to normalise .*; drop the flag\.$",
     ):
-        build.check_normalizable(config, spec)
-    build.check_normalizable(dataclasses.replace(config, normalize_observations=False), spec)
+        compose.check_normalizable(config, spec)
+    compose.check_normalizable(dataclasses.replace(config, normalize_observations=False), spec)
 
 
 def test_return_restart_termination_runs_the_return_on_across_a_time_limit_and_restarts_it_at_a_termination():
@@ -228,7 +228,7 @@ def test_the_normalisation_options_are_recorded_played_by_evaluate_and_kept_by_a
         return_restart="termination",
         checkpoint_dir=str(tmp_path / "run"),
     )
-    experiment.train_anakin(config)
+    compose.train_anakin(config)
     env = envs.make("cartpole")
     agent, params, metadata = evaluate.load(config.checkpoint_dir, env.spec())
     assert metadata["normalize_options"] == {
@@ -250,7 +250,7 @@ def test_the_normalisation_options_are_recorded_played_by_evaluate_and_kept_by_a
         match=r"--resume: '.*run' holds a checkpoint of another run: --observation-clip 50.0 there, 5.0 here; "
         r"--return-restart termination there, episode here\. Resume",
     ):
-        experiment.train_anakin(
+        compose.train_anakin(
             dataclasses.replace(config, observation_clip=5.0, return_restart="episode", num_updates=6, resume="yes")
         )
 
@@ -268,12 +268,12 @@ def test_anakin_learns_cartpole_with_both_normalisations_on_most_seeds():
         normalize_observations=True,
         normalize_rewards=True,
     )
-    final = experiment.train_anakin(config).history[-1]["episode_return_per_seed"]
+    final = compose.train_anakin(config).history[-1]["episode_return_per_seed"]
     assert sum(r >= 150 for r in final) >= 2, final  # random play: about 22
 
 
 def test_sebulba_counts_every_learned_step_in_the_statistics_on_two_learner_devices():
-    from podracer.cli.config import SebulbaConfig
+    from podracer.run.config import SebulbaConfig
 
     config = SebulbaConfig(
         env="jax:cartpole",
@@ -285,7 +285,7 @@ def test_sebulba_counts_every_learned_step_in_the_statistics_on_two_learner_devi
         normalize_observations=True,
         normalize_rewards=True,
     )
-    result = experiment.run_sebulba(config)
+    result = compose.run_sebulba(config)
     statistics = jax.tree.map(np.asarray, parallel.unreplicate(result.state.params.statistics))
     assert float(statistics.observation.count) == result.updates * 16 * 16
     assert float(statistics.discounted_return.count) == result.updates * 16 * 16

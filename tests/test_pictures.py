@@ -7,7 +7,7 @@ import pytest
 
 from podracer.core import envs
 from podracer.core.envs.base import EnvSpec
-from podracer.cli.evaluate import picture, write_gif
+from podracer.run.evaluate import picture, write_gif
 from podracer.core.types import ImageLayout
 
 

@@ -213,11 +213,11 @@ def test_planning_needs_an_environment_with_rules_to_search_and_runs_in_anakin()
 
     with pytest.raises(ValueError, match=r"^--agent alphazero searches with a JAX environment's own rules: it trains"):
         make_act(agent)
-    from podracer.cli import build
-    from podracer.cli.config import AnakinConfig
+    from podracer.run import compose
+    from podracer.run.config import AnakinConfig
 
     with pytest.raises(ValueError, match=r"^--opponent self: only two-player games \(pgx:NAME, e\.g\."):
-        build.make_env(AnakinConfig(env="catch", opponent="self"))
+        compose.make_env(AnakinConfig(env="catch", opponent="self"))
 
 
 @pytest.mark.suite("pgx")
@@ -325,7 +325,7 @@ def _fake_baseline(directory, game="othello"):
 def test_pgx_baseline_models_are_read_from_a_local_directory_and_play_legal_moves(tmp_path):
     pytest.importorskip("haiku")
     from podracer.core.envs.pgx import baseline_opponent
-    from podracer.cli.evaluate import EvaluateConfig
+    from podracer.run.evaluate import EvaluateConfig
 
     with pytest.raises(
         ValueError, match=r"^--baseline-dir: no othello_v0\.ckpt in .* fetches it; copy DIR's file here\)\.$"
@@ -361,7 +361,7 @@ def test_evaluate_plays_a_planning_checkpoint_with_the_search_settings_it_is_giv
     """``podracer evaluate --num-simulations N --gumbel-scale G`` plays with that search (a figure measured at 256
     simulations is reproduced at 256, not at training's 32); an agent that does not search refuses them in one line."""
     import podracer
-    from podracer.cli import evaluate
+    from podracer.cli import evaluate as evaluate_command
 
     cpu = str(len(jax.devices("cpu")))
     podracer.train(
@@ -381,13 +381,13 @@ def test_evaluate_plays_a_planning_checkpoint_with_the_search_settings_it_is_giv
     made, real = [], agents.make
     monkeypatch.setattr(agents, "make", lambda config, *a, **k: made.append(config) or real(config, *a, **k))
     argv = ["--checkpoint", str(tmp_path / "az" / "checkpoint"), "--episodes", "2", "--greedy", "--opponent", "perfect"]
-    assert evaluate.main([*argv, "--num-simulations", "8", "--gumbel-scale", "0"], name="evaluate") == 0
+    assert evaluate_command.main([*argv, "--num-simulations", "8", "--gumbel-scale", "0"], name="evaluate") == 0
     assert (made[-1].num_simulations, made[-1].gumbel_scale) == (8, 0.0)
-    assert evaluate.main(argv, name="evaluate") == 0
+    assert evaluate_command.main(argv, name="evaluate") == 0
     assert (made[-1].num_simulations, made[-1].gumbel_scale) == (2, 1.0)  # the run's
     capsys.readouterr()
     refused = ["--checkpoint", str(tmp_path / "ppo" / "checkpoint"), "--num-simulations", "8"]
-    assert evaluate.main(refused, name="evaluate") == 2
+    assert evaluate_command.main(refused, name="evaluate") == 2
     assert capsys.readouterr().err == (
         "evaluate: error: --num-simulations: the checkpoint holds a ppo agent, which does not search (planning "
         "agents: alphazero, muzero).\n"

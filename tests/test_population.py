@@ -16,11 +16,12 @@ import pytest
 
 from podracer import anakin
 from podracer.run import checkpoint
-from podracer.cli import experiment
+from podracer.run import compose
 from podracer.core import pbt as population
 from podracer.core.agents import A2CConfig
 from podracer.core.population import Population, PopulationState
-from podracer.cli.config import AnakinConfig, SebulbaConfig, parse
+from podracer.run.config import AnakinConfig, SebulbaConfig
+from podracer.cli.parser import parse
 from podracer.core.pbt import PERTURB, Range
 from podracer.core.types import LearnerState
 
@@ -119,11 +120,11 @@ def test_a_population_run_logs_its_lanes_and_resumes_exactly(tmp_path):
     lanes, values, lineage and returns as the run that was not stopped; the records hold every lane's values and
     lineage, the rankings happen at every --pbt-every updates, and the run leaves the best lane's schedule."""
     whole = _config(tmp_path, "whole")
-    experiment.train_anakin(whole)
+    compose.train_anakin(whole)
     parts = _config(tmp_path, "parts", checkpoint_every=20)
-    experiment.train_anakin(parts, stop=_StopAfter(3))
+    compose.train_anakin(parts, stop=_StopAfter(3))
     assert checkpoint.steps(parts.checkpoint_dir) == [20, 40, 60]
-    experiment.train_anakin(dataclasses.replace(parts, resume="auto"))
+    compose.train_anakin(dataclasses.replace(parts, resume="auto"))
 
     ours, theirs = _records(tmp_path / "whole"), _records(tmp_path / "parts")
     drop = ("sps", "run_id")
@@ -439,7 +440,7 @@ def test_a_population_with_one_sane_lane_learns_and_never_copies_a_diverging_one
 
 
 def test_evaluate_names_the_lane_a_population_checkpoint_keeps_and_its_values(tmp_path, capsys):
-    from podracer.cli import evaluate
+    from podracer.cli import evaluate as evaluate_command
 
     directory = tmp_path / "ck"
     search = "learning_rate=log:1e-3..1e-2"
@@ -447,7 +448,7 @@ def test_evaluate_names_the_lane_a_population_checkpoint_keeps_and_its_values(tm
     metadata = checkpoint.read_metadata(str(directory))
     lane, values = metadata["population_lane"], metadata["population_values"]
     capsys.readouterr()
-    assert evaluate.main(["--checkpoint", str(directory), "--episodes", "2"], name="podracer evaluate") == 0
+    assert evaluate_command.main(["--checkpoint", str(directory), "--episodes", "2"], name="podracer evaluate") == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert first == (
         f"podracer evaluate: playing lane {lane} of the population (the best at its last ranking): "

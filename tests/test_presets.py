@@ -6,9 +6,9 @@ import importlib.util
 import pytest
 
 from podracer.core import agents
-from podracer.cli import command as cli, config, presets
+from podracer.cli import command as cli, parser, presets
 from podracer.core.agents.base import hyperparameters
-from podracer.cli.config import AnakinConfig, SebulbaConfig
+from podracer.run.config import AnakinConfig, SebulbaConfig
 
 CLASSES = {"anakin": AnakinConfig, "sebulba": SebulbaConfig}
 
@@ -29,7 +29,7 @@ def test_each_preset_names_only_existing_flags_and_parses(name):
     suite = preset.env.split(":")[0] if ":" in preset.env else None
     if suite in ("gymnax", "jumanji", "brax", "xminigrid") and importlib.util.find_spec(suite) is None:
         pytest.skip(f"{suite} is not installed here")
-    cfg = config.parse(CLASSES[preset.mode], ["--preset", name])
+    cfg = parser.parse(CLASSES[preset.mode], ["--preset", name])
     assert cfg.preset == name and cfg.env == preset.env and cfg.agent_name == preset.agent
     for flag, value in preset.flags.items():
         if flag in ("env", "agent"):
@@ -40,10 +40,10 @@ def test_each_preset_names_only_existing_flags_and_parses(name):
 
 
 def test_a_flag_on_the_command_line_wins_over_the_preset():
-    cfg = config.parse(AnakinConfig, ["--num-updates", "480", "--preset", "memory-lstm", "--core-size", "16"])
+    cfg = parser.parse(AnakinConfig, ["--num-updates", "480", "--preset", "memory-lstm", "--core-size", "16"])
     assert cfg.num_updates == 480 and cfg.agent.network.core_size == 16  # given
     assert cfg.agent.network.core == "lstm" and cfg.rollout_length == 16 and cfg.num_envs == 32  # the preset's
-    same_agent = config.parse(AnakinConfig, ["--preset", "memory-lstm", "--agent", "ppo"])
+    same_agent = parser.parse(AnakinConfig, ["--preset", "memory-lstm", "--agent", "ppo"])
     assert same_agent.agent.network.core == "lstm"
 
 
@@ -65,7 +65,7 @@ def test_a_flag_on_the_command_line_wins_over_the_preset():
 )
 def test_bad_presets_are_one_line_errors(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_:
-        config.parse(AnakinConfig, argv, prog="podracer anakin")
+        parser.parse(AnakinConfig, argv, prog="podracer anakin")
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith(f"podracer anakin: error: {message}") and err.count("\n") == 1, err
@@ -73,16 +73,16 @@ def test_bad_presets_are_one_line_errors(argv, message, capsys):
 
 def test_preset_list_and_what_a_run_without_a_preset_says(capsys):
     with pytest.raises(SystemExit) as exit_:
-        config.parse(SebulbaConfig, ["--preset", "list"])
+        parser.parse(SebulbaConfig, ["--preset", "list"])
     assert exit_.value.code == 0
     listed = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in listed] == presets.names("sebulba")
-    cfg = config.parse(AnakinConfig, ["--env", "memory", "--agent", "ppo", "--num-epochs", "2"])
+    cfg = parser.parse(AnakinConfig, ["--env", "memory", "--agent", "ppo", "--num-epochs", "2"])
     line = cli.settings_line(cfg)
     assert line.startswith("no --preset: ppo on memory with --learning-rate 0.003 ")
     assert " --num-epochs 2 " in line and " --normalize-advantages " in line and " --no-clip-value-loss " in line
     assert line.endswith("; --preset memory-lstm has settings measured on it")
-    with_preset = cli.settings_line(config.parse(AnakinConfig, ["--preset", "catch"]))
+    with_preset = cli.settings_line(parser.parse(AnakinConfig, ["--preset", "catch"]))
     assert with_preset == (
         "preset catch: --env catch --agent a2c --num-envs 128 --rollout-length 16 --num-updates 240 "
         "(flags on the command line override it)"

@@ -6,8 +6,9 @@ import threading
 
 import pytest
 
-from podracer.cli import experiment, preview
-from podracer.cli.config import AnakinConfig
+from podracer.run import compose, preview
+from podracer.cli import preview as preview_command
+from podracer.run.config import AnakinConfig
 
 SMALL = dict(num_envs_per_device=4, rollout_length=4, updates_per_call=10, checkpoint_every=10)
 
@@ -15,7 +16,7 @@ SMALL = dict(num_envs_per_device=4, rollout_length=4, updates_per_call=10, check
 @pytest.mark.slow
 def test_a_checkpoint_rotated_away_while_it_is_read_is_not_an_error(tmp_path, monkeypatch):
     directory = tmp_path / "run"
-    experiment.train_anakin(AnakinConfig(num_updates=20, checkpoint_dir=str(directory), **SMALL))
+    compose.train_anakin(AnakinConfig(num_updates=20, checkpoint_dir=str(directory), **SMALL))
     real, calls = preview._play, []
 
     def rotated_while_reading(evaluate, config, drawable):
@@ -38,7 +39,7 @@ def test_beside_a_run_that_saves_every_call_the_preview_plays_and_ends_with_it(t
     directory = tmp_path / "run"
     directory.mkdir()
     run = threading.Thread(
-        target=experiment.train_anakin, args=(AnakinConfig(num_updates=200, checkpoint_dir=str(directory), **SMALL),)
+        target=compose.train_anakin, args=(AnakinConfig(num_updates=200, checkpoint_dir=str(directory), **SMALL),)
     )
     lines = []
     run.start()  # the preview starts before the run's first checkpoint, and sees the run rotate its newest 3
@@ -54,7 +55,7 @@ def test_beside_a_run_that_saves_every_call_the_preview_plays_and_ends_with_it(t
 
 def test_a_missing_directory_is_waited_for_or_with_wait_0_refused_and_a_file_is_refused(tmp_path, capsys):
     missing = tmp_path / "not-yet"
-    assert preview.main(["--checkpoint-dir", str(missing), "--wait", "0"], name="podracer preview") == 2
+    assert preview_command.main(["--checkpoint-dir", str(missing), "--wait", "0"], name="podracer preview") == 2
     assert capsys.readouterr().err.splitlines() == [
         f"podracer preview: error: --checkpoint-dir {str(missing)!r} does not exist (after --wait 0 s)."
     ]
@@ -63,7 +64,7 @@ def test_a_missing_directory_is_waited_for_or_with_wait_0_refused_and_a_file_is_
     assert lines == [f"{missing} does not exist yet: waiting for a run to save one there (--wait SECONDS to give up)."]
     afile = tmp_path / "afile"
     afile.write_text("")
-    assert preview.main(["--checkpoint-dir", str(afile)], name="podracer preview") == 2
+    assert preview_command.main(["--checkpoint-dir", str(afile)], name="podracer preview") == 2
     assert capsys.readouterr().err.splitlines() == [
         f"podracer preview: error: --checkpoint-dir {str(afile)!r} is a file, not a directory."
     ]

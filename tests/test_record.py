@@ -8,8 +8,9 @@ import tomllib
 import jax
 import pytest
 
-from podracer.cli import config, presets, record
-from podracer.cli.config import AnakinConfig
+from podracer.cli import parser, presets
+from podracer.run import record
+from podracer.run.config import AnakinConfig
 
 
 def _train(argv):
@@ -45,18 +46,18 @@ def test_a_run_directory_replays_to_the_same_records(tmp_path, monkeypatch):
     assert ours == theirs and len(ours) == 2
 
     # the same config, parsed back: every field that says what the run trains
-    replayed = config.parse(AnakinConfig, ["--preset", str(first / "run.toml")], prog="prog")
-    original = config.parse(AnakinConfig, flags, prog="prog")
+    replayed = parser.parse(AnakinConfig, ["--preset", str(first / "run.toml")], prog="prog")
+    original = parser.parse(AnakinConfig, flags, prog="prog")
     assert replayed.agent == original.agent and replayed.seed == original.seed and replayed.num_envs == 16
 
 
 def test_repeated_flags_are_recorded_and_replayed_once_per_value(tmp_path):
-    cfg = config.parse(AnakinConfig, ["--sweep", "learning_rate=1e-3,3e-3", "--sweep", "discount=0.9,0.99"], prog="p")
+    cfg = parser.parse(AnakinConfig, ["--sweep", "learning_rate=1e-3,3e-3", "--sweep", "discount=0.9,0.99"], prog="p")
     flags = record.resolved_flags(cfg)
     assert flags["sweep"] == ["learning_rate=1e-3,3e-3", "discount=0.9,0.99"] and "import" not in flags
     path = tmp_path / "run.toml"
     path.write_text(record.toml("anakin", flags, "a note"))
-    assert config.parse(AnakinConfig, ["--preset", str(path)], prog="p").sweep == cfg.sweep
+    assert parser.parse(AnakinConfig, ["--preset", str(path)], prog="p").sweep == cfg.sweep
 
 
 @pytest.mark.parametrize(
@@ -74,7 +75,7 @@ def test_a_bad_preset_file_is_one_line(tmp_path, capsys, text, message):
     if text is not None:
         path.write_text(text)
     with pytest.raises(SystemExit) as exit_info:
-        config.parse(AnakinConfig, ["--preset", str(path)], prog="prog")
+        parser.parse(AnakinConfig, ["--preset", str(path)], prog="prog")
     assert exit_info.value.code == 2
     errors = capsys.readouterr().err.splitlines()
     assert len(errors) == 1 and errors[0].startswith("prog: error: " + message.format(path=path)), errors

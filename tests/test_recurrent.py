@@ -7,8 +7,8 @@ import pytest
 
 from podracer.core import agents, envs
 from podracer import anakin
-from podracer.cli import experiment
-from podracer.cli.config import AnakinConfig
+from podracer.run import compose
+from podracer.run.config import AnakinConfig
 from podracer.run.hostenvs.jax_env import JaxHostEnv
 from podracer.core.learner import make_optimizer
 from podracer.core.networks import ObservationTorso, RecurrentNetwork, StructuredTorso, lstm_initial_state
@@ -236,7 +236,7 @@ def test_recurrent_ppo_learns_from_whole_sequences_that_replay_what_the_actor_sa
         match=r"^the per-device batch of sequences \(envs per device\) = 6 is not divisible "
         r"by the 4 minibatches \(--num-minibatches\); choose a multiple of 4\.$",
     ):
-        experiment.train_anakin(
+        compose.train_anakin(
             AnakinConfig(
                 env="memory",
                 agent=PPOConfig(num_minibatches=4).replace(core="lstm"),

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from podracer.run import checkpoint
-from podracer.cli import evaluate, experiment, preview
+from podracer.run import evaluate, compose, preview
 from podracer.core.agents import (
     A2CConfig,
     AlphaZeroConfig,
@@ -21,7 +21,7 @@ from podracer.core.agents import (
     SACConfig,
     TD3Config,
 )
-from podracer.cli.config import AnakinConfig, SebulbaConfig
+from podracer.run.config import AnakinConfig, SebulbaConfig
 
 pytestmark = pytest.mark.slow
 
@@ -89,7 +89,7 @@ def test_every_agent_trained_in_anakin_is_played_by_evaluate_and_preview(name, t
     if suite and importlib.util.find_spec(suite) is None:
         pytest.skip(f"{suite} is not installed here")
     directory = str(tmp_path / name)
-    experiment.train_anakin(
+    compose.train_anakin(
         AnakinConfig(
             env=env,
             agent=agent,
@@ -107,7 +107,7 @@ def test_every_agent_trained_in_anakin_is_played_by_evaluate_and_preview(name, t
 def test_every_on_policy_agent_sac_and_td3_trained_in_sebulba_is_played_by_evaluate_and_preview(name, tmp_path, capfd):
     env = "gymnasium:Pendulum-v1" if name in ("sac", "td3") else "CartPole-v1"
     directory = str(tmp_path / name)
-    experiment.train_sebulba(
+    compose.train_sebulba(
         SebulbaConfig(
             env=env,
             agent=SEBULBA[name],

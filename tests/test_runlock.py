@@ -14,8 +14,8 @@ import pytest
 
 from podracer.run import runlock
 from podracer.core.agents import A2CConfig
-from podracer.cli.config import AnakinConfig
-from podracer.cli.experiment import train_anakin
+from podracer.run.config import AnakinConfig
+from podracer.run.compose import train_anakin
 from podracer.run.resume_identity import check_resume_identity
 
 HOLD = """
@@ -216,8 +216,8 @@ def test_a_flag_recorded_on_one_side_only_is_a_difference_unless_its_absence_mea
 
 
 def test_sebulba_never_calls_another_runs_checkpoint_finished(tmp_path):
-    from podracer.cli.config import SebulbaConfig
-    from podracer.cli.experiment import train_sebulba
+    from podracer.run.config import SebulbaConfig
+    from podracer.run.compose import train_sebulba
 
     directory = str(tmp_path / "run")
     train_anakin(

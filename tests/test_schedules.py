@@ -10,7 +10,7 @@ import pytest
 
 from podracer.core import agents, envs, learner, optim
 from podracer import anakin
-from podracer.cli import build
+from podracer.run import compose
 from podracer.run import parallel
 from podracer.core.agents import DQNConfig, PPOConfig, R2D2Config
 from podracer.core.types import RunFacts
@@ -139,7 +139,7 @@ def agent_network_values(config, env, params, observation):
 
 def test_dqn_linear_epsilon_decays_over_its_share_of_the_run_counted_by_the_learner():
     from podracer.core.agents.qlearning import linear_epsilon
-    from podracer.cli.config import AnakinConfig
+    from podracer.run.config import AnakinConfig
 
     np.testing.assert_allclose(
         [linear_epsilon(s, 1.0, 0.05, 500) for s in (0, 250, 500, 10_000)], [1.0, 0.525, 0.05, 0.05], atol=1e-6
@@ -173,7 +173,7 @@ def test_dqn_linear_epsilon_decays_over_its_share_of_the_run_counted_by_the_lear
         num_updates=20,
         updates_per_call=10,
     )
-    assert build.anakin_plan(run, 8).facts.total_env_steps == 20 * 4 * 2 * 8
+    assert compose.anakin_plan(run, 8).facts.total_env_steps == 20 * 4 * 2 * 8
     with pytest.raises(ValueError, match=r"^--epsilon-schedule linear decays over the run's env steps: make the agent"):
         agents.make(config, env.spec())
     small = dict(hidden_sizes=(8,), min_replay_size=64, batch_size=32, replay_capacity=128)

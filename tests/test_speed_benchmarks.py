@@ -296,11 +296,11 @@ def test_arithmetic_floor_prints_and_saves_its_table(tmp_path):
 
 def test_wallclock_curve_sides_are_valid_runs_and_its_table_reads_the_best_return_by_each_mark():
     script = benchmark_scripts.load("wallclock_curve")
-    from podracer.cli import config
-    from podracer.cli.config import SebulbaConfig
+    from podracer.cli import parser
+    from podracer.run.config import SebulbaConfig
 
     for side in script.SIDES:  # every flag a side passes is one the command line takes, evaluations included
-        cfg = config.parse(SebulbaConfig, script.side_argv(side, 100, 5000, 4), prog="test")
+        cfg = parser.parse(SebulbaConfig, script.side_argv(side, 100, 5000, 4), prog="test")
         assert cfg.eval_every * script.ENVS[side] == pytest.approx(5000, rel=0.01)
         assert cfg.env == "HalfCheetah-v4" and cfg.seed == 100
     points = [{"s": 50.0, "env_steps": 3000, "return": -300.0}, {"s": 110.0, "env_steps": 7000, "return": 500.0}]

@@ -65,10 +65,10 @@ def test_a_preset_run_compiles_each_program_once_and_says_its_start_up_once(pres
 def test_sebulbas_heartbeat_counts_the_env_steps_of_the_updates_done_between_progress_lines():
     """Before the first progress line Sebulba's learner has done updates: the heartbeat says their env steps (it
     said "env steps 0" at update 7)."""
-    from podracer.run import runkit
+    from podracer.run import progress
 
     done = {"updates": 0}
-    progress = runkit.Progress(100_000, 0, False, describe=lambda: [f"learner: update {done['updates']}"],
+    progress = progress.Progress(100_000, 0, False, describe=lambda: [f"learner: update {done['updates']}"],
                                done=lambda: done["updates"] * 128)  # fmt: skip
     assert progress.status() == "env steps 0 | learner: update 0"
     done["updates"] = 7
@@ -158,7 +158,7 @@ def test_the_first_ctrl_c_line_says_what_the_stop_does(saving, said):
 def test_each_run_has_its_own_lifetime_whose_end_is_taken_once(monkeypatch):
     """``lifetime.starting`` gives the run a :class:`~podracer.run.lifetime.RunLifetime` of its own (the signals act on
     the one started last); its end is taken once, and a stop snapshot registers its save with the run it is given."""
-    from podracer.run.runkit import StopSnapshot
+    from podracer.run.saving import StopSnapshot
 
     first = lifetime.starting()
     assert lifetime.current() is first

@@ -39,7 +39,7 @@ def test_feeders_import_neither_the_agent_registry_nor_the_config_tree():
             continue
         imported = set(_imports(ast.parse(path.read_text())))
         registry = {"podracer.agents", "podracer.core.agents", "podracer.core.envs.make", "podracer.envs"}
-        bad = imported & (registry | {"podracer.cli.config", "podracer.cli.experiment"})
+        bad = imported & (registry | {"podracer.run.config", "podracer.run.compose"})
         assert not bad, (path.name, bad)
 
 
@@ -156,9 +156,9 @@ def test_environments_import_neither_agents_nor_checkpoints_nor_evaluation():
         "podracer.core.agents",
         "podracer.core.anakin",
         "podracer.run.checkpoint",
-        "podracer.cli.evaluate",
-        "podracer.cli.experiment",
-        "podracer.cli.config",
+        "podracer.run.evaluate",
+        "podracer.run.compose",
+        "podracer.run.config",
         "podracer.cli",
         "podracer.run.anakin",
         "podracer.run.sebulba",
@@ -191,8 +191,7 @@ def test_the_lower_layers_stay_below_what_uses_them():
     }
     for name, allowed in below.items():
         assert GRAPH[name] <= allowed, (name, GRAPH[name] - allowed)
-    assert "podracer.cli.evaluate" not in GRAPH["podracer.cli.experiment"]
-    assert "podracer.cli.experiment" not in GRAPH["podracer.cli.evaluate"]  # both build agents through one module
+    assert "podracer.run.evaluate" not in GRAPH["podracer.run.compose"]  # evaluation builds through the root
     assert not {m for m in GRAPH["podracer.core.sweep"] if _under(m, "podracer.run.anakin", "podracer.core.anakin")}
 
 
@@ -330,7 +329,7 @@ _AGENT_MODULES = {
 
 def test_the_agent_registry_and_the_config_tree_load_no_agent_module():
     """Naming and listing agents needs none of them imported: each is imported when its config is first made."""
-    for name in ("podracer.agents", "podracer.core.agents", "podracer.cli.config", "podracer.cli.command"):
+    for name in ("podracer.agents", "podracer.core.agents", "podracer.run.config", "podracer.cli.command"):
         assert not _AGENT_MODULES & set(_closures_of(name)), name
 
 

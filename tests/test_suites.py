@@ -10,9 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from podracer.cli import build, config, experiment
+from podracer.run import compose
+from podracer.cli import parser
 from podracer.core import envs, install
-from podracer.cli.config import AnakinConfig, SebulbaConfig
+from podracer.run.config import AnakinConfig, SebulbaConfig
 from podracer.cli import catalog
 from podracer.core.envs.gymnax import GymnaxEnv
 
@@ -125,7 +126,7 @@ def test_a_missing_suite_names_the_extra_to_install(monkeypatch, capsys):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "gymnax" else real(name, *a))
     for cls in (AnakinConfig, SebulbaConfig):
         with pytest.raises(SystemExit) as exit_info:
-            config.parse(cls, ["--env", "gymnax:CartPole-v1"], prog="prog")
+            parser.parse(cls, ["--env", "gymnax:CartPole-v1"], prog="prog")
         assert exit_info.value.code == 2
         assert (
             f"prog: error: --env: gymnax: environments need gymnax: {install.command('gymnax')}."
@@ -157,7 +158,7 @@ def test_every_suite_names_its_extra_when_its_package_is_missing(suite, package,
 @pytest.mark.suite("gymnax")
 def test_env_list_prints_every_name(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        config.parse(AnakinConfig, ["--env", "list"], prog="prog")
+        parser.parse(AnakinConfig, ["--env", "list"], prog="prog")
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     assert "gymnax:CartPole-v1" in out and "gymnax:Breakout-MinAtar" in out
@@ -168,7 +169,7 @@ def test_env_list_prints_every_name(capsys):
 
     def listed(mode, flag):
         with pytest.raises(SystemExit) as exit_info:
-            config.parse(AnakinConfig if mode == "anakin" else SebulbaConfig, ["--env", flag], prog="prog")
+            parser.parse(AnakinConfig if mode == "anakin" else SebulbaConfig, ["--env", flag], prog="prog")
         assert exit_info.value.code == 0
         return capsys.readouterr().out.splitlines()
 
@@ -187,7 +188,7 @@ def test_a_registered_environment_works_by_name_in_both_modes_and_trains(monkeyp
     monkeypatch.setitem(envs._JAX_ENVS, "my-catch", None)  # removed again after the test
     envs.register("my-catch", lambda **kw: envs.Catch(rows=5, columns=3, **kw))
     assert isinstance(envs.make("my-catch"), envs.Catch) and "my-catch" in envs.names()
-    cfg = config.parse(
+    cfg = parser.parse(
         AnakinConfig,
         [
             "--env",
@@ -202,9 +203,9 @@ def test_a_registered_environment_works_by_name_in_both_modes_and_trains(monkeyp
             "4",
         ],
     )
-    result = experiment.train_anakin(cfg)
+    result = compose.train_anakin(cfg)
     assert result.history[-1]["env_steps"] == 2 * 4 * 2 * len(jax.devices())
-    assert config.parse(SebulbaConfig, ["--env", "jax:my-catch"]).env == "jax:my-catch"
+    assert parser.parse(SebulbaConfig, ["--env", "jax:my-catch"]).env == "jax:my-catch"
     with pytest.raises(ValueError, match="take no ':'"):
         envs.register("mine:catch", envs.Catch)
 
@@ -212,14 +213,14 @@ def test_a_registered_environment_works_by_name_in_both_modes_and_trains(monkeyp
 @pytest.mark.suite("gymnax")
 def test_sebulba_trains_on_a_suite_environment_and_evaluate_plays_its_checkpoint(tmp_path):
     from podracer.core.agents import PPOConfig
-    from podracer.cli.evaluate import play
+    from podracer.run.evaluate import play
 
-    cfg = config.parse(SebulbaConfig, ["--env", "gymnax:CartPole-v1", "--agent", "ppo"])
-    env = build.host_env_factory(cfg)(seed=0, num_envs=4)
+    cfg = parser.parse(SebulbaConfig, ["--env", "gymnax:CartPole-v1", "--agent", "ppo"])
+    env = compose.host_env_factory(cfg)(seed=0, num_envs=4)
     assert env.reset().observation.shape == (4, 4) and env.spec().num_actions == 2
     env.close()
     directory = str(tmp_path / "ckpt")
-    result = experiment.train_sebulba(
+    result = compose.train_sebulba(
         SebulbaConfig(
             env="gymnax:CartPole-v1",
             agent=PPOConfig().replace(learning_rate=1e-3),
@@ -285,11 +286,11 @@ def test_registered_names_are_spelled_one_way_everywhere(monkeypatch):
     assert "pgx-tic-tac-toe" in envs.names()
     for spelling in ("pgx-tic_tac_toe", "PGX-Tic-Tac-Toe", "pgx_tic_tac_toe"):
         assert isinstance(envs.make(spelling), envs.Catch)
-    assert config.parse(AnakinConfig, ["--env", "pgx_tic_tac_toe"]).env == "pgx_tic_tac_toe"
+    assert parser.parse(AnakinConfig, ["--env", "pgx_tic_tac_toe"]).env == "pgx_tic_tac_toe"
     with pytest.raises(ValueError, match=r"lazy environment target is 'package.module:Factory', got 'nocolon'"):
         envs.register("broken", "nocolon")
     envs.register("missing", "no_such_package_here:make")  # nothing imported until it is made
-    assert config.parse(AnakinConfig, ["--env", "missing"]).env == "missing"
+    assert parser.parse(AnakinConfig, ["--env", "missing"]).env == "missing"
     with pytest.raises(ValueError, match=r"^Cannot load the environment 'no_such_package_here:make': No module named"):
         envs.make("missing")
 
@@ -415,9 +416,9 @@ def test_a_pgx_game_against_a_fixed_snapshot_of_an_earlier_agent(tmp_path, capsy
     as a fixed opponent. (Anakin names the opponent the same way, from the same environment attribute.)"""
     from podracer.core.agents import PPOConfig
     from podracer.core.envs.pgx import PgxEnv
-    from podracer.cli.evaluate import snapshot_opponent
+    from podracer.run.evaluate import snapshot_opponent
 
-    experiment.run_sebulba(
+    compose.run_sebulba(
         SebulbaConfig(
             env="pgx:tic_tac_toe",
             agent=PPOConfig().replace(hidden_sizes=(16,)),

@@ -9,11 +9,11 @@ import pytest
 
 from podracer.core import agents, envs, sweep
 from podracer import anakin
-from podracer.cli import build, experiment
+from podracer.run import compose
 from podracer.run import checkpoint, parallel
 from podracer.core.agents import A2CConfig, DQNConfig, PPOConfig
 from podracer.core.agents.base import hyperparameters
-from podracer.cli.config import AnakinConfig
+from podracer.run.config import AnakinConfig
 
 SMALL = dict(env="catch", num_envs_per_device=2, rollout_length=8, num_updates=4, updates_per_call=2, cpu_devices=None)
 
@@ -33,12 +33,12 @@ def test_a_two_by_two_sweep_equals_separate_runs_of_its_settings(devices):
     )
     evaluate = jax.jit(
         jax.vmap(
-            lambda params, values: anakin.make_evaluate(env, build.make_sweep(config, env.spec()).build(values)[0], 4)(
-                params, jax.random.key(9)
-            )
+            lambda params, values: anakin.make_evaluate(
+                env, compose.make_sweep(config, env.spec()).build(values)[0], 4
+            )(params, jax.random.key(9))
         )
     )
-    sweep_ = build.make_sweep(config, env.spec())
+    sweep_ = compose.make_sweep(config, env.spec())
     # Greedy A2C play does not depend on the learning rate or the discount: one compiled evaluation serves all four.
     plain_evaluate = jax.jit(
         lambda params: anakin.make_evaluate(env, sweep_.build(config.sweep_points[0])[0], 4)(params, jax.random.key(9))
@@ -84,11 +84,11 @@ def test_a_sweep_run_ends_with_its_table_plot_and_a_checkpoint_per_setting_and_s
         eval_every=4,
         eval_episodes=4,
     )
-    together = experiment.train_anakin(config)
+    together = compose.train_anakin(config)
     out = capsys.readouterr().out
     assert "2 settings x 2 seed(s) = 4 runs together (seeds 5 ... 6)" in out
     assert "greedy evaluation return at the end" in out and "clip_epsilon=0.3" in out
-    alone = experiment.train_anakin(
+    alone = compose.train_anakin(
         dataclasses.replace(
             config,
             sweep=(),
@@ -120,7 +120,7 @@ def test_a_value_that_sets_shapes_is_named_and_refused():
         sweep=("batch_size=16,32", "learning_rate=1e-3,3e-3"),
     )
     with pytest.raises(ValueError, match=r"^--sweep batch_size: sets shapes or loop counts of the compiled update"):
-        experiment.train_anakin(config)
+        compose.train_anakin(config)
     # a value that sets the learner's own shapes (an LSTM's width) is named before any state is stacked
     config = AnakinConfig(
         **SMALL,
@@ -128,7 +128,7 @@ def test_a_value_that_sets_shapes_is_named_and_refused():
         sweep=("core_size=8,16", "learning_rate=1e-3,3e-3"),
     )
     with pytest.raises(ValueError, match=r"^--sweep core_size: sets shapes or loop counts of the compiled update"):
-        experiment.train_anakin(config)
+        compose.train_anakin(config)
 
 
 def test_sweepable_names_are_the_numeric_hyperparameters():

@@ -9,7 +9,8 @@ import jax
 import numpy as np
 import pytest
 
-from podracer.cli import evaluate
+from podracer.cli import evaluate as evaluate_command
+from podracer.run import evaluate
 from podracer.core import install
 from podracer.run import video
 
@@ -63,7 +64,7 @@ def test_evaluate_draws_an_anakin_cartpole_and_refuses_a_vector_it_cannot_draw(t
                        num_envs_per_device=2, log_dir=str(tmp_path / env))  # fmt: skip
     capsys.readouterr()
     gif = tmp_path / "cartpole.gif"
-    status = evaluate.main(["--checkpoint", str(tmp_path / "cartpole" / "checkpoint"), "--episodes", "2",
+    status = evaluate_command.main(["--checkpoint", str(tmp_path / "cartpole" / "checkpoint"), "--episodes", "2",
                             "--gif", str(gif)], name="evaluate")  # fmt: skip
     out = capsys.readouterr().out
     assert status == 0, out
@@ -71,7 +72,7 @@ def test_evaluate_draws_an_anakin_cartpole_and_refuses_a_vector_it_cannot_draw(t
     assert f"wrote {gif} ({steps + 1} frames)" in out
     with Image.open(gif) as picture:
         assert picture.size == (600, 400) and picture.n_frames >= 2
-    status = evaluate.main(["--checkpoint", str(tmp_path / "memory" / "checkpoint"), "--gif", str(gif)],
+    status = evaluate_command.main(["--checkpoint", str(tmp_path / "memory" / "checkpoint"), "--gif", str(gif)],
                            name="evaluate")  # fmt: skip
     assert status == 2
     assert capsys.readouterr().err.startswith(
@@ -84,8 +85,8 @@ def test_evaluate_draws_an_anakin_cartpole_and_refuses_a_vector_it_cannot_draw(t
 def test_evaluate_draws_a_sebulba_gymnasium_checkpoint_through_gymnasium(tmp_path):
     """A ``gymnasium:ID`` run's batch draws itself (render_mode="rgb_array"): CartPole through gymnasium."""
     from podracer.core.agents import PPOConfig
-    from podracer.cli.config import SebulbaConfig
-    from podracer.cli.experiment import train_sebulba
+    from podracer.run.config import SebulbaConfig
+    from podracer.run.compose import train_sebulba
 
     directory = str(tmp_path / "ck")
     train_sebulba(SebulbaConfig(env="gymnasium:CartPole-v1", agent=PPOConfig(), total_env_steps=512,

@@ -26,8 +26,8 @@ def config_tree() -> str:
     import textwrap
 
     from podracer.core import agents
-    from podracer.cli import config
-    from podracer.cli.evaluate import EvaluateConfig
+    from podracer.run import config
+    from podracer.run.evaluate import EvaluateConfig
     from podracer.core.optim import OptimizerConfig
 
     base = {f.name for f in dataclasses.fields(config.RunConfig)}

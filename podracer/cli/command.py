@@ -60,9 +60,9 @@ def train(
     adds to its last line.
     """
     from podracer.run import compile_cache, lifetime, multihost, parallel
-    from podracer.cli import config
+    from podracer.cli import parser
 
-    cfg = config.parse(default, argv, prog=prog, description=description)
+    cfg = parser.parse(default, argv, prog=prog, description=description)
     startup.mark("imports")
     startup.count_programs()
     if cfg.process_id in (None, 0) and not cfg.distributed:  # the main process (--distributed: known once started)
@@ -96,7 +96,8 @@ def train(
         print(f"{name}: error: {error}", file=sys.stderr)
         return 2
     except Exception as error:  # noqa: BLE001 - in a multi-process run, most likely a process that is gone
-        from podracer.run.runkit import Diverged, Finished
+        from podracer.run.nonfinite import Diverged
+        from podracer.run.saving import Finished
 
         if isinstance(error, Finished):  # --resume of a run that is done: nothing was compiled
             if parallel.is_main_process():
@@ -105,7 +106,7 @@ def train(
         if isinstance(error, Diverged):  # every process of the run stopped at the same update
             print(f"{name}: error: {divergence_line(cfg, error)}", file=sys.stderr, flush=True)
             return 1
-        from podracer.run.sebulba.run import ActorFailed
+        from podracer.run.sebulba.threads import ActorFailed
 
         if isinstance(error, ActorFailed):  # an environment that raised or hung: one line, the traceback in a file
             print(f"{name}: error: {actor_failure_line(cfg, error)}", file=sys.stderr, flush=True)
@@ -132,21 +133,21 @@ def train(
 
 
 def _log_dir(cfg, name: str):
-    """``cfg`` with its log directory settled (:func:`podracer.cli.command_line.settle_log_dir`), said when it is
+    """``cfg`` with its log directory settled (:func:`podracer.cli.rundir.settle_log_dir`), said when it is
     new."""
-    from podracer.cli import command_line
+    from podracer.run import rundir
 
-    cfg, said = command_line.settle_log_dir(cfg)
+    cfg, said = rundir.settle_log_dir(cfg)
     if said:
         print(f"{name}: {said}", flush=True)
     return cfg
 
 
 def divergence_line(cfg, error) -> str:
-    """What a run stopped by a non-finite update (:class:`~podracer.run.runkit.Diverged`) says: the update, what was not
-    finite, the flags most likely at fault with their values, and the newest checkpoint, which is finite."""
+    """What a run stopped by a non-finite update (:class:`~podracer.run.nonfinite.Diverged`) says: the update, what was
+    not finite, the flags most likely at fault with their values, and the newest checkpoint, which is finite."""
     from podracer.core.agents.base import flag, hyperparameters
-    from podracer.run.runkit import PopulationDiverged
+    from podracer.run.nonfinite import PopulationDiverged
 
     lanes = isinstance(error, PopulationDiverged)  # --on-nonfinite skip or continue: a saved lane may not be finite
     searched = error.lanes[0] if lanes else error.values
@@ -176,7 +177,7 @@ def divergence_line(cfg, error) -> str:
 
 
 def actor_failure_line(cfg, failure) -> str:
-    """What a Sebulba run stopped by an actor thread says (:class:`~podracer.run.sebulba.run.ActorFailed`): the
+    """What a Sebulba run stopped by an actor thread says (:class:`~podracer.run.sebulba.threads.ActorFailed`): the
     environment (``--env``) and its exception, or the stuck thread; the newest checkpoint; where the traceback is
     (``--log-dir``'s ``traceback.txt``, else a temporary file), so that the console holds one line."""
     import tempfile
@@ -213,7 +214,8 @@ def actor_failure_line(cfg, failure) -> str:
 def settings_line(cfg) -> str:
     """What a training run uses, said before it starts: its preset's flags (``--preset``), or, without one, the
     agent's settings in full and the presets there are for its environment."""
-    from podracer.cli import config, presets
+    from podracer.run import config
+    from podracer.cli import presets
     from podracer.core.agents.base import hyperparameters
 
     mode = "anakin" if isinstance(cfg, config.AnakinConfig) else "sebulba"
@@ -239,14 +241,14 @@ def _shown(name: str, value) -> str:
 
 
 def _train_anakin(cfg, stop):
-    from podracer.cli import experiment
+    from podracer.run import compose
 
-    return experiment.train_anakin(cfg, stop=stop)
+    return compose.train_anakin(cfg, stop=stop)
 
 
 def _report_anakin(cfg, result) -> int:
     from podracer.core.stats import interquartile_mean
-    from podracer.run import logging, parallel, runkit
+    from podracer.run import logging, parallel, nonfinite
 
     said, final = logging.closing(result.history, cfg.eval_policy)
     if cfg.sweep or cfg.population:  # their figures are per setting, or per lane, above: no average of them here
@@ -268,7 +270,7 @@ def _report_anakin(cfg, result) -> int:
                 f"over {len(shown)} seeds: mean {sum(shown) / len(shown):.3f}, min {min(shown):.3f}, "
                 f"interquartile mean {interquartile_mean(shown):.3f}"
             )
-    discarded, most = runkit.nonfinite_said(cfg.on_nonfinite, result.nonfinite)
+    discarded, most = nonfinite.nonfinite_said(cfg.on_nonfinite, result.nonfinite)
     if parallel.is_main_process():
         print(
             f"{said}; {discarded + '; ' if discarded else ''}steady state {result.env_steps_per_second:,.0f} env "
@@ -303,26 +305,26 @@ def anakin(
     description: str = ANAKIN_DESCRIPTION,
     report: Callable[[object, object], int] = _report_anakin,
 ) -> int:
-    """``podracer anakin``: train with ``default``'s settings (:class:`~podracer.cli.config.AnakinConfig`'s when None)
+    """``podracer anakin``: train with ``default``'s settings (:class:`~podracer.run.config.AnakinConfig`'s when None)
     changed by the command line; the exit status."""
     if default is None:
-        from podracer.cli import config
+        from podracer.run import config
 
         default = config.AnakinConfig
     return train(default, argv, prog=prog, name=name, description=description, run=_train_anakin, report=report)
 
 
 def _train_sebulba(cfg, stop):
-    from podracer.cli import experiment
+    from podracer.run import compose
 
-    return experiment.run_sebulba(cfg, stop=stop)
+    return compose.run_sebulba(cfg, stop=stop)
 
 
 def _report_sebulba(cfg, result) -> int:
-    from podracer.run import logging, parallel, runkit
+    from podracer.run import logging, parallel, nonfinite
 
     ended = [h for h in result.history if h.get("episodes", 1) > 0 or "eval_return" in h]
-    discarded, most = runkit.nonfinite_said(cfg.on_nonfinite, result.nonfinite)
+    discarded, most = nonfinite.nonfinite_said(cfg.on_nonfinite, result.nonfinite)
     if parallel.is_main_process():
         said = logging.closing(ended)[0] if ended else "no episode ended"
         print(f"done: {result.updates} updates; {said}{'; ' + discarded if discarded else ''}", flush=True)
@@ -333,7 +335,7 @@ def sebulba(
     argv: Sequence[str] | None = None, *, prog: str = "podracer sebulba", name: str = "podracer sebulba"
 ) -> int:
     """``podracer sebulba``: train in Sebulba mode; the exit status."""
-    from podracer.cli import config
+    from podracer.run import config
 
     return train(
         config.SebulbaConfig,
@@ -362,13 +364,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command == "sebulba":
         return sebulba(rest)
     if command == "evaluate":
-        from podracer.cli import evaluate
+        from podracer.cli import evaluate as evaluate_command
 
-        return evaluate.main(rest, prog="podracer evaluate", name="podracer evaluate")
+        return evaluate_command.main(rest, prog="podracer evaluate", name="podracer evaluate")
     if command == "preview":
-        from podracer.cli import preview
+        from podracer.cli import preview as preview_command
 
-        return preview.main(rest, prog="podracer preview", name="podracer preview")
+        return preview_command.main(rest, prog="podracer preview", name="podracer preview")
     print(
         f"podracer: error: unknown command {command!r}; choose one of {', '.join(COMMANDS)} (podracer --help).",
         file=sys.stderr,

@@ -1,9 +1,9 @@
 """Help pages in a researcher's order: what to train, how long, seeds and logging first; the run's plumbing later;
 the agent's hyper-parameters in a group titled by the agent.
 
-A page is written from the command's flags (:func:`podracer.cli.flags.options`: each flag's name, metavar, default and
-help from the config's comments) in the groups below. A flag no group names goes to the agent's group (or "flags"), so
-a field added to a config is never left out of ``--help``.
+A page is written from the command's flags (:func:`podracer.run.flagspec.options`: each flag's name, metavar, default
+and help from the config's comments) in the groups below. A flag no group names goes to the agent's group (or "flags"),
+so a field added to a config is never left out of ``--help``.
 """
 
 from __future__ import annotations

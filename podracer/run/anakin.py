@@ -21,7 +21,7 @@ from podracer.run.plan import RunPlan, anakin_plan
 from podracer.core.agents.base import Agent
 from podracer.core.anakin import AnakinState, Entries, init_learner, init_state, make_update, over_seeds, stack_learners
 from podracer.core.envs.base import Environment
-from podracer.run.runkit import NonfiniteWatch, PopulationDiverged
+from podracer.run.nonfinite import NonfiniteWatch, PopulationDiverged
 from podracer.core.stats import summarize, summarize_evaluation, summarize_seeds
 from podracer.core.types import MAX_SEED, Metrics, Params
 
@@ -236,8 +236,8 @@ def _calls(num_updates: int, updates_per_call: int, start_update: int) -> range:
 
 
 def _describer(sweep, seeds: int | None, lanes_before: Callable[[], dict]) -> Callable[[int], tuple[str, dict]]:
-    """``describe(entry) -> (label, values)`` for :class:`~podracer.run.runkit.NonfiniteWatch`: entry ``e`` of a run's
-    entries named as the user knows it (a population's lane with its values before the call, a sweep's setting and
+    """``describe(entry) -> (label, values)`` for :class:`~podracer.run.nonfinite.NonfiniteWatch`: entry ``e`` of a
+    run's entries named as the user knows it (a population's lane with its values before the call, a sweep's setting and
     seed, a seed), with the searched values that its message names in place of the run's base flags."""
     from podracer.core.pbt import lane_label
     from podracer.core.sweep import label
@@ -303,9 +303,9 @@ def run(*args, **kwargs) -> RunResult:
     carry ``eval_return`` (the mean) and its minimum and maximum, and the run stops once that mean reaches
     ``plan.target_return`` (``target_reached`` is 1 then).
 
-    ``plan.on_nonfinite`` (:class:`~podracer.run.runkit.NonfiniteWatch`): ``stop`` raises
-    :class:`~podracer.run.runkit.Diverged` after logging the call that holds the first update whose loss, gradients or
-    parameters are not finite, before ``after_call`` (nothing non-finite is saved); ``skip`` discards such updates
+    ``plan.on_nonfinite`` (:class:`~podracer.run.nonfinite.NonfiniteWatch`): ``stop`` raises
+    :class:`~podracer.run.nonfinite.Diverged` after logging the call that holds the first update whose loss, gradients
+    or parameters are not finite, before ``after_call`` (nothing non-finite is saved); ``skip`` discards such updates
     inside the program; ``continue`` trains on. Summaries count them in ``nonfinite_updates``.
 
     The form of earlier releases, ``run(env, agent, optimizer, *, key, num_envs_per_device, rollout_length,

@@ -5,7 +5,8 @@ checkpoints, logging); none recomputes a size from the flags. The environment st
 :attr:`RunPlan.env_steps_per_update`, computed here and nowhere else.
 
 :func:`anakin_plan` and :func:`sebulba_plan` make one from numbers (a notebook's or a command line's); the command
-line resolves its config into them (:func:`podracer.cli.build.anakin_plan`, :func:`podracer.cli.build.sebulba_plan`).
+line resolves its config into them (:func:`podracer.run.compose.anakin_plan`,
+:func:`podracer.run.compose.sebulba_plan`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Playing an agent: episodes of a host batch or of a JAX environment (in Python, or compiled in one loop on the
 device), random play as a baseline, and observations drawn as pictures.
 
-Below both :mod:`podracer.cli.evaluate` (which plays a checkpoint) and :mod:`podracer.cli.experiment` (which evaluates
+Below both :mod:`podracer.cli.evaluate` (which plays a checkpoint) and :mod:`podracer.run.compose` (which evaluates
 the greedy policy during a Sebulba run).
 """
 

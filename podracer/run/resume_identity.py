@@ -1,5 +1,5 @@
 """What a resumed run must share with its checkpoint: the settings that shape the saved state or the env-step count,
-by flag (:func:`podracer.cli.build.resume_identity` records them), and the one-line refusal that names each that
+by flag (:func:`podracer.run.compose.resume_identity` records them), and the one-line refusal that names each that
 differs."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ ABSENT = {
     "--population": None,
     "--pbt-search": [],
     "--update-rule": "adam",
-    # normalisation's options, recorded where set away from these (podracer.cli.config.NORMALIZE_OPTIONS)
+    # normalisation's options, recorded where set away from these (podracer.run.config.NORMALIZE_OPTIONS)
     "--observation-clip": 5.0,
     "--normalize-with": "updated",
     "--return-restart": "episode",

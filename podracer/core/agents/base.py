@@ -23,7 +23,7 @@ from podracer.core.networks import (
     reset_state,
     settable,  # noqa: F401 (re-exported: which of a nested group's settings are hyper-parameters)
 )
-from podracer.core.agents.settings import (  # noqa: F401 (re-exported: the configs' helpers lived here)
+from podracer.core.agents.hyperparameters import (  # noqa: F401 (re-exported: the configs' helpers lived here)
     CORES,
     Configurable,
     CoreName,

@@ -85,7 +85,7 @@ def register(name: str, factory: Callable[..., Environment] | str) -> None:
     ``"package.module:Factory"``, imported only when the environment is made: a package that starts JAX when it
     is imported (pgx, navix) then waits until the command line has chosen JAX's devices. In the process that
     registered it, the name works as a built-in one does (``--env NAME`` in Anakin, ``--env jax:NAME`` in
-    Sebulba, :func:`podracer.cli.evaluate.play`); nothing is made or imported to check it."""
+    Sebulba, :func:`podracer.run.evaluate.play`); nothing is made or imported to check it."""
     if ":" in name:
         raise ValueError(f"Environment names take no ':' (SUITE:NAME is for the suites), got {name!r}.")
     if isinstance(factory, str) and (factory.count(":") != 1 or not all(factory.split(":"))):

@@ -10,7 +10,7 @@ step (``EnvSpec.action_mask``), so no agent makes an illegal move.
 One-player games (2048, MinAtar) are played as they are. In a game of two or more players the agent plays one
 seat, drawn at random each episode, against a built-in **opponent** that makes every other move: by default
 uniformly random legal moves; any ``opponent(observation, legal_action_mask, key) -> action`` (one game, pure
-JAX) instead, for example :func:`podracer.cli.evaluate.snapshot_opponent`, a fixed earlier checkpoint of an agent. A
+JAX) instead, for example :func:`podracer.run.evaluate.snapshot_opponent`, a fixed earlier checkpoint of an agent. A
 time step is the
 agent's move followed by the opponent's replies, so its reward is the agent's own reward over both (+1 a win,
 -1 a loss, 0 a draw in the board games) and the next observation is the agent's view of the board. A game that

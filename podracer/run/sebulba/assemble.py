@@ -20,11 +20,11 @@ from podracer.run import disk, lifetime, multihost, parallel
 from podracer.core.agents.base import Agent
 from podracer.core.envs.base import HostEnv
 from podracer.core.learner import make_learner_step, put_back_replay, replay_overwritten
-from podracer.run.runkit import Progress
+from podracer.run.progress import Progress
 from podracer.run.sebulba.actor import make_act, run_actor
 from podracer.run.sebulba.learner_loop import LearnerStatus, Schedule, SebulbaResult, learn
 from podracer.run.sebulba.pipeline import ActorStatus, ParamStore, StopAwareQueue
-from podracer.run.sebulba.run import ActorFailed, run
+from podracer.run.sebulba.threads import ActorFailed, run
 from podracer.core.types import LearnerState
 
 

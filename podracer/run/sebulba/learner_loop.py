@@ -16,7 +16,8 @@ import jax
 import numpy as np
 
 from podracer.run import lifetime, parallel
-from podracer.run.runkit import Cadence, NonfiniteWatch, StopSnapshot
+from podracer.run.saving import Cadence, StopSnapshot
+from podracer.run.nonfinite import NonfiniteWatch
 from podracer.run.sebulba.pipeline import ParamStore, StopAwareQueue, Stopped
 from podracer.core.types import LearnerState
 
@@ -79,16 +80,16 @@ def learn(
     loop keeps only what it returns (under ``stop``, an update that is not finite returns the last finite state).
     ``updates``: the updates already done (a resumed run). After every update the new
     parameters go to ``store``. ``save(state, updates)`` runs at the schedule's cadence
-    (:class:`~podracer.run.runkit.Cadence`) and, when the loop ends for any reason, for updates not yet
+    (:class:`~podracer.run.saving.Cadence`) and, when the loop ends for any reason, for updates not yet
     saved. ``status`` (:class:`LearnerStatus`) hears what the loop is doing, the updates done and the
     first step's seconds. A stop that abandons the step in flight saves the last completed update's host copy
-    (:class:`~podracer.run.runkit.StopSnapshot`; ``save(copy, updates, replicated=False)``). ``evaluate(state)``
+    (:class:`~podracer.run.saving.StopSnapshot`; ``save(copy, updates, replicated=False)``). ``evaluate(state)``
     runs every ``schedule.eval_every`` updates and after the last (the closing figure is then the evaluation of the
     parameters saved last); its entries join a summary logged at once, and the
     loop ends when it holds a true ``target_reached``. An update whose loss, gradients or parameters are not finite
-    (``schedule.on_nonfinite``, :class:`~podracer.run.runkit.NonfiniteWatch`) raises
-    :class:`~podracer.run.runkit.Diverged` under ``stop``, before its parameters reach the actors or a checkpoint (the
-    last finite update is saved as at any end); summaries count such updates in ``nonfinite_updates``.
+    (``schedule.on_nonfinite``, :class:`~podracer.run.nonfinite.NonfiniteWatch`) raises
+    :class:`~podracer.run.nonfinite.Diverged` under ``stop``, before its parameters reach the actors or a checkpoint
+    (the last finite update is saved as at any end); summaries count such updates in ``nonfinite_updates``.
     ``run_lifetime``: the run's :class:`~podracer.run.lifetime.RunLifetime` (default: the one started last).
     """
     run_lifetime = run_lifetime or lifetime.current()

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from typing import Any
 
-from podracer.cli import flags as flags_lib
+from podracer.run import flagspec as flags_lib
 
 RUN_TOML, RUN_JSON = "run.toml", "run.json"
 # Where and how a run runs, not what it trains: a replay writes its own directories and joins no cluster.

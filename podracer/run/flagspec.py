@@ -1,4 +1,6 @@
-"""The command line's flags, made from the config tree's dataclasses with the standard library's ``argparse``.
+"""The config tree's fields as flags: each field's spelling, kind, default and help, read from the dataclasses (the
+parser, :mod:`podracer.cli.parser`, hands them to the standard library's ``argparse``; a run's record writes them
+back as a preset).
 
 Each field is a flag named after it (``num_envs_per_device`` is ``--num-envs-per-device``), whose type its annotation
 gives (``int``, ``float``, ``str``, ``bool`` as ``--x``/``--no-x``, a ``Literal`` as its choices, ``X | None`` taking
@@ -7,14 +9,13 @@ source. A field whose value is a dataclass (the chosen agent's config, its optim
 of the same command line, without a prefix. :class:`Flag` says what the name and type do not (``--import`` for the
 field ``imports``, a metavar, a flag repeated rather than given several values).
 
-argparse is used as documented: :class:`Parser` overrides ``error`` (its documented extension point) so that every
-bad input is one line; the help page is written here from the same :class:`Option` list (:mod:`podracer.cli.helptext`),
-not read back from a rendered page.
+The help page is written from the same :class:`Option` list (:mod:`podracer.cli.helptext`), never read back from a
+rendered page.
 """
 
 from __future__ import annotations
 
-import argparse
+import argparse  # its documented ArgumentTypeError: what a flag's converter raises for a bad token
 import ast
 import dataclasses
 import functools
@@ -24,27 +25,10 @@ import textwrap
 import tokenize
 import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Literal
 
-
-class UsageError(Exception):
-    """A command line that cannot run; :func:`podracer.cli.config.parse` prints it as one line and exits with status
-    2."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Flag:
-    """How a field is spelled on the command line where its name and type do not say it all (``Annotated[T,
-    Flag(...)]``)."""
-
-    name: str | None = None  # the flag without its dashes, where not the field's name (``import`` for ``imports``)
-    metavar: str | None = None  # what the help shows for its value (``NAME``); default: from the type
-    help: str | None = None  # the help, where not the field's comment
-    pair: bool = True  # a bool field: --x and --no-x; False: --x alone
-    repeat: bool = False  # a tuple field: the flag repeated for each value (--sweep A --sweep B), not --x A B
-    bare: str | None = None  # the value of the flag given without one (--resume: yes); --no-x then gives ``off``
-    off: str | None = None
+from podracer.run.config import Flag
 
 
 @dataclasses.dataclass(frozen=True)
@@ -288,40 +272,6 @@ def without_value(cls: type) -> set[str]:
     return out
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse's parser whose errors are :class:`UsageError` (one line, said by the caller) instead of a usage
-    block and an exit; ``error`` is the method argparse documents for this."""
-
-    def error(self, message: str):
-        if message.startswith("argument "):
-            message = message.removeprefix("argument ")  # "--seed: invalid literal ..."
-        raise UsageError(message)
-
-
-def parser(found: Sequence[Option], prog: str) -> Parser:
-    """A parser of ``found``'s flags; each value parsed lands at its option's ``dest``, flags not given stay unset."""
-    out = Parser(prog=prog, add_help=False, allow_abbrev=False, argument_default=argparse.SUPPRESS)
-    for option in found:
-        if option.kind == "switch":
-            out.add_argument(option.flag, dest=option.dest, action="store_true")
-            if option.pair:
-                out.add_argument("--no-" + option.flag[2:], dest=option.dest, action="store_false")
-        elif option.bare is not None:  # --x alone is --x BARE; --no-x is --x OFF
-            out.add_argument(option.flag, dest=option.dest, type=option.convert, nargs="?", const=option.bare)
-            out.add_argument("--no-" + option.flag[2:], dest=option.dest, action="store_const", const=option.off)
-        elif option.kind == "repeat":
-            out.add_argument(option.flag, dest=option.dest, action="append", type=option.convert)
-        else:
-            out.add_argument(
-                option.flag,
-                dest=option.dest,
-                type=option.convert,
-                nargs="*" if option.kind == "several" else None,
-                required=option.required,
-            )
-    return out
-
-
 def build(cls: type, instance, given: dict[str, Any], path: tuple[str, ...] = ()):
     """A ``cls`` from ``instance``'s values (None: the fields' defaults) with ``given`` (dest -> value) in place;
     nested dataclasses are rebuilt where a flag of theirs was given. Each config's ``__post_init__`` checks it."""
@@ -344,16 +294,4 @@ def build(cls: type, instance, given: dict[str, Any], path: tuple[str, ...] = ()
     return cls(**values)
 
 
-__all__ = [
-    "Flag",
-    "Option",
-    "Parser",
-    "UsageError",
-    "build",
-    "comments",
-    "options",
-    "parser",
-    "repeated",
-    "starting",
-    "without_value",
-]
+__all__ = ["Flag", "Option", "build", "comments", "options", "repeated", "starting", "without_value"]

@@ -1,4 +1,4 @@
-"""The config tree, and the command lines made from it (:mod:`podracer.cli.flags`).
+"""The config tree (the command lines are made from it: :mod:`podracer.cli.parser`).
 
 Frozen dataclasses, each checked once in ``__post_init__`` with an error that names the flag:
 
@@ -13,29 +13,31 @@ agent's config is therefore a new flag of both modes, with its default and help 
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
 import importlib.util
-import sys
-from collections.abc import Sequence
 from typing import Annotated, Any, Literal, TypeVar
 
 from podracer.core import agents, envs, install, pbt, sweep
-from podracer.cli import flags, helptext, presets
 from podracer.run import parallel
-from podracer.cli import catalog
 from podracer.run import multihost
 from podracer.core.agents.base import check_finite, flag
-from podracer.cli.flags import Flag
 from podracer.core.types import MAX_SEED
-from podracer.cli.command_line import (  # noqa: F401 (UsageError, import_module: re-exported)
-    UsageError,
-    flag_values,
-    import_module,
-    import_requested,
-    take_agent,
-)
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    """How a field is spelled on the command line where its name and type do not say it all (``Annotated[T,
+    Flag(...)]``)."""
+
+    name: str | None = None  # the flag without its dashes, where not the field's name (``import`` for ``imports``)
+    metavar: str | None = None  # what the help shows for its value (``NAME``); default: from the type
+    help: str | None = None  # the help, where not the field's comment
+    pair: bool = True  # a bool field: --x and --no-x; False: --x alone
+    repeat: bool = False  # a tuple field: the flag repeated for each value (--sweep A --sweep B), not --x A B
+    bare: str | None = None  # the value of the flag given without one (--resume: yes); --no-x then gives ``off``
+    off: str | None = None
+
 
 T = TypeVar("T")
 MAX_EPISODES = 65_536  # --eval-episodes, evaluate's --episodes: played at once, one environment each
@@ -192,7 +194,7 @@ class RunConfig:
 
 
 # The normalisation options beside the two switches, by field (podracer.core.normalize.wrap's keywords), with their
-# defaults: checkpoints record those set away from them (podracer.cli.build.normalization_options).
+# defaults: checkpoints record those set away from them (podracer.run.compose.normalization_options).
 NORMALIZE_OPTIONS = {
     field.name: field.default
     for field in dataclasses.fields(RunConfig)
@@ -269,8 +271,6 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.preset is not None:
-            presets.get(self.preset, "anakin")
         check_env(self.env)
         if self.eval_every is not None:
             parallel.check_divisible(
@@ -365,8 +365,6 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.preset is not None:
-            presets.get(self.preset, "sebulba")
         positive = ("total_env_steps", "actor_threads", "num_envs_per_actor", "num_envs", "rollout_length")
         _at_least(self, 1, *positive, "queue_size", "log_every", "env_groups")
         _at_least(self, 0, "envpool_threads", "max_policy_lag")
@@ -396,94 +394,3 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
         if self.env_groups is not None:
             return self.env_groups
         return 1 if actor_platform == "cpu" or num_envs_per_actor % 2 else 2
-
-
-def _default_agent(cls, argv: list[str], asks_help: bool) -> str | None:
-    """The agent a command line that names none trains, where its config class chooses by ``--env``
-    (``command_line_agent``: Sebulba's); None (the field's default) for ``--help`` and other classes."""
-    choose = getattr(cls, "command_line_agent", None)
-    if choose is None or asks_help:
-        return None
-    given = flag_values(argv, "--env")
-    env = given[-1] if given else next((f.default for f in dataclasses.fields(cls) if f.name == "env"), None)
-    return choose(env) if isinstance(env, str) else None
-
-
-def _mode(cls) -> str | None:
-    """The command a config class configures ("anakin" or "sebulba"), for its presets; None for others."""
-    return "anakin" if issubclass(cls, AnakinConfig) else "sebulba" if issubclass(cls, SebulbaConfig) else None
-
-
-def parse(
-    default: T | type[T], argv: Sequence[str] | None = None, *, prog: str | None = None, description: str | None = None
-) -> T:
-    """The config that ``argv`` (default ``sys.argv[1:]``) describes, starting from ``default`` (a config, or a
-    config class whose defaults apply). Bad input prints ``PROG: error: MESSAGE`` and exits with status 2.
-
-    In order: ``--import`` (it registers agents and environments the rest may name), ``--env list`` and ``--preset
-    list`` (they print and exit), the agent (``--agent NAME``, a preset's, or the default: its config's fields are
-    flags), the preset's flags parsed as the defaults of the command line's own, then the command line."""
-    prog = prog or sys.argv[0]
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        import_requested(argv)
-    except (UsageError, ValueError) as error:
-        print(f"{prog}: error: {error}", file=sys.stderr, flush=True)
-        raise SystemExit(2) from None
-    cls = default if isinstance(default, type) else type(default)
-    chooses = any(f.name == "agent" for f in dataclasses.fields(cls))
-    if chooses:
-        description = ((description or "").rstrip(".") + ". " if description else "") + (
-            "Choose the agent with --agent NAME (or NAME alone); --agent NAME --help lists its flags."
-        )
-    mode = _mode(cls)
-    if "env" in {f.name for f in dataclasses.fields(cls)}:
-        catalog.list_if_asked(flag_values(argv, "--env"), mode or "anakin")  # --env list[:TEXT]: exits 0
-    if mode == "sebulba" and any(a.split("=")[0] in ("--population", "--pbt-search") for a in argv):
-        print(f"{prog}: error: {pbt.SEBULBA_REFUSAL}", file=sys.stderr, flush=True)
-        raise SystemExit(2)
-    if mode and "list" in flag_values(argv, "--preset"):
-        print(presets.listing(mode))
-        raise SystemExit(0)
-    preset = None
-    try:
-        preset_argv, preset, argv = presets.take(argv, mode, flags.repeated(cls)) if mode else ([], None, argv)
-        asks_help = any(a in ("-h", "--help") for a in argv)
-        argv = [a for a in argv if a not in ("-h", "--help")]
-        instance = None if isinstance(default, type) else default
-        given = from_preset = None
-        chosen = {}  # the agent, where not the default's
-        if chooses:
-            given, argv = take_agent(argv, flags.without_value(cls))
-            from_preset, preset_argv = take_agent(preset_argv, set())
-            if given and from_preset and given != from_preset:  # the preset's agent flags would not apply to it
-                raise UsageError(
-                    f"--preset {preset.name} trains --agent {from_preset}; drop --agent {given} or the preset."
-                )
-            named = given or from_preset or _default_agent(cls, preset_argv + argv, asks_help)
-            if named is not None and not (instance is not None and agents.name_of(instance.agent) == named):
-                chosen = {"agent": agents.config_class(named)()}
-        start = flags.starting(cls, instance, **chosen)
-        found = flags.options(cls, start)
-        if asks_help:
-            name = agents.name_of(start.agent) if chooses else None
-            page = helptext.layout(mode, prog, description, agent=name, given=bool(given or from_preset))
-            sys.stdout.write(page(found))
-            sys.stdout.flush()
-            raise SystemExit(0)
-        parser = flags.parser(found, prog)
-        values = argparse.Namespace()
-        if preset is not None:
-            try:
-                values = parser.parse_args(preset_argv, values)
-            except UsageError as error:
-                raise UsageError(presets.blame(preset, str(error))) from None
-            values.preset = preset.name
-        values = parser.parse_args(argv, values)
-        return flags.build(cls, start, vars(values))  # each config's __post_init__ checks it: a ValueError
-    except (UsageError, ValueError) as error:
-        message = str(error)
-        if message.startswith("unrecognized arguments: ") and chooses:
-            message += " (each agent's flags: --agent NAME --help)"
-        print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
-        raise SystemExit(2) from None

@@ -1,0 +1,68 @@
+"""A run's directory on disk: a new one by default (``runs/ENV__AGENT__SEED__TIME``), the one a resume continues,
+or the one ``--log-dir`` gives, checked before the run starts."""
+
+from __future__ import annotations
+
+import os
+
+from podracer.run.disk import writable_directory
+
+
+RUNS_DIR = "PODRACER_RUNS_DIR"  # where the command line's default log directories go; unset: ./runs
+
+
+def default_log_dir(env: str, agent: str, seed: int, root: str | None = None) -> str:
+    """A new directory ``ROOT/ENV__AGENT__SEED__TIME`` (``$PODRACER_RUNS_DIR``, else ``runs``), made now: two runs
+    started in the same second get ``-2``, ``-3`` ... (made atomically, so that each directory has one writer)."""
+    import re
+    import time
+
+    root = root or os.environ.get(RUNS_DIR) or "runs"
+    writable_directory(root, f"the runs directory {root!r}", f"pass --log-dir, --no-log-dir or set ${RUNS_DIR}")
+    stem = "__".join((re.sub(r"[^A-Za-z0-9._-]+", "-", env), agent, str(seed), time.strftime("%Y%m%d-%H%M%S")))
+    for attempt in range(1, 1000):
+        path = os.path.join(root, stem if attempt == 1 else f"{stem}-{attempt}")
+        try:
+            os.mkdir(path)
+            return path
+        except FileExistsError:
+            continue
+    raise ValueError(f"the runs directory {root!r} holds 999 runs named {stem}: pass --log-dir.")
+
+
+def resumed_log_dir(cfg) -> str | None:
+    """The log directory of the run that ``--resume`` (yes or auto) continues from ``--checkpoint-dir``, as its
+    newest checkpoint records it, where that directory is still there; else None."""
+    if not cfg.checkpoint_dir or cfg.resume == "no":
+        return None
+    from podracer.run import checkpoint
+
+    try:  # the newest checkpoint's JSON alone: nothing here may start JAX before the devices are set
+        found = checkpoint.steps(cfg.checkpoint_dir)
+        if not found:
+            return None
+        recorded = checkpoint.read_metadata(cfg.checkpoint_dir, found[-1]).get("log_dir")
+    except (OSError, ValueError):  # no intact checkpoint: the run's own checks say so
+        return None
+    return recorded if recorded and os.path.isdir(recorded) else None
+
+
+def settle_log_dir(cfg):
+    """``cfg`` with its log directory settled for the command line (the main process): ``--log-dir`` checked (a file,
+    or not writable: one line), else a new :func:`default_log_dir` unless ``--no-log-dir``; and the line to say."""
+    import dataclasses
+
+    if cfg.log_dir:
+        if cfg.no_log_dir:
+            raise ValueError("--log-dir and --no-log-dir: pass one of them.")
+        writable_directory(cfg.log_dir, f"--log-dir {cfg.log_dir!r}")
+        return cfg, None
+    if cfg.no_log_dir:
+        return cfg, None
+    if resumed := resumed_log_dir(cfg):  # a requeued job keeps one record: the directory of the run it resumes
+        return dataclasses.replace(cfg, log_dir=resumed), f"logging to {resumed}, the record of the run it resumes"
+    path = default_log_dir(cfg.env, cfg.agent_name, cfg.seed)
+    return dataclasses.replace(cfg, log_dir=path), f"logging to {path} (metrics.jsonl, TensorBoard; --no-log-dir: none)"
+
+
+__all__ = ["RUNS_DIR", "default_log_dir", "resumed_log_dir", "settle_log_dir"]
