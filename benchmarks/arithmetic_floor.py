@@ -37,7 +37,7 @@ def _parts(agent_name: str, seeds: int, batch: int):
 
     from podracer.core import agents, envs
     from podracer import anakin
-    from podracer.core.agents.base import hyperparameters
+    from podracer.core.agents.hyperparameters import hyperparameters
 
     env = envs.make("gymnax:Pendulum-v1")
     hyper = {**ROW_SETTINGS[agent_name], "batch_size": batch, "replay_ratio": float(batch), "min_replay_size": batch}

@@ -154,15 +154,16 @@ def dqn_row(updates: int):
     agent = agents.make("dqn", env.spec(), **defaults)
     devices = jax.devices()
     result = anakin.run(
-        env,
-        agent,
-        make_optimizer(1e-3, 10.0),
-        key=jax.random.key(0),
-        num_envs_per_device=16,
-        rollout_length=8,
-        num_updates=updates,
-        updates_per_call=updates // 5,
-        devices=devices,
+        anakin.anakin_plan(
+            num_envs_per_device=16,
+            rollout_length=8,
+            num_updates=updates,
+            updates_per_call=updates // 5,
+            devices=devices,
+        ),
+        agent._replace(optimizer=make_optimizer(1e-3, 10.0)),
+        anakin.init(env, agent, make_optimizer(1e-3, 10.0), jax.random.key(0), 16, devices, rollout_length=8),
+        env=env,
     )
     return {
         "devices": len(devices),

@@ -26,7 +26,7 @@ The final return is measured as the row's source measured its figure: the sample
 episodes for gymnax-blines' checkpoints (quoted by gymnax's README), the greedy evaluation for rl-baselines3-zoo's
 deterministic one, and for rows without a figure the preset's evaluation (greedy) or else the training return of the
 last host call; the table's "measured by" column says which. Settings come from the row's preset
-(``podracer/presets``), then the row's own flags (``Row.flags``: the source's settings where the preset's differ);
+(``podracer/cli/presets``), then the row's own flags (``Row.flags``: the source's settings where the preset's differ);
 ``--full`` trains at least the published budget; ``--budget-scale`` scales the updates (in whole host calls).
 ``--check`` reads the saved table and exits 1 when a row with a published figure ran more than 5 % from its source's
 budget, or with fewer than 5 seeds, or a row lacks its source or its seeds; it prints
@@ -55,7 +55,7 @@ MIN_SEEDS = 5  # seeds of a compared row
 
 class Row(NamedTuple):
     key: str  # what --rows takes
-    preset: str  # the settings (podracer/presets)
+    preset: str  # the settings (podracer/cli/presets)
     published: float | None  # the published final return at published_env_steps; None: none exists
     published_source: str  # repository and file (at a commit), or paper and table; what the figure is; its budget
     published_env_steps: int | None  # the budget the published figure was measured at, per seed

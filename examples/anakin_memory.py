@@ -88,16 +88,12 @@ def main(argv=None) -> int:
         agent = agents.make(agent_name, env.spec(), **hyper)
         updates = max(20, int(round(updates * args.updates_scale / 20)) * 20)
         start = time.perf_counter()
-        result = anakin.run(
-            env,
-            agent,
-            learner.make_optimizer(lr, clip),
-            key=jax.random.key(args.seed),
-            num_envs_per_device=num_envs,
-            rollout_length=16,
-            num_updates=updates,
-            updates_per_call=20,
+        agent = agent._replace(optimizer=learner.make_optimizer(lr, clip))
+        plan = anakin.anakin_plan(
+            num_envs_per_device=num_envs, rollout_length=16, num_updates=updates, updates_per_call=20
         )
+        state = anakin.init(env, agent, agent.optimizer, jax.random.key(args.seed), num_envs, rollout_length=16)
+        result = anakin.run(plan, agent, state, env=env)
         seconds = time.perf_counter() - start
         params = parallel.unreplicate(result.state.learner.params)
         greedy, _ = evaluate.play_jax(env, agent, params, episodes=256, greedy=True, seed=args.seed + 1)

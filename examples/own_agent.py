@@ -23,41 +23,37 @@ import jax.numpy as jnp
 
 from podracer import agents
 from podracer.cli import command as cli
-from podracer.core.agents.base import (
-    Agent,
-    check_hyperparameters,
-    make_network,
-    make_policy_fns,
-    masked_mean,
-    policy_terms,
-    transitions,
-    unroll_trajectory,
-)
-from podracer.core.networks import TorsoName
+from podracer.core.agents.base import Agent, make_network, make_policy_fns, unroll_trajectory
+from podracer.core.agents.hyperparameters import check_hyperparameters
+from podracer.core.agents.losses import masked_mean, policy_terms, transitions
+from podracer.core.networks import NetworkConfig, network_field
+from podracer.core.optim import OptimizerConfig, optimizer_field
 
 
 @dataclasses.dataclass(frozen=True)
 class ReinforceConfig:
     """REINFORCE with a learned baseline: Monte Carlo returns within each trajectory, bootstrapped at its end."""
 
-    learning_rate: float = 3e-3  # Adam learning rate
-    max_grad_norm: float = 0.5  # global gradient-norm clip
+    # Adam: --learning-rate 3e-3, --max-grad-norm 0.5 (a global gradient-norm clip), --lr-schedule, ...
+    optimizer: OptimizerConfig = optimizer_field(learning_rate=3e-3, max_grad_norm=0.5)
     discount: float = 0.99  # discount gamma
     value_coef: float = 0.5  # weight of the baseline's loss
     entropy_coef: float = 0.01  # weight of the entropy bonus
-    hidden_sizes: tuple[int, ...] = (64, 64)  # hidden layer sizes of the MLP
-    shared_torso: bool = True  # one MLP under the policy and the baseline
-    torso: TorsoName = "auto"  # auto: impala (ResNet) for images, mlp otherwise
+    # the torso and heads: --hidden-sizes (64 64), --shared-torso (one MLP under the policy and the baseline), --torso
+    # (auto: impala, a ResNet, for images; mlp otherwise)
+    network: NetworkConfig = network_field(
+        ("hidden_sizes", "shared_torso", "torso"), hidden_sizes=(64, 64), shared_torso=True, torso="auto"
+    )
 
     def __post_init__(self):
         check_hyperparameters(self)  # the built-in checks, by field name: errors that name the flag
 
 
-def make_reinforce(spec, config: ReinforceConfig = ReinforceConfig()) -> Agent:
+def make_reinforce(spec, config: ReinforceConfig = ReinforceConfig(), run=None) -> Agent:
     """The agent for environments of ``spec``: podracer's network and sampling, this loss."""
     import rlax
 
-    network = make_network(spec, config)  # the torso from the spec; a softmax, multi-discrete or Gaussian head
+    network = make_network(spec, config.network)  # the torso from the spec; a softmax, multi-discrete or Gaussian head
 
     def loss(params, trajectory, key):
         del key

@@ -26,15 +26,10 @@ def _setup(agent_name="a2c", env_name="catch", **hyper):
 def test_parameters_stay_identical_on_every_device_while_environments_differ(devices):
     env, agent, optimizer = _setup()
     result = anakin.run(
-        env,
-        agent,
-        optimizer,
-        key=jax.random.key(1),
-        num_envs_per_device=4,
-        rollout_length=8,
-        num_updates=6,
-        updates_per_call=3,
-        devices=devices,
+        anakin.anakin_plan(num_envs_per_device=4, rollout_length=8, num_updates=6, updates_per_call=3, devices=devices),
+        agent._replace(optimizer=optimizer),
+        anakin.init(env, agent, optimizer, jax.random.key(1), 4, devices, rollout_length=8),
+        env=env,
     )
     params = result.state.learner.params
     for leaf in jax.tree.leaves(params):
@@ -110,15 +105,16 @@ def test_agents_learn_catch(agent_name, hyper, num_envs, rollout, updates, devic
     optimum is 1), and the seeds' mean reaches 0.8."""
     env, agent, optimizer = _setup(agent_name, **hyper)
     result = anakin.run(
-        env,
-        agent,
-        optimizer,
-        key=anakin.seed_keys(0, 4),
-        num_envs_per_device=num_envs,
-        rollout_length=rollout,
-        num_updates=updates,
-        updates_per_call=4,
-        devices=devices[:2],
+        anakin.anakin_plan(
+            num_envs_per_device=num_envs,
+            rollout_length=rollout,
+            num_updates=updates,
+            updates_per_call=4,
+            devices=devices[:2],
+        ),
+        agent._replace(optimizer=optimizer),
+        anakin.init(env, agent, optimizer, anakin.seed_keys(0, 4), num_envs, devices[:2], rollout_length=rollout),
+        env=env,
     )
     first, final = result.history[0]["episode_return_per_seed"], result.history[-1]["episode_return_per_seed"]
     assert max(first) < 0.0, first
@@ -176,10 +172,19 @@ def test_vmapped_train_of_four_seeds_equals_four_separate_runs():
 
 def test_run_trains_seeds_together_on_two_devices_as_it_trains_each_alone(devices):
     env, agent, optimizer = _setup()
-    common = dict(num_envs_per_device=4, rollout_length=8, num_updates=4, updates_per_call=2, devices=devices[:2])
-    together = anakin.run(env, agent, optimizer, key=anakin.seed_keys(3, 2), **common)
+    agent = agent._replace(optimizer=optimizer)
+    plan = anakin.anakin_plan(
+        num_envs_per_device=4, rollout_length=8, num_updates=4, updates_per_call=2, devices=devices[:2]
+    )
+
+    def trained(key):
+        return anakin.run(
+            plan, agent, anakin.init(env, agent, optimizer, key, 4, devices[:2], rollout_length=8), env=env
+        )
+
+    together = trained(anakin.seed_keys(3, 2))
     for i in range(2):
-        alone = anakin.run(env, agent, optimizer, key=jax.random.key(3 + i), **common)
+        alone = trained(jax.random.key(3 + i))
         for t, a in zip(together.history, alone.history):
             assert t["env_steps"] == a["env_steps"]
             np.testing.assert_allclose(t["episode_return_per_seed"][i], a["episode_return"], rtol=1e-5, atol=1e-6)
@@ -191,10 +196,11 @@ def test_run_trains_seeds_together_on_two_devices_as_it_trains_each_alone(device
     assert last["episode_return_min"] == min(last["episode_return_per_seed"])
 
 
-def test_run_with_a_plan_trains_as_the_keyword_form_does_and_calls_its_hooks(devices):
-    """``anakin.run(plan, agent, state, hooks, env=)`` (the agent's own optimizer) gives the keyword form's
-    parameters and summaries bit for bit, seeds vmapped; the plan's env steps per update are what the summaries
-    count; ``after_call`` hears every call and ``start_update`` continues a run."""
+def test_run_with_a_plan_calls_its_hooks_counts_the_plans_env_steps_and_continues_a_run(devices):
+    """``anakin.run(plan, agent, state, hooks, env=)`` (the agent's own optimizer): hooks change nothing of what is
+    trained (the parameters and summaries of a run without them, bit for bit, seeds vmapped); the plan's env steps
+    per update are what the summaries count; ``after_call`` hears every call and ``start_update`` continues a run.
+    The keyword form (``run(env, agent, optimizer, key=...)``) is refused in one line."""
     env, agent, optimizer = _setup()
     agent = agent._replace(optimizer=optimizer)
     key = anakin.seed_keys(7, 2)
@@ -202,19 +208,9 @@ def test_run_with_a_plan_trains_as_the_keyword_form_does_and_calls_its_hooks(dev
         num_envs_per_device=4, rollout_length=8, num_updates=4, updates_per_call=2, devices=devices[:2]
     )
     assert (plan.env_steps_per_update, plan.total_env_steps, plan.facts.envs_per_learner) == (64, 256, 4)
-    old = anakin.run(
-        env,
-        agent,
-        optimizer,
-        key=key,
-        num_envs_per_device=4,
-        rollout_length=8,
-        num_updates=4,
-        updates_per_call=2,
-        devices=devices[:2],
-    )
     calls = []
     state = anakin.init(env, agent, optimizer, key, 4, devices[:2], rollout_length=8)
+    old = anakin.run(plan, agent, state, env=env)
     new = anakin.run(plan, agent, state, anakin.Hooks(after_call=lambda s, done: calls.append(done)), env=env)
     assert calls == [2, 4]
     assert [h["env_steps"] for h in new.history] == [128.0, 256.0]
@@ -228,6 +224,10 @@ def test_run_with_a_plan_trains_as_the_keyword_form_does_and_calls_its_hooks(dev
         np.testing.assert_array_equal(a, b)
     with pytest.raises(ValueError, match=r"^anakin.run: the agent has no optimizer; give it one"):
         anakin.run(plan, agent._replace(optimizer=None), state, env=env)
+    with pytest.raises(
+        TypeError, match=r"^anakin.run takes a RunPlan first \(anakin.anakin_plan\(\.\.\.\)\), got Catch"
+    ):
+        anakin.run(env, agent, optimizer, key=key, num_envs_per_device=4)
 
 
 def test_a_plan_rounds_a_budget_up_to_whole_host_calls():
@@ -602,16 +602,13 @@ def test_env_steps_per_second_count_the_whole_call_not_its_dispatch(devices):
             marks["compiled"] = time.perf_counter()
 
     result = anakin.run(
-        env,
-        agent,
-        optimizer,
-        key=jax.random.key(0),
-        num_envs_per_device=32,
-        rollout_length=16,
-        num_updates=40,
-        updates_per_call=10,
-        devices=devices[:2],
-        progress=progress,
+        anakin.anakin_plan(
+            num_envs_per_device=32, rollout_length=16, num_updates=40, updates_per_call=10, devices=devices[:2]
+        ),
+        agent._replace(optimizer=optimizer),
+        anakin.init(env, agent, optimizer, jax.random.key(0), 32, devices[:2], rollout_length=16),
+        anakin.Hooks(progress=progress),
+        env=env,
     )
     loop_seconds = time.perf_counter() - marks["compiled"]
     steps_per_call = 10 * 16 * 32 * 2

@@ -6,7 +6,7 @@ import pytest
 
 from podracer.cli import parser
 from podracer.core import install
-from podracer.core.agents.base import hyperparameters
+from podracer.core.agents.hyperparameters import hyperparameters
 from podracer.run.config import AnakinConfig, SebulbaConfig
 from podracer.run.evaluate import EvaluateConfig
 from podracer.run.preview import PreviewConfig

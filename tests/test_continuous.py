@@ -13,9 +13,11 @@ import pytest
 
 from podracer.core import agents, envs, networks
 from podracer import anakin
-from podracer.core.agents.base import greedy_action, policy_terms, sample_policy
+from podracer.core.agents.base import greedy_action, sample_policy
+from podracer.core.agents.losses import policy_terms
 from podracer.core.agents.sac import squashed_sample
-from podracer.core.envs.base import image_layout, to_box
+from podracer.core.types import image_layout
+from podracer.core.envs.base import to_box
 from podracer.core.learner import make_optimizer
 from podracer.core.types import Box, EnvSpec, ImageLayout
 

@@ -15,6 +15,8 @@ import pytest
 from podracer.core import agents, envs, sweep
 from podracer.cli import parser
 from podracer.core.agents import PPOConfig
+from podracer.core.agents.hyperparameters import check_hyperparameters
+from podracer.core.optim import OptimizerConfig, optimizer_field
 from podracer.run.config import AnakinConfig, SebulbaConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,19 +32,18 @@ def registries(monkeypatch):
 
 @dataclasses.dataclass(frozen=True)
 class TinyConfig:
-    learning_rate: float = 1e-3
-    max_grad_norm: float = 0.5
+    optimizer: OptimizerConfig = optimizer_field(learning_rate=1e-3, max_grad_norm=0.5)
     discount: float = 0.99
     num_epochs: int = 1
     hidden_sizes: tuple[int, ...] = (8,)
 
     def __post_init__(self):
-        agents.base.check_hyperparameters(self)
+        check_hyperparameters(self)
 
 
-def _make_tiny(spec, config=TinyConfig()):
+def _make_tiny(spec, config=TinyConfig(), run=None):
     return agents.make_a2c(
-        spec, agents.A2CConfig().replace(learning_rate=config.learning_rate, hidden_sizes=config.hidden_sizes)
+        spec, agents.A2CConfig().replace(learning_rate=config.optimizer.learning_rate, hidden_sizes=config.hidden_sizes)
     )
 
 
@@ -84,7 +85,10 @@ def test_a_registered_agent_is_a_subcommand_of_both_modes_with_checked_flags(reg
         and "--num-epochs INT" in page
         and "--hidden-sizes" in page
     )
-    assert sweep.sweepable(TinyConfig()) == ["learning_rate", "max_grad_norm", "discount", "num_epochs"]
+    assert sweep.sweepable(TinyConfig()) == [
+        *("learning_rate", "max_grad_norm", "lr_warmup_steps", "lr_end", "lr_decay_steps"),  # its optimizer's
+        *("discount", "num_epochs"),
+    ]
     spec = envs.make("catch").spec()
     assert agents.make("tiny", spec, discount=0.5).loss is not None
     assert agents.name_of(TinyConfig()) == "tiny"
@@ -109,16 +113,18 @@ def test_a_registered_agent_is_a_subcommand_of_both_modes_with_checked_flags(reg
         ),
         (
             lambda: agents.register("tiny", dataclasses.make_dataclass("Bare", [("discount", float, 0.9)]), _make_tiny),
-            "Agent 'tiny': Bare needs the field(s) learning_rate, max_grad_norm (the optimizer is made from them).",
+            "Agent 'tiny': Bare needs a field optimizer: OptimizerConfig, its optimizer settings (optimizer: "
+            "OptimizerConfig = podracer.core.optim.optimizer_field(learning_rate, max_grad_norm)).",
         ),
         (
             lambda: agents.register(
                 "tiny",
-                dataclasses.make_dataclass("NoDefault", [("learning_rate", float), ("max_grad_norm", float, 0.5)]),
+                dataclasses.make_dataclass(
+                    "NoDefault", [("discount", float), ("optimizer", OptimizerConfig, optimizer_field(1e-3, 0.5))]
+                ),
                 _make_tiny,
             ),
-            "Agent 'tiny': every field of NoDefault needs a default (the flags start from them); learning_rate has "
-            "none.",
+            "Agent 'tiny': every field of NoDefault needs a default (the flags start from them); discount has none.",
         ),
         (
             lambda: agents.register("tiny", PPOConfig, _make_tiny),

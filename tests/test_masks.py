@@ -8,9 +8,10 @@ import pytest
 from podracer.core import agents, envs
 from podracer import anakin
 from podracer.core.agents import A2CConfig, DQNConfig, IMPALAConfig, PPOConfig, PQNConfig, R2D2Config
-from podracer.core.agents.base import policy_terms
+from podracer.core.agents.losses import policy_terms
 from podracer.run.config import AnakinConfig, SebulbaConfig
-from podracer.core.envs.base import EnvSpec, first_timestep, step_timestep
+from podracer.core.types import EnvSpec
+from podracer.core.envs.base import first_timestep, step_timestep
 from podracer.run.compose import train_anakin, train_sebulba
 
 LENGTH = 10  # steps per episode; every legal action earns 1, an illegal one -1

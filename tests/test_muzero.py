@@ -105,15 +105,20 @@ def test_muzero_solves_catch_in_anakin_on_most_seeds(devices, optimized_xla):
     env = Catch()
     agent = agents.make("muzero", env.spec(), gumbel_scale=2.0, **SMALL)
     result = anakin.run(
-        env,
-        agent,
-        learner.make_optimizer(1e-3, max_grad_norm=1.0),
-        key=anakin.seed_keys(100, 3),
-        num_envs_per_device=32,
-        rollout_length=16,
-        num_updates=400,
-        updates_per_call=50,
-        devices=devices[:2],
+        anakin.anakin_plan(
+            num_envs_per_device=32, rollout_length=16, num_updates=400, updates_per_call=50, devices=devices[:2]
+        ),
+        agent._replace(optimizer=learner.make_optimizer(1e-3, max_grad_norm=1.0)),
+        anakin.init(
+            env,
+            agent,
+            learner.make_optimizer(1e-3, max_grad_norm=1.0),
+            anakin.seed_keys(100, 3),
+            32,
+            devices[:2],
+            rollout_length=16,
+        ),
+        env=env,
     )
     first, final = result.history[0]["episode_return_per_seed"], result.history[-1]["episode_return_per_seed"]
     assert max(first) < 0.0, first

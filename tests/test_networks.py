@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from podracer.core import agents, learner
-from podracer.core.envs.base import Box, EnvSpec
+from podracer.core.types import Box, EnvSpec
 from podracer.core.networks import ActorCritic, QNetwork
 from podracer.core.types import ImageLayout, TimeStep, Trajectory
 
@@ -256,7 +256,9 @@ def test_an_agent_keeps_the_network_settings_it_does_not_take_fixed_and_says_so(
     assert exit_.value.code == 2
 
 
-def test_an_agent_of_your_own_with_flat_network_fields_builds_the_same_network():
+def test_network_settings_come_nested_or_the_network_is_refused_in_one_line():
+    """An agent config's network settings are a nested ``network: NetworkConfig`` (as the built-in agents'); a config
+    that keeps them flat is refused, naming the field it needs."""
     import dataclasses
 
     from podracer.core.networks import NetworkConfig
@@ -264,10 +266,13 @@ def test_an_agent_of_your_own_with_flat_network_fields_builds_the_same_network()
     @dataclasses.dataclass(frozen=True)
     class Flat:
         hidden_sizes: tuple[int, ...] = (16,)
-        activation: str = "relu"
-        shared_torso: bool = False
+
+    @dataclasses.dataclass(frozen=True)
+    class Nested:
+        network: NetworkConfig = NetworkConfig(hidden_sizes=(16,), activation="relu", shared_torso=False)
 
     spec = EnvSpec(jax.ShapeDtypeStruct((5,), jnp.float32), 3)
-    nested = NetworkConfig(hidden_sizes=(16,), activation="relu", shared_torso=False)
-    assert agents.make_network(spec, Flat()) == agents.make_network(spec, nested)
-    assert agents.make_network(spec, Flat()) != agents.make_network(spec, NetworkConfig())
+    assert agents.make_network(spec, Nested()) == agents.make_network(spec, Nested().network)
+    assert agents.make_network(spec, Nested()) != agents.make_network(spec, NetworkConfig())
+    with pytest.raises(TypeError, match=r"^Flat holds no network settings: give it a field network: NetworkConfig"):
+        agents.make_network(spec, Flat())

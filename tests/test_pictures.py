@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from podracer.core import envs
-from podracer.core.envs.base import EnvSpec
-from podracer.run.evaluate import picture, write_gif
+from podracer.core.types import EnvSpec
+from podracer.run.play import picture
+from podracer.run.evaluate import write_gif
 from podracer.core.types import ImageLayout
 
 

@@ -124,15 +124,16 @@ def test_pqn_learns_catch_on_most_seeds(core, devices, optimized_xla):
     )
     agent = agents.make(config, env.spec(), run=run)
     result = anakin.run(
-        env,
+        anakin.anakin_plan(
+            num_envs_per_device=num_envs,
+            rollout_length=rollout,
+            num_updates=num_updates,
+            updates_per_call=10,
+            devices=devices[:2],
+        ),
         agent,
-        agent.optimizer,
-        key=anakin.seed_keys(0, 4),
-        num_envs_per_device=num_envs,
-        rollout_length=rollout,
-        num_updates=num_updates,
-        updates_per_call=10,
-        devices=devices[:2],
+        anakin.init(env, agent, agent.optimizer, anakin.seed_keys(0, 4), num_envs, devices[:2], rollout_length=rollout),
+        env=env,
     )
     first, final = result.history[0]["episode_return_per_seed"], result.history[-1]["episode_return_per_seed"]
     assert max(first) < 0.0, first

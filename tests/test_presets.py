@@ -7,7 +7,7 @@ import pytest
 
 from podracer.core import agents
 from podracer.cli import command as cli, parser, presets
-from podracer.core.agents.base import hyperparameters
+from podracer.core.agents.hyperparameters import hyperparameters
 from podracer.run.config import AnakinConfig, SebulbaConfig
 
 CLASSES = {"anakin": AnakinConfig, "sebulba": SebulbaConfig}

@@ -121,15 +121,16 @@ def test_recurrent_agent_solves_the_memory_task_that_feed_forward_cannot(name, u
     for core, num_updates in zip(("lstm", "none"), updates):
         agent = agents.make(name, env.spec(), core=core, core_size=32, hidden_sizes=(32,), **extra)
         result = anakin.run(
-            env,
-            agent,
-            make_optimizer(3e-3),
-            key=anakin.seed_keys(0, 3),
-            num_envs_per_device=32,
-            rollout_length=16,
-            num_updates=num_updates,
-            updates_per_call=20,
-            devices=devices[:2],
+            anakin.anakin_plan(
+                num_envs_per_device=32,
+                rollout_length=16,
+                num_updates=num_updates,
+                updates_per_call=20,
+                devices=devices[:2],
+            ),
+            agent._replace(optimizer=make_optimizer(3e-3)),
+            anakin.init(env, agent, make_optimizer(3e-3), anakin.seed_keys(0, 3), 32, devices[:2], rollout_length=16),
+            env=env,
         )
         results[core] = (
             np.array(result.history[-1]["episode_return_per_seed"]),
@@ -176,15 +177,12 @@ def test_r2d2_stores_aligned_sequences_and_learns_the_memory_task(devices, optim
 
     # Three seeds in one program: at least 2 of 3 recall (training > 0.5, greedy > 0.7).
     result = anakin.run(
-        env,
-        agent,
-        make_optimizer(1e-3, 10.0),
-        key=anakin.seed_keys(0, 3),
-        num_envs_per_device=16,
-        rollout_length=16,
-        num_updates=240,
-        updates_per_call=40,
-        devices=devices[:2],
+        anakin.anakin_plan(
+            num_envs_per_device=16, rollout_length=16, num_updates=240, updates_per_call=40, devices=devices[:2]
+        ),
+        agent._replace(optimizer=make_optimizer(1e-3, 10.0)),
+        anakin.init(env, agent, make_optimizer(1e-3, 10.0), anakin.seed_keys(0, 3), 16, devices[:2], rollout_length=16),
+        env=env,
     )
     last = result.history[-1]
     training, greedy = (

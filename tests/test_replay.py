@@ -245,15 +245,12 @@ def test_dqn_with_prioritized_replay_learns_jax_cartpole_in_anakin_on_most_seeds
     )
     two = devices[:2]
     result = anakin.run(
-        env,
-        agent,
-        make_optimizer(1e-3, 10.0),
-        key=anakin.seed_keys(0, 4),
-        num_envs_per_device=16,
-        rollout_length=8,
-        num_updates=1000,
-        updates_per_call=500,
-        devices=two,
+        anakin.anakin_plan(
+            num_envs_per_device=16, rollout_length=8, num_updates=1000, updates_per_call=500, devices=two
+        ),
+        agent._replace(optimizer=make_optimizer(1e-3, 10.0)),
+        anakin.init(env, agent, make_optimizer(1e-3, 10.0), anakin.seed_keys(0, 4), 16, two, rollout_length=8),
+        env=env,
     )
     final = result.history[-1]
     assert abs(final["replay_ratio"] - 4.0) < 0.05 and final["sgd_steps"] == 4.0

@@ -8,7 +8,7 @@ import pytest
 from podracer.run import parallel
 from podracer.core.agents import A2CConfig, DQNConfig, IMPALAConfig, PPOConfig, PQNConfig, R2D2Config
 from podracer.run.config import SebulbaConfig
-from podracer.core.envs.base import EnvSpec
+from podracer.core.types import EnvSpec
 from podracer.run.compose import train_sebulba as train
 from podracer.run.parallel import resolve_layout
 from podracer.core.types import EpisodeStats, TimeStep

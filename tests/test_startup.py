@@ -166,7 +166,7 @@ def test_each_run_has_its_own_lifetime_whose_end_is_taken_once(monkeypatch):
     assert first.take_the_end() is False  # taken: a stop's timer, or a second taker, must not save
     second = lifetime.starting()
     assert lifetime.current() is second and second is not first
-    assert lifetime.finishing() is True and second.take_the_end() is False  # the module's function: the current run
+    assert lifetime.take_the_end() is True and second.take_the_end() is False  # the module's function: the current run
     saved = []
     monkeypatch.setattr(lifetime, "GRACE_SECONDS", 0.0)
     third = lifetime.RunLifetime()

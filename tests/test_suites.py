@@ -361,15 +361,14 @@ def test_pgx_2048_with_ppo_beats_random_legal_play_on_most_seeds(devices, optimi
     random_returns, _ = _random_legal_returns(env, 32, 300)
     agent = agents.make("ppo", env.spec(), hidden_sizes=(64,), num_minibatches=2)
     result = anakin.run(
-        env,
-        agent,
-        learner.make_optimizer(3e-4, 0.5),
-        key=anakin.seed_keys(0, 3),
-        num_envs_per_device=8,
-        rollout_length=32,
-        num_updates=100,
-        updates_per_call=50,
-        devices=devices[:2],
+        anakin.anakin_plan(
+            num_envs_per_device=8, rollout_length=32, num_updates=100, updates_per_call=50, devices=devices[:2]
+        ),
+        agent._replace(optimizer=learner.make_optimizer(3e-4, 0.5)),
+        anakin.init(
+            env, agent, learner.make_optimizer(3e-4, 0.5), anakin.seed_keys(0, 3), 8, devices[:2], rollout_length=32
+        ),
+        env=env,
     )
     finals = result.history[-1]["episode_return_per_seed"]  # 2,635-3,039 here (AMD EPYC); random about 1,060
     assert sum(f >= 1.5 * random_returns.mean() for f in finals) >= 2, (finals, random_returns.mean())
@@ -395,15 +394,14 @@ def test_navix_grid_worlds_keep_termination_apart_and_ppo_solves_empty_5x5(devic
         envs.make("navix:Empty-5x")
     agent = agents.make("ppo", spec, hidden_sizes=(64,), num_minibatches=2)
     result = anakin.run(
-        env,
-        agent,
-        learner.make_optimizer(3e-3, 0.5),
-        key=anakin.seed_keys(0, 3),
-        num_envs_per_device=8,
-        rollout_length=32,
-        num_updates=40,
-        updates_per_call=20,
-        devices=devices[:2],
+        anakin.anakin_plan(
+            num_envs_per_device=8, rollout_length=32, num_updates=40, updates_per_call=20, devices=devices[:2]
+        ),
+        agent._replace(optimizer=learner.make_optimizer(3e-3, 0.5)),
+        anakin.init(
+            env, agent, learner.make_optimizer(3e-3, 0.5), anakin.seed_keys(0, 3), 8, devices[:2], rollout_length=32
+        ),
+        env=env,
     )
     finals = result.history[-1]["episode_return_per_seed"]
     assert sum(f >= 0.9 for f in finals) >= 2, finals

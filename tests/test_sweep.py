@@ -12,7 +12,7 @@ from podracer import anakin
 from podracer.run import compose
 from podracer.run import checkpoint, parallel
 from podracer.core.agents import A2CConfig, DQNConfig, PPOConfig
-from podracer.core.agents.base import hyperparameters
+from podracer.core.agents.hyperparameters import hyperparameters
 from podracer.run.config import AnakinConfig
 
 SMALL = dict(env="catch", num_envs_per_device=2, rollout_length=8, num_updates=4, updates_per_call=2, cpu_devices=None)
@@ -23,13 +23,9 @@ def test_a_two_by_two_sweep_equals_separate_runs_of_its_settings(devices):
     points = [(3e-3, 0.9), (3e-3, 0.99), (3e-2, 0.9), (3e-2, 0.99)]  # the grid: the last name varies fastest
     assert [tuple(p.values()) for p in config.sweep_points] == points
     env = envs.make("catch")
-    common = dict(
-        key=jax.random.key(3),
-        num_envs_per_device=2,
-        rollout_length=8,
-        num_updates=4,
-        updates_per_call=4,
-        devices=devices[:2],
+    key = jax.random.key(3)
+    plan = anakin.anakin_plan(
+        num_envs_per_device=2, rollout_length=8, num_updates=4, updates_per_call=4, devices=devices[:2]
     )
     evaluate = jax.jit(
         jax.vmap(
@@ -43,8 +39,9 @@ def test_a_two_by_two_sweep_equals_separate_runs_of_its_settings(devices):
     plain_evaluate = jax.jit(
         lambda params: anakin.make_evaluate(env, sweep_.build(config.sweep_points[0])[0], 4)(params, jax.random.key(9))
     )
-    together = anakin.run(env, None, None, sweep=sweep_, **common)
-    together_eval = evaluate(parallel.unreplicate(together.state.learner.params), sweep_.expand(common["key"])[1])
+    state = anakin.init(env, None, None, key, 2, devices[:2], rollout_length=8, sweep=sweep_)
+    together = anakin.run(plan, sweep_, state, env=env)
+    together_eval = evaluate(parallel.unreplicate(together.state.learner.params), sweep_.expand(key)[1])
     # The two settings off the diagonal (each value of each axis once; a grid laid out transposed would swap them)
     # each as a run of its own.
     for i, (learning_rate, discount) in [(1, points[1]), (2, points[2])]:
@@ -53,7 +50,8 @@ def test_a_two_by_two_sweep_equals_separate_runs_of_its_settings(devices):
             agents.make(agent_config, env.spec()),
             agents.make(agent_config, env.spec()).optimizer,
         )
-        alone = anakin.run(env, agent, optimizer, **common)
+        state = anakin.init(env, agent, optimizer, key, 2, devices[:2], rollout_length=8)
+        alone = anakin.run(plan, agent._replace(optimizer=optimizer), state, env=env)
         for a, b in zip(jax.tree.leaves(alone.state.learner.params), jax.tree.leaves(together.state.learner.params)):
             assert b.shape == (2, 4, *a.shape[1:])  # [device, setting x seed, ...]
             np.testing.assert_allclose(b[:, i], a, rtol=1e-5, atol=1e-6)

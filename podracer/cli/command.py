@@ -146,7 +146,7 @@ def _log_dir(cfg, name: str):
 def divergence_line(cfg, error) -> str:
     """What a run stopped by a non-finite update (:class:`~podracer.run.nonfinite.Diverged`) says: the update, what was
     not finite, the flags most likely at fault with their values, and the newest checkpoint, which is finite."""
-    from podracer.core.agents.base import flag, hyperparameters
+    from podracer.core.agents.hyperparameters import flag, hyperparameters
     from podracer.run.nonfinite import PopulationDiverged
 
     lanes = isinstance(error, PopulationDiverged)  # --on-nonfinite skip or continue: a saved lane may not be finite
@@ -216,7 +216,7 @@ def settings_line(cfg) -> str:
     agent's settings in full and the presets there are for its environment."""
     from podracer.run import config
     from podracer.cli import presets
-    from podracer.core.agents.base import hyperparameters
+    from podracer.core.agents.hyperparameters import hyperparameters
 
     mode = "anakin" if isinstance(cfg, config.AnakinConfig) else "sebulba"
     if cfg.preset and presets.is_file(cfg.preset):

@@ -509,9 +509,6 @@ def gradient_steps_per_update(replay_ratio: float, num_items: int, batch_size: i
     return math.ceil(exact) + (0 if float(exact).is_integer() else 1)
 
 
-steps_per_update = gradient_steps_per_update  # its earlier name, kept: it counts gradient steps, not env steps
-
-
 def should_unroll(observation_rank: int, platform: str) -> bool:
     """Whether learner loops must be written out: convolutional losses (image observations) on XLA:CPU.
 
@@ -541,6 +538,5 @@ __all__ = [
     "psum_flat",
     "should_unroll",
     "gradient_steps_per_update",
-    "steps_per_update",
     "tree_sum",
 ]

@@ -196,16 +196,17 @@ class NetworkConfig:
 
 
 def network_of(config) -> NetworkConfig:
-    """The network settings of a :class:`NetworkConfig` itself, of an agent config's nested ``network``, or (an agent
-    of your own whose config keeps them flat, as configs did before they nested them) of those of its fields that
-    :class:`NetworkConfig` has, the others at :class:`NetworkConfig`'s defaults."""
+    """The network settings of a :class:`NetworkConfig` itself, or of an agent config's nested ``network`` (a field
+    ``network: NetworkConfig``, :func:`network_field`)."""
     if isinstance(config, NetworkConfig):
         return config
     nested = getattr(config, "network", None)
-    if isinstance(nested, NetworkConfig):
-        return nested
-    names = [field.name for field in dataclasses.fields(NetworkConfig)]
-    return NetworkConfig(**{name: getattr(config, name) for name in names if hasattr(config, name)})
+    if not isinstance(nested, NetworkConfig):
+        raise TypeError(
+            f"{type(config).__name__} holds no network settings: give it a field network: NetworkConfig "
+            "(podracer.core.networks.network_field(flags, **defaults)), or pass a NetworkConfig."
+        )
+    return nested
 
 
 # the network settings an actor-critic agent's command line changes (PPO's, A2C's)

@@ -88,16 +88,6 @@ def optimizer_field(learning_rate: float, max_grad_norm: float | None, **others)
     )
 
 
-def settings_of(agent_config) -> OptimizerConfig:
-    """The optimizer settings of an agent config: its nested ``optimizer``, or (an agent of your own written
-    before configs nested them) its flat ``learning_rate``, ``max_grad_norm`` and optional schedule fields."""
-    nested = getattr(agent_config, "optimizer", None)
-    if isinstance(nested, OptimizerConfig):
-        return nested
-    values = {name: getattr(agent_config, name) for name in FIELDS if hasattr(agent_config, name)}
-    return OptimizerConfig(**values)
-
-
 def learning_rate_schedule(
     learning_rate,
     schedule: str = "constant",
@@ -180,7 +170,7 @@ def adam(settings: OptimizerConfig, total_steps=None, *, eps: float = ADAM_EPS) 
 
 def hyperparameters(opt_state) -> dict:
     """The former name of :func:`injected_hyperparameters` (an agent config's are
-    :func:`podracer.core.agents.base.hyperparameters`); kept so that code written against it runs."""
+    :func:`podracer.core.agents.hyperparameters.hyperparameters`); kept so that code written against it runs."""
     return injected_hyperparameters(opt_state)
 
 
@@ -286,6 +276,5 @@ __all__ = [
     "optimizer_field",
     "optimizer_of",
     "replay_steps",
-    "settings_of",
     "with_injected_hyperparameters",
 ]

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from podracer.core.agents.base import flag, with_hyperparameters
+from podracer.core.agents.hyperparameters import flag, with_hyperparameters
 from podracer.core.sweep import _field_type, plot_needs, sweepable
 
 SEBULBA_REFUSAL = (

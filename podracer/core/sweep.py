@@ -25,8 +25,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from podracer.core.agents.base import flag, settable, with_hyperparameters
-from podracer.core.stats import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED  # noqa: F401 (re-exported)
+from podracer.core.agents.hyperparameters import flag, with_hyperparameters
+from podracer.core.networks import settable
 from podracer.core.stats import INTERVAL_SEEDS, interquartile_mean, spread
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import optax
 
 from podracer.run import multihost, parallel
-from podracer.run.plan import RunPlan, anakin_plan
+from podracer.run.plan import RunPlan
 from podracer.core.agents.base import Agent
 from podracer.core.anakin import AnakinState, Entries, init_learner, init_state, make_update, over_seeds, stack_learners
 from podracer.core.envs.base import Environment
@@ -282,8 +282,16 @@ class Hooks(NamedTuple):
     evaluate: Callable[[Params], np.ndarray] | None = None  # params -> returns, every ``plan.eval_every`` updates
 
 
-def run(*args, **kwargs) -> RunResult:
-    """``run(plan, agent, state, hooks=None, *, env, start_update=0)``: trains ``state`` by the ``plan``
+def run(
+    plan: RunPlan,
+    agent: Agent | Entries,
+    state: AnakinState,
+    hooks: Hooks | None = None,
+    *,
+    env: Environment,
+    start_update: int = 0,
+) -> RunResult:
+    """Trains ``state`` by the ``plan``
     (:class:`~podracer.run.plan.RunPlan`, e.g. :func:`~podracer.run.plan.anakin_plan`) with the update mapped over
     ``plan.devices`` (default: all devices of all processes), ``plan.updates_per_call`` updates scanned per host call.
 
@@ -307,26 +315,12 @@ def run(*args, **kwargs) -> RunResult:
     :class:`~podracer.run.nonfinite.Diverged` after logging the call that holds the first update whose loss, gradients
     or parameters are not finite, before ``after_call`` (nothing non-finite is saved); ``skip`` discards such updates
     inside the program; ``continue`` trains on. Summaries count them in ``nonfinite_updates``.
-
-    The form of earlier releases, ``run(env, agent, optimizer, *, key, num_envs_per_device, rollout_length,
-    num_updates, updates_per_call, ...)`` with the hooks and the run policy as keywords (a ``sweep=`` in place of
-    the agent and optimizer, ``state=None`` to start from ``key``), is still accepted.
     """
-    first = args[0] if args else kwargs.get("plan")
-    if isinstance(first, RunPlan):
-        return _run_plan(*args, **kwargs)
-    return _run_keywords(*args, **kwargs)
-
-
-def _run_plan(
-    plan: RunPlan,
-    agent: Agent | Entries,
-    state: AnakinState,
-    hooks: Hooks | None = None,
-    *,
-    env: Environment,
-    start_update: int = 0,
-) -> RunResult:
+    if not isinstance(plan, RunPlan):
+        raise TypeError(
+            f"anakin.run takes a RunPlan first (anakin.anakin_plan(...)), got {type(plan).__name__}: "
+            "run(plan, agent, state, hooks, env=env), the state made by anakin.init."
+        )
     sweep = agent if isinstance(agent, Entries) else None
     if sweep is None and agent.optimizer is None:
         raise ValueError(
@@ -336,60 +330,13 @@ def _run_plan(
     return _train(plan, env, *learner, sweep, state, start_update, hooks or Hooks())
 
 
-def _run_keywords(
-    env: Environment,
-    agent: Agent,
-    optimizer: optax.GradientTransformation,
-    *,
-    key: chex.PRNGKey,
-    num_envs_per_device: int,
-    rollout_length: int,
-    num_updates: int,
-    updates_per_call: int,
-    devices: Sequence[jax.Device] | None = None,
-    log: Callable[[dict[str, float]], None] | None = None,
-    state: AnakinState | None = None,
-    start_update: int = 0,
-    after_call: Callable[[AnakinState, int], None] | None = None,
-    stop: threading.Event | None = None,
-    progress: Callable[[str], None] | None = None,
-    evaluate: Callable[[Params], np.ndarray] | None = None,
-    eval_every: int | None = None,
-    target_return: float | None = None,
-    sweep: Entries | None = None,
-    on_nonfinite: str = "stop",
-) -> RunResult:
-    """:func:`run` in the keyword form of earlier releases: the plan and the hooks made from the keywords, the state
-    from ``key`` unless given."""
-    plan = anakin_plan(
-        num_envs_per_device=num_envs_per_device,
-        rollout_length=rollout_length,
-        num_updates=num_updates,
-        updates_per_call=updates_per_call,
-        devices=devices,
-        eval_every=eval_every,
-        target_return=target_return,
-        on_nonfinite=on_nonfinite,
-    )
-    hooks = Hooks(log, after_call, stop, progress, evaluate)
-    started = time.perf_counter()  # the initial state's making counts as compilation, as it always has here
-    if progress is not None:
-        progress("compiling")
-    if state is None:
-        state = init(
-            env, agent, optimizer, key, num_envs_per_device, devices, rollout_length=rollout_length, sweep=sweep
-        )
-    return _train(plan, env, agent, optimizer, sweep, state, start_update, hooks, started)
-
-
-def _train(plan: RunPlan, env, agent, optimizer, sweep, state, start_update: int, hooks: Hooks, started=None):
-    """The host loop of :func:`run` (``started``: when its compilation began, "compiling" already said)."""
+def _train(plan: RunPlan, env, agent, optimizer, sweep, state, start_update: int, hooks: Hooks):
+    """The host loop of :func:`run`."""
     entries = _entries(state)
     seeds = None if entries is None else entries // (len(sweep.points) if sweep is not None else 1)
     progress = hooks.progress or (lambda event: None)
-    if started is None:
-        progress("compiling")
-    compile_start = started or time.perf_counter()
+    progress("compiling")
+    compile_start = time.perf_counter()
     update = _seeded_update(env, agent, optimizer, seeds, plan.rollout_length, sweep, plan.on_nonfinite == "skip")
     p_multi = _compile(update, plan.updates_per_call, plan.devices, state)
     compile_seconds = time.perf_counter() - compile_start

@@ -28,7 +28,7 @@ from podracer.core import pbt
 from podracer.run import record
 from podracer.core import sweep as sweep_lib
 from podracer.core.population import Population
-from podracer.core.agents.base import flag, hyperparameters, with_hyperparameters
+from podracer.core.agents.hyperparameters import flag, hyperparameters, with_hyperparameters
 from podracer.run.config import NORMALIZE_OPTIONS, AnakinConfig, SebulbaConfig
 from podracer.core.envs.base import HostEnv, example_observation
 from podracer.run.logging import Logger, make_logger
@@ -43,7 +43,8 @@ import jax
 from podracer.run import anakin as anakin_loop
 from podracer.run import lifetime, play, banner, capacity, runlock
 from podracer.core.agents.base import Agent
-from podracer.core.envs.base import example_action_mask, observation_rank
+from podracer.core.envs.base import example_action_mask
+from podracer.core.types import observation_rank
 from podracer.core.learner import init_learner_state, should_unroll
 from podracer.run.saving import AnakinCheckpoints, check_unfinished, sebulba_checkpoints
 from podracer.run.progress import Progress

@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from podracer.core import agents, envs, install, pbt, sweep
 from podracer.run import parallel
 from podracer.run import multihost
-from podracer.core.agents.base import check_finite, flag
+from podracer.core.agents.hyperparameters import check_finite, flag
 from podracer.core.types import MAX_SEED
 
 
@@ -153,7 +153,7 @@ class RunConfig:
     # where; None: $XDG_CACHE_HOME/podracer/jax (~/.cache/podracer/jax)
     compile_cache_dir: Annotated[str | None, Flag(metavar="DIR")] = None
     imports: Imports = ()
-    # settings kept for a task (podracer/presets/*.toml), applied before the command line's own flags (which win);
+    # settings saved for a task (podracer/cli/presets/*.toml), applied before the command line's own flags (which win);
     # --preset list describes them
     preset: Annotated[str | None, Flag(metavar="NAME")] = None
 

@@ -18,7 +18,7 @@ from podracer.run.config import MAX_EPISODES, Imports
 from podracer.run import hostenvs
 from podracer.run.config import Flag
 
-from podracer.run.play import PALETTE_SIZE, palette, picture, play_host, play_jax  # noqa: F401 (re-exported)
+from podracer.run.play import play_host, play_jax
 
 
 @dataclasses.dataclass(frozen=True)

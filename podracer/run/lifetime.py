@@ -113,8 +113,8 @@ def completed(save) -> None:
     _run.completed(save)
 
 
-def finishing() -> bool:
-    """:meth:`RunLifetime.take_the_end` of the run started last (its earlier name)."""
+def take_the_end() -> bool:
+    """:meth:`RunLifetime.take_the_end` of the run started last."""
     return _run.take_the_end()
 
 

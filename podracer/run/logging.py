@@ -117,13 +117,6 @@ def training_window(history: Sequence[Mapping[str, float]], key: str = "episode_
     return history[-1], " (no episode ended in the run)"
 
 
-def training_return(history: Sequence[Mapping[str, float]], key: str = "episode_return"):
-    """The training return of the last window in which an episode ended (``key``: a float, or a list per seed), and
-    what the closing line adds when that window is not the last one ("" when it is)."""
-    record, note = training_window(history, key)
-    return record.get(key, float("nan")), note
-
-
 def episodes_said(count, per_seed: bool = False) -> str:
     """`` over N episodes`` (`` per seed`` for a mean over seeds): how many training episodes a return averages;
     "" where the records do not count them."""

@@ -39,7 +39,7 @@ class PreviewConfig:
     imports: Imports = ()
 
     def __post_init__(self):
-        from podracer.core.agents.base import check_finite
+        from podracer.core.agents.hyperparameters import check_finite
 
         check_finite(self)
         if not self.poll_seconds > 0:

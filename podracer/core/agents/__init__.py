@@ -17,18 +17,14 @@ from podracer.core import optim
 from podracer.core.agents.base import (
     Agent,
     ReplaySpec,
-    Transitions,
-    hyperparameters,
     make_network,
     no_state,
-    with_hyperparameters,
     make_policy_fns,
     make_recurrent_fns,
-    masked_mean,
-    policy_terms,
-    transitions,
     unroll_trajectory,
 )
+from podracer.core.agents.losses import Transitions, masked_mean, policy_terms, transitions
+from podracer.core.agents.hyperparameters import hyperparameters, with_hyperparameters
 from podracer.core.types import EnvSpec, RunFacts
 
 
@@ -95,7 +91,6 @@ _AGENTS: dict[str, tuple[Callable[..., Agent], type]] = {}
 BUILT_IN = frozenset(_BUILT_IN)
 ENTRY_POINTS = "podracer.agents"  # the entry-point group an installed package registers its agents in
 _NAME = re.compile(r"[a-z][a-z0-9_-]*")
-_REQUIRED_FIELDS = ("learning_rate", "max_grad_norm")  # what the optimizer is made from, where no `optimizer` field
 _entry_points_loaded = False
 
 
@@ -138,18 +133,19 @@ def __getattr__(name: str):
 
 
 def register(name: str, config_class: type, make: Callable[..., Agent]) -> None:
-    """Adds an agent of your own under ``name``: ``make(spec, config)`` (or ``make(spec, config, run)``, told the
-    run's :class:`~podracer.core.types.RunFacts`) builds its :class:`Agent` from a ``config_class`` instance.
+    """Adds an agent of your own under ``name``: ``make(spec, config, run=None)`` (``run``: the run's
+    :class:`~podracer.core.types.RunFacts`, None outside a run) builds its :class:`Agent` from a ``config_class``
+    instance.
     ``config_class`` is a dataclass whose every field has a default; its fields become the agent's flags in both
     command lines (``--agent NAME --help`` lists them), each checked in its ``__post_init__`` as the built-in
-    agents' are (:func:`podracer.core.agents.base.check_hyperparameters`), and its numeric fields can be swept. Its
-    optimizer settings are a field ``optimizer: podracer.core.optim.OptimizerConfig`` (as the built-in agents'), or the
-    flat fields ``learning_rate`` and ``max_grad_norm`` (``lr_schedule``, ``lr_warmup_steps`` optional). An agent
-    whose ``optimizer`` is None gets the optimizer of those settings (:func:`podracer.core.optim.optimizer_of`: Adam, or
-    RMSprop); set your own (``Agent(..., optimizer=...)``) for parameter groups or another optimizer. Checkpoints
-    record the name, so ``python -m podracer.cli.evaluate`` plays it once it is registered there too (``--import
-    MODULE``, or an entry point in the ``podracer.agents`` group). Registering a name again replaces it; a built-in
-    name cannot be taken."""
+    agents' are (:func:`podracer.core.agents.hyperparameters.check_hyperparameters`), and its numeric fields can be
+    swept. Its optimizer settings are a field ``optimizer: podracer.core.optim.OptimizerConfig`` (as the built-in
+    agents', :func:`podracer.core.optim.optimizer_field`). An agent whose ``optimizer`` is None gets the optimizer of
+    those settings
+    (:func:`podracer.core.optim.optimizer_of`: Adam, or RMSprop); set your own (``Agent(..., optimizer=...)``) for
+    parameter groups or another optimizer. Checkpoints record the name, so ``python -m podracer.cli.evaluate`` plays it
+    once it is registered there too (``--import MODULE``, or an entry point in the ``podracer.agents`` group).
+    Registering a name again replaces it; a built-in name cannot be taken."""
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ValueError(
             f"An agent's name is lower case letters, digits, '-' and '_', starting with a letter "
@@ -163,12 +159,10 @@ def register(name: str, config_class: type, make: Callable[..., Agent]) -> None:
             f"Agent {name!r}: its config must be a dataclass (its fields become flags), got {config_class!r}."
         )
     fields = {f.name: f for f in dataclasses.fields(config_class)}
-    missing = [field for field in _REQUIRED_FIELDS if field not in fields]
-    nested = "optimizer" in fields and isinstance(fields["optimizer"].default, optim.OptimizerConfig)
-    if missing and not nested:
+    if not ("optimizer" in fields and isinstance(fields["optimizer"].default, optim.OptimizerConfig)):
         raise ValueError(
-            f"Agent {name!r}: {config_class.__name__} needs the field(s) {', '.join(missing)} "
-            "(the optimizer is made from them)."
+            f"Agent {name!r}: {config_class.__name__} needs a field optimizer: OptimizerConfig, its optimizer settings "
+            "(optimizer: OptimizerConfig = podracer.core.optim.optimizer_field(learning_rate, max_grad_norm))."
         )
     no_default = [
         f.name for f in fields.values() if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
@@ -287,7 +281,7 @@ def make(
     elif hyper:
         raise ValueError("Pass hyper-parameters in the agent's config, or pass the agent's name.")
     factory = _entry(name_of(agent))[0]
-    built = factory(spec, agent, run) if _takes_run(factory) else factory(spec, agent)
+    built = factory(spec, agent, run)
     if built.optimizer is None:
         built = built._replace(optimizer=_default_optimizer(built, agent, run))
     if not normalize:
@@ -310,16 +304,7 @@ def _default_optimizer(built: Agent, config, run: RunFacts | None):
         steps = functools.partial(
             optim.replay_steps, run, built.replay.replay_ratio, built.replay.min_size, built.replay.batch_size
         )
-    return optim.optimizer_of(optim.settings_of(config), steps)
-
-
-def _takes_run(factory) -> bool:
-    """Whether an agent factory takes the run's facts as a third argument (``make(spec, config, run)``)."""
-    try:
-        parameters = inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        return False
-    return "run" in parameters
+    return optim.optimizer_of(config.optimizer, steps)
 
 
 __all__ = [

@@ -9,17 +9,9 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from podracer.core.agents.base import (
-    Configurable,
-    Agent,
-    check_hyperparameters,
-    make_network,
-    make_policy_fns,
-    masked_mean,
-    policy_terms,
-    transitions,
-    unroll_trajectory,
-)
+from podracer.core.agents.hyperparameters import Configurable, check_hyperparameters
+from podracer.core.agents.base import Agent, make_network, make_policy_fns, unroll_trajectory
+from podracer.core.agents.losses import masked_mean, policy_terms, transitions
 from podracer.core.networks import ACTOR_CRITIC_FLAGS, NetworkConfig, network_field
 from podracer.core.optim import OptimizerConfig, optimizer_of, on_policy_steps, optimizer_field
 from podracer.core.types import RunFacts, EnvSpec, Trajectory

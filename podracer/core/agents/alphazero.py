@@ -20,16 +20,9 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from podracer.core.agents.base import (
-    Agent,
-    Configurable,
-    check_hyperparameters,
-    make_network,
-    mask_logits,
-    masked_mean,
-    require_actions,
-    transitions,
-)
+from podracer.core.agents.base import Agent, make_network, require_actions
+from podracer.core.agents.hyperparameters import Configurable, check_hyperparameters
+from podracer.core.agents.losses import mask_logits, masked_mean, transitions
 from podracer.core.agents.search import completed_q, gumbel_search, legal_logits
 from podracer.core.networks import NetworkConfig, network_field
 from podracer.core.optim import OptimizerConfig, optimizer_of, on_policy_steps, optimizer_field

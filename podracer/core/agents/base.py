@@ -13,7 +13,6 @@ import optax
 from podracer.core.types import image_layout
 from podracer.core.networks import (
     ActorCritic,
-    NetworkConfig,  # noqa: F401 (re-exported beside make_network)
     ObservationTorso,
     RecurrentNetwork,
     StructuredTorso,
@@ -21,26 +20,10 @@ from podracer.core.networks import (
     lstm_initial_state,
     network_of,
     reset_state,
-    settable,  # noqa: F401 (re-exported: which of a nested group's settings are hyper-parameters)
 )
-from podracer.core.agents.hyperparameters import (  # noqa: F401 (re-exported: the configs' helpers lived here)
-    CORES,
-    Configurable,
-    CoreName,
-    check_finite,
-    check_hyperparameters,
-    flag,
-    hyperparameters,
-    with_hyperparameters,
-)
-from podracer.core.agents.losses import (  # noqa: F401 (re-exported: the loss pieces lived here)
-    Transitions,
-    behaviour_policy,
+from podracer.core.agents.losses import (
     first_flags,
     mask_logits,
-    masked_mean,
-    policy_terms,
-    transitions,
 )
 from podracer.core.types import Metrics, Params, Trajectory
 
@@ -389,29 +372,19 @@ __all__ = [
     "Agent",
     "make_sde_fns",
     "sde_draws",
-    "CORES",
     "act_mask",
-    "mask_logits",
     "ReplaySpec",
     "START_STATE",
-    "Transitions",
-    "check_hyperparameters",
-    "flag",
-    "first_flags",
     "no_state",
     "split_start_state",
     "make_network",
     "make_policy_fns",
     "action_size",
     "policy_actions",
-    "behaviour_policy",
     "greedy_action",
     "require_actions",
     "sample_policy",
     "make_recurrent_fns",
     "make_torso",
     "unroll_trajectory",
-    "masked_mean",
-    "policy_terms",
-    "transitions",
 ]

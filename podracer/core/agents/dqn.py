@@ -18,13 +18,9 @@ from typing import Literal
 import jax
 import jax.numpy as jnp
 
-from podracer.core.agents.base import (
-    Configurable,
-    Agent,
-    check_hyperparameters,
-    mask_logits,
-    require_actions,
-)
+from podracer.core.agents.hyperparameters import Configurable, check_hyperparameters
+from podracer.core.agents.base import Agent, require_actions
+from podracer.core.agents.losses import mask_logits
 from podracer.core.agents.qlearning import (
     check_replay_sizes,
     count_env_steps,

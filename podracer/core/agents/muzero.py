@@ -30,15 +30,9 @@ import jax
 import jax.numpy as jnp
 
 from podracer.core.agents.search import completed_q, gumbel_search, legal_logits
-from podracer.core.agents.base import (
-    Agent,
-    Configurable,
-    check_hyperparameters,
-    make_torso,
-    masked_mean,
-    require_actions,
-    transitions,
-)
+from podracer.core.agents.base import Agent, make_torso, require_actions
+from podracer.core.agents.hyperparameters import Configurable, check_hyperparameters
+from podracer.core.agents.losses import masked_mean, transitions
 from podracer.core.networks import MLP
 from podracer.core.networks import NetworkConfig, network_field
 from podracer.core.optim import OptimizerConfig, optimizer_of, on_policy_steps, optimizer_field

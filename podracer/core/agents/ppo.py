@@ -10,19 +10,9 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from podracer.core.agents.base import (
-    Configurable,
-    Agent,
-    behaviour_policy,
-    check_hyperparameters,
-    first_flags,
-    make_network,
-    make_policy_fns,
-    masked_mean,
-    policy_terms,
-    transitions,
-    unroll_trajectory,
-)
+from podracer.core.agents.hyperparameters import Configurable, check_hyperparameters
+from podracer.core.agents.base import Agent, make_network, make_policy_fns, unroll_trajectory
+from podracer.core.agents.losses import behaviour_policy, first_flags, masked_mean, policy_terms, transitions
 from podracer.core.agents import losses
 from podracer.core.agents.losses import clipped_surrogate, normalized_advantages
 from podracer.core.networks import RecurrentNetwork

@@ -23,18 +23,9 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from podracer.core.agents.base import (
-    Agent,
-    Configurable,
-    START_STATE,
-    check_hyperparameters,
-    first_flags,
-    make_torso,
-    mask_logits,
-    masked_mean,
-    require_actions,
-    transitions,
-)
+from podracer.core.agents.base import Agent, START_STATE, make_torso, require_actions
+from podracer.core.agents.hyperparameters import Configurable, check_hyperparameters
+from podracer.core.agents.losses import first_flags, mask_logits, masked_mean, transitions
 from podracer.core.agents.qlearning import epsilon_greedy, linear_epsilon, make_q_network, with_env_step_clock
 from podracer.core.networks import RecurrentNetwork, lstm_initial_state, reset_state
 from podracer.core.networks import NetworkConfig, network_field

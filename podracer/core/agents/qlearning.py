@@ -11,7 +11,8 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from podracer.core.agents.base import ReplaySpec, mask_logits, transitions
+from podracer.core.agents.base import ReplaySpec
+from podracer.core.agents.losses import mask_logits, transitions
 from podracer.core.networks import QNetwork
 from podracer.core.types import EnvSpec, Trajectory, image_layout
 

@@ -20,16 +20,9 @@ import jax
 import jax.numpy as jnp
 
 from podracer.core import replay as replay_lib
-from podracer.core.agents.base import (
-    Configurable,
-    Agent,
-    check_hyperparameters,
-    first_flags,
-    make_recurrent_fns,
-    make_torso,
-    mask_logits,
-    require_actions,
-)
+from podracer.core.agents.hyperparameters import Configurable, check_hyperparameters
+from podracer.core.agents.base import Agent, make_recurrent_fns, make_torso, require_actions
+from podracer.core.agents.losses import first_flags, mask_logits
 from podracer.core.agents.qlearning import check_replay_sizes, epsilon_greedy, n_step_targets, replay_spec
 from podracer.core.networks import RecurrentNetwork
 from podracer.core.networks import NetworkConfig, network_field

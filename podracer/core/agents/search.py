@@ -8,7 +8,7 @@ import functools
 
 import jax.numpy as jnp
 
-from podracer.core.agents.base import mask_logits
+from podracer.core.agents.losses import mask_logits
 
 
 def legal_logits(logits, action_mask):

@@ -41,14 +41,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from podracer.core.agents.base import (
-    Agent,
-    Configurable,
-    ReplaySpec,
-    action_size,
-    check_hyperparameters,
-    require_actions,
-)
+from podracer.core.agents.base import Agent, ReplaySpec, action_size, require_actions
+from podracer.core.agents.hyperparameters import Configurable, check_hyperparameters
 from podracer.core.agents.losses import categorical_projection
 from podracer.core.agents.qlearning import (
     check_replay_sizes,

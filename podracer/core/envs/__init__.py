@@ -5,7 +5,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 
-from podracer.core.envs.base import EnvSpec, Environment, HostEnv, first_timestep
+from podracer.core.types import EnvSpec
+from podracer.core.envs.base import Environment, HostEnv, first_timestep
 from podracer.core.envs.cartpole import CartPole
 from podracer.core.envs.catch import Catch
 from podracer.core.envs.memory import CueMemory

@@ -14,9 +14,9 @@ import chex
 import jax
 import numpy as np
 
-from podracer.core.types import Box, EnvSpec, EpisodeStats, ImageLayout, TimeStep  # noqa: F401 (re-exported)
+from podracer.core.types import Box, EnvSpec, EpisodeStats, TimeStep
 from podracer.core.types import action_dtype, action_shape, example_action_mask, example_observation  # noqa: F401
-from podracer.core.types import image_layout, mask_shapes, observation_rank  # noqa: F401 (re-exported)
+from podracer.core.types import mask_shapes
 
 State = Any
 

@@ -16,7 +16,8 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from podracer.core.envs.base import EnvSpec, first_timestep
+from podracer.core.types import EnvSpec
+from podracer.core.envs.base import first_timestep
 from podracer.core.types import TimeStep
 
 GRAVITY = 9.8

@@ -27,12 +27,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from podracer.core.types import ImageLayout, image_layout
 from podracer.core.envs.base import (
-    ImageLayout,
     actions_of,
     check_task,
     first_timestep,
-    image_layout,
     require_package,
     step_timestep,
     uses_first_argument,

@@ -8,7 +8,8 @@ import chex
 import jax
 import jax.numpy as jnp
 
-from podracer.core.envs.base import EnvSpec, Environment, SearchModel, State, to_box
+from podracer.core.types import EnvSpec
+from podracer.core.envs.base import Environment, SearchModel, State, to_box
 from podracer.core.types import EpisodeStats, TimeStep
 
 

@@ -26,7 +26,8 @@ from collections.abc import Sequence
 import jax
 import numpy as np
 
-from podracer.core.envs.base import EnvSpec, HostEpisodes, actions_of, host_action, host_dtype
+from podracer.core.types import EnvSpec
+from podracer.core.envs.base import HostEpisodes, actions_of, host_action, host_dtype
 from podracer.core.types import ImageLayout, TimeStep
 
 SHORT_NAMES = {

@@ -24,7 +24,8 @@ import warnings
 import jax
 import numpy as np
 
-from podracer.core.envs.base import EnvSpec, HostEpisodes, ImageLayout, actions_of, host_action, host_dtype
+from podracer.core.types import EnvSpec, ImageLayout
+from podracer.core.envs.base import HostEpisodes, actions_of, host_action, host_dtype
 from podracer.core.types import TimeStep
 
 PREFIX = "gymnasium:"

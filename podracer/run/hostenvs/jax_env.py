@@ -12,7 +12,8 @@ import jax
 import numpy as np
 
 from podracer.run import parallel
-from podracer.core.envs.base import EnvSpec, Environment, batch_actions
+from podracer.core.types import EnvSpec
+from podracer.core.envs.base import Environment, batch_actions
 from podracer.core.envs.wrappers import wrap
 from podracer.core.types import TimeStep
 
