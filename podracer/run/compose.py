@@ -294,6 +294,10 @@ def sebulba_plan(config: SebulbaConfig, per_actor: int, layout: parallel.Layout)
         eval_every=config.eval_every,
         target_return=config.target_return,
         on_nonfinite=config.on_nonfinite,
+        log_every=config.log_every,
+        checkpoint_every=config.checkpoint_every,
+        checkpoint_every_seconds=config.checkpoint_every_seconds,
+        queue_size=config.queue_size,
     )
 
 
@@ -581,16 +585,7 @@ def _run_sebulba(
     if isinstance(log, Logger):
         log.add_fields(banner.opponent_field(first_env))
     frame_skip = 4 if getattr(first_env, "atari", False) else 1
-    schedule = sebulba_learner.Schedule(
-        plan.num_updates,
-        plan.env_steps_per_update,
-        config.log_every,
-        config.checkpoint_every,
-        config.checkpoint_every_seconds,
-        frame_skip,
-        plan.eval_every,
-        plan.on_nonfinite,
-    )
+    plan = dataclasses.replace(plan, frame_skip=frame_skip)
     learner_key, actor_key = jax.random.split(jax.random.key(config.seed))
     observation, mask = example_observation(spec), example_action_mask(spec)
     state = init_learner_state(
@@ -610,20 +605,16 @@ def _run_sebulba(
         groups, config.actor_threads, first_actor, actor_key, config.actor_timeout, config.max_policy_lag
     )
     try:
+        hooks = sebulba_learner.Hooks(stop, log, save, _sebulba_evaluation(config, make_env, agent))
         return assemble.train(
+            plan,
             agent,
             parallel.replicate(state, layout.learner_devices),
-            updates,
-            schedule,
-            layout,
-            actors,
-            rollout_length=config.rollout_length,
-            queue_size=config.queue_size,
-            stop=stop,
+            hooks,
+            layout=layout,
+            actors=actors,
+            start_update=updates,
             unroll=unroll,
-            save=save,
-            log=log,
-            evaluate=_sebulba_evaluation(config, make_env, agent),
             run_lifetime=run_lifetime,
         )
     finally:

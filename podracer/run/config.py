@@ -254,8 +254,9 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
     # move where there is one), or the agent itself (self-play: every move the agent's; evaluations play random moves)
     opponent: Literal["random", "greedy", "self"] = "random"
     num_updates: int = 240  # learner updates in the run
-    # the run's budget in environment steps per seed (all devices together), as in Sebulba; overrides --num-updates,
-    # rounded up to whole host calls (--updates-per-call updates each; the banner says by how much)
+    # the run's budget in environment steps per seed (all devices together), rounded up to whole updates as Sebulba's
+    # is, here to whole host calls (--updates-per-call updates each; the banner says by how much); overrides
+    # --num-updates
     total_env_steps: int | None = None
     updates_per_call: int = 20  # updates scanned on the device per host call; one log line per call
     # NAME=V1,V2,... (repeat for a grid): train every setting x --num-seeds in one program; ends with a table of final
@@ -322,7 +323,9 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
     # the agent and its hyper-parameters; on the command line without --agent: impala for Atari games, ppo for every
     # other environment
     agent: AgentConfig = dataclasses.field(default_factory=_agent_default("impala"))
-    total_env_steps: int = 10_000_000  # environment steps to train for (all actors together)
+    # the run's budget in environment steps (all actors together), rounded up to whole updates as Anakin's is (to whole
+    # host calls there)
+    total_env_steps: int = 10_000_000
     actor_devices: tuple[int, ...] | None = None  # indices of the local devices that act; None: device 0
     # indices of the local devices that learn; None: all but the actor devices, or device 0 alone
     learner_devices: tuple[int, ...] | None = None

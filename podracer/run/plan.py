@@ -37,6 +37,11 @@ class RunPlan:
     eval_every: int | None = None  # updates between evaluations (None: none)
     target_return: float | None = None  # an evaluation reaching this return ends the run (None: never)
     on_nonfinite: str = "stop"  # a non-finite update: stop the run, skip it (in the program), or continue
+    log_every: int = 1  # Sebulba: updates between summaries (Anakin: one summary per host call)
+    checkpoint_every: int | None = None  # Sebulba: updates between checkpoints (None: at the end and on a stop)
+    checkpoint_every_seconds: float | None = None  # Sebulba: also a checkpoint once this long has passed since one
+    queue_size: int = 1  # Sebulba: trajectories that may wait for the learner
+    frame_skip: int = 1  # frames per env step (4 for Atari), for frames/s
 
     def __post_init__(self):
         if self.num_updates < 1:
@@ -107,21 +112,33 @@ def sebulba_plan(
     eval_every: int | None = None,
     target_return: float | None = None,
     on_nonfinite: str = "stop",
+    log_every: int = 1,
+    checkpoint_every: int | None = None,
+    checkpoint_every_seconds: float | None = None,
+    queue_size: int = 1,
+    frame_skip: int = 1,
 ) -> RunPlan:
-    """The plan of a Sebulba run of ``num_processes`` processes: each update round takes one trajectory of
+    """The plan of a Sebulba run of ``num_processes`` processes: each update takes one trajectory of
     ``num_envs_per_actor`` environments per process, split over that process's ``num_learner_devices`` learner
-    devices; ``total_env_steps`` rounded up to whole updates."""
+    devices; ``total_env_steps`` rounded up to whole updates, as Anakin's is (to whole host calls there), and the
+    plan's budget is the rounded one (what the agent's schedules are told)."""
     num_envs = num_envs_per_actor * num_processes
+    num_updates = math.ceil(total_env_steps / (num_envs * rollout_length))
     return RunPlan(
-        num_updates=math.ceil(total_env_steps / (num_envs * rollout_length)),
+        num_updates=num_updates,
         rollout_length=rollout_length,
         num_envs=num_envs,
         envs_per_batch=num_envs_per_actor,
         envs_per_learner=num_envs_per_actor // num_learner_devices,
-        total_env_steps=total_env_steps,
+        total_env_steps=num_updates * num_envs * rollout_length,
         eval_every=eval_every,
         target_return=target_return,
         on_nonfinite=on_nonfinite,
+        log_every=log_every,
+        checkpoint_every=checkpoint_every,
+        checkpoint_every_seconds=checkpoint_every_seconds,
+        queue_size=queue_size,
+        frame_skip=frame_skip,
     )
 
 

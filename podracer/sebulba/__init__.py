@@ -6,8 +6,9 @@ parameter store (:mod:`~podracer.run.sebulba.pipeline`), the learner loop (:mod:
 and the lifetime that starts, joins and re-raises (:mod:`~podracer.run.sebulba.threads`).
 """
 
-from podracer.run.sebulba.learner_loop import Schedule, SebulbaResult, learn
+from podracer.run.sebulba.assemble import train
+from podracer.run.sebulba.learner_loop import Hooks, SebulbaResult, learn
 from podracer.run.sebulba.pipeline import ParamStore, Rollout, StopAwareQueue, Stopped
 from podracer.run.sebulba.threads import run
 
-__all__ = ["ParamStore", "Rollout", "Schedule", "SebulbaResult", "StopAwareQueue", "Stopped", "learn", "run"]
+__all__ = ["Hooks", "ParamStore", "Rollout", "SebulbaResult", "StopAwareQueue", "Stopped", "learn", "run", "train"]

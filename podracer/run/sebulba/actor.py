@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import jax
 import numpy as np
 
+from podracer.run.plan import RunPlan
 from podracer.run import parallel
 from podracer.core.agents.base import Agent, act_mask, split_start_state
 from podracer.core.envs.base import HostEnv, check_action_mask
@@ -126,13 +127,13 @@ def _send(env: HostEnv, action, status: ActorStatus) -> None:
 
 
 def run_actor(
-    *,
-    envs: Sequence[HostEnv],
+    plan: RunPlan,
     agent: Agent,
+    envs: Sequence[HostEnv],
+    *,
     act,
     device: jax.Device,
     learner_devices: Sequence[jax.Device],
-    rollout_length: int,
     key: jax.Array,
     store: ParamStore,
     queue: StopAwareQueue,
@@ -141,7 +142,7 @@ def run_actor(
     max_policy_lag: int | None = None,
 ) -> None:
     """Steps ``envs`` with the newest parameters (``act`` is :func:`make_act` of ``agent``) and ships ``[T + 1, B]``
-    trajectories until ``stop``.
+    trajectories (``T``: ``plan.rollout_length``) until ``stop``.
 
     ``envs`` are groups of one batch (B is their sizes added up). While one group's
     actions are being computed, the others step on envpool's threads: each group is
@@ -183,7 +184,7 @@ def run_actor(
     entry = _concat(parts)
     while not stop.is_set():
         seconds, entries, returns, lengths = {"env": 0.0, "act": 0.0, "ship": 0.0, "put_wait": 0.0}, [entry], [], []
-        for _ in range(rollout_length):
+        for _ in range(plan.rollout_length):
             for g, env in enumerate(envs):
                 start = time.perf_counter()
                 status.now("environment")

@@ -1,5 +1,5 @@
 """A Sebulba run assembled: the learner step over the learner devices, the queue, the parameter store, one actor
-thread per environment group list, the stuck-actor watch and the progress line, run until the schedule's end.
+thread per environment group list, the stuck-actor watch and the progress line, run until the plan's end.
 
 :func:`train` takes what the composition root built (an agent with its optimizer, a device layout, environment
 groups, a learner state, checkpoint and evaluation callbacks) and knows neither the agent registry nor the config.
@@ -8,21 +8,21 @@ groups, a learner state, checkpoint and evaluation callbacks) and knows neither 
 from __future__ import annotations
 
 import functools
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import jax
 import numpy as np
 
+from podracer.run.plan import RunPlan
 from podracer.run import disk, lifetime, multihost, parallel
 from podracer.core.agents.base import Agent
 from podracer.core.envs.base import HostEnv
 from podracer.core.learner import make_learner_step, put_back_replay, replay_overwritten
 from podracer.run.progress import Progress
 from podracer.run.sebulba.actor import make_act, run_actor
-from podracer.run.sebulba.learner_loop import LearnerStatus, Schedule, SebulbaResult, learn
+from podracer.run.sebulba.learner_loop import Hooks, LearnerStatus, SebulbaResult, learn
 from podracer.run.sebulba.pipeline import ActorStatus, ParamStore, StopAwareQueue
 from podracer.run.sebulba.threads import ActorFailed, run
 from podracer.core.types import LearnerState
@@ -40,57 +40,52 @@ class Actors(NamedTuple):
 
 
 def train(
+    plan: RunPlan,
     agent: Agent,
     state: LearnerState,
-    updates: int,
-    schedule: Schedule,
+    hooks: Hooks,
+    *,
     layout: parallel.Layout,
     actors: Actors,
-    *,
-    rollout_length: int,
-    queue_size: int,
-    stop: threading.Event,
+    start_update: int = 0,
     unroll: bool = False,
-    save: Callable[..., None] | None = None,
-    log: Callable[[dict], None] | None = None,
-    evaluate: Callable[[LearnerState], dict] | None = None,
     run_lifetime: lifetime.RunLifetime | None = None,
 ) -> SebulbaResult:
-    """Learns from ``actors`` until ``schedule.num_updates`` (``updates`` done already) or ``stop``.
+    """Learns from ``actors`` by the ``plan`` until ``plan.num_updates`` (``start_update`` done already) or
+    ``hooks.stop``, as Anakin's :func:`podracer.run.anakin.run` trains by its plan.
 
-    ``state`` is replicated over ``layout.learner_devices``; trajectories wait in a queue of ``queue_size``; the
-    learner step is ``agent``'s with ``agent.optimizer``. ``save(state, updates, replicated=True)`` writes a
-    checkpoint (the learner loop calls it at its cadence and at the end; a stop that abandons the step in flight
-    saves the last completed update's host copy with ``replicated=False``); ``log(summary)`` takes every log line;
-    ``evaluate(state)`` runs every ``schedule.eval_every`` updates. Only the main process prints.
+    ``state`` is replicated over ``layout.learner_devices``; trajectories wait in a queue of ``plan.queue_size``; the
+    learner step is ``agent``'s with ``agent.optimizer``. The hooks (:class:`~podracer.run.sebulba.learner_loop.Hooks`):
+    ``save(state, updates, replicated=True)`` writes a checkpoint (the learner loop calls it at the plan's cadence and
+    at the end; a stop that abandons the step in flight saves the last completed update's host copy with
+    ``replicated=False``); ``log(summary)`` takes every log line; ``evaluate(state)`` runs every ``plan.eval_every``
+    updates; a set ``stop`` ends the run. Only the main process prints.
     """
     main = parallel.is_main_process()
-    step = learner_step(agent, layout.learner_devices, unroll=unroll, on_nonfinite=schedule.on_nonfinite)
+    step = learner_step(agent, layout.learner_devices, unroll=unroll, on_nonfinite=plan.on_nonfinite)
     step = multihost.arrive_before_first_call(step, "the compiled learner step")
-    store, queue = ParamStore(layout.actor_devices), StopAwareQueue(queue_size)
-    threads, statuses = _actor_threads(agent, layout, actors, rollout_length, store, queue, stop)
-    watch = _Watch(statuses, actors.timeout, schedule, updates, main)
+    store, queue = ParamStore(layout.actor_devices), StopAwareQueue(plan.queue_size)
+    threads, statuses = _actor_threads(plan, agent, layout, actors, store, queue, hooks.stop)
+    watch = _Watch(statuses, actors.timeout, plan, start_update, main)
+    save = hooks.save
     if save is not None:  # no checkpoint past a metrics line that could not be written (a full disk)
         save = _unless_log_failed(save, watch)
     learner = functools.partial(
         learn,
+        plan,
         step,
         state,
-        updates,
-        schedule,
+        hooks._replace(save=save, log=watch.logging_to(hooks.log)),
         queue=queue,
         store=store,
-        stop=stop,
-        save=save,
-        log=watch.logging_to(log),
+        start_update=start_update,
         status=watch.learner,
-        evaluate=evaluate,
         run_lifetime=run_lifetime,
     )
     with lifetime.Heartbeat(watch.progress.status, enabled=main) as heartbeat:
         watch.progress.heartbeat = heartbeat
         try:
-            return run(learner, threads, stop, watch=watch.stuck)
+            return run(learner, threads, hooks.stop, watch=watch.stuck)
         except ActorFailed as failure:  # what the thread was doing: its environment, inference, ...
             failure.doing = {status.name: status.doing for status in statuses}.get(failure.thread)
             raise
@@ -135,7 +130,7 @@ def learner_step(agent: Agent, devices: Sequence[jax.Device], *, unroll: bool = 
     return step_in_place
 
 
-def _actor_threads(agent, layout, actors, rollout_length, store, queue, stop):
+def _actor_threads(plan, agent, layout, actors, store, queue, stop):
     """``(name -> thread function, statuses)``: one actor thread per entry of ``actors.groups``, each on its actor
     device with its own key, acting with the newest parameters of ``store`` and shipping to ``queue``."""
     act, threads, statuses = make_act(agent), {}, []
@@ -146,12 +141,12 @@ def _actor_threads(agent, layout, actors, rollout_length, store, queue, stop):
         key = jax.random.fold_in(actors.key, actors.first + i)
         threads[name] = functools.partial(
             run_actor,
-            envs=groups,
-            agent=agent,
+            plan,
+            agent,
+            groups,
             act=act,
             device=device,
             learner_devices=layout.learner_devices,
-            rollout_length=rollout_length,
             key=key,
             store=store,
             queue=queue,
@@ -173,18 +168,18 @@ def _unless_log_failed(save, watch):
 class _Watch:
     """Stuck actors, the first learner step's compile time, and what the run is doing for the heartbeat line."""
 
-    def __init__(self, statuses: list[ActorStatus], actor_timeout: float, schedule: Schedule, updates: int, main: bool):
+    def __init__(self, statuses: list[ActorStatus], actor_timeout: float, plan: RunPlan, updates: int, main: bool):
         self.statuses, self.timeout, self.main = statuses, actor_timeout, main
         self.learner = LearnerStatus(updates=updates)
         self.log_failed = False  # a metrics line could not be written: no checkpoint may pass it
         self.progress = Progress(
-            schedule.num_updates * schedule.steps_per_update,
-            updates * schedule.steps_per_update,
+            plan.total_env_steps,
+            plan.env_steps(updates),
             main,
             what="--total-env-steps",
             describe=self._describe,
             first="first updates",
-            done=lambda: self.learner.updates * schedule.steps_per_update,
+            done=lambda: plan.env_steps(self.learner.updates),
         )
 
     def stuck(self) -> str | None:

@@ -15,6 +15,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
+from podracer.run.plan import RunPlan
 from podracer.run import lifetime, parallel
 from podracer.run.saving import Cadence, StopSnapshot
 from podracer.run.nonfinite import NonfiniteWatch
@@ -45,69 +46,63 @@ class SebulbaResult(NamedTuple):
     nonfinite: tuple[int, int] = (0, 0)
 
 
-class Schedule(NamedTuple):
-    """When the learner loop stops, logs and saves."""
+class Hooks(NamedTuple):
+    """What the learner loop calls along the way (each optional but ``stop``), as Anakin's loop takes its hooks."""
 
-    num_updates: int  # the run's total
-    steps_per_update: int  # env steps of all processes per update
-    log_every: int  # updates between summaries
-    checkpoint_every: int | None  # updates between saves (None: only at the end)
-    checkpoint_every_seconds: float | None = None  # also save once this many seconds have passed since the last save
-    frame_skip: int = 1  # frames per env step (4 for Atari), for frames/s
-    eval_every: int | None = None  # updates between evaluations (None: none)
-    on_nonfinite: str = "stop"  # a non-finite update: stop the run, skip it (the learner step discards it), continue
+    stop: threading.Event  # once set, the loop ends after the update in flight
+    log: Callable[[dict[str, float]], None] | None = None  # every summary
+    save: Callable[..., None] | None = None  # save(state, updates, replicated=True): a checkpoint
+    evaluate: Callable[[LearnerState], dict[str, float]] | None = None  # every ``plan.eval_every`` updates
 
 
 def learn(
+    plan: RunPlan,
     step,
     state: LearnerState,
-    updates: int,
-    schedule: Schedule,
+    hooks: Hooks,
     *,
     queue: StopAwareQueue,
     store: ParamStore,
-    stop: threading.Event,
-    save: Callable[[LearnerState, int], None] | None = None,
-    log: Callable[[dict[str, float]], None] | None = None,
+    start_update: int = 0,
     status: LearnerStatus | None = None,
-    evaluate: Callable[[LearnerState], dict[str, float]] | None = None,
     run_lifetime: lifetime.RunLifetime | None = None,
 ) -> SebulbaResult:
-    """Learns from the queue's trajectories until ``schedule.num_updates`` or ``stop``.
+    """Learns from the queue's trajectories until ``plan.num_updates`` or ``hooks.stop``.
 
     ``step(state, trajectory) -> (state, metrics)`` is the learner step mapped over the learner
     devices, which may take the state it is given (donated: :func:`~podracer.run.sebulba.assemble.learner_step`), so the
     loop keeps only what it returns (under ``stop``, an update that is not finite returns the last finite state).
-    ``updates``: the updates already done (a resumed run). After every update the new
-    parameters go to ``store``. ``save(state, updates)`` runs at the schedule's cadence
+    ``start_update``: the updates already done (a resumed run). After every update the new
+    parameters go to ``store``. ``hooks.save(state, updates)`` runs at the plan's cadence
     (:class:`~podracer.run.saving.Cadence`) and, when the loop ends for any reason, for updates not yet
     saved. ``status`` (:class:`LearnerStatus`) hears what the loop is doing, the updates done and the
     first step's seconds. A stop that abandons the step in flight saves the last completed update's host copy
-    (:class:`~podracer.run.saving.StopSnapshot`; ``save(copy, updates, replicated=False)``). ``evaluate(state)``
-    runs every ``schedule.eval_every`` updates and after the last (the closing figure is then the evaluation of the
+    (:class:`~podracer.run.saving.StopSnapshot`; ``save(copy, updates, replicated=False)``). ``hooks.evaluate(state)``
+    runs every ``plan.eval_every`` updates and after the last (the closing figure is then the evaluation of the
     parameters saved last); its entries join a summary logged at once, and the
     loop ends when it holds a true ``target_reached``. An update whose loss, gradients or parameters are not finite
-    (``schedule.on_nonfinite``, :class:`~podracer.run.nonfinite.NonfiniteWatch`) raises
+    (``plan.on_nonfinite``, :class:`~podracer.run.nonfinite.NonfiniteWatch`) raises
     :class:`~podracer.run.nonfinite.Diverged` under ``stop``, before its parameters reach the actors or a checkpoint
     (the last finite update is saved as at any end); summaries count such updates in ``nonfinite_updates``.
     ``run_lifetime``: the run's :class:`~podracer.run.lifetime.RunLifetime` (default: the one started last).
     """
     run_lifetime = run_lifetime or lifetime.current()
+    updates, stop, save, evaluate = start_update, hooks.stop, hooks.save, hooks.evaluate
     status, log, history = (
         (LearnerStatus(updates=updates) if status is None else status),
-        (log or (lambda summary: None)),
+        (hooks.log or (lambda summary: None)),
         [],
     )
-    first, cadence = updates, Cadence(schedule.checkpoint_every, schedule.checkpoint_every_seconds, updates)
+    first, cadence = updates, Cadence(plan.checkpoint_every, plan.checkpoint_every_seconds, updates)
     store.publish(parallel.unreplicate(state.params), updates)
-    window, clock = _Window(), _Clock(updates * schedule.steps_per_update)
+    window, clock = _Window(), _Clock(updates * plan.env_steps_per_update)
     abandoned = (lambda copy, done: save(copy, done, replicated=False)) if save is not None else None
     snapshot = StopSnapshot(
         parallel.host_entry, abandoned, lambda: cadence.saved, enabled=save is not None, run_lifetime=run_lifetime
     )
-    nonfinite = NonfiniteWatch(schedule.on_nonfinite, parallel.is_main_process())
+    nonfinite = NonfiniteWatch(plan.on_nonfinite, parallel.is_main_process())
     try:
-        while updates < schedule.num_updates and not stop.is_set():
+        while updates < plan.num_updates and not stop.is_set():
             status.doing = "waiting for trajectories"
             try:
                 rollout, waited = queue.get(stop)
@@ -122,7 +117,7 @@ def learn(
             window.nonfinite += nonfinite.check([code], updates)  # stop: raises; the last finite state is saved
             updates += 1
             if updates == first + 1:  # compiled: steps/s count from here (unless this update is logged now)
-                status.compiled_seconds = clock.compiled(state, learn_start, updates, schedule)
+                status.compiled_seconds = clock.compiled(state, learn_start, updates, plan)
             status.updates = updates
             snapshot.completed(state, updates)
             store.publish(parallel.unreplicate(state.params), updates)
@@ -133,11 +128,11 @@ def learn(
                 save(state, updates)
                 cadence.saved_at(updates)
             # every --eval-every updates, and at the end: the closing figure is the evaluation of what is saved last
-            last = updates == schedule.num_updates
-            if evaluate is not None and schedule.eval_every and (updates % schedule.eval_every == 0 or last):
+            last = updates == plan.num_updates
+            if evaluate is not None and plan.eval_every and (updates % plan.eval_every == 0 or last):
                 window.evaluation = evaluate(state)
-            if updates % schedule.log_every == 0 or updates == schedule.num_updates or window.evaluation:
-                history.append(window.summary(updates * schedule.steps_per_update, clock, schedule, queue.qsize()))
+            if updates % plan.log_every == 0 or updates == plan.num_updates or window.evaluation:
+                history.append(window.summary(updates * plan.env_steps_per_update, clock, plan, queue.qsize()))
                 log(history[-1])
                 window = _Window()
                 if history[-1].get("target_reached"):
@@ -176,12 +171,12 @@ class _Clock:
     def restart(self, steps: float) -> None:
         self.time, self.steps = time.perf_counter(), steps
 
-    def compiled(self, state: LearnerState, start: float, updates: int, schedule: Schedule) -> float:
+    def compiled(self, state: LearnerState, start: float, updates: int, plan: RunPlan) -> float:
         """The first update has completed: the seconds it took since ``start``, compilation included; the clock
         restarts after it unless that update is logged now."""
         seconds = _seconds_until_ready(state, start)
-        if updates % schedule.log_every:
-            self.restart(updates * schedule.steps_per_update)
+        if updates % plan.log_every:
+            self.restart(updates * plan.env_steps_per_update)
         return seconds
 
     def rate(self, steps: float) -> float:
@@ -214,8 +209,8 @@ class _Window:
             self.actor[k] += v
         self.lags.append(lag)
 
-    def summary(self, env_steps, clock: _Clock, schedule: Schedule, queue_size) -> dict[str, float]:
-        sps, frame_skip = clock.rate(env_steps), schedule.frame_skip
+    def summary(self, env_steps, clock: _Clock, plan: RunPlan, queue_size) -> dict[str, float]:
+        sps, frame_skip = clock.rate(env_steps), plan.frame_skip
         metrics = jax.device_get(jax.tree.map(lambda *x: np.stack(x), *map(parallel.unreplicate, self.metrics)))
         out = {"env_steps": float(env_steps), "sps": sps, "fps": sps * frame_skip}
         out["episode_return"] = float(np.mean(self.returns)) if self.returns else float("nan")
