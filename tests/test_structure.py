@@ -357,3 +357,26 @@ print(json.dumps(sorted(m for m in sys.modules if m.startswith("podracer.core.ag
 def test_a_help_page_imports_the_agent_it_shows_and_no_other(argv, shown):
     done = subprocess.run([sys.executable, "-c", _HELP_IMPORTS, *argv], capture_output=True, text=True, check=True)
     assert _AGENT_MODULES & set(json.loads(done.stdout)) == {f"podracer.core.agents.{shown}"}, done.stdout
+
+
+def _layout_sections() -> dict[str, dict[str, str]]:
+    """docs/layout.md's map: for each layer's section (``## core: ...``), its block's lines, path -> concern."""
+    import re
+
+    page = (ROOT.parent / "docs" / "layout.md").read_text()
+    sections = {}
+    for match in re.finditer(r"^## (core|run|cli):[^\n]*\n+```\n(.*?)```", page, re.M | re.S):
+        lines = [line.split(None, 1) for line in match.group(2).splitlines() if line.strip()]
+        sections[match.group(1)] = {parts[0]: parts[1].strip() if len(parts) > 1 else "" for parts in lines}
+    return sections
+
+
+def test_the_layout_page_names_every_module_of_each_folder_with_its_concern():
+    """docs/layout.md draws each folder as it is: every module of ``podracer/core``, ``run`` and ``cli`` on a line of
+    its layer's section with what it owns, and no module that is gone."""
+    sections = _layout_sections()
+    assert set(sections) == {"core", "run", "cli"}, sorted(sections)
+    for layer, named in sections.items():
+        files = {str(p.relative_to(ROOT / layer)) for p in (ROOT / layer).rglob("*.py")}
+        assert set(named) == files, (layer, sorted(files - set(named)), sorted(set(named) - files))
+        assert all(len(concern) > 10 for concern in named.values()), (layer, named)
