@@ -43,8 +43,7 @@ def compile_anakin(
     for the state :func:`podracer.anakin.init` makes from ``seed``; the state has had one warm-up call."""
     import jax
 
-    from podracer import anakin
-    from podracer.run import parallel
+    from podracer import anakin, parallel  # the faces: compare_commits.py runs this against other revisions too
 
     update = anakin.make_update(env, agent, optimizer, rollout_length=rollout_length)
     p_multi = parallel.device_map(anakin.make_multi_update(update, updates_per_call), devices)

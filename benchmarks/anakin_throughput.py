@@ -15,7 +15,7 @@ import argparse
 
 import _report  # benchmarks/_report.py (the script's folder is on sys.path)
 
-from podracer.run import parallel
+from podracer import parallel  # the face (compare_commits.py imports this module beside other revisions)
 
 AGENT_SETTINGS = {
     # agent: (rollout length, agent hyper-parameters)
@@ -27,7 +27,7 @@ AGENT_SETTINGS = {
 def measure(env_name: str, agent_name: str, num_envs: int, num_devices: int, calls: int, target_steps: int):
     import jax
 
-    from podracer.core import agents, envs, learner
+    from podracer import agents, envs, learner
 
     rollout_length, hyper = AGENT_SETTINGS[agent_name]
     env = envs.make(env_name)

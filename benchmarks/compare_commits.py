@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 def worker(config: dict) -> None:
     """Builds ``config``'s update with whichever ``podracer`` is first on the path, compiles it and answers
     ``call`` (seconds of one host call), ``params PATH`` (saves the flat parameters) and ``quit``."""
-    from podracer.run import parallel
+    from podracer import parallel  # the faces, which every revision compared has (the modules moved in 1270bbc)
 
     parallel.set_cpu_device_count(config["devices"])
     import jax
@@ -45,7 +45,7 @@ def worker(config: dict) -> None:
     from anakin_throughput import AGENT_SETTINGS
 
     import podracer
-    from podracer.core import agents, envs, learner
+    from podracer import agents, envs, learner
 
     rollout_length, hyper = AGENT_SETTINGS[config["agent"]]
     env = envs.make(config["env"])
