@@ -227,7 +227,7 @@ def test_run_with_a_plan_calls_its_hooks_counts_the_plans_env_steps_and_continue
     with pytest.raises(
         TypeError, match=r"^anakin.run takes a RunPlan first \(anakin.anakin_plan\(\.\.\.\)\), got Catch"
     ):
-        anakin.run(env, agent, optimizer, key=key, num_envs_per_device=4)
+        anakin.run(env, agent, state, env=env)  # the keyword form's first argument
 
 
 def test_a_plan_rounds_a_budget_up_to_whole_host_calls():
