@@ -323,8 +323,7 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
     # the agent and its hyper-parameters; on the command line without --agent: impala for Atari games, ppo for every
     # other environment
     agent: AgentConfig = dataclasses.field(default_factory=_agent_default("impala"))
-    # the run's budget in environment steps (all actors together), rounded up to whole updates as Anakin's is (to whole
-    # host calls there)
+    # the run's budget in environment steps (all actors together), rounded up to whole updates
     total_env_steps: int = 10_000_000
     actor_devices: tuple[int, ...] | None = None  # indices of the local devices that act; None: device 0
     # indices of the local devices that learn; None: all but the actor devices, or device 0 alone
