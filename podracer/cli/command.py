@@ -133,7 +133,7 @@ def train(
 
 
 def _log_dir(cfg, name: str):
-    """``cfg`` with its log directory settled (:func:`podracer.cli.rundir.settle_log_dir`), said when it is
+    """``cfg`` with its log directory settled (:func:`podracer.run.rundir.settle_log_dir`), said when it is
     new."""
     from podracer.run import rundir
 
