@@ -280,8 +280,8 @@ def test_every_agent_field_is_a_flag_of_both_modes_with_the_agents_own_defaults(
 
 def test_help_names_the_program_and_takes_choices_from_the_registries(capsys):
     from podracer.core import agents, envs
-    from podracer.cli import helptext
     from podracer.core.networks import TORSOS
+    from podracer.run.config import GROUPS
 
     with pytest.raises(SystemExit) as exit_info:
         parser.parse(A, ["--help"], prog="examples/anakin_catch.py")
@@ -293,7 +293,7 @@ def test_help_names_the_program_and_takes_choices_from_the_registries(capsys):
     # a researcher's order: what to train, how long, seeds and logging; plumbing later; the agent's own group last
     titles = [line for line in out.splitlines() if line.endswith(":") and not line.startswith(" ")]
     assert titles == [
-        *(f"{t}:" for t, _ in helptext.GROUPS),
+        *(f"{t}:" for t in GROUPS),
         "a2c hyper-parameters (--agent a2c):",
         "agents (--agent NAME):",
     ]
@@ -497,3 +497,29 @@ def test_the_same_flags_are_taken_where_they_apply(argv):
     continuous = parser.parse(AnakinConfig, ["--agent", "ppo", "--policy-std", "state"], prog="prog")
     spec = envs.make("catch").spec()
     compose.check_applies(continuous, spec._replace(num_actions=0, box=Box(low=(-1.0,), high=(1.0,))))
+
+
+def test_a_run_fields_group_and_bounds_are_metadata_on_the_field():
+    """A run field's place on the help page and its least value are said once, on the field (``Flag``): a field
+    without a group is refused by name; a bound and a ``Literal``'s choices hold for Python callers too."""
+    from typing import Annotated
+
+    from podracer.run import flagspec
+    from podracer.run.config import DEVICES, Flag
+
+    names = dict(flagspec.groups(SebulbaConfig))
+    assert names["how long"] == ["total-env-steps"] and names["what to train"][:2] == ["env", "agent"]
+    assert names[DEVICES].index("queue-size") < names[DEVICES].index("cpu-devices")  # the mode's own fields first
+
+    @dataclasses.dataclass(frozen=True)
+    class Grown(AnakinConfig):
+        lanes: Annotated[int, Flag(low=2)] = 2  # a field added without a group
+
+    with pytest.raises(ValueError, match=r"^Grown\.lanes: a run's field needs Flag\(group=\.\.\.\)"):
+        flagspec.groups(Grown)
+    with pytest.raises(ValueError, match=r"^--lanes must be >= 2, got 1\.$"):
+        Grown(lanes=1)
+    with pytest.raises(ValueError, match=r"^--eval-policy: invalid choice: 'best' \(choose from greedy, sampled\)\.$"):
+        AnakinConfig(eval_policy="best")
+    with pytest.raises(ValueError, match=r"^--max-policy-lag must be >= 0, got -1\.$"):
+        SebulbaConfig(env="jax:catch", max_policy_lag=-1)

@@ -2,8 +2,9 @@
 the agent's hyper-parameters in a group titled by the agent.
 
 A page is written from the command's flags (:func:`podracer.run.flagspec.options`: each flag's name, metavar, default
-and help from the config's comments) in the groups below. A flag no group names goes to the agent's group (or "flags"),
-so a field added to a config is never left out of ``--help``.
+and help from the config's comments) in the groups its config's fields name (``Flag(group=...)``,
+:func:`podracer.run.flagspec.groups`); the agent's fields, which name none, follow in the agent's group, so a field
+added to a config is never left out of ``--help``.
 """
 
 from __future__ import annotations
@@ -12,78 +13,6 @@ import re
 import shutil
 import textwrap
 
-# (title, flags): each training command's groups, in order; a flag a mode lacks is skipped
-GROUPS = (
-    ("what to train", ("env", "agent", "preset", "import")),
-    ("how long", ("total-env-steps", "num-updates", "updates-per-call")),
-    (
-        "seeds, evaluation and logging",
-        (
-            "seed",
-            "num-seeds",
-            "log-dir",
-            "no-log-dir",
-            "wandb-project",
-            "log-every",
-            "eval-every",
-            "eval-episodes",
-            "target-return",
-        ),
-    ),
-    (
-        "environments and rollouts",
-        (
-            "num-envs-per-device",
-            "num-envs-per-actor",
-            "num-envs",
-            "rollout-length",
-            "normalize-observations",
-            "normalize-rewards",
-            "gymnasium-vectorization",
-            "envpool-threads",
-            "env-groups",
-        ),
-    ),
-    (
-        "sweeps and populations",
-        (
-            "sweep",
-            "population",
-            "pbt-search",
-            "pbt-every",
-            "pbt-fraction",
-            "pbt-resample",
-        ),
-    ),
-    (
-        "checkpoints and faults",
-        (
-            "checkpoint-dir",
-            "checkpoint-every",
-            "checkpoint-every-seconds",
-            "resume",
-            "on-nonfinite",
-            "actor-timeout",
-        ),
-    ),
-    (
-        "devices, processes and compilation",
-        (
-            "actor-devices",
-            "learner-devices",
-            "actor-threads",
-            "queue-size",
-            "cpu-devices",
-            "coordinator",
-            "num-processes",
-            "process-id",
-            "distributed",
-            "distributed-timeout",
-            "compile-cache",
-            "compile-cache-dir",
-        ),
-    ),
-)
 HELP_COLUMN = 26  # where the help text starts; a longer flag puts it on the next line
 
 
@@ -111,6 +40,7 @@ def _lines(head: str, text: str, width: int) -> list[str]:
 def arrange(
     found,
     *,
+    groups: list[tuple[str, list[str]]],
     usage: str,
     description: str,
     mode: str,
@@ -118,8 +48,8 @@ def arrange(
     agents: dict[str, str],
     default_agent: str = "",
 ) -> str:
-    """The page of a training command's flags (``found``, with ``agent`` chosen): :data:`GROUPS` in order, then the
-    agent's hyper-parameters, then the agents to choose from (``agents``: name -> one line)."""
+    """The page of a training command's flags (``found``, with ``agent`` chosen): its ``groups`` (title, flag names)
+    in order, then the agent's hyper-parameters, then the agents to choose from (``agents``: name -> one line)."""
     width = min(shutil.get_terminal_size((100, 24)).columns, 110)
     found = entries(found)
     found["agent"] = (
@@ -129,7 +59,7 @@ def arrange(
     )
     out = [usage, "", *textwrap.wrap(description, width, break_on_hyphens=False), ""]
     shown = set()
-    for title, names in GROUPS:
+    for title, names in groups:
         present = [name for name in names if name in found]
         if not present:
             continue
@@ -160,6 +90,8 @@ def layout(mode: str | None, prog: str, description: str | None, *, agent: str |
         return functools.partial(simple, prog=prog, description=description or "")
 
     from podracer.core import agents
+    from podracer.run import flagspec
+    from podracer.run.config import AnakinConfig, SebulbaConfig
 
     chooses = "impala for Atari games, ppo for every other --env" if mode == "sebulba" else ""
     chosen = f"--agent {agent}" if given else "[--agent NAME]"
@@ -167,6 +99,7 @@ def layout(mode: str | None, prog: str, description: str | None, *, agent: str |
     about = (description or "").split(". Choose the agent")[0].rstrip(".") + "."
     return functools.partial(
         arrange,
+        groups=flagspec.groups(AnakinConfig if mode == "anakin" else SebulbaConfig),
         usage=usage,
         description=about,
         mode=mode,
@@ -187,4 +120,4 @@ def simple(found, *, prog: str, description: str) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-__all__ = ["GROUPS", "arrange", "entries", "layout", "simple"]
+__all__ = ["arrange", "entries", "layout", "simple"]

@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.util
+import types
+import typing
 from typing import Annotated, Any, Literal, TypeVar
 
 from podracer.core import agents, envs, install, pbt, sweep
@@ -27,8 +29,8 @@ from podracer.core.types import MAX_SEED
 
 @dataclasses.dataclass(frozen=True)
 class Flag:
-    """How a field is spelled on the command line where its name and type do not say it all (``Annotated[T,
-    Flag(...)]``)."""
+    """What a field's name and type do not say of it (``Annotated[T, Flag(...)]``): how its flag is spelled, where the
+    help page shows it and the least value it takes."""
 
     name: str | None = None  # the flag without its dashes, where not the field's name (``import`` for ``imports``)
     metavar: str | None = None  # what the help shows for its value (``NAME``); default: from the type
@@ -37,6 +39,60 @@ class Flag:
     repeat: bool = False  # a tuple field: the flag repeated for each value (--sweep A --sweep B), not --x A B
     bare: str | None = None  # the value of the flag given without one (--resume: yes); --no-x then gives ``off``
     off: str | None = None
+    group: str | None = None  # the help page's group (one of :data:`GROUPS`); a run field has one
+    low: int | None = None  # the least value the field takes (None: no bound), checked by :func:`check_fields`
+
+
+# The help page's groups, in order: what to train, how long, seeds and logging first; the run's plumbing later (the
+# chosen agent's hyper-parameters follow them, in a group titled by the agent).
+WHAT, HOW_LONG, SEEDS, ENVS, SWEEPS, FAULTS, DEVICES = GROUPS = (
+    "what to train",
+    "how long",
+    "seeds, evaluation and logging",
+    "environments and rollouts",
+    "sweeps and populations",
+    "checkpoints and faults",
+    "devices, processes and compilation",
+)
+
+
+@functools.cache
+def declared(cls: type) -> dict[str, tuple[Any, Flag]]:
+    """Each field of the config class ``cls``: its type without ``Annotated`` and the :class:`Flag` it carries (a
+    default one where none)."""
+    out = {}
+    for name, hint in typing.get_type_hints(cls, include_extras=True).items():
+        said = Flag()
+        if typing.get_origin(hint) is typing.Annotated:
+            hint, *extras = typing.get_args(hint)
+            said = next((extra for extra in extras if isinstance(extra, Flag)), said)
+        out[name] = (hint, said)
+    return {field.name: out[field.name] for field in dataclasses.fields(cls)}
+
+
+def _optional(hint) -> bool:
+    return (isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union) and type(None) in (
+        typing.get_args(hint)
+    )
+
+
+def _choices(hint) -> tuple | None:
+    """The values a ``Literal`` type (or an optional one) allows; None for another type."""
+    if _optional(hint):
+        hint = next(m for m in typing.get_args(hint) if m is not type(None))
+    return typing.get_args(hint) if typing.get_origin(hint) is Literal else None
+
+
+def check_fields(config) -> None:
+    """What the fields' types and :class:`Flag` s say of ``config``'s values: a ``Literal`` field holds one of its
+    choices, a field with a :attr:`Flag.low` is at least that (None aside); each refusal names the flag."""
+    for name, (hint, said) in declared(type(config)).items():
+        value, choices = getattr(config, name), _choices(hint)
+        if choices is not None and value not in choices and not (value is None and _optional(hint)):
+            shown = "--" + (said.name or name.replace("_", "-"))
+            raise ValueError(f"{shown}: invalid choice: {value!r} (choose from {', '.join(map(str, choices))}).")
+        if said.low is not None and value is not None and value < said.low:
+            raise ValueError(f"{flag(name)} must be >= {said.low}, got {value}.")
 
 
 T = TypeVar("T")
@@ -60,6 +116,7 @@ AnakinEnvName = Annotated[
         help=f"JAX environment: {', '.join(envs.names())}, one registered with podracer.envs.register, or "
         f"SUITE:NAME ({', '.join(f'{s}:...' for s in sorted(envs.SUITES))}); --env list shows them, --env list:TEXT "
         "one suite or the names containing TEXT",
+        group=WHAT,
     ),
 ]
 
@@ -71,6 +128,7 @@ Imports = Annotated[
         help="import this module (package.module, or a path/to/file.py) before anything else, so that the environments "
         "and agents it registers (podracer.envs.register, podracer.agents.register) can be named; repeat for several",
         repeat=True,
+        group=WHAT,
     ),
 ]
 
@@ -84,95 +142,83 @@ def check_env(name: str) -> None:
         raise ValueError(f"--env: {error}") from None
 
 
-def _at_least(config, low: int, *names: str) -> None:
-    for name in names:
-        value = getattr(config, name)
-        if value is not None and value < low:
-            raise ValueError(f"{flag(name)} must be >= {low}, got {value}.")
-
-
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
     """What every run has, in either mode."""
 
-    seed: int = 0  # random seed
+    # settings saved for a task (podracer/cli/presets/*.toml), applied before the command line's own flags (which win);
+    # --preset list describes them
+    preset: Annotated[str | None, Flag(metavar="NAME", group=WHAT)] = None
+    imports: Imports = ()
+    seed: Annotated[int, Flag(group=SEEDS)] = 0  # random seed
     # write DIR/metrics.jsonl and TensorBoard events there; on the command line, without it: a new
     # runs/ENV__AGENT__SEED__TIME ($PODRACER_RUNS_DIR instead of runs)
-    log_dir: Annotated[str | None, Flag(metavar="DIR")] = None
-    no_log_dir: Annotated[bool, Flag(pair=False)] = False  # the command line writes no log directory
-    # save the learner there (orbax; podracer evaluate plays it) at the end, on Ctrl-C and every
-    # --checkpoint-every updates; the newest 3 are kept
-    checkpoint_dir: Annotated[str | None, Flag(metavar="DIR")] = None
-    # updates between checkpoints; None: only at the end and on a stop (Ctrl-C, SIGTERM, SIGUSR1)
-    checkpoint_every: int | None = None
-    # also take a checkpoint once this many seconds have passed since the last one (wall time, checked after each host
-    # call or learner update); None: never by time
-    checkpoint_every_seconds: float | None = None
-    # continue from the newest checkpoint in --checkpoint-dir: yes (bare --resume): it must be there; auto: when it is,
-    # else start fresh (one command line for every attempt of a requeued job); no
-    resume: Annotated[Literal["no", "yes", "auto"], Flag(bare="yes", off="no")] = "no"
-    # an update with a non-finite loss, gradient or parameter: stop (one line, exit 1; none saved), skip it, continue
-    on_nonfinite: Literal["stop", "skip", "continue"] = "stop"
-    cpu_devices: int | None = None  # CPU devices to expose when JAX runs on the CPU; None: one per core
-    coordinator: str | None = None  # multi-process: HOST:PORT of process 0
-    num_processes: int | None = None  # multi-process: number of processes
-    process_id: int | None = None  # multi-process: index of this process, 0 ... num_processes - 1
-    distributed: bool = False  # multi-process: let JAX detect the cluster (TPU pod slice, Slurm)
-    distributed_timeout: int = 45  # multi-process: seconds to reach the coordinator and every process before giving up
+    log_dir: Annotated[str | None, Flag(metavar="DIR", group=SEEDS)] = None
+    no_log_dir: Annotated[bool, Flag(pair=False, group=SEEDS)] = False  # the command line writes no log directory
+    # also log to this Weights & Biases project (the wandb extra; WANDB_MODE=offline needs no network)
+    wandb_project: Annotated[str | None, Flag(metavar="NAME", group=SEEDS)] = None
     # updates between evaluations of the greedy policy on separate environments with fixed seeds (Anakin: a multiple of
     # --updates-per-call); None: none
-    eval_every: int | None = None
+    eval_every: Annotated[int | None, Flag(group=SEEDS, low=1)] = None
     # the policy evaluations play: greedy (the most likely or highest-valued action) or sampled (the behaviour policy)
-    eval_policy: Literal["greedy", "sampled"] = "greedy"
+    eval_policy: Annotated[Literal["greedy", "sampled"], Flag(group=SEEDS)] = "greedy"
     # episodes per evaluation, one per environment, all at once (Anakin: compiled on the device)
-    eval_episodes: int = 32
+    eval_episodes: Annotated[int, Flag(group=SEEDS, low=1)] = 32
     # stop (and save) once an evaluation's mean return reaches this; needs --eval-every
-    target_return: float | None = None
+    target_return: Annotated[float | None, Flag(group=SEEDS)] = None
     # act and learn on observations standardised by running statistics (mean and variance of every device's and
     # process's batches, kept with the parameters: checkpointed, used by evaluate), clipped to [-5, 5]; floating-point
     # observations only
-    normalize_observations: bool = False
+    normalize_observations: Annotated[bool, Flag(group=ENVS)] = False
     # learn from rewards divided by a running estimate of the discounted return's standard deviation (the agent's
     # --discount), clipped to [-10, 10]
-    normalize_rewards: bool = False
+    normalize_rewards: Annotated[bool, Flag(group=ENVS)] = False
     # --normalize-observations clips each standardised entry to [-this, this] (CleanRL's and gymnasium's: 10)
-    observation_clip: Annotated[float, Flag(metavar="STDS")] = 5.0
+    observation_clip: Annotated[float, Flag(metavar="STDS", group=ENVS)] = 5.0
     # the statistics the loss sees a trajectory normalised with: those updated with it (brax's PPO), or those the
     # actor acted with, before the update (acting: Stable-Baselines3's and CleanRL's, whose buffers keep observations
     # as acted on; exact where the actor has the learner's newest parameters, as with Sebulba's --max-policy-lag 0)
-    normalize_with: Literal["updated", "acting"] = "updated"
+    normalize_with: Annotated[Literal["updated", "acting"], Flag(group=ENVS)] = "updated"
     # where the discounted return whose spread scales rewards (--normalize-rewards) restarts: at every episode's end
     # (Stable-Baselines3's VecNormalize), or only where one terminates, running on across a time limit (termination:
     # gymnasium's NormalizeReward, CleanRL's)
-    return_restart: Literal["episode", "termination"] = "episode"
-    # also log to this Weights & Biases project (the wandb extra; WANDB_MODE=offline needs no network)
-    wandb_project: Annotated[str | None, Flag(metavar="NAME")] = None
+    return_restart: Annotated[Literal["episode", "termination"], Flag(group=ENVS)] = "episode"
+    # save the learner there (orbax; podracer evaluate plays it) at the end, on Ctrl-C and every
+    # --checkpoint-every updates; the newest 3 are kept
+    checkpoint_dir: Annotated[str | None, Flag(metavar="DIR", group=FAULTS)] = None
+    # updates between checkpoints; None: only at the end and on a stop (Ctrl-C, SIGTERM, SIGUSR1)
+    checkpoint_every: Annotated[int | None, Flag(group=FAULTS, low=1)] = None
+    # also take a checkpoint once this many seconds have passed since the last one (wall time, checked after each host
+    # call or learner update); None: never by time
+    checkpoint_every_seconds: Annotated[float | None, Flag(group=FAULTS)] = None
+    # continue from the newest checkpoint in --checkpoint-dir: yes (bare --resume): it must be there; auto: when it is,
+    # else start fresh (one command line for every attempt of a requeued job); no
+    resume: Annotated[Literal["no", "yes", "auto"], Flag(bare="yes", off="no", group=FAULTS)] = "no"
+    # an update with a non-finite loss, gradient or parameter: stop (one line, exit 1; none saved), skip it, continue
+    on_nonfinite: Annotated[Literal["stop", "skip", "continue"], Flag(group=FAULTS)] = "stop"
+    # CPU devices to expose when JAX runs on the CPU; None: one per core
+    cpu_devices: Annotated[int | None, Flag(group=DEVICES, low=1)] = None
+    coordinator: Annotated[str | None, Flag(group=DEVICES)] = None  # multi-process: HOST:PORT of process 0
+    num_processes: Annotated[int | None, Flag(group=DEVICES)] = None  # multi-process: number of processes
+    # multi-process: index of this process, 0 ... num_processes - 1
+    process_id: Annotated[int | None, Flag(group=DEVICES)] = None
+    # multi-process: let JAX detect the cluster (TPU pod slice, Slurm)
+    distributed: Annotated[bool, Flag(group=DEVICES)] = False
+    # multi-process: seconds to reach the coordinator and every process before giving up
+    distributed_timeout: Annotated[int, Flag(group=DEVICES, low=1)] = 45
     # keep compiled programs on disk (JAX's persistent compilation cache): a run with the same settings skips
     # compilation
-    compile_cache: bool = True
+    compile_cache: Annotated[bool, Flag(group=DEVICES)] = True
     # where; None: $XDG_CACHE_HOME/podracer/jax (~/.cache/podracer/jax)
-    compile_cache_dir: Annotated[str | None, Flag(metavar="DIR")] = None
-    imports: Imports = ()
-    # settings saved for a task (podracer/cli/presets/*.toml), applied before the command line's own flags (which win);
-    # --preset list describes them
-    preset: Annotated[str | None, Flag(metavar="NAME")] = None
+    compile_cache_dir: Annotated[str | None, Flag(metavar="DIR", group=DEVICES)] = None
 
     def __post_init__(self):
         if isinstance(self.resume, bool):  # Python callers: resume=True / False
             object.__setattr__(self, "resume", "yes" if self.resume else "no")
-        for name, choices in (
-            ("resume", ("no", "yes", "auto")),
-            ("on_nonfinite", ("stop", "skip", "continue")),
-            ("normalize_with", ("updated", "acting")),
-            ("return_restart", ("episode", "termination")),
-        ):
-            if getattr(self, name) not in choices:
-                flag, got = name.replace("_", "-"), getattr(self, name)
-                raise ValueError(f"--{flag}: invalid choice: {got!r} (choose from {', '.join(choices)}).")
+        check_fields(self)  # choices and bounds, the modes' fields' too
         check_finite(self)
         if not 0 <= self.seed <= MAX_SEED:  # seeds are int32 in the programs that make their keys
             raise ValueError(f"--seed must be between 0 and {MAX_SEED}, got {self.seed}.")
-        _at_least(self, 1, "checkpoint_every", "cpu_devices", "distributed_timeout")
         if self.eval_episodes > MAX_EPISODES:
             raise ValueError(
                 f"--eval-episodes must be <= {MAX_EPISODES:,} (one environment each), got {self.eval_episodes}."
@@ -182,7 +228,6 @@ class RunConfig:
         _check_normalization(self)
         multihost.check_process_id(self.num_processes, self.process_id)
         multihost.check_coordinator(self.coordinator)
-        _at_least(self, 1, "eval_every", "eval_episodes")
         if self.target_return is not None and self.eval_every is None:
             raise ValueError("--target-return needs --eval-every.")
         if self.wandb_project and importlib.util.find_spec("wandb") is None:
@@ -242,33 +287,40 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
     """A training run in Anakin mode: JAX environments and the learner in one program per device."""
 
     env: AnakinEnvName = "catch"
-    agent: AgentConfig = dataclasses.field(default_factory=_agent_default("a2c"))  # the agent and its hyper-parameters
-    # seeds trained together in one compiled program, vmapped on every device: --seed S --num-seeds N trains seeds S ...
-    # S + N - 1, each as a run of its own
-    num_seeds: int = 1
-    num_envs_per_device: int = 64  # environments stepped on each device
-    # environments in total, over all devices of all processes; overrides --num-envs-per-device
-    num_envs: int | None = None
-    rollout_length: int = 16  # environment steps per rollout (per update)
-    # two-player pgx games: who makes the other player's moves: random legal moves, one-step greedy ones (a winning
-    # move where there is one), or the agent itself (self-play: every move the agent's; evaluations play random moves)
-    opponent: Literal["random", "greedy", "self"] = "random"
-    num_updates: int = 240  # learner updates in the run
+    # the agent and its hyper-parameters
+    agent: Annotated[AgentConfig, Flag(group=WHAT)] = dataclasses.field(default_factory=_agent_default("a2c"))
     # the run's budget in environment steps per seed (all devices together), rounded up to whole updates as Sebulba's
     # is, here to whole host calls (--updates-per-call updates each; the banner says by how much); overrides
     # --num-updates
-    total_env_steps: int | None = None
-    updates_per_call: int = 20  # updates scanned on the device per host call; one log line per call
+    total_env_steps: Annotated[int | None, Flag(group=HOW_LONG, low=1)] = None
+    num_updates: Annotated[int, Flag(group=HOW_LONG, low=1)] = 240  # learner updates in the run
+    # updates scanned on the device per host call; one log line per call
+    updates_per_call: Annotated[int, Flag(group=HOW_LONG, low=1)] = 20
+    # seeds trained together in one compiled program, vmapped on every device: --seed S --num-seeds N trains seeds S ...
+    # S + N - 1, each as a run of its own
+    num_seeds: Annotated[int, Flag(group=SEEDS, low=1)] = 1
+    # environments stepped on each device
+    num_envs_per_device: Annotated[int, Flag(group=ENVS, low=1)] = 64
+    # environments in total, over all devices of all processes; overrides --num-envs-per-device
+    num_envs: Annotated[int | None, Flag(group=ENVS, low=1)] = None
+    # environment steps per rollout (per update)
+    rollout_length: Annotated[int, Flag(group=ENVS, low=1)] = 16
+    # two-player pgx games: who makes the other player's moves: random legal moves, one-step greedy ones (a winning
+    # move where there is one), or the agent itself (self-play: every move the agent's; evaluations play random moves)
+    opponent: Annotated[Literal["random", "greedy", "self"], Flag(group=ENVS)] = "random"
     # NAME=V1,V2,... (repeat for a grid): train every setting x --num-seeds in one program; ends with a table of final
     # returns (mean, IQM, 95% bootstrap intervals) and, with --log-dir, sweep.csv and sweep.png
-    sweep: Annotated[tuple[str, ...], Flag(metavar="SETTING", repeat=True)] = ()
+    sweep: Annotated[tuple[str, ...], Flag(metavar="SETTING", repeat=True, group=SWEEPS)] = ()
     # lanes of a population trained in one program with population-based training over --pbt-search
-    population: int | None = None
+    population: Annotated[int | None, Flag(group=SWEEPS)] = None
     # NAME=[log:]LOW..HIGH (repeat): a hyper-parameter PBT searches, its range and scale (learning_rate=log:1e-4..1e-2)
-    pbt_search: Annotated[tuple[str, ...], Flag(metavar="RANGE", repeat=True)] = ()
-    pbt_every: int | None = None  # updates between rankings (a multiple of --updates-per-call); None: every call
-    pbt_fraction: float = 0.25  # the bottom fraction of lanes copies a lane of the top fraction at each ranking
-    pbt_resample: float = 0.25  # chance that a copied value is drawn afresh from its range, else x0.8 or x1.25
+    pbt_search: Annotated[tuple[str, ...], Flag(metavar="RANGE", repeat=True, group=SWEEPS)] = ()
+    # updates between rankings (a multiple of --updates-per-call); None: every call
+    pbt_every: Annotated[int | None, Flag(group=SWEEPS)] = None
+    # the bottom fraction of lanes copies a lane of the top fraction at each ranking
+    pbt_fraction: Annotated[float, Flag(group=SWEEPS)] = 0.25
+    # chance that a copied value is drawn afresh from its range, else x0.8 or x1.25
+    pbt_resample: Annotated[float, Flag(group=SWEEPS)] = 0.25
 
     def __post_init__(self):
         super().__post_init__()
@@ -277,10 +329,6 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
             parallel.check_divisible(
                 self.eval_every, self.updates_per_call, "--eval-every", "updates per call (--updates-per-call)"
             )
-        _at_least(
-            self, 1, "num_seeds", "num_envs_per_device", "num_envs", "rollout_length", "num_updates", "updates_per_call"
-        )
-        _at_least(self, 1, "total_env_steps")
         _check_burn_in(self.agent, self.rollout_length)
         parallel.check_divisible(
             self.num_updates, self.updates_per_call, "--num-updates", "updates per call (--updates-per-call)"
@@ -319,36 +367,41 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
     # environment (gymnasium:CartPole-v1, gymnasium:my_package:MyTask-v0); or a JAX environment stepped on the host:
     # jax:NAME (jax:memory, jax:catch, jax:cartpole) or SUITE:NAME (gymnax:CartPole-v1, brax:ant); --env list shows them
     # (envpool's ids first), --env list:TEXT one suite or the names containing TEXT
-    env: str = "Pong"
+    env: Annotated[str, Flag(group=WHAT)] = "Pong"
     # the agent and its hyper-parameters; on the command line without --agent: impala for Atari games, ppo for every
     # other environment
-    agent: AgentConfig = dataclasses.field(default_factory=_agent_default("impala"))
+    agent: Annotated[AgentConfig, Flag(group=WHAT)] = dataclasses.field(default_factory=_agent_default("impala"))
     # the run's budget in environment steps (all actors together), rounded up to whole updates
-    total_env_steps: int = 10_000_000
-    actor_devices: tuple[int, ...] | None = None  # indices of the local devices that act; None: device 0
-    # indices of the local devices that learn; None: all but the actor devices, or device 0 alone
-    learner_devices: tuple[int, ...] | None = None
-    actor_threads: int = 1  # actor threads per actor device, each with its own envpool batch
-    num_envs_per_actor: int = 32  # environments per actor thread (must divide over the learner devices)
+    total_env_steps: Annotated[int, Flag(group=HOW_LONG, low=1)] = 10_000_000
+    log_every: Annotated[int, Flag(group=SEEDS, low=1)] = 10  # learner updates between log lines
+    # environments per actor thread (must divide over the learner devices)
+    num_envs_per_actor: Annotated[int, Flag(group=ENVS, low=1)] = 32
     # environments in total, over all actor threads of all processes; overrides --num-envs-per-actor
-    num_envs: int | None = None
-    # groups an actor thread's environments are split into: one group steps while another's actions are computed; None:
-    # 2 on accelerators, 1 when actors run on the CPU
-    env_groups: int | None = None
-    envpool_threads: int = 0  # envpool worker threads per batch; 0: envpool's default
+    num_envs: Annotated[int | None, Flag(group=ENVS, low=1)] = None
+    rollout_length: Annotated[int, Flag(group=ENVS, low=1)] = 20  # environment steps per trajectory
     # gymnasium:ID batches: sync steps them in the actor thread; async gives each environment a process of its own (for
     # environments slower to step than a process round trip)
-    gymnasium_vectorization: Literal["sync", "async"] = "sync"
-    rollout_length: int = 20  # environment steps per trajectory
-    queue_size: int = 2  # trajectories the queue holds before actors wait
+    gymnasium_vectorization: Annotated[Literal["sync", "async"], Flag(group=ENVS)] = "sync"
+    # envpool worker threads per batch; 0: envpool's default
+    envpool_threads: Annotated[int, Flag(group=ENVS, low=0)] = 0
+    # groups an actor thread's environments are split into: one group steps while another's actions are computed; None:
+    # 2 on accelerators, 1 when actors run on the CPU
+    env_groups: Annotated[int | None, Flag(group=ENVS, low=1)] = None
+    # seconds an actor thread may go without shipping a trajectory (waits for queue room and its first parameters
+    # aside) before the run stops, naming it
+    actor_timeout: Annotated[float, Flag(group=FAULTS)] = 900.0
+    # indices of the local devices that act; None: device 0
+    actor_devices: Annotated[tuple[int, ...] | None, Flag(group=DEVICES)] = None
+    # indices of the local devices that learn; None: all but the actor devices, or device 0 alone
+    learner_devices: Annotated[tuple[int, ...] | None, Flag(group=DEVICES)] = None
+    # actor threads per actor device, each with its own envpool batch
+    actor_threads: Annotated[int, Flag(group=DEVICES, low=1)] = 1
+    # trajectories the queue holds before actors wait
+    queue_size: Annotated[int, Flag(group=DEVICES, low=1)] = 2
     # an actor starts a trajectory only once the learner has taken every trajectory started before it but this many:
     # 0 learns from each trajectory with the parameters that acted it (on-policy, as CleanRL's PPO; several actor
     # threads then take turns); None: actors act with the newest parameters without waiting (Sebulba's pipelining)
-    max_policy_lag: int | None = None
-    log_every: int = 10  # learner updates between log lines
-    # seconds an actor thread may go without shipping a trajectory (waits for queue room and its first parameters
-    # aside) before the run stops, naming it
-    actor_timeout: float = 900.0
+    max_policy_lag: Annotated[int | None, Flag(group=DEVICES, low=0)] = None
 
     @classmethod
     def command_line_agent(cls, env: str) -> str | None:
@@ -367,9 +420,6 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
 
     def __post_init__(self):
         super().__post_init__()
-        positive = ("total_env_steps", "actor_threads", "num_envs_per_actor", "num_envs", "rollout_length")
-        _at_least(self, 1, *positive, "queue_size", "log_every", "env_groups")
-        _at_least(self, 0, "envpool_threads", "max_policy_lag")
         if not self.actor_timeout > 0:
             raise ValueError(f"--actor-timeout must be > 0, got {self.actor_timeout}.")
         _check_burn_in(self.agent, self.rollout_length)

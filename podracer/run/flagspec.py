@@ -28,7 +28,7 @@ import typing
 from collections.abc import Callable
 from typing import Any, Literal
 
-from podracer.run.config import Flag
+from podracer.run.config import GROUPS, Flag, declared
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,7 +188,7 @@ def options(cls: type, instance=None, path: tuple[str, ...] = ()) -> list[Option
     or None: the fields' defaults) as their defaults; a field holding a dataclass gives its own fields' flags after
     the others' (those its field's ``metadata["flags"]`` names, where it names some). A field of another type is a
     one-line ``ValueError`` naming it."""
-    hints = typing.get_type_hints(cls, include_extras=True)
+    fields = declared(cls)
     notes = comments(cls)
     own, nested = [], []
     for field in dataclasses.fields(cls):
@@ -207,7 +207,7 @@ def options(cls: type, instance=None, path: tuple[str, ...] = ()) -> list[Option
             )  # the settings an agent lets change (podracer.core.networks.network_field)
             nested += [option for option in inner if shown is None or option.path[-1] in shown]
             continue
-        hint, said = _unwrap(hints[field.name])
+        hint, said = fields[field.name]
         optional = False
         if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
             members = [m for m in typing.get_args(hint) if m is not type(None)]
@@ -247,13 +247,29 @@ def options(cls: type, instance=None, path: tuple[str, ...] = ()) -> list[Option
     return own + nested
 
 
+def groups(cls: type) -> list[tuple[str, list[str]]]:
+    """The help page's groups of the run config class ``cls`` (:data:`podracer.run.config.GROUPS`, in order), each
+    with the flags (without their dashes) its fields' :attr:`Flag.group` puts there: ``cls``'s own fields first (the
+    mode's), then its bases', each in the order they are declared. A field without a group is a ``ValueError``
+    naming it: every flag of a run has a place on its page."""
+    fields = list(declared(cls).items())
+    own = set(vars(cls).get("__annotations__", ()))
+    fields = [item for item in fields if item[0] in own] + [item for item in fields if item[0] not in own]
+    out: dict[str, list[str]] = {title: [] for title in GROUPS}
+    for name, (_, said) in fields:
+        if said.group not in out:
+            raise ValueError(f"{cls.__name__}.{name}: a run's field needs Flag(group=...), one of {GROUPS}.")
+        out[said.group].append(_spelled(name, said).removeprefix("--"))
+    return list(out.items())
+
+
 def repeated(cls: type) -> frozenset[str]:
     """The flags of ``cls``'s own fields (without their dashes) given once per value (``--sweep A --sweep B``),
     read from the annotations alone: no default is made (an agent's config is not imported for it)."""
-    hints = typing.get_type_hints(cls, include_extras=True)
+    fields = declared(cls)
     out = set()
     for field in dataclasses.fields(cls):
-        hint, said = _unwrap(hints[field.name])
+        hint, said = fields[field.name]
         if said.repeat:
             out.add(_spelled(field.name, said).removeprefix("--"))
     return frozenset(out)
@@ -262,10 +278,10 @@ def repeated(cls: type) -> frozenset[str]:
 def without_value(cls: type) -> set[str]:
     """The flags of ``cls``'s own fields that may stand without a value: switches (``--x``, ``--no-x``) and flags
     with a :attr:`Flag.bare` value (``--resume``), so that a token after them is not read as their value."""
-    hints = typing.get_type_hints(cls, include_extras=True)
+    fields = declared(cls)
     out = set()
     for field in dataclasses.fields(cls):
-        hint, said = _unwrap(hints[field.name])
+        hint, said = fields[field.name]
         if hint is bool or said.bare is not None:
             name = _spelled(field.name, said)
             out |= {name, "--no-" + name[2:]}
@@ -294,4 +310,4 @@ def build(cls: type, instance, given: dict[str, Any], path: tuple[str, ...] = ()
     return cls(**values)
 
 
-__all__ = ["Flag", "Option", "build", "comments", "options", "repeated", "starting", "without_value"]
+__all__ = ["Flag", "Option", "build", "comments", "groups", "options", "repeated", "starting", "without_value"]
