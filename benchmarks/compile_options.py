@@ -5,8 +5,9 @@ costs in steady-state speed, measured on both sides in the same launches.
     python benchmarks/compile_options.py --presets cartpole --rounds 5 --save   # benchmarks/results/compile_options.*
 
 Each launch is ``podracer anakin --preset P`` with an empty compilation cache and one setting of ``XLA_FLAGS``
-(XLA's default, ``--xla_backend_optimization_level=1`` and ``=0``, ``--xla_llvm_disable_expensive_passes``), the
-settings alternating round by round. Read from the run's own lines: the start-up line's compile phase and its
+(XLA's default, ``--xla_backend_optimization_level=1`` and ``=0``, ``--xla_llvm_disable_expensive_passes``,
+JAX 0.10's ``--xla_cpu_use_fusion_emitters=false`` alone and with ``=0``: the tests' settings), the settings
+alternating round by round. Read from the run's own lines: the start-up line's compile phase and its
 update's XLA seconds, the closing line's steady-state env steps/s, and launch to exit. The last column is the
 median over rounds of launch-to-exit against the default's in the same round: below 1, the option shortens the
 whole run.
@@ -32,7 +33,19 @@ OPTIONS = {
     "O1": "--xla_backend_optimization_level=1",
     "O0": "--xla_backend_optimization_level=0",
     "no expensive LLVM passes": "--xla_llvm_disable_expensive_passes=true",
+    # XLA:CPU's older fusion emitters (what tests/conftest.py sets on JAX 0.10; JAX 0.12's XLA no longer has them)
+    "older fusion emitters": "--xla_cpu_use_fusion_emitters=false",
+    "O0, older fusion emitters": "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false",
 }
+
+
+def known(flags: str) -> bool:
+    """Whether the installed XLA takes ``flags`` (it aborts the process on a flag it does not know): the older
+    fusion emitters are JAX 0.10's and earlier."""
+    import importlib.metadata
+
+    major, minor = (int(part) for part in importlib.metadata.version("jaxlib").split(".")[:2])
+    return "fusion_emitters" not in flags or (major, minor) < (0, 11)
 
 
 def launch(preset: str, flags: str) -> dict:
@@ -74,6 +87,9 @@ def table(runs: list[dict], presets: list[str], rounds: int) -> str:
     for preset in presets:
         for name, flags in OPTIONS.items():
             mine = [r for r in runs if r["preset"] == preset and r["option"] == name]
+            if not mine:
+                lines.append(f"| {preset} | `{flags}` | not run: this XLA does not take it | | | | |")
+                continue
             ratios = []
             for r in mine:
                 base = [b for b in runs if (b["preset"], b["option"], b["round"]) == (preset, "default", r["round"])]
@@ -101,7 +117,7 @@ def main() -> None:
     presets = [p for p in args.presets.split(",") if p]
     runs = []
     for r in range(args.rounds):
-        names = list(OPTIONS)
+        names = [name for name, flags in OPTIONS.items() if known(flags)]
         order = names[r % len(names) :] + names[: r % len(names)]
         for preset in presets:
             for name in order:

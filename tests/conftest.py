@@ -6,17 +6,41 @@ import os
 # compilation, not running, is most of their time; this cut the suite's by about a fifth. Speed is measured in
 # benchmarks/, where the flag is not set. XLA_FLAGS="--xla_backend_optimization_level=2" pytest runs the tests on
 # XLA's default, optimized code.
+#
+# On JAX 0.10 (Python 3.11's newest, the README's stack) XLA:CPU also compiles fusions with its older emitters, which
+# compile in less than half the time (PPO, DQN and IMPALA updates: 4.9-5.9 s, then 2.0-2.2 s, 2-core AMD EPYC,
+# 2026-12-02; whole launches: benchmarks/results/compile_options.md); the flag is gone from JAX 0.12's XLA, which
+# rejects it, and compiles faster without it. The tests assert what programs compute, never how XLA emits them.
+import importlib.metadata  # noqa: E402
+
+
+def _older_emitters() -> list[str]:
+    if "--xla_cpu_use_fusion_emitters" in os.environ.get("XLA_FLAGS", ""):
+        return []  # the caller's own choice
+    try:
+        major, minor = (int(part) for part in importlib.metadata.version("jaxlib").split(".")[:2])
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return []
+    return ["--xla_cpu_use_fusion_emitters=false"] if (major, minor) < (0, 11) else []
+
+
 os.environ["XLA_FLAGS"] = " ".join(
-    ["--xla_backend_optimization_level=0"]
+    ["--xla_backend_optimization_level=0", *_older_emitters()]
     + [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform_device_count")]
     + ["--xla_force_host_platform_device_count=8"]
 )
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# The entry points keep compiled programs in $XDG_CACHE_HOME/podracer/jax: one fresh cache per test worker,
-# shared by the commands it runs, never by two workers at once, never the user's.
+# The entry points keep compiled programs in $XDG_CACHE_HOME/podracer/jax: one cache for the whole test run, never
+# the user's. pytest makes it before its workers start (they inherit the variable and share it: JAX's cache, bounded
+# as podracer bounds it, locks every read and write), and a caller may name one for several runs: .ci/run gives
+# each stack's two tiers one, so that a program the fast tier compiled is loaded by the slow tier. A clean clone
+# starts empty; the tests of the cache itself keep their own directory.
 import tempfile  # noqa: E402
 
-os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="podracer-test-cache-")
+os.environ["PODRACER_TEST_CACHE"] = os.environ.get("PODRACER_TEST_CACHE") or tempfile.mkdtemp(
+    prefix="podracer-test-cache-"
+)
+os.environ["XDG_CACHE_HOME"] = os.environ["PODRACER_TEST_CACHE"]
 # Commands run without --log-dir write runs/ENV__AGENT__SEED__TIME: here, not in the checkout.
 os.environ["PODRACER_RUNS_DIR"] = tempfile.mkdtemp(prefix="podracer-test-runs-")
 
@@ -24,9 +48,9 @@ import jax  # noqa: E402
 import pytest  # noqa: E402
 
 from podracer.run import compile_cache  # noqa: E402
-from podracer.core import install
+from podracer.core import install  # noqa: E402
 
-# The tests' own programs go to the same per-worker cache: tests that compile the same program share it.
+# The tests' own programs go to the same cache: tests that compile the same program share it.
 compile_cache.use_compile_cache()
 
 
@@ -146,3 +170,48 @@ def devices():
     found = jax.devices()
     assert len(found) == 8, f"tests expect 8 CPU devices, found {found}"
     return found
+
+
+# Where a test's time goes (CONTRIBUTING.md, "Where the suite's time goes"): PODRACER_TEST_PROFILE=FILE pytest ...
+# appends one JSON line per test to FILE: its wall seconds (setup, call and teardown), the seconds JAX spent tracing,
+# lowering and compiling in the test's own process, the programs it loaded from the compilation cache, and the
+# processes it started (a subprocess's own compilation is inside its wall time, not in the compile seconds).
+_PROFILE = os.environ.get("PODRACER_TEST_PROFILE")
+_COMPILE_EVENTS = {
+    "/jax/core/compile/jaxpr_trace_duration": "trace_s",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower_s",
+    "/jax/core/compile/backend_compile_duration": "compile_s",
+}
+_counts: dict = {}
+
+if _PROFILE:
+    import json
+    import sys
+    import time
+
+    def _on_duration(event, duration, **_):
+        key = _COMPILE_EVENTS.get(event)
+        if key is not None:
+            _counts[key] = _counts.get(key, 0.0) + duration
+
+    def _on_event(event, **_):
+        if event == "/jax/compilation_cache/cache_hits":
+            _counts["cache_hits"] = _counts.get("cache_hits", 0) + 1
+
+    def _on_audit(event, _args):
+        if event == "subprocess.Popen":
+            _counts["processes"] = _counts.get("processes", 0) + 1
+
+    jax.monitoring.register_event_duration_secs_listener(_on_duration)
+    jax.monitoring.register_event_listener(_on_event)
+    sys.addaudithook(_on_audit)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        _counts.clear()
+        start = time.perf_counter()
+        yield
+        record = {"test": item.nodeid, "wall_s": round(time.perf_counter() - start, 3)}
+        record.update({k: round(v, 3) if isinstance(v, float) else v for k, v in _counts.items()})
+        with open(_PROFILE, "a") as out:
+            out.write(json.dumps(record) + "\n")
