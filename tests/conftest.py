@@ -7,10 +7,12 @@ import os
 # benchmarks/, where the flag is not set. XLA_FLAGS="--xla_backend_optimization_level=2" pytest runs the tests on
 # XLA's default, optimized code.
 #
-# On JAX 0.10 (Python 3.11's newest, the README's stack) XLA:CPU also compiles fusions with its older emitters, which
-# compile in less than half the time (PPO, DQN and IMPALA updates: 4.9-5.9 s, then 2.0-2.2 s, 2-core AMD EPYC,
-# 2026-12-02; whole launches: benchmarks/results/compile_options.md); the flag is gone from JAX 0.12's XLA, which
-# rejects it, and compiles faster without it. The tests assert what programs compute, never how XLA emits them.
+# The fast tier, on JAX 0.10 (Python 3.11's newest, the README's stack), also has XLA:CPU compile fusions with its older
+# emitters (pytest_configure below), which compile in less than half the time (PPO, DQN and IMPALA updates: 4.9-5.9 s,
+# then 2.0-2.2 s, 2-core AMD EPYC, 2026-12-02; whole launches: benchmarks/results/compile_options.md) and run about 8 %
+# slower at this level: the fast tier's tests are mostly compilation, the slow tier's learning runs mostly running,
+# so the slow tier keeps XLA's emitters. The flag is gone from JAX 0.12's XLA, which rejects it and compiles faster
+# without it. The tests assert what programs compute, never how XLA emits them.
 import importlib.metadata  # noqa: E402
 
 
@@ -25,22 +27,18 @@ def _older_emitters() -> list[str]:
 
 
 os.environ["XLA_FLAGS"] = " ".join(
-    ["--xla_backend_optimization_level=0", *_older_emitters()]
+    ["--xla_backend_optimization_level=0"]
     + [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith("--xla_force_host_platform_device_count")]
     + ["--xla_force_host_platform_device_count=8"]
 )
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# The entry points keep compiled programs in $XDG_CACHE_HOME/podracer/jax: one cache for the whole test run, never
-# the user's. pytest makes it before its workers start (they inherit the variable and share it: JAX's cache, bounded
-# as podracer bounds it, locks every read and write), and a caller may name one for several runs: .ci/run gives
-# each stack's two tiers one, so that a program the fast tier compiled is loaded by the slow tier. A clean clone
-# starts empty; the tests of the cache itself keep their own directory.
+# The entry points keep compiled programs in $XDG_CACHE_HOME/podracer/jax: one fresh cache per test worker,
+# shared by the commands it runs, never the user's. Not one for every worker: JAX's cache, bounded as podracer bounds
+# it, locks the directory for every read and write, and two workers sharing one ran 10-25 % slower (five test files,
+# JAX 0.12, 2-core AMD EPYC, 2026-12-02: 216 s and 246 s against 198 s and 199 s, alternating).
 import tempfile  # noqa: E402
 
-os.environ["PODRACER_TEST_CACHE"] = os.environ.get("PODRACER_TEST_CACHE") or tempfile.mkdtemp(
-    prefix="podracer-test-cache-"
-)
-os.environ["XDG_CACHE_HOME"] = os.environ["PODRACER_TEST_CACHE"]
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="podracer-test-cache-")
 # Commands run without --log-dir write runs/ENV__AGENT__SEED__TIME: here, not in the checkout.
 os.environ["PODRACER_RUNS_DIR"] = tempfile.mkdtemp(prefix="podracer-test-runs-")
 
@@ -50,7 +48,7 @@ import pytest  # noqa: E402
 from podracer.run import compile_cache  # noqa: E402
 from podracer.core import install  # noqa: E402
 
-# The tests' own programs go to the same cache: tests that compile the same program share it.
+# The tests' own programs go to the same per-worker cache: tests that compile the same program share it.
 compile_cache.use_compile_cache()
 
 
@@ -117,6 +115,12 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    # before anything starts JAX's backends (collection imports the test modules): the tier's XLA flags, and the
+    # tier told to the processes the tests start (tests/children.py)
+    tier = config.getoption("--tier")
+    os.environ["PODRACER_TEST_TIER"] = tier
+    if tier == "fast":
+        os.environ["XLA_FLAGS"] = " ".join([*os.environ["XLA_FLAGS"].split(), *_older_emitters()])
     config.addinivalue_line(
         "markers",
         "suite(package, extra=package): the test needs an optional suite's package; "

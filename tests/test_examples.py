@@ -13,16 +13,32 @@ import jax
 import pytest
 
 from podracer.run import compile_cache
+from children import child_env  # tests/children.py
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "anakin_catch.py"
 
 
 def _env():
-    env = dict(os.environ)
-    env.pop("XLA_FLAGS", None)  # the example sets its own device count
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+    return child_env(PYTHONUNBUFFERED="1")  # the example sets its own device count
+
+
+def _in_process(capsys, *args) -> tuple[int, str, str]:
+    """The example's ``main`` called in this process with the tests' 8 CPU devices (``--cpu-devices 8``): its exit
+    status, stdout and stderr. For what a command line says and refuses, where the process boundary is not what is
+    tested: a process of its own costs seconds of imports before the first line."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("anakin_catch_example", EXAMPLE)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    capsys.readouterr()
+    try:
+        status = example.main(["--cpu-devices", "8", *args])
+    except SystemExit as stop:
+        status = stop.code
+    out, err = capsys.readouterr()
+    return status, out, err
 
 
 def _run(*args, timeout=300, log_compiles=False):
@@ -74,8 +90,8 @@ def test_four_seeds_in_one_program_solve_catch(tmp_path):
     assert list(tmp_path.glob("events.out.tfevents.*"))
 
 
-def test_bad_command_lines_fail_with_clear_messages(tmp_path):
-    out = _run("--agent", "sac")  # Catch's actions are discrete
+def test_bad_command_lines_fail_with_clear_messages(tmp_path, capsys):
+    out = _run("--agent", "sac")  # Catch's actions are discrete; in a process of its own: the exit status and stderr
     assert (
         out.returncode == 2
         and (
@@ -84,12 +100,12 @@ def test_bad_command_lines_fail_with_clear_messages(tmp_path):
         )
         in out.stderr
     )
-    out = _run("--num-processes", "2", "--process-id", "2", "--coordinator", "127.0.0.1:1")
-    assert out.returncode == 2
-    assert "--process-id 2 is out of range for 2 processes (expected 0 ... 1)." in out.stderr
-    out = _run("--cpu-devices", "4", "--num-envs", "10")
-    assert out.returncode == 2
-    assert "--num-envs = 10 is not divisible by the 4 devices of this run; choose a multiple of 4." in out.stderr
+    status, _, err = _in_process(capsys, "--num-processes", "2", "--process-id", "2", "--coordinator", "127.0.0.1:1")
+    assert status == 2
+    assert "--process-id 2 is out of range for 2 processes (expected 0 ... 1)." in err
+    status, _, err = _in_process(capsys, "--num-envs", "10")
+    assert status == 2
+    assert "--num-envs = 10 is not divisible by the 8 devices of this run; choose a multiple of 8." in err
     # Sizes far beyond this machine's memory: refused from their shapes, before anything is allocated or compiled.
     for flags, named in (
         (["--num-envs-per-device", "1000000000"], "1,000,000,000 envs per device (--num-envs-per-device"),
@@ -101,9 +117,11 @@ def test_bad_command_lines_fail_with_clear_messages(tmp_path):
         ),
         (["--num-seeds", "1000000"], "(--num-seeds 1,000,000 x "),
     ):
-        out = _run("--cpu-devices", "2", "--no-compile-cache", "--compile-cache-dir", str(tmp_path / "off"), *flags)
-        lines = out.stderr.splitlines()
-        assert out.returncode == 2 and len(lines) == 1, out.stderr
+        status, _, err = _in_process(
+            capsys, "--no-log-dir", "--no-compile-cache", "--compile-cache-dir", str(tmp_path / "off"), *flags
+        )
+        lines = err.splitlines()
+        assert status == 2 and len(lines) == 1, err
         assert lines[0].startswith("anakin_catch.py: error: this run needs about ") and named in lines[0], lines
         assert "of memory for its state and rollouts" in lines[0] and "available; lower them." in lines[0]
     assert not (tmp_path / "off").exists()  # --no-compile-cache: no cache directory made

@@ -18,6 +18,7 @@ from podracer.core.agents import PPOConfig
 from podracer.core.agents.hyperparameters import check_hyperparameters
 from podracer.core.optim import OptimizerConfig, optimizer_field
 from podracer.run.config import AnakinConfig, SebulbaConfig
+from children import child_env  # tests/children.py
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -223,7 +224,7 @@ def _installed_stand_in(tmp_path) -> dict:
     dist.mkdir()
     for name, text in _DIST_INFO.items():
         (dist / name).write_text(text)
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # XLA's defaults: faster here than the tests'
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(EXAMPLES), env.get("PYTHONPATH", "")])
     return env
 
@@ -296,7 +297,7 @@ def test_own_agent_example_learns_catch_on_most_seeds():
         capture_output=True,
         text=True,
         timeout=300,
-        env={k: v for k, v in os.environ.items() if k != "XLA_FLAGS"},
+        env=child_env(),
         cwd=ROOT,
     )
     assert out.returncode == 0, out.stderr
@@ -307,7 +308,7 @@ def test_own_agent_example_learns_catch_on_most_seeds():
 def test_own_env_and_own_agent_train_in_sebulba_and_the_env_in_anakin(tmp_path):
     """``examples/own_env.py``'s corridor (a legal-action mask) learns in Anakin on >= 2 of 3 seeds, and with
     ``examples/own_agent.py``'s agent through ``python -m podracer.sebulba --import``; evaluate plays it."""
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = child_env()
     out = subprocess.run(
         [
             sys.executable,

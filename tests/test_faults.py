@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from children import child_env  # tests/children.py
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,7 +50,7 @@ COMMANDS = {
 
 
 def _env():
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = child_env()
     env["PYTHONUNBUFFERED"] = "1"
     return env
 

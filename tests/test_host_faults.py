@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from podracer.run import checkpoint
+from children import child_env  # tests/children.py
 
 TESTS = Path(__file__).resolve().parent
 
@@ -34,7 +35,7 @@ def _marked_processes(marker: str) -> list[int]:
 )
 def test_a_failing_environment_ends_the_run_in_one_line_naming_the_env(tmp_path, task, vectorization):
     marker = f"PODRACER_FAULT_TEST={uuid.uuid4().hex}"
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = child_env()
     env.update(PYTHONPATH=os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")]), **dict([marker.split("=")]))
     env_id = f"gymnasium:faulty_envs:{task}"
     directory, logs = tmp_path / "ck", tmp_path / "logs"

@@ -230,7 +230,7 @@ def test_orthogonal_init_equals_flax_and_vmapped_seeds_never_deadlock():
         "    jax.block_until_ready(init(keys))\n"
         "print('done')\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # XLA's defaults, where the deadlock was seen
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0 and out.stdout.strip() == "done", out.stderr[-2000:]
 

@@ -2,7 +2,6 @@
 evaluation refuses non-finite parameters."""
 
 import json
-import os
 import subprocess
 import sys
 
@@ -20,6 +19,7 @@ from podracer.core.agents import A2CConfig
 from podracer.run.config import AnakinConfig, SebulbaConfig
 from podracer.run.compose import train_anakin, train_sebulba
 from podracer.run.nonfinite import Diverged, NonfiniteWatch
+from children import child_env  # tests/children.py
 
 # Adam's first step at a warm-up's learning rate of 0 is finite; the second, at 1e30 / 1000, is not.
 DIVERGING = A2CConfig().replace(learning_rate=1e30, max_grad_norm=1e30, lr_warmup_steps=1000)
@@ -135,7 +135,7 @@ def test_sebulba_stops_before_the_nonfinite_parameters_reach_the_actors_or_a_che
 
 @pytest.mark.slow
 def test_the_command_line_says_it_in_one_line_and_exits_1(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = child_env()
     directory = str(tmp_path / "ck")
     args = "--env catch --num-envs 32 --num-updates 4 --updates-per-call 1 --checkpoint-every 1 --cpu-devices 2"
     args += " --agent a2c --learning-rate 1e30 --max-grad-norm 1e30 --lr-warmup-steps 1000"

@@ -4,7 +4,6 @@ logged lineage and schedule, exact resume, a run on two processes equal to one, 
 import dataclasses
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +23,7 @@ from podracer.run.config import AnakinConfig, SebulbaConfig
 from podracer.cli.parser import parse
 from podracer.core.pbt import PERTURB, Range
 from podracer.core.types import LearnerState
+from children import child_env  # tests/children.py
 
 ROOT = Path(__file__).resolve().parents[1]
 SEARCH = ("learning_rate=log:1e-4..1e-2", "entropy_coef=log:1e-3..1e-1")
@@ -230,7 +230,7 @@ def test_sebulba_refuses_a_population_in_one_line(capsys):
 
 
 def _env(**extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") and k != "XLA_FLAGS"}
+    env = {k: v for k, v in child_env().items() if not k.startswith("SLURM_")}
     return {**env, "PYTHONUNBUFFERED": "1", **extra}
 
 

@@ -17,6 +17,7 @@ from podracer.core.agents import A2CConfig
 from podracer.run.config import AnakinConfig
 from podracer.run.compose import train_anakin
 from podracer.run.resume_identity import check_resume_identity
+from children import child_env  # tests/children.py
 
 HOLD = """
 import sys, time
@@ -94,7 +95,7 @@ def test_without_flock_a_record_of_a_process_that_is_gone_is_stale_and_a_live_on
 
 @pytest.mark.slow
 def test_two_command_lines_on_one_directory_the_second_refused_and_the_firsts_records_intact(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = child_env()
     directory = str(tmp_path / "run")
     flags = "--env catch --num-envs 32 --num-updates 4000 --updates-per-call 20 --cpu-devices 2 --resume auto"
     argv = [sys.executable, "-u", "-m", "podracer.cli", "anakin", *flags.split()]
@@ -170,7 +171,7 @@ def test_a_fresh_run_never_adds_a_second_series_to_a_log_directory(tmp_path):
 
 @pytest.mark.slow
 def test_a_resume_on_another_device_count_is_refused_through_the_command_line(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = child_env()
     directory = str(tmp_path / "run")
     flags = ["anakin", "--env", "catch", "--num-envs", "16", "--num-updates", "2", "--updates-per-call", "1"]
     flags += ["--checkpoint-dir", directory, "--resume", "auto"]

@@ -12,6 +12,7 @@ from podracer.core.types import EnvSpec
 from podracer.run.compose import train_sebulba as train
 from podracer.run.parallel import resolve_layout
 from podracer.core.types import EpisodeStats, TimeStep
+from children import child_env  # tests/children.py
 
 
 class FakeHostEnv:
@@ -375,11 +376,10 @@ def test_agents_learn_cartpole_through_sebulba(agent, num_envs, rollout, learnin
 
 
 def _cli(*args, timeout=300):
-    import os
     import subprocess
     import sys
 
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = child_env()
     return subprocess.run(
         [sys.executable, "-m", "podracer.sebulba", *args], capture_output=True, text=True, timeout=timeout, env=env
     )
@@ -486,14 +486,13 @@ def test_checkpoint_then_resume_continues_the_step_count_from_the_saved_paramete
 
 def test_sigterm_stops_joins_saves_and_resume_auto_continues(tmp_path):
     """A preempted job (SIGTERM) saves its last completed update; the requeued command line, unchanged, resumes."""
-    import os
     import signal
     import subprocess
     import sys
 
     from podracer.run import checkpoint
 
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = child_env()
     directory, logs = tmp_path / "ckpt", tmp_path / "logs"
     command = [
         sys.executable,
@@ -559,7 +558,7 @@ def test_two_processes_average_their_learners(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = child_env()
     here = os.path.dirname(__file__)
     env["PYTHONPATH"] = os.pathsep.join([here, env.get("PYTHONPATH", "")])
     procs = [
