@@ -56,18 +56,20 @@ WHAT, HOW_LONG, SEEDS, ENVS, SWEEPS, FAULTS, DEVICES = GROUPS = (
 )
 
 
+def unwrap(hint) -> tuple[Any, Flag]:
+    """A type without ``Annotated`` and the :class:`Flag` it carries (a default one where none)."""
+    said = Flag()
+    if typing.get_origin(hint) is typing.Annotated:
+        hint, *extras = typing.get_args(hint)
+        said = next((extra for extra in extras if isinstance(extra, Flag)), said)
+    return hint, said
+
+
 @functools.cache
 def declared(cls: type) -> dict[str, tuple[Any, Flag]]:
-    """Each field of the config class ``cls``: its type without ``Annotated`` and the :class:`Flag` it carries (a
-    default one where none)."""
-    out = {}
-    for name, hint in typing.get_type_hints(cls, include_extras=True).items():
-        said = Flag()
-        if typing.get_origin(hint) is typing.Annotated:
-            hint, *extras = typing.get_args(hint)
-            said = next((extra for extra in extras if isinstance(extra, Flag)), said)
-        out[name] = (hint, said)
-    return {field.name: out[field.name] for field in dataclasses.fields(cls)}
+    """Each field of the config class ``cls``: :func:`unwrap` of its type."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    return {field.name: unwrap(hints[field.name]) for field in dataclasses.fields(cls)}
 
 
 def _optional(hint) -> bool:

@@ -28,7 +28,7 @@ import typing
 from collections.abc import Callable
 from typing import Any, Literal
 
-from podracer.run.config import GROUPS, Flag, declared
+from podracer.run.config import GROUPS, Flag, declared, unwrap
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,15 +119,6 @@ def comments(cls: type) -> dict[str, str]:
     return found
 
 
-def _unwrap(hint) -> tuple[Any, Flag]:
-    """A field's type without ``Annotated`` and the :class:`Flag` it carries (a default one where none)."""
-    said = Flag()
-    if typing.get_origin(hint) is typing.Annotated:
-        hint, *extras = typing.get_args(hint)
-        said = next((extra for extra in extras if isinstance(extra, Flag)), said)
-    return hint, said
-
-
 def _scalar(kind: type, name: str) -> Callable[[str], Any]:
     def convert(token: str):
         try:
@@ -212,7 +203,7 @@ def options(cls: type, instance=None, path: tuple[str, ...] = ()) -> list[Option
         if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
             members = [m for m in typing.get_args(hint) if m is not type(None)]
             optional, hint = len(members) < len(typing.get_args(hint)), members[0]
-            hint, more = _unwrap(hint)
+            hint, more = unwrap(hint)
             said = said if said != Flag() else more
         help_text = said.help if said.help is not None else notes.get(field.name, "")
         name = _spelled(field.name, said)
@@ -252,9 +243,8 @@ def groups(cls: type) -> list[tuple[str, list[str]]]:
     with the flags (without their dashes) its fields' :attr:`Flag.group` puts there: ``cls``'s own fields first (the
     mode's), then its bases', each in the order they are declared. A field without a group is a ``ValueError``
     naming it: every flag of a run has a place on its page."""
-    fields = list(declared(cls).items())
-    own = set(vars(cls).get("__annotations__", ()))
-    fields = [item for item in fields if item[0] in own] + [item for item in fields if item[0] not in own]
+    inherited = {f.name for base in cls.__mro__[1:] if dataclasses.is_dataclass(base) for f in dataclasses.fields(base)}
+    fields = sorted(declared(cls).items(), key=lambda item: item[0] in inherited)  # stable: declaration order kept
     out: dict[str, list[str]] = {title: [] for title in GROUPS}
     for name, (_, said) in fields:
         if said.group not in out:
