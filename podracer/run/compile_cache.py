@@ -17,19 +17,26 @@ def compile_cache_dir(directory: str | None = None) -> str:
 
 
 COMPILE_CACHE_MAX_BYTES = 4 * 2**30  # the persistent compilation cache keeps the most recently used 4 GiB
+# Programs that compile faster than this are compiled again rather than kept. JAX's bounded cache reads every
+# entry's size and access time before each write (jax/_src/lru_cache.py, JAX 0.10 and 0.12), so a write costs in
+# proportion to the entries kept: 0.12 s at 1,286 entries here, and the fast tier of the tests, which kept every
+# program, spent more time writing its cache than compiling (three test files: 104 s of their 140). A run's own
+# programs (rollout, update, evaluation) take longer than this; the programs below it are the many small ones
+# (a key split, an eager op), 97 % of the tests' compilations and under half their compile seconds.
+COMPILE_CACHE_MIN_SECONDS = 0.1
 
 
 def use_compile_cache(directory: str | None = None) -> str:
     """Turns on JAX's persistent compilation cache in ``directory`` (default: :func:`compile_cache_dir`) for
-    every program, however quick to compile: a second run with the same settings loads them instead of
-    compiling (``examples/anakin_catch.py``: 6.3 s, then 2.6 s, here). Call it in an entry point before
-    anything compiles. Returns the directory."""
+    every program that takes :data:`COMPILE_CACHE_MIN_SECONDS` or more to compile: a second run with the same
+    settings loads them instead of compiling (``examples/anakin_catch.py``: 6.3 s, then 2.6 s, here). Call it in
+    an entry point before anything compiles. Returns the directory."""
     import jax
 
     directory = compile_cache_dir(directory)
     check_compile_cache_dir(directory)
     jax.config.update("jax_compilation_cache_dir", directory)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", COMPILE_CACHE_MIN_SECONDS)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
     # A size bound turns on JAX's least-recently-used eviction, and with it a file lock around every read and
     # write of the directory. Without it an entry is written in place, unlocked, so a second process (a preview
@@ -65,6 +72,7 @@ def adopt_orphans(directory: str) -> int:
 
 __all__ = [
     "COMPILE_CACHE_MAX_BYTES",
+    "COMPILE_CACHE_MIN_SECONDS",
     "adopt_orphans",
     "check_compile_cache_dir",
     "compile_cache_dir",
