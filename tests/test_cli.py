@@ -107,26 +107,15 @@ def test_an_unwritable_gif_or_compile_cache_is_refused_before_anything_runs(tmp_
     assert capsys.readouterr().err.startswith(
         f"podracer evaluate: error: --gif '{tmp_path}' is a directory; give a file name"
     )
-    # The training commands in processes of their own: they set the CPU device count before JAX starts.
-    anakin = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "anakin_catch.py"), "--compile-cache-dir", str(afile)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert anakin.returncode == 2 and anakin.stderr == (
-        f"anakin_catch.py: error: --compile-cache-dir '{afile}' is a file, not a directory (or pass "
+    # The training commands, in this process with its 8 CPU devices (--cpu-devices 8, as JAX has them already)
+    assert cli.main(["anakin", "--cpu-devices", "8", "--compile-cache-dir", str(afile)]) == 2
+    assert capsys.readouterr().err == (
+        f"podracer anakin: error: --compile-cache-dir '{afile}' is a file, not a directory (or pass "
         f"--no-compile-cache).\n"
     )
-    sebulba = subprocess.run(
-        [sys.executable, "-m", "podracer.sebulba", "--compile-cache-dir", str(afile / "cache")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert sebulba.returncode == 2 and sebulba.stderr.startswith(
-        f"podracer.sebulba: error: --compile-cache-dir '{afile / 'cache'}' cannot be created: "
-    ), sebulba.stderr
+    assert cli.main(["sebulba", "--cpu-devices", "8", "--compile-cache-dir", str(afile / "cache")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"podracer sebulba: error: --compile-cache-dir '{afile / 'cache'}' cannot be created: "), err
 
 
 @pytest.mark.parametrize("command", ["evaluate", "preview"])

@@ -31,33 +31,22 @@ def cartpole_checkpoint(tmp_path_factory):
     return directory, result.history[-1]["episode_return"]
 
 
-def test_evaluate_plays_the_saved_agent(cartpole_checkpoint, tmp_path):
+def test_evaluate_plays_the_saved_agent(cartpole_checkpoint, tmp_path, capsys):
     directory, trained_return = cartpole_checkpoint
     returns, frames = play(directory, 6, seed=1)
     assert returns.shape == (6,) and np.isfinite(returns).all() and frames == []
     # The saved policy, not a random one (about 22 on CartPole), is what plays.
     assert returns.mean() > 40 and trained_return > 40
-    # the command, in a process of its own: its episodes' lines, and envpool's CartPole (it observes its state)
-    # drawn by gymnasium's renderer into the GIF of its first episode
+    # the command (in this process: what it plays and says is what is tested): its episodes' lines, and envpool's
+    # CartPole (it observes its state) drawn by gymnasium's renderer into the GIF of its first episode
+    from podracer.cli import evaluate as evaluate_command
+
     gif = tmp_path / "x.gif"
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "podracer.cli.evaluate",
-            "--checkpoint",
-            directory,
-            "--episodes",
-            "2",
-            "--gif",
-            str(gif),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 0 and out.stderr == "", out.stderr
-    assert "episode 0: return" in out.stdout and "mean return" in out.stdout and f"wrote {gif} (" in out.stdout
+    capsys.readouterr()
+    status = evaluate_command.main(["--checkpoint", directory, "--episodes", "2", "--gif", str(gif)], name="evaluate")
+    out, err = capsys.readouterr()
+    assert status == 0 and err == "", err
+    assert "episode 0: return" in out and "mean return" in out and f"wrote {gif} (" in out
 
 
 def test_write_gif_writes_every_frame(tmp_path):

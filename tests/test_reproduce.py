@@ -281,30 +281,28 @@ def test_a_source_run_is_read_from_its_own_records_and_scored_as_the_table_score
     ]
 
 
-def test_a_source_run_names_the_flags_its_rows_need():
-    run = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "source_runs.py"), "--rows", "mountaincar-dqn,mountaincar"],
-        capture_output=True,
-        text=True,
-        timeout=60,
+def test_a_source_run_names_the_flags_its_rows_need(capsys):
+    """The script's refusals, in this process (what it says, not how a process ends, is what is tested)."""
+    source_runs = benchmark_scripts.load("source_runs")
+
+    def refused(*argv):
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as stop:
+            source_runs.main(list(argv))
+        assert stop.value.code == 2
+        return capsys.readouterr().err.strip().splitlines()[-1]
+
+    assert refused("--rows", "mountaincar-dqn,mountaincar").endswith(
+        "--zoo-python is needed for --rows mountaincar-dqn"
     )
-    assert run.returncode == 2
-    assert run.stderr.strip().splitlines()[-1].endswith("--zoo-python is needed for --rows mountaincar-dqn")
-    run = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "source_runs.py"), "--rows", "cartpole"], capture_output=True, text=True
-    )
-    assert run.returncode == 2 and run.stderr.strip().splitlines()[-1].endswith(
+    assert refused("--rows", "cartpole").endswith(
         "--rows: no source run for cartpole (rows: mountaincar-zoo, mountaincar-a2c, mountaincar-dqn, "
         "cartpole-dqn-zoo, acrobot-dqn, acrobot-a2c, mountaincar, pendulum, mountaincar-continuous, "
         "inverted-pendulum-mujoco, halfcheetah, hopper, pusher)"
     )
-    run = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "source_runs.py"), "--rows", "pusher", "--cleanrl-python", "python"],
-        capture_output=True,
-        text=True,
+    assert refused("--rows", "pusher", "--cleanrl-python", "python").endswith(
+        "--cleanrl-git is needed for --rows pusher"
     )
-    assert run.returncode == 2
-    assert run.stderr.strip().splitlines()[-1].endswith("--cleanrl-git is needed for --rows pusher")
 
 
 def test_a_cleanrl_run_is_scored_by_the_last_100_episodes_it_prints(tmp_path):
@@ -434,7 +432,7 @@ def test_mujoco_dynamics_reports_each_step_ranges_largest_gap_and_where_each_epi
     assert "--tasks: Hopper-v4 is not one of InvertedPendulum-v4, HalfCheetah-v4, Pusher-v4" in capsys.readouterr().err
 
 
-def test_an_accelerator_call_stands_for_a_row_only_when_it_trained_the_rows_settings(tmp_path):
+def test_an_accelerator_call_stands_for_a_row_only_when_it_trained_the_rows_settings(tmp_path, capsys):
     """--from-accelerator takes a MinAtar record trained with its row's flags and budget into the table (random play
     measured here), refuses one trained with other flags or another budget, saying why, and keeps the saved rows;
     the suite trains a preset with its row's flags."""
@@ -460,12 +458,13 @@ def test_an_accelerator_call_stands_for_a_row_only_when_it_trained_the_rows_sett
     out = tmp_path / "reproduce"
     table = json.loads((BENCHMARKS / "results" / "reproduce.json").read_text())
     out.with_suffix(".json").write_text(json.dumps(table))
-    command = [sys.executable, str(BENCHMARKS / "reproduce.py"), "--from-accelerator"]
-    run = subprocess.run([*command, str(path), "--out", str(out)], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert "not taken: asterix: trained with the preset alone, the row with {'--kernel-init': 'lecun'}" in run.stdout
-    assert "not taken: freeway: 655,360 env steps, the row 9,994,240" in run.stdout
-    assert run.stdout.rstrip().endswith(f"took space-invaders from {path}")
+    reproduce = benchmark_scripts.load("reproduce")  # in this process: what it takes and says is what is tested
+    capsys.readouterr()
+    assert reproduce.main(["--from-accelerator", str(path), "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "not taken: asterix: trained with the preset alone, the row with {'--kernel-init': 'lecun'}" in said
+    assert "not taken: freeway: 655,360 env steps, the row 9,994,240" in said
+    assert said.rstrip().endswith(f"took space-invaders from {path}")
     now = json.loads(out.with_suffix(".json").read_text())
     assert [r["key"] for r in now] == [r["key"] for r in table]  # the others kept, in the table's order
     assert [r for r in now if r["key"] != "space-invaders"] == [r for r in table if r["key"] != "space-invaders"]
@@ -475,6 +474,7 @@ def test_an_accelerator_call_stands_for_a_row_only_when_it_trained_the_rows_sett
     assert row["iqm"] == pytest.approx(float(stats.interquartile_mean(data["per_seed"])))
     assert row["machine"] == "NVIDIA H200 x1 [gpu] (benchmarks/accelerator.py, podracer abc, 2026-11-30)"
     assert 0 < row["random"] < 20 and row["wall_s"] == 46.4 and row["jax"] == "0.11.2" and row["curve"] is None
-    run = subprocess.run([*command, str(tmp_path / "none.jsonl")], capture_output=True, text=True)
-    assert run.returncode == 2
-    assert run.stderr.strip() == f"reproduce.py: error: --from-accelerator {tmp_path / 'none.jsonl'}: no such file"
+    assert reproduce.main(["--from-accelerator", str(tmp_path / "none.jsonl")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"reproduce.py: error: --from-accelerator {tmp_path / 'none.jsonl'}: no such file"
+    )

@@ -3,7 +3,6 @@
 short leave behind."""
 
 import io
-import os
 import re
 import signal
 import subprocess
@@ -15,12 +14,13 @@ import pytest
 from podracer.run import checkpoint, lifetime
 from podracer.run.multihost import CLUSTER_VARIABLES
 from podracer.run.logging import ConsoleSink
+from children import child_env  # tests/children.py
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _env(**extra):
-    env = {k: v for k, v in os.environ.items() if k not in CLUSTER_VARIABLES and k != "XLA_FLAGS"}
+    env = {k: v for k, v in child_env().items() if k not in CLUSTER_VARIABLES}
     return {**env, "PYTHONUNBUFFERED": "1", **extra}
 
 

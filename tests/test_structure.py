@@ -12,12 +12,12 @@ the device-layout and multi-process modules touch devices and hosts. No test cou
 """
 
 import ast
+import functools
 import json
 import pathlib
 import subprocess
 import sys
 
-import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "podracer"
 FEEDERS = [ROOT / "run" / "anakin.py", *sorted((ROOT / "run" / "sebulba").glob("*.py"))]
@@ -296,10 +296,12 @@ print(json.dumps(closures))
 """
 
 
+@functools.cache
 def _closures() -> dict[str, list[str]]:
-    """Every library module's import closure: the library modules in ``sys.modules`` after importing it alone
-    (one process imports the shared third-party libraries, then forks a child per module)."""
-    names = [name for name in LAYERED if not name.endswith("__main__")]
+    """Every library module's import closure, the faces' included: the library modules in ``sys.modules`` after
+    importing it alone (one process imports the shared third-party libraries, then forks a child per module; once
+    per test process, for every test that reads a closure)."""
+    names = [name for name in sorted({*LAYERED, *FACES}) if not name.endswith("__main__")]
     done = subprocess.run(
         [sys.executable, "-c", _CLOSURES, *names], capture_output=True, text=True, check=True, timeout=600
     )
@@ -310,6 +312,8 @@ def test_no_module_loads_a_module_of_a_higher_layer():
     """The layer rule on the import closure, not on direct edges: core loads only core; run loads no cli."""
     above = {}
     for name, loaded in _closures().items():
+        if name in FACES:
+            continue
         higher = sorted(m for m in loaded if _ORDER[layer(m)] > _ORDER[layer(name)])
         if higher:
             above[name] = higher
@@ -317,13 +321,8 @@ def test_no_module_loads_a_module_of_a_higher_layer():
 
 
 def test_the_device_layout_module_loads_no_agent_and_no_environment():
-    loaded = set(_closures_of("podracer.run.parallel"))
+    loaded = set(_closures()["podracer.run.parallel"])
     assert not {m for m in loaded if _under(m, "podracer.core.agents", "podracer.core.envs")}, sorted(loaded)
-
-
-def _closures_of(name: str) -> list[str]:
-    done = subprocess.run([sys.executable, "-c", _CLOSURES, name], capture_output=True, text=True, check=True)
-    return json.loads(done.stdout)[name]
 
 
 _AGENT_MODULES = {
@@ -335,33 +334,49 @@ _AGENT_MODULES = {
 def test_the_agent_registry_and_the_config_tree_load_no_agent_module():
     """Naming and listing agents needs none of them imported: each is imported when its config is first made."""
     for name in ("podracer.agents", "podracer.core.agents", "podracer.run.config", "podracer.cli.command"):
-        assert not _AGENT_MODULES & set(_closures_of(name)), name
+        assert not _AGENT_MODULES & set(_closures()[name]), name
 
 
 _HELP_IMPORTS = r"""
-import contextlib, io, json, sys
-from podracer.cli import command as cli
-with contextlib.redirect_stdout(io.StringIO()):
-    try:
-        cli.main(sys.argv[1:])
-    except SystemExit as done:
-        assert done.code == 0, done.code
-print(json.dumps(sorted(m for m in sys.modules if m.startswith("podracer.core.agents."))))
+import contextlib, importlib, io, json, os, sys
+for library in ("jax", "jax.numpy", "flax.linen", "optax", "chex", "numpy"):  # shared, so each child starts fast
+    importlib.import_module(library)
+assert not [m for m in sys.modules if m.startswith("podracer")]
+shown = []
+for argv in json.loads(sys.argv[1]):
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # a fresh interpreter's view: only what this help page loads
+        os.close(read)
+        from podracer.cli import command as cli
+        with contextlib.redirect_stdout(io.StringIO()):
+            try:
+                cli.main(argv)
+            except SystemExit as done:
+                assert done.code == 0, done.code
+        os.write(write, json.dumps(sorted(m for m in sys.modules if m.startswith("podracer.core.agents."))).encode())
+        os._exit(0)
+    os.close(write)
+    data = b""
+    while chunk := os.read(read, 1 << 16):
+        data += chunk
+    os.waitpid(child, 0)
+    shown.append(json.loads(data))
+print(json.dumps(shown))
 """
 
 
-@pytest.mark.parametrize(
-    "argv, shown",
-    [
-        (["anakin", "--help"], "a2c"),
-        (["anakin", "--agent", "pqn", "--help"], "pqn"),
-        (["sebulba", "muzero", "--help"], "muzero"),
-        (["anakin", "--preset", "cartpole", "--help"], "ppo"),
-    ],
-)
-def test_a_help_page_imports_the_agent_it_shows_and_no_other(argv, shown):
-    done = subprocess.run([sys.executable, "-c", _HELP_IMPORTS, *argv], capture_output=True, text=True, check=True)
-    assert _AGENT_MODULES & set(json.loads(done.stdout)) == {f"podracer.core.agents.{shown}"}, done.stdout
+def test_a_help_page_imports_the_agent_it_shows_and_no_other():
+    pages = {
+        ("anakin", "--help"): "a2c",
+        ("anakin", "--agent", "pqn", "--help"): "pqn",
+        ("sebulba", "muzero", "--help"): "muzero",
+        ("anakin", "--preset", "cartpole", "--help"): "ppo",
+    }
+    argvs = json.dumps([list(argv) for argv in pages])
+    done = subprocess.run([sys.executable, "-c", _HELP_IMPORTS, argvs], capture_output=True, text=True, check=True)
+    for (argv, shown), loaded in zip(pages.items(), json.loads(done.stdout), strict=True):
+        assert _AGENT_MODULES & set(loaded) == {f"podracer.core.agents.{shown}"}, (argv, loaded)
 
 
 def _layout_sections() -> dict[str, dict[str, str]]:
