@@ -35,7 +35,10 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # The entry points keep compiled programs in $XDG_CACHE_HOME/podracer/jax: one fresh cache per test worker,
 # shared by the commands it runs, never the user's. Not one for every worker: JAX's cache, bounded as podracer bounds
 # it, locks the directory for every read and write, and two workers sharing one ran 10-25 % slower (five test files,
-# JAX 0.12, 2-core AMD EPYC, 2026-12-02: 216 s and 246 s against 198 s and 199 s, alternating).
+# JAX 0.12, 2-core AMD EPYC, 2026-12-02: 216 s and 246 s against 198 s and 199 s, alternating), and once only the
+# programs of compile_cache.COMPILE_CACHE_MIN_SECONDS or more were kept, the whole fast tier 6:30 against 6:15 (724
+# test-seconds against 702): the tests rarely compile another test's program (147 loads from a shared cache, 140
+# from per-worker ones).
 import tempfile  # noqa: E402
 
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="podracer-test-cache-")
@@ -97,6 +100,26 @@ SLOW_BY_MEASUREMENT = {
     "tests/test_recurrent.py::test_unroll_equals_stepping_and_a_first_step_starts_from_the_initial_state",
     "tests/test_anakin.py::test_replay_and_recurrent_agents_train_seeds_together_as_alone[dqn-catch-hyper1]",
     "tests/test_networks.py::test_cell_actions_give_each_cell_a_logit_from_its_neighbourhood_with_shared_weights",
+    # 10 s or more each, proved by no faster test, in a fast run of 6:15 (2026-12-02, 2-core AMD EPYC, 675 tests):
+    # wandb's service process, a late process of a 2-process run, a signal to a run in a process of its own, the
+    # start-up line from the launch of a process of its own, a run.toml's replay (two runs), classic control drawn
+    "tests/test_examples.py::test_wandb_offline_run_holds_the_metrics",
+    "tests/test_faults.py::test_a_process_later_than_the_distributed_timeout_is_named_late_not_gone",
+    "tests/test_examples.py::test_sigterm_saves_the_last_completed_update",
+    "tests/test_startup.py::test_a_preset_run_compiles_each_program_once_and_says_its_start_up_once[catch-flags0]",
+    "tests/test_record.py::test_a_run_directory_replays_to_the_same_records",
+    "tests/test_video.py::test_evaluate_draws_an_anakin_cartpole_and_refuses_a_vector_it_cannot_draw",
+    # 10-16 s each in the next (5:49): the README's train-and-load lines (a 60-update run), the deadlock probe of
+    # vmapped orthogonal initialisations in a process of its own
+    "tests/test_facade.py::test_the_readmes_train_and_load_lines_run_as_written",
+    "tests/test_networks.py::test_orthogonal_init_equals_flax_and_vmapped_seeds_never_deadlock",
+    # 7.7-9 s each in the same run, each search or run compiled for itself: random moves' rate, a match's seats
+    # and the ladder, Sebulba's masks, navix's pictures, a requeued job's run directory
+    "tests/test_planning.py::test_random_moves_replace_the_searchs_move_at_their_rate_and_leave_its_targets",
+    "tests/test_planning.py::test_a_match_seats_each_player_first_in_half_the_games_and_the_ladder_rates_its_snapshots",
+    "tests/test_masks.py::test_no_agent_takes_an_illegal_action_in_sebulba",
+    "tests/test_pictures.py::test_navix_views_are_colour_coded",
+    "tests/test_record.py::test_a_requeued_job_keeps_one_run_directory",
     # 39 s and 24 s of a quiet run whose fast tier took 7:56 (2026-11-30, AMD EPYC, 641 tests)
     "tests/test_planning.py::test_alphazero_trains_in_self_play_and_its_evaluation_plays_random_legal_moves",
     "tests/test_planning.py::test_evaluate_plays_a_planning_checkpoint_with_the_search_settings_it_is_given",
@@ -108,7 +131,7 @@ def pytest_addoption(parser):
         "--tier",
         choices=TIERS,
         default="fast",
-        help="fast (default): every test not marked slow, the README's 8-minute command; slow: only the "
+        help="fast (default): every test not marked slow, the README's 5-minute command; slow: only the "
         "tests marked slow (learning bars over seeds, multi-process runs, benchmark commands); all: both. "
         "A test named by its node id always runs.",
     )
@@ -128,8 +151,7 @@ def pytest_configure(config):
     )
     config.addinivalue_line(
         "markers",
-        "slow: a long test (about 10 s or more of a quiet 2-core machine): run by "
-        "`pytest --tier slow` (CI runs both tiers)",
+        "slow: a long test (about 7 s or more of a 2-core machine): run by `pytest --tier slow` (CI runs both tiers)",
     )
 
 

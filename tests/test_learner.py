@@ -81,7 +81,7 @@ def test_gradients_average_over_a_vmapped_batch_axis_and_the_device_axis(form, d
 
 def test_unrolled_epochs_and_minibatches_equal_the_scanned_ones():
     env = envs.Catch()
-    agent = agents.make("ppo", env.spec(), num_epochs=2, num_minibatches=4)
+    agent = agents.make("ppo", env.spec(), num_epochs=2, num_minibatches=2)  # both loops, each of two steps
     state, trajectory, optimizer = _trajectory(agent, env, num_envs=8)
     scanned, _ = jax.jit(learner.make_learner_step(agent, optimizer))(state, trajectory)
     unrolled, _ = jax.jit(learner.make_learner_step(agent, optimizer, unroll=True))(state, trajectory)

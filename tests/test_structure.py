@@ -12,7 +12,6 @@ the device-layout and multi-process modules touch devices and hosts. No test cou
 """
 
 import ast
-import functools
 import json
 import pathlib
 import subprocess
@@ -296,33 +295,14 @@ print(json.dumps(closures))
 """
 
 
-@functools.cache
 def _closures() -> dict[str, list[str]]:
     """Every library module's import closure, the faces' included: the library modules in ``sys.modules`` after
-    importing it alone (one process imports the shared third-party libraries, then forks a child per module; once
-    per test process, for every test that reads a closure)."""
+    importing it alone (one process imports the shared third-party libraries, then forks a child per module)."""
     names = [name for name in sorted({*LAYERED, *FACES}) if not name.endswith("__main__")]
     done = subprocess.run(
         [sys.executable, "-c", _CLOSURES, *names], capture_output=True, text=True, check=True, timeout=600
     )
     return json.loads(done.stdout)
-
-
-def test_no_module_loads_a_module_of_a_higher_layer():
-    """The layer rule on the import closure, not on direct edges: core loads only core; run loads no cli."""
-    above = {}
-    for name, loaded in _closures().items():
-        if name in FACES:
-            continue
-        higher = sorted(m for m in loaded if _ORDER[layer(m)] > _ORDER[layer(name)])
-        if higher:
-            above[name] = higher
-    assert not above, above
-
-
-def test_the_device_layout_module_loads_no_agent_and_no_environment():
-    loaded = set(_closures()["podracer.run.parallel"])
-    assert not {m for m in loaded if _under(m, "podracer.core.agents", "podracer.core.envs")}, sorted(loaded)
 
 
 _AGENT_MODULES = {
@@ -331,10 +311,23 @@ _AGENT_MODULES = {
 }
 
 
-def test_the_agent_registry_and_the_config_tree_load_no_agent_module():
-    """Naming and listing agents needs none of them imported: each is imported when its config is first made."""
+def test_no_module_loads_a_module_of_a_higher_layer_and_the_registries_load_no_agent():
+    """The layer rule on the import closure, not on direct edges: core loads only core; run loads no cli. The device
+    layout module loads no agent and no environment. Naming and listing agents needs none of them imported: each is
+    imported when its config is first made. (One test: computing the closures is most of its time.)"""
+    closures = _closures()
+    above = {}
+    for name, loaded in closures.items():
+        if name in FACES:
+            continue
+        higher = sorted(m for m in loaded if _ORDER[layer(m)] > _ORDER[layer(name)])
+        if higher:
+            above[name] = higher
+    assert not above, above
+    loaded = set(closures["podracer.run.parallel"])
+    assert not {m for m in loaded if _under(m, "podracer.core.agents", "podracer.core.envs")}, sorted(loaded)
     for name in ("podracer.agents", "podracer.core.agents", "podracer.run.config", "podracer.cli.command"):
-        assert not _AGENT_MODULES & set(_closures()[name]), name
+        assert not _AGENT_MODULES & set(closures[name]), name
 
 
 _HELP_IMPORTS = r"""
