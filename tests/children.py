@@ -1,6 +1,19 @@
 """The environment a test gives a process it starts (a command line, an example, a worker)."""
 
+import importlib.metadata
 import os
+
+
+def older_emitters() -> list[str]:
+    """JAX 0.10's XLA:CPU flag for its older fusion emitters, which compile in less than half the time
+    (tests/conftest.py); none on JAX 0.12, whose XLA rejects it, or where ``XLA_FLAGS`` already names it."""
+    if "--xla_cpu_use_fusion_emitters" in os.environ.get("XLA_FLAGS", ""):
+        return []  # the caller's own choice
+    try:
+        major, minor = (int(part) for part in importlib.metadata.version("jaxlib").split(".")[:2])
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return []
+    return ["--xla_cpu_use_fusion_emitters=false"] if (major, minor) < (0, 11) else []
 
 
 def child_env(**extra: str) -> dict[str, str]:

@@ -13,18 +13,7 @@ import os
 # slower at this level: the fast tier's tests are mostly compilation, the slow tier's learning runs mostly running,
 # so the slow tier keeps XLA's emitters. The flag is gone from JAX 0.12's XLA, which rejects it and compiles faster
 # without it. The tests assert what programs compute, never how XLA emits them.
-import importlib.metadata  # noqa: E402
-
-
-def _older_emitters() -> list[str]:
-    if "--xla_cpu_use_fusion_emitters" in os.environ.get("XLA_FLAGS", ""):
-        return []  # the caller's own choice
-    try:
-        major, minor = (int(part) for part in importlib.metadata.version("jaxlib").split(".")[:2])
-    except (importlib.metadata.PackageNotFoundError, ValueError):
-        return []
-    return ["--xla_cpu_use_fusion_emitters=false"] if (major, minor) < (0, 11) else []
-
+from children import older_emitters  # noqa: E402  (tests/children.py)
 
 os.environ["XLA_FLAGS"] = " ".join(
     ["--xla_backend_optimization_level=0"]
@@ -126,6 +115,39 @@ SLOW_BY_MEASUREMENT = {
 }
 
 
+# The slow tier's longest tests (CI's oldest stack, 2026-12-02: 217 s down to 35 s): they start first, alternately
+# at the head of each half of the list, the halves pytest-xdist's worksteal deals its two workers at the start (it
+# steals from the end of a worker's queue), so that no long test starts last and leaves one worker running alone.
+LONGEST_FIRST = (
+    "tests/test_muzero.py::test_muzero_balances_cartpole_in_sebulba_in_most_runs",
+    "tests/test_accelerator.py::test_smoke_runs_every_row_at_toy_sizes_on_the_cpu",
+    "tests/test_muzero.py::test_muzero_solves_catch_in_anakin_on_most_seeds",
+    "tests/test_reproduce.py::test_a_sebulba_rows_seeds_trained_side_by_side_score_as_one_after_the_other",
+    "tests/test_planning.py::test_alphazero_in_self_play_beats_random_play_at_tic_tac_toe_on_most_seeds",
+    "tests/test_population.py::test_a_population_on_two_processes_equals_it_on_one",
+    "tests/test_continuous.py::test_td3_learns_pendulum_on_four_of_five_seeds[fasttd3]",
+    "tests/test_population.py::test_a_population_with_one_sane_lane_learns_and_never_copies_a_diverging_one",
+    "tests/test_sebulba.py::test_agents_learn_cartpole_through_sebulba[pqn]",
+    "tests/test_adapters.py::test_craftax_symbolic_and_pixels",
+    "tests/test_accelerator.py::test_the_wheelhouse_installs_with_no_index_and_its_trimmed_envpool_steps_pong",
+    "tests/test_replay.py::test_dqn_with_prioritized_replay_learns_jax_cartpole_in_anakin_on_most_seeds",
+    "tests/test_continuous.py::test_ppo_with_gsde_reaches_mountaincar_continuous_goal_on_two_of_three_seeds",
+    "tests/test_examples.py::test_two_processes_solve_catch_as_one_process_with_the_same_devices",
+    "tests/test_continuous.py::test_td3_learns_pendulum_on_four_of_five_seeds[td3]",
+)
+
+
+def _longest_first(items) -> None:
+    rank = {nodeid: i for i, nodeid in enumerate(LONGEST_FIRST)}
+    longest = sorted((item for item in items if item.nodeid in rank), key=lambda item: rank[item.nodeid])
+    if not longest:
+        return
+    rest = [item for item in items if item.nodeid not in rank]
+    first, second = longest[0::2], longest[1::2]
+    cut = max(0, len(items) // 2 - len(first))
+    items[:] = first + rest[:cut] + second + rest[cut:]
+
+
 def pytest_addoption(parser):
     parser.addoption(
         "--tier",
@@ -143,7 +165,7 @@ def pytest_configure(config):
     tier = config.getoption("--tier")
     os.environ["PODRACER_TEST_TIER"] = tier
     if tier == "fast":
-        os.environ["XLA_FLAGS"] = " ".join([*os.environ["XLA_FLAGS"].split(), *_older_emitters()])
+        os.environ["XLA_FLAGS"] = " ".join([*os.environ["XLA_FLAGS"].split(), *older_emitters()])
     config.addinivalue_line(
         "markers",
         "suite(package, extra=package): the test needs an optional suite's package; "
@@ -170,6 +192,7 @@ def pytest_collection_modifyitems(config, items):
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
+    _longest_first(items)
     for item in items:
         for mark in item.iter_markers("suite"):
             package = mark.args[0]

@@ -4,6 +4,7 @@ suite's rows at toy sizes on the CPU, its budget, its table; the wheels trimmed,
 import base64
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -16,11 +17,19 @@ sys.path.insert(0, str(BENCHMARKS))
 
 import accelerator  # noqa: E402
 import wheelhouse  # noqa: E402
+from children import older_emitters  # noqa: E402  (tests/children.py)
 
 
 def _run(*args, timeout=900):
+    """The suite in a process of its own, with this process's devices and XLA flags and, in either tier, JAX 0.10's
+    older fusion emitters: a smoke run's time is compiling each row's programs (tests/children.py)."""
+    env = {**os.environ, "XLA_FLAGS": " ".join([os.environ.get("XLA_FLAGS", ""), *older_emitters()]).strip()}
     return subprocess.run(
-        [sys.executable, str(BENCHMARKS / "accelerator.py"), *args], capture_output=True, text=True, timeout=timeout
+        [sys.executable, str(BENCHMARKS / "accelerator.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
     )
 
 

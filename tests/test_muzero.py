@@ -100,10 +100,19 @@ SMALL = dict(num_epochs=4, num_minibatches=4, num_simulations=8, hidden_sizes=(6
 
 @pytest.mark.slow
 def test_muzero_solves_catch_in_anakin_on_most_seeds(devices, optimized_xla):
-    """Three seeds in one program, 410k env steps each (the catch-muzero preset): from random play (about -0.6) to
-    >= 0.9 on >= 2 of 3 (2-core AMD EPYC, tuning seeds 0-2 and 10-12: training 0.98-1.00, greedy 1.0 on all six)."""
+    """Three seeds in one program, up to 410k env steps each (the catch-muzero preset): from random play (about -0.6)
+    to >= 0.9 on >= 2 of 3 (2-core AMD EPYC, tuning seeds 0-2 and 10-12: training 0.98-1.00, greedy 1.0 on all six).
+    The run stops after the host call (50 updates) whose training returns reach the bar."""
+    import threading
+
     env = Catch()
     agent = agents.make("muzero", env.spec(), gumbel_scale=2.0, **SMALL)
+    reached = threading.Event()
+
+    def log(summary):
+        if sum(f >= 0.9 for f in summary["episode_return_per_seed"]) >= 2:
+            reached.set()
+
     result = anakin.run(
         anakin.anakin_plan(
             num_envs_per_device=32, rollout_length=16, num_updates=400, updates_per_call=50, devices=devices[:2]
@@ -118,6 +127,7 @@ def test_muzero_solves_catch_in_anakin_on_most_seeds(devices, optimized_xla):
             devices[:2],
             rollout_length=16,
         ),
+        anakin.Hooks(log=log, stop=reached),
         env=env,
     )
     first, final = result.history[0]["episode_return_per_seed"], result.history[-1]["episode_return_per_seed"]
