@@ -271,28 +271,38 @@ def test_every_direct_import_stays_in_its_layer_or_below():
     assert not bad, bad
 
 
-_CLOSURES = r"""
-import importlib, json, os, sys
+# One process imports the shared third-party libraries, then forks a child for each probe: a fresh interpreter's view
+# of what the probe alone loads (the podracer modules in sys.modules whose names start with `prefix`).
+_FORKED = r"""
+import contextlib, importlib, io, json, os, sys
 for library in ("jax", "jax.numpy", "flax.linen", "optax", "chex", "numpy"):  # shared, so each child starts fast
     importlib.import_module(library)
 assert not [m for m in sys.modules if m.startswith("podracer")]
-closures = {}
-for name in sys.argv[1:]:
+
+
+def forked(probe, prefix):
     read, write = os.pipe()
     child = os.fork()
-    if child == 0:  # a fresh interpreter's view: only what importing `name` loads
+    if child == 0:
         os.close(read)
-        importlib.import_module(name)
-        os.write(write, json.dumps(sorted(m for m in sys.modules if m.startswith("podracer."))).encode())
+        probe()
+        os.write(write, json.dumps(sorted(m for m in sys.modules if m.startswith(prefix))).encode())
         os._exit(0)
     os.close(write)
     data = b""
     while chunk := os.read(read, 1 << 16):
         data += chunk
     os.waitpid(child, 0)
-    closures[name] = json.loads(data)
+    return json.loads(data)
+"""
+
+_CLOSURES = (
+    _FORKED
+    + r"""
+closures = {name: forked(lambda: importlib.import_module(name), "podracer.") for name in sys.argv[1:]}
 print(json.dumps(closures))
 """
+)
 
 
 def _closures() -> dict[str, list[str]]:
@@ -330,33 +340,22 @@ def test_no_module_loads_a_module_of_a_higher_layer_and_the_registries_load_no_a
         assert not _AGENT_MODULES & set(closures[name]), name
 
 
-_HELP_IMPORTS = r"""
-import contextlib, importlib, io, json, os, sys
-for library in ("jax", "jax.numpy", "flax.linen", "optax", "chex", "numpy"):  # shared, so each child starts fast
-    importlib.import_module(library)
-assert not [m for m in sys.modules if m.startswith("podracer")]
-shown = []
-for argv in json.loads(sys.argv[1]):
-    read, write = os.pipe()
-    child = os.fork()
-    if child == 0:  # a fresh interpreter's view: only what this help page loads
-        os.close(read)
-        from podracer.cli import command as cli
-        with contextlib.redirect_stdout(io.StringIO()):
-            try:
-                cli.main(argv)
-            except SystemExit as done:
-                assert done.code == 0, done.code
-        os.write(write, json.dumps(sorted(m for m in sys.modules if m.startswith("podracer.core.agents."))).encode())
-        os._exit(0)
-    os.close(write)
-    data = b""
-    while chunk := os.read(read, 1 << 16):
-        data += chunk
-    os.waitpid(child, 0)
-    shown.append(json.loads(data))
-print(json.dumps(shown))
+_HELP_IMPORTS = (
+    _FORKED
+    + r"""
+def page(argv):
+    from podracer.cli import command as cli
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        try:
+            cli.main(argv)
+        except SystemExit as done:
+            assert done.code == 0, done.code
+
+
+print(json.dumps([forked(lambda: page(argv), "podracer.core.agents.") for argv in json.loads(sys.argv[1])]))
 """
+)
 
 
 def test_a_help_page_imports_the_agent_it_shows_and_no_other():
