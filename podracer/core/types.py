@@ -76,6 +76,7 @@ class RunFacts(NamedTuple):
     envs_per_learner: int  # environments whose trajectories each learner device receives per update
     rollout_length: int  # environment steps per trajectory (a trajectory holds rollout_length + 1 time steps)
     total_env_steps: int  # environment steps of the whole run, every device and process together
+    compute_dtype: str = "float32"  # the networks' matmuls and activations (podracer.core.precision)
 
 
 class EpisodeStats(NamedTuple):

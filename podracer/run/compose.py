@@ -279,6 +279,7 @@ def anakin_plan(config: AnakinConfig, num_global_devices: int | None = None) -> 
         eval_every=config.eval_every,
         target_return=config.target_return,
         on_nonfinite=config.on_nonfinite,
+        compute_dtype=config.compute_dtype,
     )
 
 
@@ -298,6 +299,7 @@ def sebulba_plan(config: SebulbaConfig, per_actor: int, layout: parallel.Layout)
         checkpoint_every=config.checkpoint_every,
         checkpoint_every_seconds=config.checkpoint_every_seconds,
         queue_size=config.queue_size,
+        compute_dtype=config.compute_dtype,
     )
 
 

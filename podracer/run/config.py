@@ -25,6 +25,7 @@ from podracer.run import parallel
 from podracer.run import multihost
 from podracer.core.agents.hyperparameters import check_finite, flag
 from podracer.core.types import MAX_SEED
+from podracer.core.precision import ComputeDtype
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,6 +214,9 @@ class RunConfig:
     compile_cache: Annotated[bool, Flag(group=DEVICES)] = True
     # where; None: $XDG_CACHE_HOME/podracer/jax (~/.cache/podracer/jax)
     compile_cache_dir: Annotated[str | None, Flag(metavar="DIR", group=DEVICES)] = None
+    # the networks' matmuls and activations: float32, or bfloat16 over float32 parameters, optimizer state, losses,
+    # returns and normalisation statistics (mixed precision, for accelerators with bfloat16 units)
+    compute_dtype: Annotated[ComputeDtype, Flag(group=DEVICES)] = "float32"
 
     def __post_init__(self):
         if isinstance(self.resume, bool):  # Python callers: resume=True / False

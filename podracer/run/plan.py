@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import jax
 
 from podracer.run import parallel
+from podracer.core.precision import check_compute_dtype
 from podracer.core.types import RunFacts
 
 
@@ -42,10 +43,12 @@ class RunPlan:
     checkpoint_every_seconds: float | None = None  # Sebulba: also a checkpoint once this long has passed since one
     queue_size: int = 1  # Sebulba: trajectories that may wait for the learner
     frame_skip: int = 1  # frames per env step (4 for Atari), for frames/s
+    compute_dtype: str = "float32"  # the networks' matmuls and activations (podracer.core.precision)
 
     def __post_init__(self):
         if self.num_updates < 1:
             raise ValueError(f"a run needs at least one update, got num_updates={self.num_updates}.")
+        check_compute_dtype(self.compute_dtype)
 
     @property
     def env_steps_per_update(self) -> int:
@@ -59,7 +62,9 @@ class RunPlan:
     @property
     def facts(self) -> RunFacts:
         """What an agent factory is told of the run (:class:`~podracer.core.types.RunFacts`; checkpoints record it)."""
-        return RunFacts(self.num_updates, self.envs_per_learner, self.rollout_length, self.total_env_steps)
+        return RunFacts(
+            self.num_updates, self.envs_per_learner, self.rollout_length, self.total_env_steps, self.compute_dtype
+        )
 
 
 def anakin_plan(
@@ -74,6 +79,7 @@ def anakin_plan(
     target_return: float | None = None,
     on_nonfinite: str = "stop",
     num_devices: int | None = None,
+    compute_dtype: str = "float32",
 ) -> RunPlan:
     """The plan of an Anakin run on ``devices`` (default: every device of every process), each stepping
     ``num_envs_per_device`` environments. Its length is ``num_updates``, or ``total_env_steps`` rounded up to whole
@@ -99,6 +105,7 @@ def anakin_plan(
         eval_every=eval_every,
         target_return=target_return,
         on_nonfinite=on_nonfinite,
+        compute_dtype=compute_dtype,
     )
 
 
@@ -117,6 +124,7 @@ def sebulba_plan(
     checkpoint_every_seconds: float | None = None,
     queue_size: int = 1,
     frame_skip: int = 1,
+    compute_dtype: str = "float32",
 ) -> RunPlan:
     """The plan of a Sebulba run of ``num_processes`` processes: each update takes one trajectory of
     ``num_envs_per_actor`` environments per process, split over that process's ``num_learner_devices`` learner
@@ -139,6 +147,7 @@ def sebulba_plan(
         checkpoint_every_seconds=checkpoint_every_seconds,
         queue_size=queue_size,
         frame_skip=frame_skip,
+        compute_dtype=compute_dtype,
     )
 
 

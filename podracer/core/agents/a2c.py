@@ -9,6 +9,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from podracer.core.precision import in_compute_dtype
 from podracer.core.agents.hyperparameters import Configurable, check_hyperparameters
 from podracer.core.agents.base import Agent, make_network, make_policy_fns, unroll_trajectory
 from podracer.core.agents.losses import masked_mean, policy_terms, transitions
@@ -40,7 +41,7 @@ def make_a2c(spec: EnvSpec, config: A2CConfig = A2CConfig(), run: RunFacts | Non
     """A2C: one gradient step per trajectory on policy-gradient, value and entropy terms."""
     import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
 
-    network = make_network(spec, config)
+    network = in_compute_dtype(make_network(spec, config), run)
     fns = make_policy_fns(network, run)
 
     def returns_fn(r_t, discount_t, continues_t, v_t):

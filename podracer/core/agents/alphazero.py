@@ -20,6 +20,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from podracer.core.precision import in_compute_dtype
 from podracer.core.agents.base import Agent, make_network, require_actions
 from podracer.core.agents.hyperparameters import Configurable, check_hyperparameters
 from podracer.core.agents.losses import mask_logits, masked_mean, transitions
@@ -66,7 +67,7 @@ def make_alphazero(spec: EnvSpec, config: AlphaZeroConfig = AlphaZeroConfig(), r
     import rlax
 
     require_actions(spec, "alphazero", "discrete")
-    network = make_network(spec, config)
+    network = in_compute_dtype(make_network(spec, config), run)
     qtransform = completed_q(config)
 
     def init(key, observation):

@@ -18,6 +18,7 @@ from typing import Literal
 import jax
 import jax.numpy as jnp
 
+from podracer.core.precision import in_compute_dtype
 from podracer.core.agents.hyperparameters import Configurable, check_hyperparameters
 from podracer.core.agents.base import Agent, require_actions
 from podracer.core.agents.losses import mask_logits
@@ -86,7 +87,7 @@ def make_dqn(spec: EnvSpec, config: DQNConfig = DQNConfig(), run: RunFacts | Non
     import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
 
     require_actions(spec, "dqn", "discrete")
-    network = make_q_network(spec, config.network)
+    network = in_compute_dtype(make_q_network(spec, config.network), run)
 
     linear = config.epsilon_schedule == "linear"
     if linear and run is None:

@@ -9,6 +9,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from podracer.core.precision import in_compute_dtype
 from podracer.core.agents.hyperparameters import Configurable, check_hyperparameters
 from podracer.core.agents.base import Agent, make_network, require_actions, make_policy_fns, unroll_trajectory
 from podracer.core.agents.losses import masked_mean, policy_terms, transitions
@@ -41,7 +42,7 @@ def make_impala(spec: EnvSpec, config: IMPALAConfig = IMPALAConfig(), run: RunFa
     import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
 
     require_actions(spec, "impala", "discrete", "multi-discrete")
-    network = make_network(spec, config)
+    network = in_compute_dtype(make_network(spec, config), run)
     fns = make_policy_fns(network, run)
 
     def vtrace_fn(v_tm1, v_t, r_t, discount_t, rho_tm1, lambda_):

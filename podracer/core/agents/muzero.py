@@ -29,6 +29,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from podracer.core.precision import in_compute_dtype
 from podracer.core.agents.search import completed_q, gumbel_search, legal_logits
 from podracer.core.agents.base import Agent, make_torso, require_actions
 from podracer.core.agents.hyperparameters import Configurable, check_hyperparameters
@@ -136,6 +137,7 @@ def make_muzero(spec: EnvSpec, config: MuZeroConfig = MuZeroConfig(), run: RunFa
     torso = make_torso(spec, net.torso, net.hidden_sizes, net.activation)
     bins = 2 * config.support_size + 1
     network = MuZeroNetwork(torso, spec.num_actions, config.latent_size, net.hidden_sizes, net.activation, bins)
+    network = in_compute_dtype(network, run)
     pair = rlax.muzero_pair(-config.support_size, config.support_size, bins, rlax.SIGNED_HYPERBOLIC_PAIR)
     K = config.unroll_steps
     qtransform = completed_q(config)

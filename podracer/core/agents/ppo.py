@@ -10,6 +10,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from podracer.core.precision import in_compute_dtype
 from podracer.core.agents.hyperparameters import Configurable, check_hyperparameters
 from podracer.core.agents.base import Agent, make_network, make_policy_fns, unroll_trajectory
 from podracer.core.agents.losses import behaviour_policy, first_flags, masked_mean, policy_terms, transitions
@@ -73,7 +74,7 @@ def make_ppo(spec: EnvSpec, config: PPOConfig = PPOConfig(), run: RunFacts | Non
     """PPO whose advantages are computed once per learner step with the learner's parameters."""
     import rlax  # here, not at import: rlax pulls in distrax and TensorFlow Probability (0.5 s)
 
-    network = make_network(spec, config)
+    network = in_compute_dtype(make_network(spec, config), run)
     fns = make_policy_fns(network, run)
     recurrent = isinstance(network, RecurrentNetwork)
     gae = jax.vmap(rlax.truncated_generalized_advantage_estimation, in_axes=1, out_axes=1)

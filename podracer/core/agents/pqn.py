@@ -23,6 +23,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from podracer.core.precision import in_compute_dtype
 from podracer.core.agents.base import Agent, START_STATE, make_torso, require_actions
 from podracer.core.agents.hyperparameters import Configurable, check_hyperparameters
 from podracer.core.agents.losses import first_flags, mask_logits, masked_mean, transitions
@@ -102,6 +103,7 @@ def make_pqn(spec: EnvSpec, config: PQNConfig = PQNConfig(), run: RunFacts | Non
         network = RecurrentNetwork(spec.num_actions, torso, net.core_size, heads="q")
     else:
         network = make_q_network(spec, net)
+    network = in_compute_dtype(network, run)
     decay_steps = config.epsilon_fraction * run.total_env_steps
 
     def initial_state(batch):

@@ -19,6 +19,7 @@ import chex
 import jax
 import jax.numpy as jnp
 
+from podracer.core.precision import in_compute_dtype
 from podracer.core import replay as replay_lib
 from podracer.core.agents.hyperparameters import Configurable, check_hyperparameters
 from podracer.core.agents.base import Agent, make_recurrent_fns, make_torso, require_actions
@@ -70,7 +71,7 @@ def make_r2d2(spec: EnvSpec, config: R2D2Config = R2D2Config(), run: RunFacts | 
     require_actions(spec, "r2d2", "discrete")
     net = config.network
     torso = make_torso(spec, net.torso, net.hidden_sizes, net.activation)
-    network = RecurrentNetwork(spec.num_actions, torso, net.core_size, heads="q")
+    network = in_compute_dtype(RecurrentNetwork(spec.num_actions, torso, net.core_size, heads="q"), run)
 
     def choose(q_values, key, action_mask):
         action = epsilon_greedy(q_values, key, config.epsilon, config.epsilon_alpha, action_mask)

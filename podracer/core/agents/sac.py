@@ -40,6 +40,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from podracer.core.precision import in_compute_dtype
 from podracer.core.agents.hyperparameters import Configurable, check_hyperparameters
 from podracer.core.agents.base import Agent, ReplaySpec, action_size, require_actions
 from podracer.core.agents.qlearning import (
@@ -179,6 +180,7 @@ def make_sac(spec: EnvSpec, config: SACConfig = SACConfig(), run: RunFacts | Non
     hidden = tuple(config.network.hidden_sizes)
     actor = SDESquashedActor(size, hidden, config.network.log_std_init) if sde else SquashedGaussianActor(size, hidden)
     critic = TwinCritic(hidden)
+    actor, critic = in_compute_dtype(actor, run), in_compute_dtype(critic, run)
     target_entropy = -config.target_entropy_scale * size
     obs_rank = len(spec.observation.shape)
 

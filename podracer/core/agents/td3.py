@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from podracer.core.precision import in_compute_dtype
 from podracer.core.agents.base import Agent, ReplaySpec, action_size, require_actions
 from podracer.core.agents.hyperparameters import Configurable, check_hyperparameters
 from podracer.core.agents.losses import categorical_projection
@@ -133,6 +134,7 @@ def make_td3(spec: EnvSpec, config: TD3Config = TD3Config(), run: RunFacts | Non
     hidden = tuple(config.network.hidden_sizes)
     actor = DeterministicActor(size, hidden)
     critic = TwinCritic(hidden, outputs=config.num_atoms, num=config.num_critics)
+    actor, critic = in_compute_dtype(actor, run), in_compute_dtype(critic, run)
     twin = config.num_critics == 2
     categorical = config.num_atoms > 1
     atoms = jnp.linspace(config.v_min, config.v_max, config.num_atoms, dtype=jnp.float32) if categorical else None
