@@ -145,6 +145,7 @@ def test_agents_import_types_networks_and_the_optimizer_never_environments():
                     "podracer.core.optim",
                     "podracer.core.replay",
                     "podracer.core.normalize",  # agents.make wraps an agent for --normalize-*
+                    "podracer.core.precision",  # the networks in the run's --compute-dtype
                 )
             }
             assert not bad, (name, bad)
