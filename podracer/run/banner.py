@@ -78,6 +78,11 @@ def sebulba_banner(
             "measured), so the first progress line takes minutes; an accelerator runs it at 13-14k env "
             "steps/s (one H100)"
         )
+    if config.preset is None and config.command_line_agent(config.env) == "impala":  # an Atari game
+        lines.append(
+            f"podracer sebulba: {config.env} with this command's defaults; --preset pong is a recipe made to reach "
+            "18+ on Pong within 10M env steps on a GPU box (PPO at CleanRL's envpool settings; --preset list)"
+        )
     return "\n".join(lines)
 
 

@@ -207,6 +207,7 @@ def run_metadata(config, mode: str, env: str, run: RunFacts, counts: dict | None
         "normalize": normalization(config),
         "normalize_options": normalization_options(config),
         "opponent": getattr(config, "opponent", "random"),
+        "sticky_actions": getattr(config, "sticky_actions", None),  # Sebulba's envpool Atari games
         "log_dir": os.path.abspath(config.log_dir) if config.log_dir else None,  # where a resume keeps logging
         **agent_metadata(config.agent, run),
         "resume_identity": resume_identity(config, mode, env, counts or {}),
@@ -343,9 +344,17 @@ def host_env_factory(config: SebulbaConfig) -> Callable[[int, int], HostEnv]:
     """``make_env(seed, num_envs)`` for ``config.env``: envpool, gymnasium (``gymnasium:ID``), or a JAX environment
     stepped on the host (``jax:NAME``, ``SUITE:NAME``); see :func:`podracer.envs.make_host`."""
 
+    atari = config.command_line_agent(config.env) == "impala"  # envpool's Atari games (their default agent)
+    options = {"sticky_action_probability": config.sticky_actions} if atari else {}
+
     def make_env(seed: int, num_envs: int) -> HostEnv:
         return hostenvs.make_host(
-            config.env, num_envs, seed, num_threads=config.envpool_threads, vectorization=config.gymnasium_vectorization
+            config.env,
+            num_envs,
+            seed,
+            num_threads=config.envpool_threads,
+            vectorization=config.gymnasium_vectorization,
+            **options,
         )
 
     return make_env

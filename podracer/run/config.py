@@ -365,6 +365,9 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
         return parallel.check_divisible(self.num_envs, num_global_devices, "--num-envs", "devices of this run")
 
 
+STICKY_ACTIONS = 0.25  # --sticky-actions' default: Machado et al. 2018's protocol, gymnasium's Atari v5 ids'
+
+
 @dataclasses.dataclass(frozen=True)
 class SebulbaConfig(RunConfig, _ChoosesAnAgent):
     """A training run in Sebulba mode: actor threads step host environments, a learner trains on their trajectories."""
@@ -393,6 +396,9 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
     # groups an actor thread's environments are split into: one group steps while another's actions are computed; None:
     # 2 on accelerators, 1 when actors run on the CPU
     env_groups: Annotated[int | None, Flag(group=ENVS, low=1)] = None
+    # envpool's Atari games: the probability that the emulator repeats the previous action instead of the chosen one
+    # (Machado et al. 2018's sticky actions; envpool's own default and CleanRL's envpool scripts: 0)
+    sticky_actions: Annotated[float, Flag(metavar="PROB", group=ENVS)] = 0.25
     # seconds an actor thread may go without shipping a trajectory (waits for queue room and its first parameters
     # aside) before the run stops, naming it
     actor_timeout: Annotated[float, Flag(group=FAULTS)] = 900.0
@@ -437,6 +443,10 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
             require(self.env)  # envpool is an extra: its absence is one line here, before anything starts
         if self.env_groups is not None:
             parallel.check_divisible(self.num_envs_per_actor, self.env_groups, "--num-envs-per-actor", "--env-groups")
+        if not 0.0 <= self.sticky_actions <= 1.0:
+            raise ValueError(f"--sticky-actions is a probability in [0, 1], got {self.sticky_actions:g}.")
+        if self.sticky_actions != STICKY_ACTIONS and self.command_line_agent(self.env) != "impala":
+            raise ValueError(f"--sticky-actions applies to envpool's Atari games; {self.env} is not one.")
 
     def envs_per_actor(self, num_actors: int) -> int:
         """Environments per actor thread, given the actor threads of all processes; checks that a total splits

@@ -198,12 +198,22 @@ def _drawing(metadata, spec, env=None):
     )
 
 
+def _is_atari(env: str) -> bool:
+    """Whether a Sebulba run's ``--env`` is one of envpool's Atari games (whose batches take sticky actions)."""
+    from podracer.run.config import SebulbaConfig
+
+    return SebulbaConfig.command_line_agent(env) == "impala"
+
+
 def _play_host(metadata, directory, episodes, seed, greedy, max_steps, record, opponent=None, search=None):
     if opponent is not None:
         raise ValueError(f"--opponent: {metadata['env']} is not a two-player game (pgx:NAME).")
 
     drawn = record and metadata["env"].startswith("gymnasium:")  # the batch draws itself
-    env = hostenvs.make_host(metadata["env"], episodes, seed=seed, **({"render_mode": "rgb_array"} if drawn else {}))
+    options = {"render_mode": "rgb_array"} if drawn else {}
+    if metadata.get("sticky_actions") is not None and _is_atari(metadata["env"]):
+        options["sticky_action_probability"] = metadata["sticky_actions"]  # as the run played
+    env = hostenvs.make_host(metadata["env"], episodes, seed=seed, **options)
     close = lambda: None  # noqa: E731
     try:
         draw, close = _drawing(metadata, env.spec(), env) if record else (None, close)
