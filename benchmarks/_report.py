@@ -36,11 +36,21 @@ def machine() -> str:
 
 
 def compile_anakin(
-    env, agent, optimizer, *, num_envs: int, rollout_length: int, updates_per_call: int, devices, seed: int = 0
+    env,
+    agent,
+    optimizer,
+    *,
+    num_envs: int,
+    rollout_length: int,
+    updates_per_call: int,
+    devices,
+    seed: int = 0,
+    warm_up: list | None = None,
 ):
     """``(compiled, state, compile seconds)``: Anakin's update mapped over ``devices`` (``parallel.device_map``),
     ``updates_per_call`` updates scanned per call, compiled ahead of time (``lower().compile()``, timed apart)
-    for the state :func:`podracer.anakin.init` makes from ``seed``; the state has had one warm-up call."""
+    for the state :func:`podracer.anakin.init` makes from ``seed``; the state has had one warm-up call, whose
+    metrics are appended to ``warm_up`` when given (what the first call from scratch trained to)."""
     import jax
 
     from podracer import anakin, parallel  # the faces: compare_commits.py runs this against other revisions too
@@ -55,6 +65,8 @@ def compile_anakin(
     compile_seconds = time.perf_counter() - start
     state, metrics = compiled(state)  # warm-up call
     jax.block_until_ready(metrics)
+    if warm_up is not None:
+        warm_up.append(metrics)
     return compiled, state, compile_seconds
 
 

@@ -3,26 +3,30 @@
 A lent accelerator comes for minutes, with no package index, so this script is ready before one is: it runs a
 prioritised list of measurements (rows) on whatever accelerator JAX sees, each in a process of its own with the
 time the budget has left, writes every result the moment it has it (a run cut at its limit still returns what
-finished), and prints one table naming the device, the JAX version and the commit. Rows, in priority order:
+finished), and prints one table naming the device, the JAX version and the commit. A row starts only when what is
+left of the budget covers what it takes (``Row.takes_s``, measured on an H200), and each says the minutes it took.
+Rows, in priority order:
 
-- ``anakin``: PPO on gymnax's CartPole-v1 at 4,096, 16,384 and 65,536 environments beside PureJaxRL's ``ppo.py``
-  at its own settings with the same environments, rollout and batch (each side compiled ahead of time, rounds
-  alternating, median of per-round ratios).
+- ``pong-training``: ``podracer sebulba --preset pong`` (PPO at CleanRL's envpool settings, the preset's GPU-box
+  layout) until its training return first reaches 18 or the row's share of the budget is spent
+  (:data:`PONG_SHARE`): the wall-clock and env steps at which it reached 18, and the curve. Stopped, the run
+  checkpoints, and the next call resumes it where it is carried (``pong_run.tar.gz``).
+- ``anakin``: PPO on gymnax's CartPole-v1 at 16,384 and 65,536 environments, float32 and ``--compute-dtype
+  bfloat16``, beside PureJaxRL's ``ppo.py`` at its own settings with the same environments, rollout and batch (each
+  side compiled ahead of time, rounds alternating, median of per-round ratios), with each side's training return
+  after one call from scratch (2^25 env steps).
 - ``sebulba-pong``: Sebulba IMPALA on Pong (``benchmarks/sebulba_throughput.py``, 2 actor threads x 128 envs: the
   best layout measured on an H100): envpool's own ceiling and the end-to-end env steps/s (goal: 80 % of the
   ceiling); then MuZero's actor throughput the same way.
 - ``minatar-ppo``: PPO on MinAtar Breakout, SpaceInvaders, Asterix and Freeway at gymnax-blines' settings (the
-  ``*-minatar`` presets), 10M env steps x 5 seeds (100-104) vmapped: wall-clock and the seeds' returns; PureJaxRL's
+  ``*-minatar`` presets), 10M env steps x 10 seeds (100-109) vmapped: wall-clock and the seeds' returns; PureJaxRL's
   ``ppo.py`` on Breakout at the same batch settings and seeds beside it.
 - ``minatar-pqn``: PQN on the same games at purejaxql's settings and 10M budget (the ``*-minatar-pqn`` presets).
 - ``craftax``: Anakin PPO env steps/s on Craftax-Classic-Symbolic, beside the Craftax paper's "a run of PPO using 1
   billion environment interactions finishes in under an hour using only a single GPU" (arXiv 2402.16801, abstract;
   an RTX 4090 by the project's page): a quoted bound, 278k env steps/s, not a run.
-- ``anakin-sizes``: Anakin PPO and A2C env steps/s on Catch and CartPole at those sizes (one device, compilation
-  apart).
-- ``pong-training``: ``podracer sebulba --env Pong`` (IMPALA's defaults; 4 actor threads x 128 envs, the layout of
-  the H100's Pong curve) for what the budget leaves (up to 10M env steps): the training curve against env steps and
-  seconds. Stopped at the budget, the run checkpoints, and the next call resumes it where it is carried.
+- ``anakin-sizes``: Anakin PPO and A2C env steps/s on Catch and CartPole at 4,096 to 65,536 environments (one
+  device, compilation apart).
 
 On a lent machine (Python 3.12, JAX with CUDA, no rlax, mctx, gymnax, envpool, ...), carry the folder that
 ``benchmarks/wheelhouse.py`` prepares here and install from it first (``--wheelhouse``)::
@@ -50,7 +54,6 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import threading
 import time
 import types
 from dataclasses import dataclass
@@ -63,22 +66,14 @@ DEFAULT_BUDGET_S = 540  # one 10-minute call, less the machine's start-up, the i
 PUREJAXRL_COMMIT = "31756b19"  # luchris429/purejaxrl: purejaxrl/ppo.py and wrappers.py, as the CPU benchmarks
 # Asterix first: the one game whose 3-seed CPU row falls short of its figure (a call too short for four keeps it)
 MINATAR_GAMES = ("asterix", "breakout", "space-invaders", "freeway")
-SEEDS = (100, 101, 102, 103, 104)  # the reproduction table's held-out seeds
+SEEDS = tuple(range(100, 110))  # the reproduction table's held-out seeds, ten a game
 # Sebulba's layouts on a 16-core GPU box, the best of the grid measured on an H100 (docs/benchmarks.md, 2026-11-22):
 # for throughput, 2 actor threads x 128 envs, 8 envpool threads (74.5 % of the ceiling); for learning, the layout of
 # that page's Pong curve (15.2k env steps/s). The flagship command's defaults (one thread of 32 envs) would take about
 # an hour for 10M env steps.
 PONG_THROUGHPUT_LAYOUT = ("--actor-threads", "2", "--num-envs-per-actor", "128", "--envpool-threads", "8")
-PONG_TRAINING_LAYOUT = (
-    "--actor-threads",
-    "4",
-    "--num-envs-per-actor",
-    "128",
-    "--envpool-threads",
-    "4",
-    "--log-every",
-    "20",
-)
+PONG_SHARE = 0.45  # of the budget, the most pong-training spends in one call: the later rows keep the rest
+PONG_TARGET = 18.0  # the training return the row times
 # --smoke's Pong network: the Nature CNN's compilation and CPU gradients would take minutes of a smoke run
 SMOKE_TORSO = ("--torso", "mlp", "--hidden-sizes", "32")
 CRAFTAX_PAPER_SPS = 1e9 / 3600  # PPO, "1 billion environment interactions ... in under an hour" (arXiv 2402.16801)
@@ -88,18 +83,20 @@ CRAFTAX_PAPER_SPS = 1e9 / 3600  # PPO, "1 billion environment interactions ... i
 class Row:
     name: str
     needs: tuple[str, ...]  # modules the row cannot run without
-    minimum_s: float  # the row starts only when at least this much of the budget is left
+    # what the row takes in full on an H200 (its start-up and compilation included): it starts only when this much of
+    # the budget is left (pong-training: the least worth a start; it stops at its share)
+    takes_s: float
     about: str
 
 
 ROWS = (
-    Row("anakin", (), 60, "Anakin PPO beside PureJaxRL's ppo.py on CartPole"),
+    Row("pong-training", ("envpool",), 120, "podracer sebulba --preset pong: time and env steps to a return of 18"),
+    Row("anakin", (), 150, "Anakin PPO, float32 and bfloat16, beside PureJaxRL's ppo.py on CartPole"),
     Row("sebulba-pong", ("envpool",), 90, "Sebulba IMPALA on Pong against envpool's ceiling; MuZero's actors"),
-    Row("minatar-ppo", ("gymnax",), 120, "PPO on MinAtar at gymnax-blines' settings, 10M x 5 seeds"),
-    Row("minatar-pqn", ("gymnax",), 120, "PQN on MinAtar at purejaxql's settings, 10M x 5 seeds"),
+    Row("minatar-ppo", ("gymnax",), 150, "PPO on MinAtar at gymnax-blines' settings, 10M x 10 seeds, a game"),
+    Row("minatar-pqn", ("gymnax",), 150, "PQN on MinAtar at purejaxql's settings, 10M x 10 seeds, a game"),
     Row("craftax", ("craftax",), 60, "Anakin PPO env steps/s on Craftax-Classic-Symbolic"),
     Row("anakin-sizes", (), 60, "Anakin PPO and A2C env steps/s on Catch and CartPole, 4k to 64k envs"),
-    Row("pong-training", ("envpool",), 120, "podracer sebulba --env Pong: the training curve"),
 )
 BY_NAME = {row.name: row for row in ROWS}
 
@@ -203,6 +200,8 @@ def _number(value, unit: str) -> str:
         return f"{value:,.1f} s"
     if unit == "%":
         return f"{value:.1f} %"
+    if unit == "min":
+        return f"{value:.1f} min"
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.2f}"
 
 
@@ -220,7 +219,7 @@ def table(header: dict, records: list[dict]) -> str:
         peer = _number(r.get("peer"), r.get("unit", "")) + (f" ({r['peer_name']})" if r.get("peer_name") else "")
         ratio = f"{r['ratio']:.2f}x" if r.get("ratio") is not None else "–"
         unit = r.get("unit", "")
-        what = r["what"] + (f" [{unit}]" if unit and unit not in ("s", "%") else "")
+        what = r["what"] + (f" [{unit}]" if unit and unit not in ("s", "%", "min") else "")
         lines.append(
             f"| {r['row']} | {what} | {_number(r.get('podracer'), unit)} | "
             f"{peer if r.get('peer') is not None else '–'} | {ratio} | {r.get('note', '')} |"
@@ -255,8 +254,8 @@ def drive(args, out: Path) -> int:
             absent = missing(row, env)
             if absent:
                 note = f"not run: needs {', '.join(absent)} (carry them: python benchmarks/wheelhouse.py)"
-            elif left < (10 if args.smoke else row.minimum_s):
-                note = f"not run: {left:.0f} s of the budget left, the row needs at least {row.minimum_s:.0f} s"
+            elif left < (10 if args.smoke else row.takes_s):
+                note = f"not run: {left:.0f} s of the budget left, the row takes about {row.takes_s:.0f} s"
             else:
                 note = None
             if note:
@@ -276,10 +275,12 @@ def drive(args, out: Path) -> int:
             ]
             command += ["--smoke"] if args.smoke else []
             command += ["--carried", args.carried] + (["--purejaxrl", args.purejaxrl] if args.purejaxrl else [])
-            command += ["--games", ",".join(args.games)]
+            command += ["--games", ",".join(args.games), "--budget-s", str(args.budget_s)]
             began = time.monotonic()
             status = _run_row(command, env, left, log)
-            print(f"{row.name}: {time.monotonic() - began:.0f} s", flush=True)
+            took = time.monotonic() - began
+            print(f"{row.name}: {took:.0f} s", flush=True)
+            _append(results, {"row": row.name, "what": "the row's wall-clock", "podracer": took / 60, "unit": "min"})
             if status != 0:
                 failed += 1
                 what = "cut at the budget" if status is None else f"failed (exit {status}); see {log_path.name}"
@@ -340,8 +341,10 @@ class Context:
         carried: str,
         purejaxrl: str | None,
         games: tuple[str, ...] = MINATAR_GAMES,
+        budget_s: float = DEFAULT_BUDGET_S,
     ):
         self.row, self.results, self.deadline, self.smoke, self.games = row, results, deadline, smoke, games
+        self.budget_s = budget_s
         self.carried = Path(carried)
         self.purejaxrl = purejaxrl or str(self.carried / "purejaxrl")
 
@@ -445,13 +448,14 @@ def _throughput(ctx: Context, env, agent, n: int, rollout: int, updates: int, ca
 
 
 SIZES = {False: (4096, 16384, 65536), True: (16,)}  # environments on one device (--smoke: toy)
+PRECISION_SIZES = {False: (16384, 65536), True: (16,)}  # the anakin row's, float32 and bfloat16
 
 
 def row_anakin(ctx: Context) -> None:
     import jax
 
     devices = jax.devices()[:1]
-    _beside_purejaxrl(ctx, devices, SIZES[ctx.smoke])
+    _beside_purejaxrl(ctx, devices, PRECISION_SIZES[ctx.smoke])
 
 
 def row_anakin_sizes(ctx: Context) -> None:
@@ -477,75 +481,101 @@ def row_anakin_sizes(ctx: Context) -> None:
                 )
 
 
+def _final_return(metrics) -> float:
+    """The training return of a call's last update (the mean over its environments' finished episodes)."""
+    import numpy as np
+
+    return float(np.asarray(metrics["episode_return"]).reshape(-1)[-1])
+
+
 def _beside_purejaxrl(ctx: Context, devices, sizes) -> None:
-    """PPO on gymnax's CartPole-v1 beside PureJaxRL's ``ppo.py`` at its settings, the same environments, rollout,
-    epochs and minibatches, each side compiled ahead of time, rounds alternating."""
+    """PPO on gymnax's CartPole-v1, its networks in float32 and in bfloat16 (``--compute-dtype``), beside PureJaxRL's
+    ``ppo.py`` at its settings, the same environments, rollout, epochs and minibatches: each side compiled ahead of
+    time, one call from scratch (its training return is the side's), then rounds alternating (the order rotating),
+    medians of per-round ratios. Without PureJaxRL's source carried, podracer's two sides alone."""
+    import importlib.util
+
     import jax
 
     from podracer.core import agents, envs, learner
+    from podracer.core.types import RunFacts
 
     import _report
 
-    if not ctx.has_purejaxrl():
+    if importlib.util.find_spec("gymnax") is None:
+        ctx.record("ppo, float32 and bfloat16, beside PureJaxRL's ppo.py", None, note="not run: needs gymnax")
+        return
+    theirs_too = ctx.has_purejaxrl()
+    if not theirs_too:
         ctx.record(
             "ppo beside PureJaxRL's ppo.py",
             None,
             note=f"not run: PureJaxRL's source is not carried ({ctx.purejaxrl}: python benchmarks/wheelhouse.py "
             "--purejaxrl ...)",
         )
-        return
-
-    import importlib.util
-
-    if importlib.util.find_spec("gymnax") is None:
-        ctx.record("ppo beside PureJaxRL's ppo.py", None, note="not run: needs gymnax")
-        return
-
-    make_train = purejaxrl_make_train(ctx.purejaxrl)
+    make_train = purejaxrl_make_train(ctx.purejaxrl) if theirs_too else None
     rounds = 1 if ctx.smoke else 3
     env_id = "CartPole-v1"
     for n in sizes:
         rollout = 128
         updates = max(1, (2**11 if ctx.smoke else 2**25) // (rollout * n))
         env = envs.make(f"gymnax:{env_id}")
-        agent = agents.make("ppo", env.spec(), num_epochs=4, num_minibatches=4)
-        compiled, state, ours_compile = _report.compile_anakin(
-            env,
-            agent,
-            learner.make_optimizer(2.5e-4),
-            num_envs=n,
-            rollout_length=rollout,
-            updates_per_call=updates,
-            devices=devices,
-        )
-        config = purejaxrl_config(env_id, n, rollout, updates)
-        start = time.perf_counter()
-        theirs = jax.jit(make_train(config)).lower(jax.random.PRNGKey(0)).compile()
-        theirs_compile = time.perf_counter() - start
-        jax.block_until_ready(theirs(jax.random.PRNGKey(0)))  # warm-up
-        ours_sps, theirs_sps = [], []
+        sides, returns, compile_s, sps = {}, {}, {}, {}
+        for dtype in ("float32", "bfloat16"):
+            facts = RunFacts(updates, n, rollout, updates * rollout * n, compute_dtype=dtype)
+            agent = agents.make("ppo", env.spec(), run=facts, num_epochs=4, num_minibatches=4)
+            warm_up = []  # the call from scratch: the side's training return
+            compiled, state, compile_s[dtype] = _report.compile_anakin(
+                env,
+                agent,
+                learner.make_optimizer(2.5e-4),
+                num_envs=n,
+                rollout_length=rollout,
+                updates_per_call=updates,
+                devices=devices,
+                warm_up=warm_up,
+            )
+            returns[dtype] = _final_return(warm_up[0])
+            sides[dtype] = [compiled, state]
+        if theirs_too:
+            config = purejaxrl_config(env_id, n, rollout, updates)
+            start = time.perf_counter()
+            theirs = jax.jit(make_train(config)).lower(jax.random.PRNGKey(0)).compile()
+            compile_s["purejaxrl"] = time.perf_counter() - start
+            out = jax.block_until_ready(theirs(jax.random.PRNGKey(0)))  # warm-up
+            returns["purejaxrl"] = float(out["metrics"]["returned_episode_returns"][-1].mean())
+        names = list(sides) + (["purejaxrl"] if theirs_too else [])
+        sps = {name: [] for name in names}
         for r in range(rounds):
-            for side in ("ours", "theirs") if r % 2 == 0 else ("theirs", "ours"):
+            for name in names[r % len(names) :] + names[: r % len(names)]:
                 start = time.perf_counter()
-                if side == "ours":
+                if name == "purejaxrl":
+                    jax.block_until_ready(theirs(jax.random.PRNGKey(r)))
+                else:
+                    compiled, state = sides[name]
                     state, metrics = compiled(state)
                     jax.block_until_ready(metrics)
-                    ours_sps.append(updates * rollout * n / (time.perf_counter() - start))
-                else:
-                    jax.block_until_ready(theirs(jax.random.PRNGKey(r)))
-                    theirs_sps.append(updates * rollout * n / (time.perf_counter() - start))
-        ratios = [a / b for a, b in zip(ours_sps, theirs_sps)]
-        ctx.record(
-            f"ppo gymnax {env_id}, {n:,} envs, beside PureJaxRL",
-            statistics.median(ours_sps),
-            peer=statistics.median(theirs_sps),
-            peer_name=f"PureJaxRL {PUREJAXRL_COMMIT[:7]}",
-            ratio=statistics.median(ratios),
-            note=f"{rounds} rounds alternating, {updates} updates per call; compile {ours_compile:.1f} s vs "
-            f"{theirs_compile:.1f} s; PureJaxRL's network is its own 2x64 tanh, podracer's its 2x64 tanh default",
-            data={"ratios": ratios},
-        )
-        del compiled, state, theirs
+                    sides[name][1] = state
+                sps[name].append(updates * rollout * n / (time.perf_counter() - start))
+        shown = ", ".join(f"{k} {v:.1f}" for k, v in returns.items())
+        for dtype in sides:
+            ratios = [a / b for a, b in zip(sps[dtype], sps["purejaxrl"])] if theirs_too else None
+            vs_float32 = [a / b for a, b in zip(sps[dtype], sps["float32"])]
+            ctx.record(
+                f"ppo gymnax {env_id}, {n:,} envs, {dtype}" + (", beside PureJaxRL" if theirs_too else ""),
+                statistics.median(sps[dtype]),
+                peer=statistics.median(sps["purejaxrl"]) if theirs_too else None,
+                peer_name=f"PureJaxRL {PUREJAXRL_COMMIT[:7]}, float32" if theirs_too else None,
+                ratio=statistics.median(ratios) if ratios else None,
+                note=f"{rounds} rounds alternating, {updates} updates per call; "
+                + (f"{statistics.median(vs_float32):.2f}x float32's; " if dtype != "float32" else "")
+                + f"training return after one call from scratch: {shown}; compile "
+                + ", ".join(f"{k} {v:.1f} s" for k, v in compile_s.items()),
+                data={"ratios": ratios, "vs_float32": vs_float32, "returns": returns, "sps": sps},
+            )
+        del sides
+        if theirs_too:
+            del theirs
 
 
 def _train(ctx: Context, preset: str, seeds: tuple[int, ...]) -> dict:
@@ -721,61 +751,59 @@ def row_craftax(ctx: Context) -> None:
     )
 
 
-PONG_RUN = "pong_run.tar.gz"  # the Pong run between calls: its log folder and newest checkpoint
-RETURNED_LIMIT = 16 * 2**20  # the largest file a call brings back
-
-
 def row_pong_training(ctx: Context) -> None:
-    """``podracer sebulba --env Pong`` (:data:`PONG_TRAINING_LAYOUT`) until the budget: SIGTERM (the driver's cut)
-    checkpoints.
+    """``podracer sebulba --preset pong`` until its training return first reaches :data:`PONG_TARGET`, it ends, or
+    :data:`PONG_SHARE` of the budget is spent (SIGTERM: the run checkpoints); ``benchmarks/pong_curve.py`` drives it
+    and reads the curve from its progress lines.
 
     The run's folder (its newest checkpoint, records and curve) comes back as ``pong_run.tar.gz`` beside the
     results; carried into the next call as ``.accelerator/pong_run.tar.gz``, the row resumes it (``--resume auto``)
-    and continues its curve. The curve is read from the progress lines as they are printed:
-    ``[  S s] | env steps N/... | return R``."""
-    log_dir = Path(tempfile.mkdtemp(prefix="pong-"))
-    before, offset = [], 0.0
+    and continues its curve and its clock (the seconds of every call's training)."""
+    import pong_curve
+
+    run_dir = Path(tempfile.mkdtemp(prefix="pong-"))
     carried = ctx.carried / PONG_RUN
     if carried.is_file():
         with tarfile.open(carried) as tar:
-            tar.extractall(log_dir, filter="data")
-        earlier = json.loads((log_dir / "accelerator_curve.json").read_text())
-        before, offset = earlier["curve"], earlier["seconds"]
-        print(f"resuming the run carried in {carried}: {before[-1][0] if before else 0:,.0f} env steps", flush=True)
-    command = [sys.executable, "-m", "podracer.cli", "sebulba", "--env", "Pong", "--log-dir", str(log_dir)]
-    command += ["--checkpoint-dir", str(log_dir / "checkpoint"), "--resume", "auto"]
-    if not ctx.smoke:
-        command += PONG_TRAINING_LAYOUT
+            tar.extractall(run_dir, filter="data")
+        earlier = json.loads((run_dir / pong_curve.CURVE_FILE).read_text())["curve"]
+        print(f"resuming the run carried in {carried}: {earlier[-1][0] if earlier else 0:,.0f} env steps", flush=True)
+    command = [sys.executable, "-m", "podracer.cli", "sebulba", "--preset", "pong"]
     if ctx.smoke:
         command += ["--total-env-steps", "256", "--num-envs-per-actor", "8", "--rollout-length", "16", *SMOKE_TORSO]
-    start = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    timer = threading.Timer(max(10.0, ctx.left() - 60), proc.send_signal, (signal.SIGTERM,))  # checkpoints, exits
-    timer.start()
-    curve = list(before)
-    reached = before[-1][0] if before else 0.0
-    for line in proc.stdout:
-        print(line, end="", flush=True)
-        if line.startswith("[") and "| env steps" in line and "| return" in line:
-            seconds = offset + float(line[1:].split("s]")[0])
-            steps = float(line.split("env steps")[1].split("/")[0].replace(",", ""))
-            value = line.split("| return")[1].split()[0]
-            if value[0] in "-0123456789":  # else "(no episode ended yet)"
-                curve.append([steps, seconds, float(value)])
-            reached = steps
-    proc.wait()
-    timer.cancel()
-    seconds = offset + time.perf_counter() - start
-    (log_dir / "accelerator_curve.json").write_text(json.dumps({"curve": curve, "seconds": seconds}))
-    returned = _pack_run(log_dir, ctx.results.parent / PONG_RUN)
-    ctx.record(
-        f"podracer sebulba --env Pong, {reached:,.0f} env steps",
-        curve[-1][2] if curve else None,
-        unit="return",
-        note=f"{seconds:.0f} s of training calls{' (resumed)' if carried.is_file() else ''}, exit "
-        f"{proc.returncode}; goal: training return >= 18 within 10M env steps; {returned}",
-        data={"curve": curve, "columns": ["env_steps", "seconds", "return"]},
+        command += ["--actor-threads", "1", "--envpool-threads", "0", "--num-minibatches", "4"]
+    share = max(10.0, min(ctx.left() - 60, PONG_SHARE * ctx.budget_s))
+    run = pong_curve.train_curve(
+        command,
+        run_dir,
+        stop_at_return=PONG_TARGET,
+        stop_after_s=share,
+        echo=lambda line: print(line, flush=True),
     )
+    curve, first = run["curve"], run["first"]
+    returned = _pack_run(run_dir, ctx.results.parent / PONG_RUN)
+    reached = curve[-1][0] if curve else 0.0
+    ctx.record(
+        f"podracer sebulba --preset pong: env steps to a training return of {PONG_TARGET:g}",
+        first["env_steps"] if first else None,
+        unit="env steps",
+        note=(
+            f"reached {first['return']:.2f} at {first['seconds']:,.0f} s of training"
+            if first
+            else f"not yet: {curve[-1][2]:.2f} at {reached:,.0f} env steps"
+            if curve
+            else "no episode ended yet"
+        )
+        + f"; {run['seconds']:.0f} s of training calls{' (resumed)' if carried.is_file() else ''}, exit "
+        f"{run['exit']}; goal: 18 within 10 min, then 5; {returned}",
+        data={"curve": curve, "columns": ["env_steps", "seconds", "return"], "first": first},
+    )
+    if first:
+        ctx.record(f"podracer sebulba --preset pong: seconds to a training return of {PONG_TARGET:g}", first["seconds"])
+
+
+PONG_RUN = "pong_run.tar.gz"  # the Pong run between calls: its log folder and newest checkpoint
+RETURNED_LIMIT = 16 * 2**20  # the largest file a call brings back
 
 
 def _pack_run(log_dir: Path, path: Path) -> str:
@@ -846,7 +874,14 @@ def main(argv=None) -> int:
     if args.worker:
         sys.path.insert(0, str(HERE))
         ctx = Context(
-            args.worker, Path(args.results), args.deadline, args.smoke, args.carried, args.purejaxrl, args.games
+            args.worker,
+            Path(args.results),
+            args.deadline,
+            args.smoke,
+            args.carried,
+            args.purejaxrl,
+            args.games,
+            args.budget_s,
         )
         WORKERS[args.worker](ctx)
         return 0

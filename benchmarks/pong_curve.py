@@ -57,14 +57,15 @@ def train_curve(
     *,
     stop_at_steps: float | None = None,
     stop_after_s: float | None = None,
+    stop_at_return: float | None = None,
     env: dict | None = None,
     echo=print,
 ) -> dict:
     """Runs ``command`` (a ``podracer sebulba`` line; ``--log-dir``, ``--checkpoint-dir`` and ``--resume auto`` in
-    ``run_dir`` are added) until it ends, has taken ``stop_at_steps`` env steps, or ``stop_after_s`` have passed
-    (SIGTERM: it checkpoints and exits). Returns the whole curve, earlier calls' included: ``{"curve": [[env
-    steps, seconds, return], ...], "seconds": training seconds of every call, "first": {...} where the return
-    first reached 18, "exit": the command's status}``."""
+    ``run_dir`` are added) until it ends, has taken ``stop_at_steps`` env steps, its training return has reached
+    ``stop_at_return``, or ``stop_after_s`` have passed (SIGTERM: it checkpoints and exits). Returns the whole
+    curve, earlier calls' included: ``{"curve": [[env steps, seconds, return], ...], "seconds": the training
+    seconds of every call, "first": where the return first reached 18, "exit": the command's status}``."""
     run_dir.mkdir(parents=True, exist_ok=True)
     saved = run_dir / CURVE_FILE
     earlier = json.loads(saved.read_text()) if saved.is_file() else {"curve": [], "seconds": 0.0}
@@ -93,6 +94,8 @@ def train_curve(
         if value is not None and (not curve or steps > curve[-1][0]):
             curve.append([steps, offset + seconds, value])
         if stop_at_steps is not None and steps >= stop_at_steps:
+            terminate()
+        if stop_at_return is not None and value is not None and value >= stop_at_return:
             terminate()
     proc.wait()
     if timer:
