@@ -25,6 +25,8 @@ Rows, in priority order:
 - ``craftax``: Anakin PPO env steps/s on Craftax-Classic-Symbolic, beside the Craftax paper's "a run of PPO using 1
   billion environment interactions finishes in under an hour using only a single GPU" (arXiv 2402.16801, abstract;
   an RTX 4090 by the project's page): a quoted bound, 278k env steps/s, not a run.
+- ``fixed-cost``: ``benchmarks/fixed_cost.py`` at MinAtar's sizes (PPO's policy on Breakout, 640 and 1,280 envs):
+  the kernels and the fixed microseconds of one rollout step, with the rollout loop unrolled 1, 2, 4 and 8 times.
 - ``anakin-sizes``: Anakin PPO and A2C env steps/s on Catch and CartPole at 4,096 to 65,536 environments (one
   device, compilation apart).
 
@@ -96,6 +98,7 @@ ROWS = (
     Row("minatar-ppo", ("gymnax",), 150, "PPO on MinAtar at gymnax-blines' settings, 10M x 10 seeds, a game"),
     Row("minatar-pqn", ("gymnax",), 150, "PQN on MinAtar at purejaxql's settings, 10M x 10 seeds, a game"),
     Row("craftax", ("craftax",), 60, "Anakin PPO env steps/s on Craftax-Classic-Symbolic"),
+    Row("fixed-cost", ("gymnax",), 90, "a rollout step's fixed cost at MinAtar's sizes, --rollout-unroll 1 to 8"),
     Row("anakin-sizes", (), 60, "Anakin PPO and A2C env steps/s on Catch and CartPole, 4k to 64k envs"),
 )
 BY_NAME = {row.name: row for row in ROWS}
@@ -802,6 +805,22 @@ def row_pong_training(ctx: Context) -> None:
         ctx.record(f"podracer sebulba --preset pong: seconds to a training return of {PONG_TARGET:g}", first["seconds"])
 
 
+def row_fixed_cost(ctx: Context) -> None:
+    import fixed_cost
+
+    sizes, unrolls = ((16, 32), (1, 2)) if ctx.smoke else ((640, 1280), (1, 2, 4, 8))
+    for r in fixed_cost.measure("gymnax:Breakout-MinAtar", sizes, unrolls, 128, 3 if ctx.smoke else 7):
+        ctx.record(
+            f"fixed cost of a rollout step, --rollout-unroll {r['unroll']}",
+            r["fixed_us_per_step"],
+            unit="µs",
+            note=f"{r['kernels_per_step']:.1f} kernels per step; {r['ns_per_env_step']:.2f} ns per env step; "
+            + ", ".join(f"{v:.1f} µs per step at {n} envs" for n, v in r["us_per_step"].items())
+            + f"; compile {r['compile_s'][sizes[0]]:.1f} s",
+            data=r,
+        )
+
+
 PONG_RUN = "pong_run.tar.gz"  # the Pong run between calls: its log folder and newest checkpoint
 RETURNED_LIMIT = 16 * 2**20  # the largest file a call brings back
 
@@ -828,6 +847,7 @@ WORKERS = {
     "minatar-pqn": lambda ctx: row_minatar(ctx, "pqn"),
     "sebulba-pong": row_sebulba_pong,
     "craftax": row_craftax,
+    "fixed-cost": row_fixed_cost,
     "anakin-sizes": row_anakin_sizes,
     "pong-training": row_pong_training,
 }

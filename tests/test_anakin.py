@@ -614,3 +614,29 @@ def test_env_steps_per_second_count_the_whole_call_not_its_dispatch(devices):
     steps_per_call = 10 * 16 * 32 * 2
     implied = sum(steps_per_call / record["sps"] for record in result.history)
     assert implied >= 0.5 * loop_seconds, (implied, loop_seconds)
+
+
+def test_an_unrolled_rollout_computes_the_same_steps_to_the_bit():
+    """--rollout-unroll writes steps of the rollout's loop out (lax.scan's unroll): the same trajectories, losses and
+    parameters, bit for bit; a factor beyond the rollout is refused, naming both flags."""
+    from podracer.core import anakin as core_anakin
+
+    env, agent, optimizer = _setup("ppo", num_minibatches=2, num_epochs=2)
+    ends = []
+    for unroll in (1, 4):
+        update = jax.jit(
+            core_anakin.make_update(env, agent, optimizer, rollout_length=8, axis_names=(), rollout_unroll=unroll)
+        )
+        state = core_anakin.init_state(env, agent, optimizer, jax.random.key(3), 4, rollout_length=8)
+        for _ in range(3):
+            state, metrics = update(state)
+        ends.append(jax.tree.leaves((state, metrics)))
+    for a, b in zip(*ends):
+        np.testing.assert_array_equal(
+            jax.random.key_data(a) if jnp.issubdtype(a.dtype, jax.dtypes.prng_key) else a,
+            jax.random.key_data(b) if jnp.issubdtype(b.dtype, jax.dtypes.prng_key) else b,
+        )
+    with pytest.raises(
+        ValueError, match=r"^--rollout-unroll 32 is more than the rollout's 16 steps \(--rollout-length\)"
+    ):
+        AnakinConfig(rollout_unroll=32)

@@ -132,8 +132,11 @@ class Sweep(NamedTuple):
         return lambda state: jax.vmap(one)(state, values)
 
 
-def make_rollout(env: Environment, agent: Agent, rollout_length: int):
+def make_rollout(env: Environment, agent: Agent, rollout_length: int, *, unroll: int = 1):
     """``rollout(params, rollout_state) -> (rollout_state, trajectory, episode_metrics)``.
+
+    ``unroll``: environment steps written out in each iteration of the rollout's loop (``lax.scan``'s ``unroll``):
+    fewer iterations, each with more work for XLA to fuse, at a longer compilation; the same steps computed.
 
     ``env`` is the unwrapped environment; the rollout steps its auto-resetting,
     statistics-keeping version. The trajectory is ``[rollout_length + 1, B]``; its last
@@ -143,6 +146,8 @@ def make_rollout(env: Environment, agent: Agent, rollout_length: int):
     """
     if rollout_length < 1:
         raise ValueError(f"rollout_length must be >= 1, got {rollout_length}.")
+    if unroll < 1:
+        raise ValueError(f"--rollout-unroll must be >= 1, got {unroll}.")
     env = wrappers.wrap(env)
     step_envs = env.step_batch  # the batch's resets drawn only at steps where an episode starts
     gamma = agent.return_discount
@@ -179,7 +184,7 @@ def make_rollout(env: Environment, agent: Agent, rollout_length: int):
         start = split_start_state(state.extras)[1]  # entry 0's start state, stored once
         # The rollout's keys in one random call (a loop of its own on XLA:CPU), not one call per step.
         keys = jax.random.split(state.key, rollout_length + 1)
-        state, (emitted, episode) = jax.lax.scan(body, state._replace(key=keys[0]), keys[1:])
+        state, (emitted, episode) = jax.lax.scan(body, state._replace(key=keys[0]), keys[1:], unroll=unroll)
         final = (state.timestep, state.action, split_start_state(state.extras)[0], state.discounted_return)
         timestep, action, extras, discounted = jax.tree.map(
             lambda xs, x: jnp.concatenate([xs, x[None]]), emitted, final
@@ -200,17 +205,18 @@ def make_update(
     axis_names: Sequence[str] = (axes.DEVICE_AXIS,),
     unroll: bool = False,
     skip_nonfinite: bool = False,
+    rollout_unroll: int = 1,
 ) -> Callable[[AnakinState], tuple[AnakinState, Metrics]]:
     """The per-device update: one rollout, then one learner step (grads averaged over ``axis_names``;
     ``skip_nonfinite``: an update whose loss, gradients or parameters are not finite is discarded, see
-    :func:`~podracer.core.learner.make_learner_step`).
+    :func:`~podracer.core.learner.make_learner_step`; ``rollout_unroll``: :func:`make_rollout`'s ``unroll``).
 
     Metrics are the same on every device: learner metrics averaged, and
     ``episode_return`` / ``episode_length`` the means over all episodes that ended on
     any device during the rollout (NaN when none did), ``episodes`` their count.
     """
     axis_names = tuple(axis_names)
-    rollout = make_rollout(env, agent, rollout_length)
+    rollout = make_rollout(env, agent, rollout_length, unroll=rollout_unroll)
     learner_step = make_learner_step(
         agent, optimizer, axis_names=axis_names, unroll=unroll, skip_nonfinite=skip_nonfinite
     )

@@ -199,12 +199,15 @@ def _unstack(layout, stacked, rest):
     return jax.tree.unflatten(treedef, leaves)
 
 
-def _seeded_update(env, agent, optimizer, num_seeds: int | None, rollout_length: int, sweep, skip_nonfinite: bool):
+def _seeded_update(
+    env, agent, optimizer, num_seeds: int | None, rollout_length: int, sweep, skip_nonfinite: bool, rollout_unroll=1
+):
     """The per-device update of every seed (``num_seeds``; None: one run without a seed axis) and every setting of
     ``sweep``."""
+    options = dict(skip_nonfinite=skip_nonfinite, rollout_unroll=rollout_unroll)
     if sweep is not None:
-        return sweep.update(env, rollout_length, sweep.values(num_seeds or 1), skip_nonfinite=skip_nonfinite)
-    update = make_update(env, agent, optimizer, rollout_length=rollout_length, skip_nonfinite=skip_nonfinite)
+        return sweep.update(env, rollout_length, sweep.values(num_seeds or 1), **options)
+    update = make_update(env, agent, optimizer, rollout_length=rollout_length, **options)
     return update if num_seeds is None else jax.vmap(update)
 
 
@@ -337,7 +340,9 @@ def _train(plan: RunPlan, env, agent, optimizer, sweep, state, start_update: int
     progress = hooks.progress or (lambda event: None)
     progress("compiling")
     compile_start = time.perf_counter()
-    update = _seeded_update(env, agent, optimizer, seeds, plan.rollout_length, sweep, plan.on_nonfinite == "skip")
+    update = _seeded_update(
+        env, agent, optimizer, seeds, plan.rollout_length, sweep, plan.on_nonfinite == "skip", plan.rollout_unroll
+    )
     p_multi = _compile(update, plan.updates_per_call, plan.devices, state)
     compile_seconds = time.perf_counter() - compile_start
     progress(f"compiled in {compile_seconds:.1f} s")

@@ -281,6 +281,7 @@ def anakin_plan(config: AnakinConfig, num_global_devices: int | None = None) -> 
         target_return=config.target_return,
         on_nonfinite=config.on_nonfinite,
         compute_dtype=config.compute_dtype,
+        rollout_unroll=config.rollout_unroll,
     )
 
 

@@ -311,6 +311,9 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
     num_envs: Annotated[int | None, Flag(group=ENVS, low=1)] = None
     # environment steps per rollout (per update)
     rollout_length: Annotated[int, Flag(group=ENVS, low=1)] = 16
+    # environment steps written out in each iteration of the rollout's loop (lax.scan's unroll): fewer iterations, each
+    # fusing more, at a longer compilation; the same steps computed (benchmarks/fixed_cost.py)
+    rollout_unroll: Annotated[int, Flag(group=ENVS, low=1)] = 1
     # two-player pgx games: who makes the other player's moves: random legal moves, one-step greedy ones (a winning
     # move where there is one), or the agent itself (self-play: every move the agent's; evaluations play random moves)
     opponent: Annotated[Literal["random", "greedy", "self"], Flag(group=ENVS)] = "random"
@@ -336,6 +339,11 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
                 self.eval_every, self.updates_per_call, "--eval-every", "updates per call (--updates-per-call)"
             )
         _check_burn_in(self.agent, self.rollout_length)
+        if self.rollout_unroll > self.rollout_length:
+            raise ValueError(
+                f"--rollout-unroll {self.rollout_unroll} is more than the rollout's {self.rollout_length} steps "
+                "(--rollout-length): at most that many can be written out."
+            )
         parallel.check_divisible(
             self.num_updates, self.updates_per_call, "--num-updates", "updates per call (--updates-per-call)"
         )

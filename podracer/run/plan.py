@@ -44,6 +44,7 @@ class RunPlan:
     queue_size: int = 1  # Sebulba: trajectories that may wait for the learner
     frame_skip: int = 1  # frames per env step (4 for Atari), for frames/s
     compute_dtype: str = "float32"  # the networks' matmuls and activations (podracer.core.precision)
+    rollout_unroll: int = 1  # Anakin: environment steps written out in each iteration of the rollout's loop
 
     def __post_init__(self):
         if self.num_updates < 1:
@@ -80,6 +81,7 @@ def anakin_plan(
     on_nonfinite: str = "stop",
     num_devices: int | None = None,
     compute_dtype: str = "float32",
+    rollout_unroll: int = 1,
 ) -> RunPlan:
     """The plan of an Anakin run on ``devices`` (default: every device of every process), each stepping
     ``num_envs_per_device`` environments. Its length is ``num_updates``, or ``total_env_steps`` rounded up to whole
@@ -106,6 +108,7 @@ def anakin_plan(
         target_return=target_return,
         on_nonfinite=on_nonfinite,
         compute_dtype=compute_dtype,
+        rollout_unroll=rollout_unroll,
     )
 
 
