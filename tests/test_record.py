@@ -103,6 +103,63 @@ def test_a_requeued_job_keeps_one_run_directory(tmp_path, monkeypatch, capsys):
     assert "nothing to train (to train on, raise --total-env-steps)" in capsys.readouterr().out
 
 
+def test_a_checkpoint_directory_is_its_own_when_moved_and_not_when_copied(tmp_path):
+    import shutil
+
+    from podracer.run import checkpoint
+
+    original = tmp_path / "ck"
+    original.mkdir()
+    identity = checkpoint.directory_identity(str(original))
+    assert checkpoint.same_directory(identity, str(original))
+    shutil.copytree(original, tmp_path / "copy")
+    assert not checkpoint.same_directory(identity, str(tmp_path / "copy"))
+    original.rename(tmp_path / "moved")
+    assert checkpoint.same_directory(identity, str(tmp_path / "moved"))
+    (
+        tmp_path / "ck"
+    ).mkdir()  # another directory made at the old path: the path names the run's (a volume mounted again)
+    assert checkpoint.same_directory(identity, str(tmp_path / "ck"))
+
+
+@pytest.mark.slow
+def test_a_fork_from_a_copied_checkpoint_directory_never_writes_into_the_first_runs_record(
+    tmp_path, monkeypatch, capsys
+):
+    """Run A checkpoints every 10 updates into ckA and logs to logA; ckA copied to ckB without its last checkpoint
+    and resumed (--resume auto, no --log-dir) is a fork: it logs to a new run directory, says which and why, and
+    logA stays byte for byte as A left it. The copy moved elsewhere is still the fork's own (a move keeps the
+    directory); the original, resumed, still continues logA."""
+    import shutil
+
+    monkeypatch.setenv("PODRACER_RUNS_DIR", str(tmp_path / "runs"))
+    first, ck_a, ck_b = tmp_path / "logA", tmp_path / "ckA", tmp_path / "ckB"
+    common = ["--num-envs", "16", "--rollout-length", "8", "--updates-per-call", "10", "--checkpoint-every", "10"]
+    assert _train([*common, "--num-updates", "30", "--checkpoint-dir", str(ck_a), "--log-dir", str(first)]) == 0
+    before = (first / "metrics.jsonl").read_bytes()
+    shutil.copytree(ck_a, ck_b)
+    for leftover in [*ck_b.glob("step_30*"), ck_b / "finished.json"]:
+        shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
+    capsys.readouterr()
+    assert _train([*common, "--num-updates", "40", "--checkpoint-dir", str(ck_b), "--resume", "auto"]) == 0
+    said = capsys.readouterr().out
+    (fork,) = (tmp_path / "runs").iterdir()
+    assert (
+        f"logging to {fork}: --checkpoint-dir {ck_b} is a copy, and the record {first} belongs to the run whose "
+        f"checkpoints {ck_a} holds, which this fork leaves as it is (--log-dir chooses another)"
+    ) in said
+    assert (first / "metrics.jsonl").read_bytes() == before
+    assert [r["env_steps"] for r in _records(fork)] == [16 * 8 * 30, 16 * 8 * 40]
+    moved = tmp_path / "moved"
+    ck_b.rename(moved)  # the fork's checkpoints, moved: still its own, its record continues
+    assert _train([*common, "--num-updates", "50", "--checkpoint-dir", str(moved), "--resume", "auto"]) == 0
+    assert f"logging to {fork}, the record of the run it resumes" in capsys.readouterr().out
+    assert [r["env_steps"] for r in _records(fork)][-1] == 16 * 8 * 50
+    assert _train([*common, "--num-updates", "40", "--checkpoint-dir", str(ck_a), "--resume", "auto"]) == 0
+    assert f"logging to {first}, the record of the run it resumes" in capsys.readouterr().out
+    assert [r["env_steps"] for r in _records(first)] == [16 * 8 * 10 * i for i in range(1, 5)]
+
+
 def test_a_sebulba_run_directory_replays_to_the_same_first_progress_line(tmp_path, monkeypatch):
     """Sebulba's actor threads make later windows depend on timing; the first (the initial policy's rollout and
     the first update) does not, and a replay from the run directory repeats it."""

@@ -216,6 +216,22 @@ def silence_stderr() -> None:
     os.close(devnull)
 
 
+def directory_identity(directory: str) -> dict[str, Any]:
+    """Which directory this is: its absolute path, and its device and inode (which a move keeps, a copy does not)."""
+    info = os.stat(directory)
+    return {"path": os.path.abspath(directory), "device": info.st_dev, "inode": info.st_ino}
+
+
+def same_directory(identity: dict[str, Any], directory: str) -> bool:
+    """Whether ``directory`` is the one ``identity`` (:func:`directory_identity`) describes: the same path (a
+    volume mounted again there, on another node), or the same inode on the same device (the directory moved); a copy
+    is neither."""
+    here = directory_identity(directory)
+    return here["path"] == identity.get("path") or (
+        (here["device"], here["inode"]) == (identity.get("device"), identity.get("inode"))
+    )
+
+
 def save(directory: str, state: LearnerState, metadata: dict[str, Any], *, keep: int = 3) -> str:
     """Writes ``state`` (one device's copy, host arrays) and ``metadata`` as ``step_<state.step>``; a
     :class:`DiskFull` (nothing written) when the device has no room for it."""
@@ -231,7 +247,7 @@ def save(directory: str, state: LearnerState, metadata: dict[str, Any], *, keep:
         shutil.rmtree(f"{path}.run", ignore_errors=True)  # this step's run state: no checkpoint without its learner
         raise
     with open(f"{path}.json.tmp", "w", encoding="utf-8") as f:
-        json.dump({**metadata, "updates": step}, f, indent=1)
+        json.dump({**metadata, "updates": step, "written_in": directory_identity(directory)}, f, indent=1)
     os.replace(f"{path}.json.tmp", f"{path}.json")  # the checkpoint counts from here on
     for old in steps(directory)[:-keep]:
         shutil.rmtree(os.path.join(directory, f"step_{old}"), ignore_errors=True)

@@ -30,21 +30,29 @@ def default_log_dir(env: str, agent: str, seed: int, root: str | None = None) ->
     raise ValueError(f"the runs directory {root!r} holds 999 runs named {stem}: pass --log-dir.")
 
 
-def resumed_log_dir(cfg) -> str | None:
-    """The log directory of the run that ``--resume`` (yes or auto) continues from ``--checkpoint-dir``, as its
-    newest checkpoint records it, where that directory is still there; else None."""
+def resumed_log_dir(cfg) -> tuple[str | None, str | None]:
+    """``(log directory, fork)``: the record that ``--resume`` (yes or auto) continues from ``--checkpoint-dir``, as
+    its newest checkpoint records it, where that directory is still there and the checkpoint was written in this
+    very checkpoint directory (a record has one owner: the run whose checkpoint directory wrote it); else None, and,
+    when the checkpoints were written in another directory (``--checkpoint-dir`` is a copy: a fork), what the fork
+    leaves alone, in words."""
     if not cfg.checkpoint_dir or cfg.resume == "no":
-        return None
+        return None, None
     from podracer.run import checkpoint
 
     try:  # the newest checkpoint's JSON alone: nothing here may start JAX before the devices are set
         found = checkpoint.steps(cfg.checkpoint_dir)
         if not found:
-            return None
-        recorded = checkpoint.read_metadata(cfg.checkpoint_dir, found[-1]).get("log_dir")
+            return None, None
+        metadata = checkpoint.read_metadata(cfg.checkpoint_dir, found[-1])
     except (OSError, ValueError):  # no intact checkpoint: the run's own checks say so
-        return None
-    return recorded if recorded and os.path.isdir(recorded) else None
+        return None, None
+    recorded, written = metadata.get("log_dir"), metadata.get("written_in")
+    if not recorded or not os.path.isdir(recorded):
+        return None, None
+    if written and not checkpoint.same_directory(written, cfg.checkpoint_dir):
+        return None, f"the record {recorded} belongs to the run whose checkpoints {written['path']} holds"
+    return recorded, None
 
 
 def settle_log_dir(cfg):
@@ -59,9 +67,15 @@ def settle_log_dir(cfg):
         return cfg, None
     if cfg.no_log_dir:
         return cfg, None
-    if resumed := resumed_log_dir(cfg):  # a requeued job keeps one record: the directory of the run it resumes
+    resumed, fork = resumed_log_dir(cfg)
+    if resumed:  # a requeued job keeps one record: the directory of the run it resumes
         return dataclasses.replace(cfg, log_dir=resumed), f"logging to {resumed}, the record of the run it resumes"
     path = default_log_dir(cfg.env, cfg.agent_name, cfg.seed)
+    if fork:  # --checkpoint-dir is a copy of another run's: the fork starts a record of its own
+        return dataclasses.replace(cfg, log_dir=path), (
+            f"logging to {path}: --checkpoint-dir {cfg.checkpoint_dir} is a copy, and {fork}, which this fork leaves "
+            "as it is (--log-dir chooses another)"
+        )
     return dataclasses.replace(cfg, log_dir=path), f"logging to {path} (metrics.jsonl, TensorBoard; --no-log-dir: none)"
 
 
