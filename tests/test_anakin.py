@@ -432,7 +432,11 @@ def _damage(directory, damage):
 
 
 def test_resume_falls_back_past_a_damaged_newest_checkpoint(tmp_path, capfd):
+    """Anakin's and Sebulba's resume, podracer evaluate and podracer preview skip a damaged newest checkpoint the same
+    way: one warning naming it, the previous one read, and the step said is the one played."""
     import shutil
+
+    from podracer.cli import evaluate as evaluate_command, preview as preview_command
 
     small = dict(num_envs_per_device=4, rollout_length=4, updates_per_call=20, checkpoint_every=20)
     saved = tmp_path / "saved"
@@ -456,6 +460,12 @@ def test_resume_falls_back_past_a_damaged_newest_checkpoint(tmp_path, capfd):
         assert step == 40 and metadata["updates"] == 40, damage
         assert len(warnings) == 1 and f"{directory}/step_60 cannot be restored" in warnings[0], (damage, err)
         assert "Traceback" not in err and "Event loop" not in err, err
+        # podracer evaluate and preview (in this process) play step 40 and say so, exit 0
+        assert evaluate_command.main(["--checkpoint", str(directory), "--episodes", "2"]) == 0, damage
+        assert preview_command.main(["--checkpoint-dir", str(directory)]) == 0, damage
+        out, err = capfd.readouterr()
+        assert "over 2 episodes (checkpoint step_40)" in out and "checkpoint step_40: return" in out, (damage, out)
+        assert "Traceback" not in err, err
     # The whole run resumes from update 40 and saves over the damaged checkpoint.
     directory = tmp_path / "truncated_data_file"
     resumed = compose.train_anakin(AnakinConfig(checkpoint_dir=str(directory), num_updates=80, resume=True, **small))

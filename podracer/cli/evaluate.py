@@ -45,7 +45,10 @@ def main(argv=None, *, prog: str = "python -m podracer.cli.evaluate", name: str 
         print(f"{name}: {kept}")
     for i, value in enumerate(returns):
         print(f"episode {i}: return {value:.1f}")
-    print(f"mean return {np.nanmean(returns):.2f} over {len(returns)} episodes")
+    from podracer.run import checkpoint
+
+    step = checkpoint.restored_step(args.checkpoint)  # the checkpoint played: the newest intact one
+    print(f"mean return {np.nanmean(returns):.2f} over {len(returns)} episodes (checkpoint step_{step})")
     if args.gif:
         evaluate_lib.write_gif(frames, args.gif)
         print(f"wrote {args.gif} ({len(frames)} frames)")

@@ -475,4 +475,14 @@ def restore(directory: str, template: LearnerState, step: int | None = None) -> 
     if "target_params" in tree:
         extra = extra._replace(target_params=tree["target_params"])
     state = LearnerState(tree["params"], tree["opt_state"], key, np.asarray(tree["step"]), extra)
+    _RESTORED[directory] = step
     return state, metadata
+
+
+_RESTORED: dict[str, int] = {}  # each directory's step that restore last read, what evaluate and preview played
+
+
+def restored_step(directory: str) -> int | None:
+    """The step :func:`restore` last read from ``directory`` in this process (the newest intact one, where it was
+    asked for the newest), or None: what a reader of the newest checkpoint really played."""
+    return _RESTORED.get(os.path.abspath(directory))

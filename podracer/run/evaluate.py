@@ -327,7 +327,8 @@ def kept_lane(checkpoint_dir: str) -> str:
     from podracer.run import checkpoint
     from podracer.core.pbt import lane_label
 
-    metadata = checkpoint.read_metadata(checkpoint_dir)
+    step = checkpoint.restored_step(checkpoint_dir)  # the checkpoint played, where one was: the newest intact one
+    metadata = checkpoint.read_metadata(checkpoint_dir, step) if step else checkpoint.newest_metadata(checkpoint_dir)[0]
     if "population_lane" not in metadata:
         return ""
     return (

@@ -87,7 +87,8 @@ def watch(config: PreviewConfig, *, report: Callable[[str], None] = print, timeo
                 continue
             drawable = frames is not None
             played.append(found[-1])
-            line = f"checkpoint step_{found[-1]}: return {float(returns[0]):.2f}"
+            step = checkpoint.restored_step(config.checkpoint_dir)  # the one played: the newest intact one
+            line = f"checkpoint step_{step}: return {float(returns[0]):.2f}"
             if drawable:
                 evaluate.write_gif(frames, gif)
                 line += f"; wrote {gif} ({len(frames)} frames)"

@@ -41,10 +41,9 @@ def resumed_log_dir(cfg) -> tuple[str | None, str | None]:
     from podracer.run import checkpoint
 
     try:  # the newest checkpoint's JSON alone: nothing here may start JAX before the devices are set
-        found = checkpoint.steps(cfg.checkpoint_dir)
-        if not found:
+        if not checkpoint.steps(cfg.checkpoint_dir):
             return None, None
-        metadata = checkpoint.read_metadata(cfg.checkpoint_dir, found[-1])
+        metadata, _ = checkpoint.newest_metadata(cfg.checkpoint_dir)  # the one the run resumes: the newest that reads
     except (OSError, ValueError):  # no intact checkpoint: the run's own checks say so
         return None, None
     recorded, written = metadata.get("log_dir"), metadata.get("written_in")
