@@ -121,3 +121,48 @@ def test_every_on_policy_agent_sac_and_td3_trained_in_sebulba_is_played_by_evalu
         )
     )
     _plays_every_way(directory, capfd)
+
+
+def test_a_run_state_with_arrays_of_no_elements_saves_and_restores_exactly(tmp_path, devices):
+    """MJX's state holds arrays of size 0 (``data.act`` of a model without actuators), which orbax refuses and XLA
+    keeps whole on every device: the run state saves them as a stand-in and restores each leaf's shape, the others
+    to the bit."""
+    import jax
+
+    from podracer.run import parallel
+
+    two = devices[:2]
+    tree = {
+        "act": parallel.shard(np.zeros((2, 4, 0), np.float32), two),
+        "qpos": parallel.shard(np.arange(16, dtype=np.float32).reshape(2, 8), two),
+        "key": parallel.shard(jax.random.split(jax.random.key(0), 2), two),
+    }
+    assert parallel.local_entries(tree)["act"].shape == (2, 4, 0)
+    checkpoint.save_run_state(str(tmp_path), 3, tree)
+    restored = checkpoint.restore_run_state(str(tmp_path), 3, tree)
+    assert restored["act"].shape == (2, 4, 0) and restored["act"].dtype == np.float32
+    np.testing.assert_array_equal(restored["qpos"], np.arange(16, dtype=np.float32).reshape(2, 8))
+    np.testing.assert_array_equal(jax.random.key_data(restored["key"]), parallel.local_entries(tree)["key"])
+    assert parallel.shard(restored, two)["act"].shape == (2, 4, 0)  # what a resume places back on the devices
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("mujoco_playground") is None, reason="needs mujoco_playground")
+def test_a_playground_run_saves_resumes_and_plays_back(tmp_path, capfd):
+    """MuJoCo Playground's CartpoleBalance (an MJX state with arrays of size 0): the run closes on its figure, saves,
+    resumes from its checkpoint, and podracer evaluate plays it."""
+    import jax
+
+    from podracer.cli import command as cli, evaluate as evaluate_command
+
+    directory = str(tmp_path / "ck")
+    common = ["anakin", "--cpu-devices", str(len(jax.devices("cpu"))), "--env", "playground:CartpoleBalance"]
+    common += ["--agent", "ppo", "--num-envs", "8", "--rollout-length", "8", "--updates-per-call", "2"]
+    common += ["--checkpoint-dir", directory, "--no-log-dir", "--eval-every", "2", "--eval-episodes", "2"]
+    assert cli.main([*common, "--num-updates", "4"]) == 0
+    assert cli.main([*common, "--num-updates", "6", "--resume", "auto"]) == 0
+    assert checkpoint.steps(directory) == [4, 6]
+    assert evaluate_command.main(["--checkpoint", directory, "--episodes", "2"]) == 0
+    out, err = capfd.readouterr()
+    assert "final greedy evaluation return" in out and "over 2 episodes (checkpoint step_6)" in out, out
+    assert "Traceback" not in err, err

@@ -276,7 +276,13 @@ def save_run_state(directory: str, step: int, tree, *, local=None) -> None:
     tree = parallel.local_entries(tree) if local is None else local
     check_room(os.path.abspath(directory), tree_bytes(tree), f"the run state of checkpoint step_{step}")
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    _written(os.path.abspath(directory), path, tree, f"the run state of checkpoint step_{step}")
+    _written(os.path.abspath(directory), path, _stand_in_for_empty(tree), f"the run state of checkpoint step_{step}")
+
+
+def _stand_in_for_empty(tree):
+    """``tree`` with each array of no elements replaced by one element of its dtype: orbax refuses to save arrays
+    of size 0 (MJX's state holds them for a model without actuators, ``data.act``), which hold nothing to restore."""
+    return jax.tree.map(lambda x: np.zeros((1,), x.dtype) if np.size(x) == 0 else x, tree)
 
 
 _WARNED: set[str] = set()
@@ -360,8 +366,9 @@ def restore_run_state(directory: str, step: int, template):
             "(it was not written by an Anakin run of this layout)."
         )
     local = parallel.local_entries(template)
-    abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), local)
+    abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), _stand_in_for_empty(local))
     tree = _checkpointer().restore(path, abstract)
+    tree = jax.tree.map(lambda t, x: np.zeros(t.shape, t.dtype) if np.size(t) == 0 else x, local, tree)
     return jax.tree.map(
         lambda t, x: (
             jax.random.wrap_key_data(np.asarray(x), impl=jax.random.key_impl(t)) if _is_key(t) else np.asarray(x)

@@ -283,8 +283,10 @@ def local_entries(tree):
 
     def local(x):
         x = jax.random.key_data(x) if _is_key(x) else x
-        shards = sorted(x.addressable_shards, key=lambda s: s.index[0].start or 0)
-        return np.concatenate([np.asarray(s.data) for s in shards])
+        by_start = {}  # one shard per slice of the device axis: an array that XLA keeps whole on every device (one of
+        for shard in x.addressable_shards:  # no elements: MJX's data.act) has one slice, the whole axis
+            by_start.setdefault(shard.index[0].start or 0, shard)
+        return np.concatenate([np.asarray(by_start[start].data) for start in sorted(by_start)])
 
     return jax.tree.map(local, tree)
 
