@@ -150,7 +150,8 @@ def test_the_command_line_says_it_in_one_line_and_exits_1(tmp_path):
     errors = [line for line in out.stderr.splitlines() if "error" in line.lower()]
     assert errors == [
         "podracer anakin: error: update 2 is not finite (loss, gradient norm, parameters): the run stops; the newest "
-        f"checkpoint, {directory}/step_1, is finite. Most likely at fault: --learning-rate 1e+30, --max-grad-norm "
-        "1e+30 (lower the rate, clip gradients, scale rewards); --on-nonfinite skip discards such updates instead."
+        f"checkpoint, {directory}/step_1, is finite. Most likely at fault: --learning-rate 1e+30 (default 0.003), "
+        "--max-grad-norm 1e+30 (default 0.5), --lr-warmup-steps 1000 (default 0) (lower the rate, clip gradients, "
+        "scale rewards); --on-nonfinite skip discards such updates instead."
     ], out.stderr
     assert "Traceback" not in out.stderr

@@ -156,10 +156,14 @@ def divergence_line(cfg, error) -> str:
     suspects = [f"{flag(name)} {value:.3g}{whose}" for name, value in error.values.items()]
     if lanes:
         suspects.append(f"--pbt-search {' '.join(cfg.pbt_search)} (narrow the ranges)")
+    defaults = hyperparameters(type(cfg.agent)())
+    numeric = [n for n, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    changed = [n for n in numeric if n not in searched and values[n] != defaults.get(n)]  # set by the run: first
+    suspects += [f"{flag(name)} {values[name]:g} (default {defaults[name]:g})" for name in changed]
     suspects += [
         f"{flag(name)} {values[name]:g}"
         for name in ("learning_rate", "max_grad_norm", "reward_scale")
-        if isinstance(values.get(name), (int, float)) and name not in searched
+        if name in numeric and name not in searched and name not in changed
     ]
     kept = "nothing was saved (no --checkpoint-dir)"
     if cfg.checkpoint_dir:

@@ -139,6 +139,9 @@ CORES = ("none", "lstm")
 CoreName = Literal[CORES]  # the core choices, for configs and the command lines
 
 
+LOG_STD_INIT_LIMIT = 20.0  # |--log-std-init| at most: exp of it stays a usable float32 standard deviation
+
+
 @dataclasses.dataclass(frozen=True)
 class NetworkConfig:
     """The network settings every built-in agent config nests (``PPOConfig().network.hidden_sizes``), flat on the
@@ -173,6 +176,12 @@ class NetworkConfig:
     core_size: int = 128  # LSTM units
 
     def __post_init__(self):
+        if isinstance(self.log_std_init, (int, float)) and not abs(self.log_std_init) <= LOG_STD_INIT_LIMIT:
+            raise ValueError(
+                f"--log-std-init must be finite and within [-{LOG_STD_INIT_LIMIT:g}, {LOG_STD_INIT_LIMIT:g}] (a "
+                f"standard deviation of {math.exp(-LOG_STD_INIT_LIMIT):.0e} to {math.exp(LOG_STD_INIT_LIMIT):.0e}), "
+                f"got {self.log_std_init:g}."
+            )
         if any(size < 1 for size in self.hidden_sizes):
             raise ValueError(f"--hidden-sizes must all be >= 1, got {' '.join(map(str, self.hidden_sizes))}.")
         if isinstance(self.core_size, int) and self.core_size < 1:
