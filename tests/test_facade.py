@@ -38,3 +38,21 @@ def test_bad_settings_and_directories_raise_one_line():
         podracer.train("x")
     with pytest.raises(ValueError, match=r"^podracer.load: 'nowhere' is not a directory"):
         podracer.load("nowhere")
+
+
+def test_a_loaded_policy_names_both_shapes_for_observations_it_cannot_take(tmp_path):
+    from podracer.run import compose
+    from podracer.run.config import AnakinConfig
+
+    directory = str(tmp_path / "ck")
+    small = dict(num_envs_per_device=2, rollout_length=4, num_updates=2, updates_per_call=2, no_log_dir=True)
+    compose.train_anakin(AnakinConfig(checkpoint_dir=directory, **small))
+    policy = podracer.load(directory)
+    assert policy.act(np.zeros((3, 10, 5), np.float32)).shape == (3,)  # Catch: a batch of 10 x 5 boards
+    for bad, said in [((3, 5, 10), "(3, 5, 10)"), ((10, 5), "(10, 5)")]:
+        with pytest.raises(ValueError) as error:
+            policy.act(np.zeros(bad, np.float32))
+        assert str(error.value) == (
+            f"Policy.act: observations of shape {said}, dtype float32; this checkpoint's agent acts on a batch of "
+            "observations of shape (10, 5) (float32): pass [B, 10, 5]."
+        )

@@ -39,6 +39,7 @@ class Policy:
         import jax
         import jax.numpy as jnp
 
+        self._check(observations)
         batch = jax.tree.leaves(observations)[0].shape[0]
         first = jnp.zeros((batch,), bool)
         if self._core is None or self._batch != batch:
@@ -47,6 +48,27 @@ class Policy:
             self._key, key = jax.random.split(self._key)
         action, self._core = self._policies[greedy](self.params, observations, key, self._core, first, action_mask)
         return action
+
+    def _check(self, observations) -> None:
+        """A ``ValueError`` naming both shapes when ``observations`` are not a batch of the checkpoint's."""
+        import jax
+        import numpy as np
+
+        expected = self.spec.observation
+        if isinstance(expected, dict):  # structured observations: each entry a batch of its own shape
+            given = observations if isinstance(observations, dict) else {}
+            pairs = [(f"[{k!r}]", given.get(k), v) for k, v in expected.items()]
+        else:
+            pairs = [("", observations, expected)]
+        for where, value, spec in pairs:
+            shape = tuple(np.shape(value)) if value is not None else None
+            if shape is None or shape[1:] != tuple(spec.shape) or not np.issubdtype(np.asarray(value).dtype, np.number):
+                got = "none" if shape is None else f"shape {shape}, dtype {np.asarray(value).dtype}"
+                raise ValueError(
+                    f"Policy.act: observations{where} of {got}; this checkpoint's agent acts on a batch of "
+                    f"observations of shape {tuple(spec.shape)} ({jax.numpy.dtype(spec.dtype)}): pass "
+                    f"[B, {', '.join(map(str, spec.shape))}]" + ("." if spec.shape else ", B the batch.")
+                )
 
 
 def _spec_of(metadata: dict):
