@@ -68,17 +68,23 @@ def test_repeated_flags_are_recorded_and_replayed_once_per_value(tmp_path):
          "--preset {path}: holds 2 presets (a, b); give a file of one."),
         ("[run]\nmode = 'sebulba'\nnote = ''\nflags = {}\n", "--preset {path} is for podracer sebulba, not anakin."),
         ("[run\n", "--preset {path}: not TOML ("),
+        (b"\x84\x00binary", "--preset {path}: not a UTF-8 text file (byte 0x84 at position 0); a preset file is TOML."),
+        ("[run]\nmode = 'anakn'\nnote = ''\nflags = {}\n",
+         "--preset {path}: preset 'run' in {stem}.toml: mode 'anakn' is not one of the modes (anakin, sebulba)."),
     ],
 )  # fmt: skip
 def test_a_bad_preset_file_is_one_line(tmp_path, capsys, text, message):
     path = tmp_path / "run.toml"
-    if text is not None:
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    elif text is not None:
         path.write_text(text)
     with pytest.raises(SystemExit) as exit_info:
         parser.parse(AnakinConfig, ["--preset", str(path)], prog="prog")
     assert exit_info.value.code == 2
     errors = capsys.readouterr().err.splitlines()
-    assert len(errors) == 1 and errors[0].startswith("prog: error: " + message.format(path=path)), errors
+    expected = "prog: error: " + message.format(path=path, stem=str(path).removesuffix(".toml"))
+    assert len(errors) == 1 and errors[0].startswith(expected), errors
     assert presets.is_file(str(path))
 
 

@@ -56,7 +56,14 @@ class Preset(NamedTuple):
 def _parse(suite: str, text: str) -> dict[str, Preset]:
     presets = {}
     for name, table in tomllib.loads(text).items():
+        if not isinstance(table, dict):
+            raise ValueError(f"{suite}.toml: {name!r} is not a table of mode, note and flags.")
         unknown = set(table) - {"mode", "note", "flags"}
+        if "mode" in table and table["mode"] not in MODES:
+            raise ValueError(
+                f"preset {name!r} in {suite}.toml: mode {table['mode']!r} is not one of the modes "
+                f"({', '.join(MODES)})."
+            )
         if unknown or table.get("mode") not in MODES or not isinstance(table.get("flags"), dict):
             raise ValueError(
                 f"preset {name!r} in {suite}.toml: needs mode ({' or '.join(MODES)}), note and a flags "
@@ -92,10 +99,17 @@ def from_file(path: str) -> Preset:
             text = f.read()
     except OSError as error:
         raise ValueError(f"--preset {path}: cannot be read ({error.strerror or error}).") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(
+            f"--preset {path}: not a UTF-8 text file (byte {error.object[error.start]:#04x} at position "
+            f"{error.start}); a preset file is TOML."
+        ) from None
     try:
         found = _parse(path.removesuffix(".toml"), text)
     except tomllib.TOMLDecodeError as error:
         raise ValueError(f"--preset {path}: not TOML ({error}).") from None
+    except ValueError as error:
+        raise ValueError(f"--preset {path}: {error}") from None
     if len(found) != 1:
         named = ", ".join(found) or "none"
         raise ValueError(f"--preset {path}: holds {len(found)} presets ({named}); give a file of one.")
