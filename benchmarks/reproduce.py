@@ -1300,6 +1300,12 @@ def main(argv=None) -> int:
         parser.error(f"--seeds must be >= 2 (an interval over seeds), got {args.seeds}.")
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1, got {args.jobs}.")
+    anakin_rows = [k for k in chosen if mode(next(r for r in ROWS if r.key == k)) == "anakin"]
+    if args.jobs > 1 and anakin_rows:
+        parser.error(
+            f"--jobs trains a Sebulba row's seeds in processes side by side; {', '.join(anakin_rows)} "
+            f"{'is an Anakin row' if len(anakin_rows) == 1 else 'are Anakin rows'}, whose seeds train in one program."
+        )
     if not args.budget_scale > 0:
         parser.error(f"--budget-scale must be > 0, got {args.budget_scale}.")
 

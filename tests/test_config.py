@@ -523,3 +523,28 @@ def test_a_run_fields_group_and_bounds_are_metadata_on_the_field():
         AnakinConfig(eval_policy="best")
     with pytest.raises(ValueError, match=r"^--max-policy-lag must be >= 0, got -1\.$"):
         SebulbaConfig(env="jax:catch", max_policy_lag=-1)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["--total-env-steps", "100", "--num-updates", "40"],
+            "--total-env-steps and --num-updates both set the run's length: pass one (--total-env-steps wins over a "
+            "preset's --num-updates).",
+        ),
+        (
+            ["--env", "catch", "--agent", "td3", "--num-critics", "1", "--no-clipped-double-q"],
+            "--no-clipped-double-q chooses between two critics' targets (the lower, or each its own); --num-critics 1 "
+            "has one: drop one of the two flags.",
+        ),
+    ],
+)
+def test_flags_that_change_nothing_are_one_line(argv, message, capsys):
+    from podracer.cli import parser as cli_parser
+
+    with pytest.raises(SystemExit):
+        cli_parser.parse(AnakinConfig, argv, prog="p")
+    assert capsys.readouterr().err.strip().splitlines() == [f"p: error: {message}"]
+    # a preset's --num-updates gives way to the command line's --total-env-steps
+    assert cli_parser.parse(AnakinConfig, ["--preset", "catch", "--total-env-steps", "4096"]).total_env_steps == 4096

@@ -229,6 +229,11 @@ def parse(
                 raise UsageError(presets.blame(preset, str(error))) from None
             values.preset = preset.name
         values = argparser.parse_args(argv, values)
+        here = vars(argparser.parse_args(argv, argparse.Namespace()))  # what the command line itself gave
+        for first, second in getattr(cls, "ONE_OF", ()):
+            if first in here and second in here:
+                a, b = (f"--{name.replace('_', '-')}" for name in (first, second))
+                raise UsageError(f"{a} and {b} both set the run's length: pass one ({a} wins over a preset's {b}).")
         return flagspec.build(cls, start, vars(values))  # each config's __post_init__ checks it: a ValueError
     except (UsageError, ValueError) as error:
         message = str(error)

@@ -296,8 +296,8 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
     # the agent and its hyper-parameters
     agent: Annotated[AgentConfig, Flag(group=WHAT)] = dataclasses.field(default_factory=_agent_default("a2c"))
     # the run's budget in environment steps per seed (all devices together), rounded up to whole updates as Sebulba's
-    # is, here to whole host calls (--updates-per-call updates each; the banner says by how much); overrides
-    # --num-updates
+    # is, here to whole host calls (--updates-per-call updates each; the banner says by how much); instead of
+    # --num-updates (a preset's; a command line gives one of the two)
     total_env_steps: Annotated[int | None, Flag(group=HOW_LONG, low=1)] = None
     num_updates: Annotated[int, Flag(group=HOW_LONG, low=1)] = 240  # learner updates in the run
     # updates scanned on the device per host call; one log line per call
@@ -330,6 +330,9 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
     pbt_fraction: Annotated[float, Flag(group=SWEEPS)] = 0.25
     # chance that a copied value is drawn afresh from its range, else x0.8 or x1.25
     pbt_resample: Annotated[float, Flag(group=SWEEPS)] = 0.25
+
+    # flags of which a command line gives one: the other may come from a preset, and the command line's wins
+    ONE_OF = (("total_env_steps", "num_updates"),)
 
     def __post_init__(self):
         super().__post_init__()

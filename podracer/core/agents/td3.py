@@ -100,6 +100,11 @@ class TD3Config(Configurable):
             )
         if self.num_critics not in (1, 2):
             raise ValueError(f"--num-critics must be 1 or 2, got {self.num_critics}.")
+        if self.num_critics == 1 and not self.clipped_double_q:
+            raise ValueError(
+                "--no-clipped-double-q chooses between two critics' targets (the lower, or each its own); "
+                "--num-critics 1 has one: drop one of the two flags."
+            )
         if self.num_atoms == 2 or (self.num_atoms > 1 and not self.v_min < self.v_max):
             raise ValueError(
                 f"--num-atoms 1 (scalar critics) or >= 3 with --v-min < --v-max, got {self.num_atoms} on "
