@@ -483,7 +483,12 @@ def test_an_accelerator_call_stands_for_a_row_only_when_it_trained_the_rows_sett
 def test_jobs_on_an_anakin_row_is_refused_naming_the_row(capsys):
     with pytest.raises(SystemExit):
         _reproduce().main(["--rows", "cartpole,hopper", "--jobs", "2"])
-    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
-        "error: --jobs trains a Sebulba row's seeds in processes side by side; cartpole is an Anakin row, whose "
-        "seeds train in one program."
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .splitlines()[-1]
+        .endswith(
+            "error: --jobs trains a Sebulba row's seeds in processes side by side; cartpole is an Anakin row, whose "
+            "seeds train in one program."
+        )
     )

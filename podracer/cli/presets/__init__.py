@@ -61,8 +61,7 @@ def _parse(suite: str, text: str) -> dict[str, Preset]:
         unknown = set(table) - {"mode", "note", "flags"}
         if "mode" in table and table["mode"] not in MODES:
             raise ValueError(
-                f"preset {name!r} in {suite}.toml: mode {table['mode']!r} is not one of the modes "
-                f"({', '.join(MODES)})."
+                f"preset {name!r} in {suite}.toml: mode {table['mode']!r} is not one of the modes ({', '.join(MODES)})."
             )
         if unknown or table.get("mode") not in MODES or not isinstance(table.get("flags"), dict):
             raise ValueError(
