@@ -187,3 +187,17 @@ def test_a_sebulba_run_directory_replays_to_the_same_first_progress_line(tmp_pat
         for d in (first, again)
     )
     assert ours == theirs and ours["env_steps"] == 256 and ours["episodes"] > 0, ours
+
+
+def test_a_refused_command_leaves_no_run_directory(tmp_path, monkeypatch, capsys):
+    """A command refused after its run directory was made (here: environments that do not split over the devices)
+    removes that directory; one with a record of training is kept."""
+    from podracer.run import rundir
+
+    monkeypatch.setenv("PODRACER_RUNS_DIR", str(tmp_path / "runs"))
+    assert _train(["--num-envs", "3"]) == 2
+    assert "--num-envs = 3 is not divisible" in capsys.readouterr().err
+    assert list((tmp_path / "runs").iterdir()) == []
+    kept = rundir.default_log_dir("catch", "a2c", 0)
+    (tmp_path / "runs" / kept.split("/")[-1] / "metrics.jsonl").write_text('{"env_steps": 1}\n')
+    assert not rundir.discard_if_untrained(kept) and (tmp_path / "runs").joinpath(kept.split("/")[-1]).is_dir()

@@ -65,6 +65,7 @@ def train(
     cfg = parser.parse(default, argv, prog=prog, description=description)
     startup.mark("imports")
     startup.count_programs()
+    given_log_dir = cfg.log_dir
     if cfg.process_id in (None, 0) and not cfg.distributed:  # the main process (--distributed: known once started)
         try:
             cfg = _log_dir(cfg, name)
@@ -93,6 +94,10 @@ def train(
     except ValueError as error:
         if parallel.process_count() > 1 and multihost.lost_peer(error):  # a collective's error, raised as ValueError
             multihost.abandon_run(name, error)
+        if cfg.log_dir and cfg.log_dir != given_log_dir:  # a run directory made for this command, which is refused:
+            from podracer.run import rundir
+
+            rundir.discard_if_untrained(cfg.log_dir)
         print(f"{name}: error: {error}", file=sys.stderr)
         return 2
     except Exception as error:  # noqa: BLE001 - in a multi-process run, most likely a process that is gone

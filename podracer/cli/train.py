@@ -91,6 +91,8 @@ def train(mode: str = "anakin", **settings) -> Trained:
         report=report,
     )
     if "result" not in kept:
+        if settings.get("log_dir") and not parsed.log_dir:  # the run directory made above, for a run refused
+            rundir.discard_if_untrained(settings["log_dir"])
         raise RuntimeError(f"{prog}: the run ended with exit status {status} before it trained (said above).")
     cfg = kept["config"]
     return Trained(cfg, kept["result"], cfg.log_dir, cfg.checkpoint_dir, status)

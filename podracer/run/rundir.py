@@ -9,6 +9,7 @@ from podracer.run.disk import writable_directory
 
 
 RUNS_DIR = "PODRACER_RUNS_DIR"  # where the command line's default log directories go; unset: ./runs
+MADE: set[str] = set()  # the run directories this process made (default_log_dir): the only ones it may discard
 
 
 def default_log_dir(env: str, agent: str, seed: int, root: str | None = None) -> str:
@@ -24,6 +25,7 @@ def default_log_dir(env: str, agent: str, seed: int, root: str | None = None) ->
         path = os.path.join(root, stem if attempt == 1 else f"{stem}-{attempt}")
         try:
             os.mkdir(path)
+            MADE.add(path)
             return path
         except FileExistsError:
             continue
@@ -54,6 +56,21 @@ def resumed_log_dir(cfg) -> tuple[str | None, str | None]:
     return recorded, None
 
 
+def discard_if_untrained(path: str) -> bool:
+    """Removes the run directory ``path``, made for a command that was then refused, where it holds no record of
+    training (no line in ``metrics.jsonl``, no checkpoint): a refused command leaves nothing behind. A directory
+    that a resume continues is never passed here (only one made for this command)."""
+    import shutil
+
+    metrics = os.path.join(path, "metrics.jsonl")
+    if path not in MADE or not os.path.isdir(path) or (os.path.isfile(metrics) and os.path.getsize(metrics) > 0):
+        return False
+    if any(name.startswith("step_") for _, dirs, files in os.walk(path) for name in dirs + files):
+        return False  # a checkpoint (the Python API's default --checkpoint-dir is inside the run directory)
+    shutil.rmtree(path, ignore_errors=True)
+    return True
+
+
 def settle_log_dir(cfg):
     """``cfg`` with its log directory settled for the command line (the main process): ``--log-dir`` checked (a file,
     or not writable: one line), else a new :func:`default_log_dir` unless ``--no-log-dir``; and the line to say."""
@@ -78,4 +95,4 @@ def settle_log_dir(cfg):
     return dataclasses.replace(cfg, log_dir=path), f"logging to {path} (metrics.jsonl, TensorBoard; --no-log-dir: none)"
 
 
-__all__ = ["RUNS_DIR", "default_log_dir", "resumed_log_dir", "settle_log_dir"]
+__all__ = ["RUNS_DIR", "default_log_dir", "discard_if_untrained", "resumed_log_dir", "settle_log_dir"]
