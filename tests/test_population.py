@@ -142,6 +142,14 @@ def test_a_population_run_logs_its_lanes_and_resumes_exactly(tmp_path):
     assert (tmp_path / "whole" / "pbt_schedule.csv").exists() and (tmp_path / "whole" / "pbt_schedule.png").exists()
     schedule = (tmp_path / "whole" / "pbt_schedule.csv").read_text().splitlines()
     assert schedule[0] == "env_steps,lane,learning_rate,entropy_coef,copied" and len(schedule) == 1 + len(ours)
+    # the resumed run's schedule is made from its whole record: every attempt's rows, as the run not stopped
+    import csv
+
+    rows = [list(csv.DictReader((tmp_path / name / "pbt_schedule.csv").open())) for name in ("whole", "parts")]
+    assert len(rows[0]) == len(rows[1]) == len(ours)
+    for a, b in zip(*rows):
+        assert (a["env_steps"], a["lane"], a["copied"]) == (b["env_steps"], b["lane"], b["copied"])
+        assert float(a["learning_rate"]) == pytest.approx(float(b["learning_rate"]), rel=1e-6)
 
     meta = [checkpoint.read_metadata(d) for d in (whole.checkpoint_dir, parts.checkpoint_dir)]
     assert meta[0]["updates"] == meta[1]["updates"] == 80

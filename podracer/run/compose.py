@@ -364,6 +364,18 @@ def host_env_factory(config: SebulbaConfig) -> Callable[[int, int], HostEnv]:
 # ----------------------------------------------------------------------------------------- Anakin
 
 
+def whole_record(log_dir: str | None, history: list[dict]) -> list[dict]:
+    """The run's records over every attempt: ``log_dir``'s ``metrics.jsonl`` before this attempt's first record (the
+    attempts a resume continues), then this attempt's ``history``; ``history`` alone without a record."""
+    path = os.path.join(log_dir, "metrics.jsonl") if log_dir else None
+    if not history or not path or not os.path.isfile(path):
+        return history
+    with open(path, encoding="utf-8") as f:
+        earlier = [json.loads(line) for line in f if line.strip()]
+    first = history[0]["env_steps"]
+    return [r for r in earlier if r.get("env_steps", first) < first] + list(history)
+
+
 def train_anakin(config: AnakinConfig, stop: threading.Event | None = None) -> anakin_loop.RunResult:
     """Runs ``config`` on every device of every process; only process 0 logs and writes checkpoints.
 
@@ -504,8 +516,8 @@ def _train_anakin(
         )
     saver.finish(result)
     if main and sweep is not None and result.history:
-        if config.population:  # the best lane, its values, and with --log-dir its schedule
-            print(pbt.report(result.history, sweep.names, config.log_dir)[0], flush=True)
+        if config.population:  # the best lane, its values, and with --log-dir its schedule over every attempt
+            print(pbt.report(whole_record(config.log_dir, result.history), sweep.names, config.log_dir)[0], flush=True)
         else:
             print(sweep_lib.report(result.history, sweep.points, config.log_dir, config.eval_policy), flush=True)
     return result
