@@ -94,7 +94,13 @@ class Row:
 ROWS = (
     Row("pong-training", ("envpool",), 120, "podracer sebulba --preset pong: time and env steps to a return of 18"),
     Row("anakin", (), 150, "Anakin PPO, float32 and bfloat16, beside PureJaxRL's ppo.py on CartPole"),
-    Row("sebulba-pong", ("envpool",), 90, "Sebulba IMPALA on Pong against envpool's ceiling; MuZero's actors"),
+    Row(
+        "sebulba-pong",
+        ("envpool",),
+        150,
+        "Sebulba IMPALA on Pong against envpool's ceiling, with and without --envpool-xla; the actor's envpool loop "
+        "in four forms; MuZero's actors",
+    ),
     Row("minatar-ppo", ("gymnax",), 150, "PPO on MinAtar at gymnax-blines' settings, 10M x 10 seeds, a game"),
     Row("minatar-pqn", ("gymnax",), 150, "PQN on MinAtar at purejaxql's settings, 10M x 10 seeds, a game"),
     Row("craftax", ("craftax",), 60, "Anakin PPO env steps/s on Craftax-Classic-Symbolic"),
@@ -727,8 +733,36 @@ def _sebulba_throughput(ctx: Context, extra: list[str], label: str) -> None:
     )
 
 
+def _actor_forms(ctx: Context) -> None:
+    """``benchmarks/actor_envpool.py`` on Pong: the actor's envpool loop alone, sync, two groups, envpool's async
+    batches and its XLA step, at the Pong throughput layout's batch per actor."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "forms"
+        envs, rollouts, rounds = ("8", "1", "1") if ctx.smoke else (PONG_THROUGHPUT_LAYOUT[3], "2", "3")
+        command = [sys.executable, str(HERE / "actor_envpool.py"), "--preset", "pong", "--num-envs", envs]
+        command += ["--rollouts", rollouts, "--rounds", rounds, "--out", str(out)]
+        command += ["--rollout-length", "8"] if ctx.smoke else []
+        subprocess.run(command, check=True, timeout=max(60, ctx.left()))
+        data = json.loads(out.with_suffix(".json").read_text())
+    sync = statistics.median(data["env_steps_per_s"]["sync"])
+    for form, rates in data["env_steps_per_s"].items():
+        ctx.record(
+            f"Pong actor loop alone, {form}, {data['num_envs']} envs",
+            statistics.median(rates),
+            peer=sync,
+            peer_name="sync (one batch, the host loop)",
+            ratio=statistics.median(data["ratio_to_sync"][form]) if form != "sync" else 1.0,
+            note="PPO's Nature CNN acting, no learner; rollouts of the preset's length",
+            data={"form": form, "rates": rates},
+        )
+
+
 def row_sebulba_pong(ctx: Context) -> None:
     _sebulba_throughput(ctx, [], "IMPALA Pong")
+    if ctx.left() > 60:
+        _sebulba_throughput(ctx, ["--envpool-xla"], "IMPALA Pong --envpool-xla")
+    if ctx.left() > 60:
+        _actor_forms(ctx)
     if ctx.left() > 60:
         _sebulba_throughput(ctx, ["--agent", "muzero"], "MuZero Pong actors")
 

@@ -180,8 +180,11 @@ def test_smoke_runs_every_row_at_toy_sizes_on_the_cpu(tmp_path):
         # Asterix first, trained with its reproduction row's flags, so that reproduce.py --from-accelerator takes it
         assert ppo["data"]["preset"] == "asterix-minatar" and ppo["data"]["flags"] == {"kernel-init": "lecun"}
     if "sebulba-pong" in available:
-        impala, muzero = by_row["sebulba-pong"]
-        assert impala["data"]["agent"] == "impala" and muzero["data"]["agent"] == "muzero"
+        impala, xla, *forms, muzero = by_row["sebulba-pong"]
+        assert impala["data"]["agent"] == xla["data"]["agent"] == "impala" and muzero["data"]["agent"] == "muzero"
+        assert xla["what"].startswith("IMPALA Pong --envpool-xla: end to end") and xla["podracer"] > 0
+        assert [r["data"]["form"] for r in forms] == ["sync", "groups", "async", "xla"]
+        assert all(r["podracer"] > 0 and r["ratio"] > 0 for r in forms)
         assert impala["peer"] > 0 and impala["ratio"] == pytest.approx(impala["podracer"] / impala["peer"])
     assert "| anakin-sizes | a2c catch, 16 envs [env steps/s] |" in (tmp_path / "accelerator.md").read_text()
     if "pong-training" in available:  # the run's folder comes back; carried into the next call, the run resumes

@@ -144,3 +144,104 @@ def test_each_environment_gets_its_own_seed():
     np.testing.assert_array_equal(given.reset().observation[0], first)
     with pytest.raises(ValueError, match=r"^3 seeds for 2 environments; give one per environment\.$"):
         EnvpoolEnv("CartPole-v1", num_envs=2, seed=[1, 2, 3])
+
+
+@pytest.mark.parametrize("task", ["Pong", "CartPole"])
+def test_the_xla_step_receives_what_recv_receives(task):
+    """``EnvpoolEnv.xla_step`` inside jit gives the time steps, raw rewards and episode statistics that ``recv`` gives
+    for the same seeds and actions: Pong's stacked frames, clipped rewards and raw ones, CartPole's terminations."""
+    import jax
+
+    host, xla = (EnvpoolEnv(task, num_envs=4, seed=3, sticky_action_probability=0.0) for _ in range(2))
+    step = xla.xla_step()
+
+    @jax.jit
+    def receive_and_send(handle, action):
+        handle, timestep, raw = step.recv(handle)
+        return step.send(handle, action), timestep, raw
+
+    rng = np.random.default_rng(0)
+    n = host.spec().num_actions
+    for env in (host, xla):
+        env.reset()
+    action = rng.integers(0, n, 4).astype(np.int32)
+    host.send(action)
+    xla.send(action)
+    handle, raws, lasts = step.handle, [], []
+    for _ in range(300 if task == "Pong" else 100):
+        action = rng.integers(0, n, 4).astype(np.int32)
+        expected = host.recv()
+        host.send(action)
+        handle, got, raw = receive_and_send(handle, action)
+        xla.record(np.asarray(raw), np.asarray(got.last))
+        for field in ("observation", "reward", "discount", "last"):
+            np.testing.assert_array_equal(np.asarray(getattr(got, field)), getattr(expected, field), err_msg=field)
+        assert np.asarray(got.observation).dtype == expected.observation.dtype
+        np.testing.assert_array_equal(xla.stats.episode_return, host.stats.episode_return)
+        np.testing.assert_array_equal(xla.stats.episode_length, host.stats.episode_length)
+        raws.append(np.asarray(raw))
+        lasts.append(expected.last)
+    assert np.any(np.concatenate(raws) != 0) and (
+        task == "Pong" or np.any(lasts)
+    )  # points were scored, or episodes ended
+    if task == "Pong":  # the raw rewards are Pong's points; the learning ones are clipped (the same here: +-1)
+        assert set(np.unique(np.concatenate(raws))) <= {-1.0, 0.0, 1.0}
+    for env in (host, xla):
+        env.close()
+
+
+def test_the_xla_step_refuses_what_it_cannot_pass():
+    with pytest.raises(ValueError, match=r"^--envpool-xla: Pendulum-v1's actions are not discrete; it steps discrete "):
+        EnvpoolEnv("Pendulum-v1", num_envs=2).xla_step()
+    assert EnvpoolEnv("CartPole", num_envs=2).xla_refusal() is None
+    refusal = EnvpoolEnv("HalfCheetah-v4", num_envs=1).xla_refusal()
+    assert refusal == "HalfCheetah-v4's observations are float64, which JAX holds as float32 here", refusal
+
+
+@pytest.mark.parametrize("core", [None, "lstm"])
+def test_sebulba_with_envpool_xla_trains_to_the_same_parameters_as_the_host_loop(core, devices):
+    """--envpool-xla: each actor rollout in one program through envpool's XLA step; with --max-policy-lag 0 (each
+    trajectory learned with the parameters that acted it) the run's parameters and records are the host loop's to the
+    bit, for a feed-forward and a recurrent PPO."""
+    import dataclasses
+
+    import jax
+
+    from podracer.core.agents import PPOConfig
+    from podracer.run.compose import train_sebulba
+    from podracer.run.config import SebulbaConfig
+
+    agent = PPOConfig(num_minibatches=2).replace(hidden_sizes=(16,))
+    if core:
+        agent = agent.replace(core=core, core_size=8)
+    config = SebulbaConfig(
+        env="CartPole",
+        agent=agent,
+        num_envs_per_actor=8,
+        rollout_length=16,
+        total_env_steps=8 * 16 * 4,
+        actor_devices=(0,),
+        learner_devices=(1,),
+        max_policy_lag=0,
+        log_every=2,
+    )
+    host = train_sebulba(config)
+    xla = train_sebulba(dataclasses.replace(config, envpool_xla=True))
+    assert host.updates == xla.updates == 4
+    for a, b in zip(jax.tree.leaves(host.state.params), jax.tree.leaves(xla.state.params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    for key in ("env_steps", "episode_return", "episode_length", "episodes", "loss"):
+        assert [h[key] for h in host.history] == [h[key] for h in xla.history], key
+    assert xla.history[-1]["actor_env_s"] == 0.0 and xla.history[-1]["actor_act_s"] > 0
+
+
+def test_envpool_xla_refusals_are_one_line():
+    from podracer.run.config import SebulbaConfig
+
+    with pytest.raises(ValueError, match=r"^--envpool-xla steps envpool's tasks; jax:cartpole is not one\.$"):
+        SebulbaConfig(env="jax:cartpole", envpool_xla=True)
+    with pytest.raises(
+        ValueError,
+        match=r"^--envpool-xla steps one envpool batch per actor thread in one program; drop --env-groups 2\.$",
+    ):
+        SebulbaConfig(env="CartPole", envpool_xla=True, env_groups=2)

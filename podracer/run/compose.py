@@ -556,8 +556,14 @@ def _start_sebulba(config: SebulbaConfig, make_env, stop, log) -> sebulba_learne
     probe = make_env(config.seed, 1)  # the spec, for the memory estimate before the batches are made
     try:
         spec, env_name = probe.spec(), getattr(probe, "task_id", config.env)
+        refusal = None
+        if config.envpool_xla:
+            refuse = getattr(probe, "xla_refusal", None)
+            refusal = refuse() if refuse else f"{config.env}'s environments are not envpool's"
     finally:
         probe.close()
+    if refusal:
+        raise ValueError(f"--envpool-xla: {refusal}.")
     check_normalizable(config, spec)
     check_applies(config, spec)
     plan = sebulba_plan(config, per_actor, layout)
@@ -626,7 +632,13 @@ def _run_sebulba(
             flush=True,
         )
     actors = assemble.Actors(
-        groups, config.actor_threads, first_actor, actor_key, config.actor_timeout, config.max_policy_lag
+        groups,
+        config.actor_threads,
+        first_actor,
+        actor_key,
+        config.actor_timeout,
+        config.max_policy_lag,
+        config.envpool_xla,
     )
     try:
         hooks = sebulba_learner.Hooks(stop, log, save, _sebulba_evaluation(config, make_env, agent))

@@ -407,6 +407,10 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
     # groups an actor thread's environments are split into: one group steps while another's actions are computed; None:
     # 2 on accelerators, 1 when actors run on the CPU
     env_groups: Annotated[int | None, Flag(group=ENVS, low=1)] = None
+    # each actor thread steps its envpool batch through envpool's XLA interface inside one compiled rollout on its
+    # device (receive, act, send, rollout-length times): no Python per step, the same trajectories to the bit;
+    # envpool's tasks of discrete actions and array observations, one environment group
+    envpool_xla: Annotated[bool, Flag(group=ENVS)] = False
     # envpool's Atari games: the probability that the emulator repeats the previous action instead of the chosen one
     # (Machado et al. 2018's sticky actions; envpool's own default and CleanRL's envpool scripts: 0)
     sticky_actions: Annotated[float, Flag(metavar="PROB", group=ENVS)] = 0.25
@@ -454,6 +458,13 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
             require(self.env)  # envpool is an extra: its absence is one line here, before anything starts
         if self.env_groups is not None:
             parallel.check_divisible(self.num_envs_per_actor, self.env_groups, "--num-envs-per-actor", "--env-groups")
+        if self.envpool_xla and (envs.is_jax_on_host(self.env) or self.env.startswith("gymnasium:")):
+            raise ValueError(f"--envpool-xla steps envpool's tasks; {self.env} is not one.")
+        if self.envpool_xla and self.env_groups not in (None, 1):
+            raise ValueError(
+                f"--envpool-xla steps one envpool batch per actor thread in one program; drop --env-groups "
+                f"{self.env_groups}."
+            )
         if not 0.0 <= self.sticky_actions <= 1.0:
             raise ValueError(f"--sticky-actions is a probability in [0, 1], got {self.sticky_actions:g}.")
         if self.sticky_actions != STICKY_ACTIONS and self.command_line_agent(self.env) != "impala":
@@ -472,4 +483,4 @@ class SebulbaConfig(RunConfig, _ChoosesAnAgent):
         group, 21k with two), so one group; on an accelerator, inference overlaps stepping."""
         if self.env_groups is not None:
             return self.env_groups
-        return 1 if actor_platform == "cpu" or num_envs_per_actor % 2 else 2
+        return 1 if self.envpool_xla or actor_platform == "cpu" or num_envs_per_actor % 2 else 2

@@ -21,7 +21,8 @@ from __future__ import annotations
 import difflib
 import functools
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -169,6 +170,16 @@ def observation_of(space, task_id: str):
     return (sum(sizes.values()),), np.dtype(np.float32), None, flatten
 
 
+class XlaStep(NamedTuple):
+    """An envpool batch stepped from inside a compiled program (envpool's XLA interface, ``env.xla()``): its
+    ``recv`` and ``send`` are custom calls that XLA runs where the program runs, ordered by the ``handle`` they
+    thread. The batch is in environment order, as :meth:`EnvpoolEnv.recv` gives it."""
+
+    handle: np.ndarray  # the pool, as envpool's XLA functions take it (uint8 bytes)
+    recv: Callable  # recv(handle) -> (handle, TimeStep, raw reward [B]): what EnvpoolEnv.recv returns, traced
+    send: Callable  # send(handle, action int32 [B]) -> handle
+
+
 class EnvpoolEnv:
     """``num_envs`` envpool environments stepped together.
 
@@ -234,6 +245,7 @@ class EnvpoolEnv:
         self._all = np.arange(num_envs, dtype=np.int32)
         self._episodes = HostEpisodes(num_envs)
         self.stats = self._episodes.stats
+        self._xla: XlaStep | None = None
 
     def spec(self) -> EnvSpec:
         return self._spec
@@ -266,7 +278,7 @@ class EnvpoolEnv:
             info = {k: v[order] for k, v in info.items() if isinstance(v, np.ndarray) and len(v) == self.num_envs}
         raw = np.asarray(info.get("reward", reward), np.float32) if self.atari else np.asarray(reward, np.float32)
         last = np.logical_or(terminated, truncated)
-        self.stats = self._episodes.update(raw, last)
+        self.record(raw, last)
         reward = np.clip(reward, -1.0, 1.0) if self.clip_rewards else reward
         return TimeStep(
             observation=np.asarray(observation, self._dtype),
@@ -278,6 +290,58 @@ class EnvpoolEnv:
     def step(self, action: np.ndarray) -> TimeStep:
         self.send(action)
         return self.recv()
+
+    def record(self, raw_reward: np.ndarray, last: np.ndarray) -> None:
+        """Counts one step of every environment in :attr:`stats` (what :meth:`recv` does; the XLA step's caller
+        calls it for each step of what it received)."""
+        self.stats = self._episodes.update(raw_reward, last)
+
+    def xla_refusal(self) -> str | None:
+        """Why :meth:`xla_step` cannot step this batch (one line), else ``None``: the XLA step passes observations
+        and actions as envpool makes them, so they must be arrays JAX holds as they are (not float64, not a dict)
+        and the actions discrete without a mask."""
+        space = self._pool.observation_space
+        if not hasattr(space, "dtype") or getattr(space, "spaces", None) is not None:
+            return f"{self.task_id}'s observations are a dict of entries; it steps array observations"
+        if jax.dtypes.canonicalize_dtype(space.dtype) != np.dtype(space.dtype):
+            return f"{self.task_id}'s observations are {np.dtype(space.dtype)}, which JAX holds as float32 here"
+        if not self._spec.num_actions or self._spec.action_mask:
+            return f"{self.task_id}'s actions are not discrete; it steps discrete actions"
+        return None
+
+    def xla_step(self) -> XlaStep:
+        """This batch's :class:`XlaStep` (made once). It steps the same pool as :meth:`send` and :meth:`recv`: a
+        batch reset with :meth:`reset` and sent its first actions goes on in a program that receives."""
+        if self._xla is not None:
+            return self._xla
+        refusal = self.xla_refusal()
+        if refusal:
+            raise ValueError(f"--envpool-xla: {refusal}.")
+        import jax.numpy as jnp
+
+        handle, recv, send, _ = self._pool.xla()
+        atari, clip_rewards, n = self.atari, self.clip_rewards, self.num_envs
+
+        def receive(handle):
+            handle, (observation, reward, terminated, truncated, info) = recv(handle)
+            order = jnp.argsort(info["env_id"])  # envpool may return the batch permuted
+            take = lambda x: jnp.take(x, order, axis=0)  # noqa: E731
+            observation, reward, terminated, truncated = map(take, (observation, reward, terminated, truncated))
+            raw = take(info["reward"]) if atari and "reward" in info else reward
+            reward = jnp.clip(reward, -1.0, 1.0) if clip_rewards else reward
+            timestep = TimeStep(
+                observation=observation,
+                reward=reward.astype(jnp.float32),
+                discount=jnp.where(terminated, 0.0, 1.0).astype(jnp.float32),
+                last=jnp.logical_or(terminated, truncated),
+            )
+            return handle, timestep, raw.astype(jnp.float32)
+
+        def transmit(handle, action):
+            return send(handle, jnp.asarray(action, jnp.int32).reshape(n), jnp.arange(n, dtype=jnp.int32))
+
+        self._xla = XlaStep(handle, receive, transmit)
+        return self._xla
 
     def close(self) -> None:
         close = getattr(self._pool, "close", None)

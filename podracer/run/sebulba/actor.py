@@ -17,10 +17,9 @@ from podracer.run.sebulba.pipeline import ActorStatus, ParamStore, Rollout, Stop
 from podracer.core.types import TimeStep, Trajectory
 
 
-def make_act(agent: Agent):
-    """``act(params, observation, key, state, first, action_mask=None) -> (action, extras, state, next key)``, jitted;
-    it runs where its inputs live. ``state`` is the agent's actor state (``agent.initial_state``); ``action_mask``
-    the time step's legal actions, where the environment has them."""
+def _act(agent: Agent):
+    """``act(params, observation, key, state, first, action_mask=None) -> (action, extras, state, next key)``, not
+    jitted (:func:`make_act`'s, and the XLA rollout's step)."""
     if agent.plans:
         raise ValueError(
             "--agent alphazero searches with a JAX environment's own rules: it trains in Anakin (podracer anakin), "
@@ -32,7 +31,51 @@ def make_act(agent: Agent):
         action, extras, state = agent.act(params, observation, act_key, state, first, **act_mask(action_mask))
         return action, extras, state, key
 
-    return jax.jit(act)
+    return act
+
+
+def make_act(agent: Agent):
+    """``act(params, observation, key, state, first, action_mask=None) -> (action, extras, state, next key)``, jitted;
+    it runs where its inputs live. ``state`` is the agent's actor state (``agent.initial_state``); ``action_mask``
+    the time step's legal actions, where the environment has them."""
+    return jax.jit(_act(agent))
+
+
+class XlaRollout:
+    """``length`` steps of one envpool batch in one compiled program on the actor's device (``--envpool-xla``):
+    receive, act, send, as the host loop of :func:`run_actor` does, through envpool's XLA interface
+    (:meth:`~podracer.run.hostenvs.envpool.EnvpoolEnv.xla_step`), so no Python runs per step and the steps' time
+    steps, actions and extras come back to the host in one transfer. The same keys, actions and time steps as the
+    host loop: trajectories are the same to the bit."""
+
+    def __init__(self, agent: Agent, env, length: int, device: jax.Device):
+        step, act = env.xla_step(), _act(agent)
+        self.env, self.length = env, length
+        self.handle = parallel.put_on(step.handle, device)
+
+        def rollout(handle, params, key, core, first):
+            def one(carry, _):
+                handle, key, core, first = carry
+                handle, timestep, raw = step.recv(handle)
+                action, extras, core, key = act(params, timestep.observation, key, core, first)
+                handle = step.send(handle, action)
+                return (handle, key, core, timestep.last), (timestep, raw, action, extras)
+
+            (handle, key, core, first), steps = jax.lax.scan(one, (handle, key, core, first), length=length)
+            return handle, key, core, first, steps
+
+        self._rollout = jax.jit(rollout, donate_argnums=0)
+
+    def __call__(self, params, key, core, first, returns: list, lengths: list):
+        """``(key, core, first, steps)``: ``steps`` the rollout's ``(timesteps, actions, extras)`` on the host, with
+        a leading axis of ``length``; the environments' episode statistics counted and the episodes that ended
+        added to ``returns`` and ``lengths``."""
+        self.handle, key, core, first, steps = self._rollout(self.handle, params, key, core, first)
+        timesteps, raws, actions, extras = jax.device_get(steps)
+        for t in range(self.length):
+            self.env.record(raws[t], timesteps.last[t])
+            _episodes_ended(self.env, timesteps.last[t], returns, lengths)
+        return key, core, np.asarray(first), (timesteps, actions, extras)
 
 
 def _stack(entries):
@@ -42,6 +85,24 @@ def _stack(entries):
     extras = [split_start_state(e)[0] for e in extras]
     stack = lambda *xs: np.stack(xs)  # noqa: E731
     return Trajectory(jax.tree.map(stack, *timesteps), np.stack(actions), jax.tree.map(stack, *extras), start)
+
+
+def _stack_after(entry, steps):
+    """The trajectory of ``entry`` then ``steps`` (``(timesteps, actions, extras)`` with a leading axis of ``T``), as
+    :func:`_stack` makes it of ``T + 1`` entries."""
+    timestep, action, extras = entry
+    first, start = split_start_state(extras)
+    timesteps, actions, rest = steps
+    after = lambda x, xs: np.concatenate([np.asarray(x)[None], xs])  # noqa: E731
+    rest = split_start_state(rest)[0]
+    return Trajectory(
+        jax.tree.map(after, timestep, timesteps), after(action, actions), jax.tree.map(after, first, rest), start
+    )
+
+
+def _last_entry(steps):
+    """The last of ``steps``' entries (:func:`_stack_after`), the next trajectory's first."""
+    return jax.tree.map(lambda x: x[-1], steps)
 
 
 def _split_for_learners(trajectory: Trajectory, num_learners: int) -> Trajectory:
@@ -112,11 +173,11 @@ def _reset(env: HostEnv) -> TimeStep:
     return timestep
 
 
-def _episodes_ended(env: HostEnv, timestep, returns: list, lengths: list) -> None:
-    """Adds the returns and lengths of ``env``'s episodes that ``timestep`` ends."""
-    if timestep.last.any():
-        returns.extend(env.stats.episode_return[timestep.last].tolist())
-        lengths.extend(env.stats.episode_length[timestep.last].tolist())
+def _episodes_ended(env: HostEnv, last, returns: list, lengths: list) -> None:
+    """Adds the returns and lengths of ``env``'s episodes that end where ``last``."""
+    if last.any():
+        returns.extend(env.stats.episode_return[last].tolist())
+        lengths.extend(env.stats.episode_length[last].tolist())
 
 
 def _send(env: HostEnv, action, status: ActorStatus) -> None:
@@ -140,6 +201,7 @@ def run_actor(
     stop: threading.Event,
     status: ActorStatus | None = None,
     max_policy_lag: int | None = None,
+    envpool_xla: bool = False,
 ) -> None:
     """Steps ``envs`` with the newest parameters (``act`` is :func:`make_act` of ``agent``) and ships ``[T + 1, B]``
     trajectories (``T``: ``plan.rollout_length``) until ``stop``.
@@ -154,6 +216,7 @@ def run_actor(
     ``max_policy_lag`` once the learner has taken every trajectory started before but that many.
     A recurrent agent's core state stays on ``device``, one per group, carried across
     rollouts and reset where an episode starts. ``status`` hears what the thread waits on.
+    With ``envpool_xla`` (one envpool group) each rollout after the first step is one :class:`XlaRollout`.
     """
     status = status or ActorStatus("actor", device)
     num_learners = len(parallel.local_devices(learner_devices))
@@ -182,24 +245,32 @@ def run_actor(
     for env, part in zip(envs, parts):
         _send(env, part[1], status)
     entry = _concat(parts)
+    xla = XlaRollout(agent, envs[0], plan.rollout_length, device) if envpool_xla else None
     while not stop.is_set():
         seconds, entries, returns, lengths = {"env": 0.0, "act": 0.0, "ship": 0.0, "put_wait": 0.0}, [entry], [], []
-        for _ in range(plan.rollout_length):
-            for g, env in enumerate(envs):
-                start = time.perf_counter()
-                status.now("environment")
-                timestep = env.recv()
-                now = time.perf_counter()
-                seconds["env"] += now - start
-                _episodes_ended(env, timestep, returns, lengths)
-                parts[g] = act_on(timestep, g)
-                _send(env, parts[g][1], status)
-                seconds["act"] += time.perf_counter() - now
-            entries.append(_concat(parts))
+        if xla is not None:  # the environments' steps and the inference in one program: its time is "act"
+            status.now("inference")
+            start = time.perf_counter()
+            key, cores[0], firsts[0], steps = xla(params, key, cores[0], firsts[0], returns, lengths)
+            seconds["act"] = time.perf_counter() - start
+            stacked, entry = _stack_after(entry, steps), _last_entry(steps)
+        else:
+            for _ in range(plan.rollout_length):
+                for g, env in enumerate(envs):
+                    start = time.perf_counter()
+                    status.now("environment")
+                    timestep = env.recv()
+                    now = time.perf_counter()
+                    seconds["env"] += now - start
+                    _episodes_ended(env, timestep.last, returns, lengths)
+                    parts[g] = act_on(timestep, g)
+                    _send(env, parts[g][1], status)
+                    seconds["act"] += time.perf_counter() - now
+                entries.append(_concat(parts))
+            stacked, entry = _stack(entries), entries[-1]
         # Every group is stepping now (its next action sent): shipping overlaps with them.
-        entry = entries[-1]
         start = time.perf_counter()
-        trajectory = parallel.shard(_split_for_learners(discounted(_stack(entries)), num_learners), learner_devices)
+        trajectory = parallel.shard(_split_for_learners(discounted(stacked), num_learners), learner_devices)
         seconds["ship"] = time.perf_counter() - start
         status.now("queue")
         seconds["put_wait"] = queue.put(Rollout(trajectory, version, returns, lengths, seconds), stop)

@@ -37,6 +37,7 @@ class Actors(NamedTuple):
     key: jax.Array  # actor i acts with fold_in(key, first + i)
     timeout: float  # seconds an actor may go without shipping a trajectory (--actor-timeout)
     max_policy_lag: int | None = None  # trajectories the learner may not have taken when one starts (--max-policy-lag)
+    envpool_xla: bool = False  # each actor's rollout in one program through envpool's XLA step (--envpool-xla)
 
 
 def train(
@@ -153,6 +154,7 @@ def _actor_threads(plan, agent, layout, actors, store, queue, stop):
             stop=stop,
             status=statuses[i],
             max_policy_lag=actors.max_policy_lag,
+            envpool_xla=actors.envpool_xla,
         )
     return threads, statuses
 
