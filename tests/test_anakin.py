@@ -529,8 +529,9 @@ def test_a_full_disk_ends_the_run_with_one_error_keeps_the_last_checkpoint_and_r
     tmp_path, monkeypatch
 ):
     """A device that fills (its size fixed through ``shutil.disk_usage``, which every room check reads): the save
-    that does not fit is refused before orbax writes anything, the newest complete checkpoint is kept, and the
-    resumed run drops and writes again the metrics lines after it."""
+    that does not fit is refused before orbax writes anything, the newest complete checkpoint is kept, and a resume
+    into the record, which holds a line past that checkpoint, is refused in one line (nothing dropped); resumed with
+    another --log-dir, it goes on from the checkpoint."""
     import os
     import shutil
     from collections import namedtuple
@@ -586,9 +587,15 @@ def test_a_full_disk_ends_the_run_with_one_error_keeps_the_last_checkpoint_and_r
     assert checkpoint.steps(str(directory)) == [20, 40]
     assert not [n for n in os.listdir(directory) if n.startswith("step_60")]  # nothing half-written
     capacity[0] = 1 << 40  # space freed
-    compose.train_anakin(AnakinConfig(num_updates=100, resume="auto", **small))
-    steps = [json.loads(line)["env_steps"] for line in (logs / "metrics.jsonl").read_text().splitlines()]
-    assert steps == [n * per_update for n in (20, 40, 60, 80, 100)]  # none lost, none repeated
+    record = (logs / "metrics.jsonl").read_bytes()  # its line of update 60 is past step_40, the newest checkpoint
+    with pytest.raises(ValueError, match=r"^--log-dir '.*logs' holds 1 line\(s\) past step_40 \("):
+        compose.train_anakin(AnakinConfig(num_updates=100, resume="auto", **small))
+    assert (logs / "metrics.jsonl").read_bytes() == record  # nothing dropped
+    again = tmp_path / "again"
+    compose.train_anakin(AnakinConfig(num_updates=100, resume="auto", **{**small, "log_dir": str(again)}))
+    steps = [json.loads(line)["env_steps"] for line in record.decode().splitlines()]
+    resumed = [json.loads(line)["env_steps"] for line in (again / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [n * per_update for n in (20, 40, 60)] and resumed == [n * per_update for n in (60, 80, 100)]
     assert checkpoint.steps(str(directory)) == [60, 80, 100]
 
 

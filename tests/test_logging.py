@@ -72,7 +72,8 @@ def test_a_device_that_fills_under_a_sink_is_one_line_naming_the_log_dir(tmp_pat
             logger({"env_steps": 100, "episode_return": 1.0})
     assert str(full.value) == (
         f"--log-dir {str(tmp_path / 'jsonl')!r}: the device is full (writing {os_link}); free some space and "
-        "continue with --resume (no line is lost or repeated)."
+        "continue with --resume, into another --log-dir where this one holds lines past the newest checkpoint "
+        "(nothing is lost or written twice)."
     )
     monkeypatch.setattr(tensorboardX.record_writer, "open_file", lambda path: open("/dev/full", "wb"))
     sink = logging.TensorBoardSink(str(tmp_path / "tb"))

@@ -392,3 +392,66 @@ def test_evaluate_plays_a_planning_checkpoint_with_the_search_settings_it_is_giv
         "evaluate: error: --num-simulations: the checkpoint holds a ppo agent, which does not search (planning "
         "agents: alphazero, muzero).\n"
     )
+    huge = [*argv, "--num-simulations", "100000000"]  # refused before the search is traced
+    assert evaluate_command.main(huge, name="evaluate") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("evaluate: error: the search needs about "), err
+    assert "of memory for its trees (--episodes 2, --num-simulations 100,000,000) and this process has " in err
+
+
+def test_the_search_trees_size_is_known_from_the_settings_alone():
+    """``search.tree_bytes`` (what the memory checks of training, evaluate and preview refuse a search by) equals the
+    bytes of the arrays of the tree mctx's Gumbel search really holds, node embeddings included."""
+    import mctx
+
+    from podracer.core.agents.search import tree_bytes
+    from podracer.run import checkpoint
+
+    batch, actions, simulations = 3, 5, 7
+    embedding = {"board": jnp.zeros((batch, 4, 2), jnp.float32), "turn": jnp.zeros((batch,), jnp.int32)}
+
+    def recurrent(params, key, action, embedding):
+        del params, key, action
+        zeros = jnp.zeros((batch,), jnp.float32)
+        logits = jnp.zeros((batch, actions), jnp.float32)
+        return mctx.RecurrentFnOutput(reward=zeros, discount=zeros + 1, prior_logits=logits, value=zeros), embedding
+
+    root = mctx.RootFnOutput(prior_logits=jnp.zeros((batch, actions)), value=jnp.zeros((batch,)), embedding=embedding)
+    out = mctx.gumbel_muzero_policy((), jax.random.key(0), root, recurrent, num_simulations=simulations)
+    tree = out.search_tree
+    fields = (
+        "node_visits",
+        "raw_values",
+        "node_values",
+        "parents",
+        "action_from_parent",
+        "children_index",
+        "children_prior_logits",
+        "children_visits",
+        "children_rewards",
+        "children_discounts",
+        "children_values",
+        "embeddings",
+    )  # fmt: skip  (mctx.Tree's, as its docstring lists them)
+    held = checkpoint.tree_bytes([getattr(tree, name) for name in fields])
+    per_node = checkpoint.tree_bytes(embedding) // batch
+    assert tree.node_visits.shape == (batch, simulations + 1)
+    assert tree_bytes(simulations, batch, actions, per_node) == held
+
+
+def test_a_search_too_large_for_memory_is_refused_before_it_is_traced(capsys):
+    """AlphaZero with 10^8 simulations: training says what its trees need in one line (tracing such a search would
+    take minutes: mctx lays out its visit schedule in Python)."""
+    from podracer.cli import command as cli
+
+    argv = ["anakin", "--agent", "alphazero", "--env", "pgx:tic_tac_toe", "--num-simulations", "100000000",
+            "--num-updates", "20", "--no-log-dir", "--cpu-devices", str(len(jax.devices("cpu")))]  # fmt: skip
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("podracer anakin: error: the search needs about "), err
+    assert (
+        "TB of memory for its trees (64 envs per device (--num-envs-per-device, --num-envs), --num-simulations "
+        "100,000,000) and this process has "
+        in err
+        and err.endswith(" available; lower them.\n")
+    )

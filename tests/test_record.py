@@ -166,6 +166,40 @@ def test_a_fork_from_a_copied_checkpoint_directory_never_writes_into_the_first_r
     assert [r["env_steps"] for r in _records(first)] == [16 * 8 * 10 * i for i in range(1, 5)]
 
 
+@pytest.mark.slow
+def test_a_resume_into_a_record_with_lines_past_its_checkpoint_writes_nothing_there(tmp_path, monkeypatch, capsys):
+    """An attempt killed after logging past its last checkpoint (step_30 and finished.json gone: a kill -9 before the
+    save) leaves a record with a line the resume would write again. Without --log-dir the resume logs to a new run
+    directory and names both; with that --log-dir it is refused in one line; the record stays byte for byte."""
+    import shutil
+
+    monkeypatch.setenv("PODRACER_RUNS_DIR", str(tmp_path / "runs"))
+    checkpoints = tmp_path / "ck"
+    common = ["--num-envs", "16", "--rollout-length", "8", "--updates-per-call", "10", "--checkpoint-every", "20",
+              "--checkpoint-dir", str(checkpoints), "--resume", "auto"]  # fmt: skip
+    assert _train([*common, "--num-updates", "30"]) == 0
+    (first,) = (tmp_path / "runs").iterdir()
+    for leftover in [*checkpoints.glob("step_30*"), checkpoints / "finished.json"]:
+        shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
+    before = (first / "metrics.jsonl").read_bytes()
+    assert [r["env_steps"] for r in _records(first)] == [1280, 2560, 3840]
+    capsys.readouterr()
+    assert _train([*common, "--num-updates", "40", "--log-dir", str(first)]) == 2
+    assert (
+        f"podracer anakin: error: --log-dir {str(first)!r} holds 1 line(s) past step_20 (2,560 env steps), the "
+        "checkpoint this run resumes: resuming there would write those steps twice; choose another --log-dir (or "
+        "leave it out: a new run directory).\n"
+    ) in capsys.readouterr().err
+    assert _train([*common, "--num-updates", "40"]) == 0
+    (second,) = set((tmp_path / "runs").iterdir()) - {first}
+    assert (
+        f"logging to {second}: the record {first} holds 1 line(s) past step_20 (2,560 env steps), the checkpoint this "
+        "run resumes, which this resume leaves as they are (--log-dir chooses another)"
+    ) in capsys.readouterr().out
+    assert (first / "metrics.jsonl").read_bytes() == before
+    assert [r["env_steps"] for r in _records(second)] == [3840, 5120]
+
+
 def test_a_sebulba_run_directory_replays_to_the_same_first_progress_line(tmp_path, monkeypatch):
     """Sebulba's actor threads make later windows depend on timing; the first (the initial policy's rollout and
     the first update) does not, and a replay from the run directory repeats it."""

@@ -196,6 +196,11 @@ def parse(
         raise SystemExit(0)
     preset = None
     try:
+        if not mode and flag_values(argv, "--preset"):  # a field of a run config inside another: no preset applies
+            raise UsageError(
+                "--preset: this command takes a run's flags, not a preset's name; give the preset's flags themselves "
+                "(a run with --preset prints them first)."
+            )
         preset_argv, preset, argv = presets.take(argv, mode, flagspec.repeated(cls)) if mode else ([], None, argv)
         asks_help = any(a in ("-h", "--help") for a in argv)
         argv = [a for a in argv if a not in ("-h", "--help")]

@@ -23,6 +23,37 @@ def check_memory(needed: int, available: int | None, what: str) -> None:
         )
 
 
+def search_bytes(agent_config, spec, batch: int, embedding_bytes) -> int:
+    """Bytes of a planning agent's search trees for ``batch`` roots at ``agent_config``'s ``num_simulations`` (0 for
+    an agent that does not search): each node embeds the latent state (MuZero's ``latent_size`` floats) or, where
+    there is none, what ``embedding_bytes()`` gives (AlphaZero searches the environment's own states)."""
+    if not hasattr(agent_config, "num_simulations"):
+        return 0
+    from podracer.core.agents.search import tree_bytes
+
+    latent = getattr(agent_config, "latent_size", None)
+    embedding = 4 * latent if latent else embedding_bytes()
+    return tree_bytes(agent_config.num_simulations, batch, spec.num_actions, embedding)
+
+
+def env_state_bytes(env) -> int:
+    """Bytes of one state of the JAX environment ``env`` (``env.reset``'s, from shapes alone)."""
+    state, _ = jax.eval_shape(env.reset, jax.random.key(0))
+    return checkpoint.tree_bytes(state)
+
+
+def check_search(agent_config, spec, batch: int, embedding_bytes, what: str) -> None:
+    """A one-line ``ValueError`` before a planning agent's search is traced when its trees (:func:`search_bytes`)
+    exceed this process's memory; ``what`` names the flags that size them."""
+    needed = search_bytes(agent_config, spec, batch, embedding_bytes)
+    available = parallel.available_memory()
+    if available is not None and needed > available:
+        raise ValueError(
+            f"the search needs about {disk.size(needed)} of memory for its trees ({what}) and this process has "
+            f"{disk.size(available)} available; lower them."
+        )
+
+
 def anakin_memory(config, env, agent, optimizer, per_device: int) -> int:
     """Bytes of this process's Anakin run: every local device's state (seeds and settings included) and two
     rollouts' worth of time steps (the trajectory and what its loss keeps), estimated from shapes alone."""
@@ -80,8 +111,20 @@ def check_anakin_batch(agent: Agent, per_device: int, rollout_length: int) -> No
 
 
 def check_anakin(config, env, agent: Agent, per_device: int) -> None:
-    """Before anything compiles: the agent's batch divides as its config asks, and the run fits in memory."""
+    """Before anything compiles: the agent's batch divides as its config asks, a planning agent's search trees fit
+    (checked first: tracing a search too large to fit takes minutes), and the run fits in memory."""
     check_anakin_batch(agent, per_device, config.rollout_length)
+    if hasattr(config.agent, "num_simulations"):
+        lanes = len(parallel.local_devices()) * config.entries
+        check_search(
+            config.agent,
+            env.spec(),
+            lanes * per_device,
+            lambda: env_state_bytes(env),
+            _learners(config)
+            + f"{per_device:,} envs per device (--num-envs-per-device, --num-envs), --num-simulations "
+            f"{config.agent.num_simulations:,}",
+        )
     check_memory(
         anakin_memory(config, env, agent, agent.optimizer, per_device),
         parallel.available_memory(),

@@ -476,8 +476,8 @@ def _train_anakin(
     if resume_step is not None:
         local, resume_step = checkpoint.restore_newest_run_state(config.checkpoint_dir, state)
         state = parallel.shard(local)
-        if config.log_dir and main:  # the resumed run writes the lines after its checkpoint again
-            logging_lib.keep_records_until(os.path.join(config.log_dir, "metrics.jsonl"), plan.env_steps(resume_step))
+        if config.log_dir and main:  # the record goes on from the checkpoint: none past it
+            logging_lib.check_no_records_after(config.log_dir, plan.env_steps(resume_step), resume_step)
     if config.checkpoint_dir:  # before compiling: is there room for a checkpoint (run state, and the learner once)?
         per_save = checkpoint.local_bytes(state) + checkpoint.local_bytes(state.learner) // len(
             parallel.local_devices()

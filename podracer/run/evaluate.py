@@ -205,6 +205,25 @@ def _is_atari(env: str) -> bool:
     return SebulbaConfig.command_line_agent(env) == "impala"
 
 
+def _check_search(metadata, spec, episodes: int, search=None, env=None) -> None:
+    """A planning checkpoint's search trees for ``episodes`` roots (one environment each) at the simulations it plays
+    with fit in memory, else one line naming both flags, before the search is traced
+    (:func:`podracer.run.capacity.check_search`; ``env``: the JAX environment whose states AlphaZero embeds)."""
+    from podracer.run import capacity, compose
+
+    config = compose.agent_config_from(metadata)
+    if not hasattr(config, "num_simulations"):
+        return
+    config = config.replace(**(search or {}))
+    capacity.check_search(
+        config,
+        spec,
+        episodes,
+        lambda: capacity.env_state_bytes(env),
+        f"--episodes {episodes:,}, --num-simulations {config.num_simulations:,}",
+    )
+
+
 def _play_host(metadata, directory, episodes, seed, greedy, max_steps, record, opponent=None, search=None):
     if opponent is not None:
         raise ValueError(f"--opponent: {metadata['env']} is not a two-player game (pgx:NAME).")
@@ -218,6 +237,7 @@ def _play_host(metadata, directory, episodes, seed, greedy, max_steps, record, o
     try:
         draw, close = _drawing(metadata, env.spec(), env) if record else (None, close)
         agent, params, _ = load(directory, env.spec(), search)
+        _check_search(metadata, env.spec(), episodes, search)
         return play_host(
             env, agent, params, episodes, seed=seed, greedy=greedy, max_steps=max_steps, record=record, draw=draw
         )
@@ -242,6 +262,7 @@ def _play_jax(metadata, directory, episodes, seed, greedy, max_steps, record, op
     draw, close = _drawing(metadata, env.spec()) if record else (None, lambda: None)
     try:
         agent, params, _ = load(directory, env.spec(), search)
+        _check_search(metadata, env.spec(), episodes, search, env)
         return play_jax(
             env, agent, params, episodes, seed=seed, greedy=greedy, max_steps=max_steps, record=record, draw=draw
         )

@@ -165,7 +165,8 @@ def check_room(log_dir: str) -> None:
         raise DiskFull(
             f"--log-dir {log_dir!r}: no room for the next metrics line: the device has {size(free)} "
             f"free, less than the {size(LOG_ROOM_BYTES)} podracer keeps; free some space and "
-            "continue with --resume (no line is lost or repeated)."
+            "continue with --resume, into another --log-dir where this one holds lines past the newest checkpoint "
+            "(nothing is lost or written twice)."
         )
 
 
@@ -182,23 +183,31 @@ def _disk_errors(log_dir: str, what: str):
 
         raise DiskFull(
             f"--log-dir {log_dir!r}: the device is full (writing {what}); free some space and continue with "
-            "--resume (no line is lost or repeated)."
+            "--resume, into another --log-dir where this one holds lines past the newest checkpoint (nothing is lost "
+            "or written twice)."
         ) from None
 
 
-def keep_records_until(path: str, env_steps: float) -> int:
-    """Drops the records of ``path`` (a ``metrics.jsonl``) after ``env_steps``: a run resumed from a checkpoint
-    writes them again. Returns how many were dropped."""
+def records_after(path: str, env_steps: float) -> int:
+    """How many records of ``path`` (a ``metrics.jsonl``; none where it is missing) are past ``env_steps``."""
     if not os.path.exists(path):
         return 0
     with open(path, encoding="utf-8") as f:
-        lines = f.readlines()
-    kept = [line for line in lines if not line.strip() or json.loads(line).get("env_steps", 0) <= env_steps]
-    if len(kept) < len(lines):
-        with open(path + ".tmp", "w", encoding="utf-8") as f:
-            f.writelines(kept)
-        os.replace(path + ".tmp", path)
-    return len(lines) - len(kept)
+        return sum(1 for line in f if line.strip() and (json.loads(line).get("env_steps") or 0) > env_steps)
+
+
+def check_no_records_after(log_dir: str, env_steps: float, checkpoint_step: int) -> None:
+    """A resume from the checkpoint of ``env_steps`` writes the record on from there: a ``--log-dir`` whose
+    ``metrics.jsonl`` goes past it (an attempt that saved no checkpoint after those lines) is refused in one line, as
+    it would hold those steps twice, and nothing written is dropped. (Without ``--log-dir`` the command line opens a
+    new run directory instead: :func:`podracer.run.rundir.resumed_log_dir`.)"""
+    later = records_after(os.path.join(log_dir, "metrics.jsonl"), env_steps)
+    if later:
+        raise ValueError(
+            f"--log-dir {log_dir!r} holds {later} line(s) past step_{checkpoint_step} ({env_steps:,.0f} env steps), "
+            "the checkpoint this run resumes: resuming there would write those steps twice; choose another --log-dir "
+            "(or leave it out: a new run directory)."
+        )
 
 
 def start_fresh(log_dir: str | None, resume: str) -> None:

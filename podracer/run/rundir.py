@@ -32,27 +32,47 @@ def default_log_dir(env: str, agent: str, seed: int, root: str | None = None) ->
     raise ValueError(f"the runs directory {root!r} holds 999 runs named {stem}: pass --log-dir.")
 
 
-def resumed_log_dir(cfg) -> tuple[str | None, str | None]:
-    """``(log directory, fork)``: the record that ``--resume`` (yes or auto) continues from ``--checkpoint-dir``, as
-    its newest checkpoint records it, where that directory is still there and the checkpoint was written in this
-    very checkpoint directory (a record has one owner: the run whose checkpoint directory wrote it); else None, and,
-    when the checkpoints were written in another directory (``--checkpoint-dir`` is a copy: a fork), what the fork
-    leaves alone, in words."""
+def _resumed_metadata(cfg) -> dict | None:
+    """The metadata of the checkpoint ``--resume`` (yes or auto) continues from (the newest that reads), else None.
+    Its JSON alone: nothing here may start JAX before the devices are set."""
     if not cfg.checkpoint_dir or cfg.resume == "no":
-        return None, None
+        return None
     from podracer.run import checkpoint
 
-    try:  # the newest checkpoint's JSON alone: nothing here may start JAX before the devices are set
+    try:
         if not checkpoint.steps(cfg.checkpoint_dir):
-            return None, None
-        metadata, _ = checkpoint.newest_metadata(cfg.checkpoint_dir)  # the one the run resumes: the newest that reads
+            return None
+        return checkpoint.newest_metadata(cfg.checkpoint_dir)[0]
     except (OSError, ValueError):  # no intact checkpoint: the run's own checks say so
+        return None
+
+
+def resumed_log_dir(cfg) -> tuple[str | None, str | None]:
+    """``(log directory, why another)``: the record that ``--resume`` (yes or auto) continues from
+    ``--checkpoint-dir``, as its newest checkpoint records it, where that directory is still there, the checkpoint
+    was written in this very checkpoint directory (a record has one owner: the run whose checkpoint directory wrote
+    it) and the record holds no line past that checkpoint (an attempt that saved none after them: the resume would
+    write those steps again); else None, and, for those two cases, why the record is left alone, in words."""
+    from podracer.run import checkpoint, logging
+
+    metadata = _resumed_metadata(cfg)
+    if metadata is None:
         return None, None
     recorded, written = metadata.get("log_dir"), metadata.get("written_in")
     if not recorded or not os.path.isdir(recorded):
         return None, None
     if written and not checkpoint.same_directory(written, cfg.checkpoint_dir):
-        return None, f"the record {recorded} belongs to the run whose checkpoints {written['path']} holds"
+        return None, (
+            f"--checkpoint-dir {cfg.checkpoint_dir} is a copy, and the record {recorded} belongs to the run whose "
+            f"checkpoints {written['path']} holds, which this fork leaves as it is"
+        )
+    env_steps = metadata.get("env_steps")
+    later = logging.records_after(os.path.join(recorded, "metrics.jsonl"), env_steps) if env_steps is not None else 0
+    if later:
+        return None, (
+            f"the record {recorded} holds {later} line(s) past step_{metadata.get('updates')} ({env_steps:,} env "
+            "steps), the checkpoint this run resumes, which this resume leaves as they are"
+        )
     return recorded, None
 
 
@@ -80,18 +100,20 @@ def settle_log_dir(cfg):
         if cfg.no_log_dir:
             raise ValueError("--log-dir and --no-log-dir: pass one of them.")
         writable_directory(cfg.log_dir, f"--log-dir {cfg.log_dir!r}")
+        metadata = _resumed_metadata(cfg)
+        if metadata is not None and metadata.get("env_steps") is not None:  # before anything starts: one line
+            from podracer.run import logging
+
+            logging.check_no_records_after(cfg.log_dir, metadata["env_steps"], metadata.get("updates"))
         return cfg, None
     if cfg.no_log_dir:
         return cfg, None
-    resumed, fork = resumed_log_dir(cfg)
+    resumed, elsewhere = resumed_log_dir(cfg)
     if resumed:  # a requeued job keeps one record: the directory of the run it resumes
         return dataclasses.replace(cfg, log_dir=resumed), f"logging to {resumed}, the record of the run it resumes"
     path = default_log_dir(cfg.env, cfg.agent_name, cfg.seed)
-    if fork:  # --checkpoint-dir is a copy of another run's: the fork starts a record of its own
-        return dataclasses.replace(cfg, log_dir=path), (
-            f"logging to {path}: --checkpoint-dir {cfg.checkpoint_dir} is a copy, and {fork}, which this fork leaves "
-            "as it is (--log-dir chooses another)"
-        )
+    if elsewhere:  # a fork, or a record past the checkpoint: the resume starts a record of its own
+        return dataclasses.replace(cfg, log_dir=path), f"logging to {path}: {elsewhere} (--log-dir chooses another)"
     return dataclasses.replace(cfg, log_dir=path), f"logging to {path} (metrics.jsonl, TensorBoard; --no-log-dir: none)"
 
 

@@ -194,8 +194,8 @@ def sebulba_checkpoints(config, metadata: dict, state, steps_per_update: int):
     if resumed is not None:
         state, _ = checkpoint.restore(config.checkpoint_dir, state)
         updates = int(state.step)
-        if config.log_dir and parallel.is_main_process():  # the resumed run writes the lines after it again
-            logging_lib.keep_records_until(os.path.join(config.log_dir, "metrics.jsonl"), updates * steps_per_update)
+        if config.log_dir and parallel.is_main_process():  # the record goes on from the checkpoint: none past it
+            logging_lib.check_no_records_after(config.log_dir, updates * steps_per_update, updates)
     checkpoint.check_start_room(config.checkpoint_dir, checkpoint.tree_bytes(checkpoint.packed(state)))
     if parallel.is_main_process():
         checkpoint.mark_running(config.checkpoint_dir)

@@ -49,4 +49,13 @@ def gumbel_search(config, params, key, root, recurrent_fn, logits, action_mask, 
     return search.action.astype(jnp.int32), {"logits": logits, "policy_target": weights, "greedy": greedy}
 
 
-__all__ = ["completed_q", "gumbel_search", "legal_logits"]
+def tree_bytes(num_simulations: int, batch: int, num_actions: int, embedding_bytes: int) -> int:
+    """Bytes of the arrays of the trees one search of ``batch`` roots holds (``mctx.Tree``, as its docstring lists
+    them: ``num_simulations + 1`` nodes a root, five ``[B, N]`` arrays and six ``[B, N, num_actions]`` ones of 4-byte
+    numbers, and each node's ``embedding_bytes``): known from the settings alone, before anything is traced (tracing
+    a search of 10^8 simulations takes minutes and more memory than the machine has)."""
+    nodes = batch * (num_simulations + 1)
+    return nodes * (5 * 4 + 6 * 4 * num_actions + embedding_bytes)
+
+
+__all__ = ["completed_q", "gumbel_search", "legal_logits", "tree_bytes"]
