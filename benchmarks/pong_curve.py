@@ -70,7 +70,17 @@ def train_curve(
     saved = run_dir / CURVE_FILE
     earlier = json.loads(saved.read_text()) if saved.is_file() else {"curve": [], "seconds": 0.0}
     offset = earlier["seconds"]
-    command = [*command, "--log-dir", str(run_dir / "log"), "--checkpoint-dir", str(run_dir / "checkpoint")]
+    resumed = checkpoint_env_steps(run_dir / "checkpoint")
+    # A call killed without its save (the OOM killer, kill -9) ran past its newest checkpoint: the run goes on from
+    # there, so the curve does too (its seconds keep the time spent), and the run logs to a record of its own.
+    curve = [point for point in earlier["curve"] if resumed is not None and point[0] <= resumed]
+    from podracer.run.logging import records_after
+
+    log_dir, attempt = run_dir / "log", 1
+    while resumed is not None and records_after(str(log_dir / "metrics.jsonl"), resumed):
+        attempt += 1
+        log_dir = run_dir / f"log_{attempt}"
+    command = [*command, "--log-dir", str(log_dir), "--checkpoint-dir", str(run_dir / "checkpoint")]
     command += ["--resume", "auto"]
     start = time.perf_counter()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
@@ -84,7 +94,6 @@ def train_curve(
     timer = threading.Timer(stop_after_s, terminate) if stop_after_s else None
     if timer:
         timer.start()
-    curve = list(earlier["curve"])
     for line in proc.stdout:
         echo(line.rstrip("\n"))
         point = parse_progress(line)
@@ -104,6 +113,17 @@ def train_curve(
     result = {"curve": curve, "seconds": seconds, "first": first_reaching(curve, 18.0), "exit": proc.returncode}
     saved.write_text(json.dumps({"curve": curve, "seconds": seconds}))
     return result
+
+
+def checkpoint_env_steps(directory: Path) -> float | None:
+    """The env steps of the newest checkpoint in ``directory`` whose metadata reads (where a resume goes on from),
+    else None."""
+    for path in sorted(directory.glob("step_*.json"), key=lambda p: int(p.stem.split("_")[1]), reverse=True):
+        try:
+            return float(json.loads(path.read_text())["env_steps"])
+        except (OSError, ValueError, KeyError):
+            continue
+    return None
 
 
 def first_reaching(curve, target: float) -> dict | None:

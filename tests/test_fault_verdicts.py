@@ -51,6 +51,13 @@ def test_it_runs_issue_65s_inputs_and_every_row_of_the_earlier_tables(faults):
     named = " ".join(case.command for case in ours)
     for flag in ("--population", "--on-nonfinite", "--update-rule", "--baseline-dir", "--policy-std", "--lr-end"):
         assert flag in named
+    record = faults.issue_90()  # issue 90's: a fork, a record past its checkpoint, a damaged checkpoint, sizes, presets
+    assert all(case.source == "issue 90" and case.expect for case in record)
+    named = " ".join(case.command for case in record)
+    for flag in ("--resume", "--log-std-init", "--num-simulations", "--preset", "--num-critics", "--total-env-steps"):
+        assert flag in named
+    assert {case.argv[0] for case in record} == {"anakin", "evaluate", "preview"}
+    assert any(case.copies and case.removes for case in record) and any(case.damages for case in record)
 
 
 def test_an_input_runs_as_its_own_process_to_a_verdict(faults):

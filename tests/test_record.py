@@ -200,6 +200,47 @@ def test_a_resume_into_a_record_with_lines_past_its_checkpoint_writes_nothing_th
     assert [r["env_steps"] for r in _records(second)] == [3840, 5120]
 
 
+@pytest.mark.slow
+def test_a_fresh_process_resumes_into_its_record_and_a_fork_into_a_new_one(tmp_path):
+    """The command line as a job runs it, each start a process of its own (JAX not yet started when the log directory
+    is settled from the checkpoint's metadata): a resume without --log-dir continues the record, with --log-dir too,
+    and a copy of the checkpoint directory logs to a new run directory."""
+    import os
+    import shutil
+    import subprocess
+
+    env = {**os.environ, "PODRACER_RUNS_DIR": str(tmp_path / "runs")}
+    env.pop("XLA_FLAGS", None)
+    common = ["--num-envs-per-device", "4", "--rollout-length", "4", "--updates-per-call", "10", "--checkpoint-every",
+              "10", "--resume", "auto"]  # fmt: skip
+
+    def podracer_cores():
+        from podracer.run import parallel
+
+        return parallel.available_cores()
+
+    def podracer(*argv):
+        done = subprocess.run([sys.executable, "-m", "podracer.cli", "anakin", *common, *argv], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout
+
+    podracer("--num-updates", "10", "--checkpoint-dir", "ck")
+    (run,) = (tmp_path / "runs").iterdir()
+    assert f"logging to {run}, the record of the run it resumes" in podracer(
+        "--num-updates", "20", "--checkpoint-dir", "ck"
+    )
+    podracer("--num-updates", "30", "--checkpoint-dir", "ck", "--log-dir", str(run))
+    shutil.copytree(tmp_path / "ck", tmp_path / "copy")
+    shutil.rmtree(tmp_path / "copy" / "step_30")
+    for leftover in ("step_30.json", "finished.json"):
+        (tmp_path / "copy" / leftover).unlink()
+    assert "is a copy, and the record" in podracer("--num-updates", "40", "--checkpoint-dir", "copy")
+    per_line = 10 * 4 * 4 * int(podracer_cores())  # 10 updates of 4 envs x 4 steps on each of the cores' devices
+    assert [r["env_steps"] for r in _records(run)] == [per_line, 2 * per_line, 3 * per_line]
+    assert len(list((tmp_path / "runs").iterdir())) == 2  # the fork's record beside the first
+
+
 def test_a_sebulba_run_directory_replays_to_the_same_first_progress_line(tmp_path, monkeypatch):
     """Sebulba's actor threads make later windows depend on timing; the first (the initial policy's rollout and
     the first update) does not, and a replay from the run directory repeats it."""

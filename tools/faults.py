@@ -1,6 +1,6 @@
-"""The bad inputs and faults of ``docs/faults.md``, run: every input of issue 65 and of the earlier lists (the tables
-of ``tests/test_config.py`` and ``tests/test_population.py``), each as its own ``podracer`` process, one at a time,
-and the verdict on how it ended.
+"""The bad inputs and faults of ``docs/faults.md``, run: every input of issues 65 and 90 and of the earlier lists
+(the tables of ``tests/test_config.py`` and ``tests/test_population.py``), each as its own ``podracer`` process, one
+at a time, and the verdict on how it ended.
 
 A verdict is one of: ``one line`` (refused: a non-zero exit status and the expected words on one line, nothing
 else on stderr), ``notice`` (taken: exit status 0 and the expected one-line notice), ``traceback`` (a Python
@@ -21,6 +21,7 @@ import dataclasses
 import os
 import pathlib
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -48,6 +49,9 @@ class Case:
     setup: tuple[tuple[str, ...], ...] = ()
     files: tuple[tuple[str, bytes], ...] = ()
     source: str = "issue 65"
+    copies: tuple[tuple[str, str], ...] = ()  # after the setup: directories under {tmp} copied (source, copy)
+    removes: tuple[str, ...] = ()  # then: paths under {tmp} removed (globs)
+    damages: tuple[tuple[str, bytes], ...] = ()  # then: files under {tmp} overwritten (a truncated checkpoint)
 
     @property
     def command(self) -> str:
@@ -178,6 +182,82 @@ def issue_65() -> list[Case]:
     ]  # fmt: skip
 
 
+def _90(*args, **kwargs) -> Case:
+    return Case(*args, **kwargs, source="issue 90")
+
+
+def issue_90() -> list[Case]:
+    """The inputs of issue 90 (a run's record belongs to it alone) that a command line can give, with the line each
+    must now end in."""
+    d, log = "{tmp}/D", "{tmp}/L"
+    every_20 = ("--checkpoint-every", "20", *SMALL)
+    run_a = _a("--num-updates", "40", "--checkpoint-dir", "{tmp}/ckA", "--log-dir", "{tmp}/logA", *every_20)
+    az = _a(
+        "--agent",
+        "alphazero",
+        "--env",
+        "pgx:tic_tac_toe",
+        "--num-simulations",
+        "2",
+        "--num-updates",
+        "10",
+        "--checkpoint-dir",
+        d,
+        *SMALL,
+    )
+    binary = b"\x84\x00\xff not text"
+    return [
+        # 1. a fork never writes into the first run's record; a resume never drops lines past its checkpoint
+        _90(
+            _a("--num-updates", "60", "--checkpoint-dir", "{tmp}/ckB", "--resume", "auto", *every_20),
+            "is a copy, and the record",
+            "notice",
+            setup=(run_a,),
+            copies=(("ckA", "ckB"),),
+            removes=("ckB/step_40*", "ckB/finished.json"),
+        ),
+        _90(
+            _a("--num-updates", "60", "--checkpoint-dir", d, "--resume", "auto", "--log-dir", log, *every_20),
+            "holds 1 line(s) past step_20",
+            setup=(_a("--num-updates", "30", "--checkpoint-dir", d, "--log-dir", log, *every_20),),
+            removes=("D/step_30*", "D/finished.json"),
+        ),
+        # 2. a damaged newest checkpoint: every reader plays the one before and names it
+        _90(
+            ("evaluate", "--checkpoint", d, "--episodes", "2"),
+            "(checkpoint step_20)",
+            "notice",
+            setup=(_a("--num-updates", "40", "--checkpoint-dir", d, *every_20),),
+            damages=(("D/step_40.json", b'{"mode": "ana'),),
+        ),
+        _90(
+            ("preview", "--checkpoint-dir", d, "--wait", "0"),
+            "step_20",
+            "notice",
+            setup=(_a("--num-updates", "40", "--checkpoint-dir", d, *every_20),),
+            damages=(("D/step_40.json", b'{"mode": "ana'),),
+        ),
+        # 4. values and sizes checked where they are parsed, before anything is traced
+        _90(_a("--env", "gymnax:Pendulum-v1", "--agent", "ppo", "--log-std-init", "inf"),
+             "--log-std-init must be finite and within [-20, 20]"),
+        _90(_a("--env", "gymnax:Pendulum-v1", "--agent", "ppo", "--log-std-init", "1000"),
+             "--log-std-init must be finite and within [-20, 20]"),
+        _90(_a("--agent", "alphazero", "--env", "pgx:tic_tac_toe", "--num-simulations", "100000000",
+                "--num-updates", "20"), "the search needs about"),
+        _90(("evaluate", "--checkpoint", d, "--episodes", "2", "--num-simulations", "100000000"),
+             "the search needs about", setup=(az,)),
+        _90(("preview", "--checkpoint-dir", d, "--wait", "0", "--num-simulations", "100000000"),
+             "the search needs about", setup=(az,)),
+        # 6. --preset FILE
+        _90(_a("--preset", "{tmp}/p.toml"), "is not UTF-8", files=(("p.toml", binary),)),
+        _90(_a("--preset", "{tmp}/p.toml"), "anakn", files=(("p.toml", b'mode = "anakn"\n'),)),
+        # 7. flags that change nothing
+        _90(_a("--total-env-steps", "100", "--num-updates", "40"), "both set the run's length"),
+        _90(_a("--env", "gymnax:Pendulum-v1", "--agent", "td3", "--num-critics", "1", "--no-clipped-double-q"),
+             "--num-critics 1 has one: drop one of the two flags"),
+    ]  # fmt: skip
+
+
 def earlier() -> list[Case]:
     """The earlier lists: the parser's table of ``tests/test_config.py`` and the population's of
     ``tests/test_population.py`` (read from the tests, so that the two cannot drift)."""
@@ -232,6 +312,14 @@ def run(case: Case, timeout: float) -> tuple[str, str, int]:
             if done.returncode != 0:
                 last = (done.stderr.strip().splitlines() or [""])[-1]
                 return "other line", f"setup {' '.join(argv)} ended {done.returncode}: {last}", done.returncode
+        here = pathlib.Path(tmp)
+        for source, copy in case.copies:
+            shutil.copytree(here / source, here / copy)
+        for pattern in case.removes:
+            for path in here.glob(pattern):
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+        for path, data in case.damages:
+            (here / path).write_bytes(data)
         done = _podracer(case.argv, tmp, env, timeout)
         said, line = verdict(case, done.returncode, done.stdout, done.stderr)
         return said, line.replace(tmp, "TMP"), done.returncode
@@ -282,10 +370,12 @@ def table(rows: list[tuple[Case, str, str, int]]) -> str:
         f"silent, {counts['other line']} other lines, {counts['noisy']} noisy."
     )
     out = [head, ""]
-    for title, source in (("Issue 65's inputs", "issue 65"), ("The earlier lists", None)):
+    sections = (("Issue 65's inputs", ("issue 65",)), ("Issue 90's inputs", ("issue 90",)))
+    sections += (("The earlier lists", ("tests/test_config.py", "tests/test_population.py")),)
+    for title, sources in sections:
         out += [f"#### {title}", "", "| input | verdict | exit | the line it ended in |", "|---|---|---:|---|"]
         for case, said, line, status in rows:
-            if (case.source == "issue 65") == (source is not None):
+            if case.source in sources:
                 shown, command = line.replace("|", "\\|"), case.command.replace("|", "\\|")
                 out.append(f"| `{command}` | {said} | {status} | {shown} |")
         out.append("")
@@ -306,7 +396,7 @@ def main(argv=None) -> int:
     parser.add_argument("--write", action="store_true", help="rewrite the generated part of docs/faults.md")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds each process may take")
     args = parser.parse_args(argv)
-    cases = issue_65() + earlier()
+    cases = issue_65() + issue_90() + earlier()
     if args.only:
         cases = [c for c in cases if args.only in c.command]
     rows = []
@@ -326,4 +416,4 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["Case", "earlier", "issue_65", "main", "run", "table", "verdict"]
+__all__ = ["Case", "earlier", "issue_65", "issue_90", "main", "run", "table", "verdict"]

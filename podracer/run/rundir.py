@@ -33,18 +33,23 @@ def default_log_dir(env: str, agent: str, seed: int, root: str | None = None) ->
 
 
 def _resumed_metadata(cfg) -> dict | None:
-    """The metadata of the checkpoint ``--resume`` (yes or auto) continues from (the newest that reads), else None.
-    Its JSON alone: nothing here may start JAX before the devices are set."""
+    """The metadata of the checkpoint ``--resume`` (yes or auto) continues from (the newest whose JSON reads), else
+    None. Its JSON alone, read here without asking the other processes (that starts JAX): nothing here may start JAX
+    before the devices are set."""
     if not cfg.checkpoint_dir or cfg.resume == "no":
         return None
     from podracer.run import checkpoint
 
     try:
-        if not checkpoint.steps(cfg.checkpoint_dir):
-            return None
-        return checkpoint.newest_metadata(cfg.checkpoint_dir)[0]
-    except (OSError, ValueError):  # no intact checkpoint: the run's own checks say so
+        found = checkpoint.steps(cfg.checkpoint_dir)
+    except (OSError, ValueError):
         return None
+    for step in reversed(found):  # this process's own reading (the run's restore agrees across processes later)
+        try:
+            return checkpoint.read_metadata(cfg.checkpoint_dir, step)
+        except ValueError:  # unreadable: the run's restore says so and takes the one before
+            continue
+    return None
 
 
 def resumed_log_dir(cfg) -> tuple[str | None, str | None]:
