@@ -35,6 +35,7 @@ HERE = Path(__file__).resolve().parent
 SOURCE = "CleanRL ppo_atari_envpool.py at fe8d8a0 (docs/benchmark/ppo_atari_envpool.md): 20.45 +- 0.09 at 10M, 3 seeds"
 SOURCE_FINAL = 20.45
 CPU_LAYOUT = ("--actor-threads", "1", "--envpool-threads", "0")
+CHECKPOINT_EVERY_S = 600  # a call killed without its save (the OOM killer) loses at most this much training
 CURVE_FILE = "pong_curve.json"  # in each seed's run folder: the curve so far and the seconds it took
 
 
@@ -81,7 +82,7 @@ def train_curve(
         attempt += 1
         log_dir = run_dir / f"log_{attempt}"
     command = [*command, "--log-dir", str(log_dir), "--checkpoint-dir", str(run_dir / "checkpoint")]
-    command += ["--resume", "auto"]
+    command += ["--resume", "auto", "--checkpoint-every-seconds", str(CHECKPOINT_EVERY_S)]
     start = time.perf_counter()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     stop = threading.Event()
