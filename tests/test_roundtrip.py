@@ -146,6 +146,58 @@ def test_a_run_state_with_arrays_of_no_elements_saves_and_restores_exactly(tmp_p
     assert parallel.shard(restored, two)["act"].shape == (2, 4, 0)  # what a resume places back on the devices
 
 
+SUITE_TASKS = [  # one task of every JAX suite, with the package it needs
+    ("catch", None),
+    ("gymnax:CartPole-v1", "gymnax"),
+    ("brax:inverted_pendulum", "brax"),
+    ("jumanji:Snake-v1", "jumanji"),
+    ("xminigrid:MiniGrid-Empty-5x5", "xminigrid"),
+    ("craftax:Craftax-Classic-Symbolic-v1", "craftax"),
+    ("pgx:tic_tac_toe", "pgx"),
+    ("navix:Navix-Empty-5x5-v0", "navix"),
+    ("playground:CartpoleBalance", "mujoco_playground"),
+]
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        pytest.param(task, marks=[pytest.mark.suite(package)] if package else [], id=task.split(":")[0])
+        for task, package in SUITE_TASKS
+    ],
+)
+def test_every_suites_run_state_saves_and_restores_to_the_bit(task, tmp_path, devices):
+    """An Anakin run state of each JAX suite (its environments' states: dataclasses of its own, keys, integer
+    counters, MJX's empty arrays) saved as a checkpoint's run state and restored into a template: every leaf back to
+    the bit, with its shape and dtype, and placed on the devices again as a resume places it."""
+    import jax
+
+    from podracer import anakin
+    from podracer.core import agents, envs
+    from podracer.run import parallel
+
+    two = devices[:2]
+    env = envs.make(task)
+    agent = agents.make("ppo", env.spec(), hidden_sizes=(8,))
+    state = anakin.init(env, agent, agent.optimizer, jax.random.key(0), 2, two, rollout_length=4)
+    checkpoint.save_run_state(str(tmp_path), 1, state)
+    restored = checkpoint.restore_run_state(str(tmp_path), 1, state)
+    saved = parallel.local_entries(state)
+    leaves, tree = jax.tree.flatten(saved)
+    back, back_tree = jax.tree.flatten(restored)
+    assert back_tree == tree and len(leaves) > 10
+
+    def data(x):  # a key as its words (the saved side holds them so; the restored one gives keys back as keys)
+        return np.asarray(jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x)
+
+    for a, b in zip(leaves, back):
+        a, b = data(a), data(b)
+        assert (a.shape, a.dtype) == (b.shape, b.dtype)
+        np.testing.assert_array_equal(a, b)
+    placed = parallel.shard(restored, two)  # what a resume hands the compiled update
+    assert [x.shape for x in jax.tree.leaves(placed)] == [x.shape for x in jax.tree.leaves(state)]
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("mujoco_playground") is None, reason="needs mujoco_playground")
 def test_a_playground_run_saves_resumes_and_plays_back(tmp_path, capfd):
