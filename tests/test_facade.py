@@ -22,6 +22,12 @@ def test_the_readmes_train_and_load_lines_run_as_written(tmp_path, monkeypatch):
     run, policy, actions = scope["run"], scope["policy"], scope["actions"]
     assert run.status == 0 and run.log_dir.startswith(str(tmp_path / "runs"))
     assert run.checkpoint_dir == f"{run.log_dir}/checkpoint" and (Path(run.log_dir) / "run.toml").exists()
+    shown = repr(run).splitlines()  # what a notebook shows for a bare `run`: a few lines, not the trained state
+    assert (
+        len(shown) < 10 and shown[0] == f"Trained(podracer.train('anakin'): {run.config.agent_name} on catch, status 0"
+    )
+    assert f"  log_dir: {run.log_dir}" in shown and f"  checkpoint_dir: {run.checkpoint_dir}" in shown
+    assert shown[1].startswith(f"  env steps: {run.result.history[-1]['env_steps']:,.0f}; last record: episode_return ")
     assert np.asarray(actions).shape == (8,) and set(np.asarray(actions).tolist()) <= {0, 1, 2}
     again = policy.act(scope["timestep"].observation)
     np.testing.assert_array_equal(again, actions)  # greedy: the same observations, the same actions

@@ -34,6 +34,34 @@ class Trained(NamedTuple):
     checkpoint_dir: str | None
     status: int
 
+    def __repr__(self) -> str:
+        """A few lines, not the trained state (what a notebook shows for a bare ``run``): what trained, how far, its
+        last figures, where it logged and saved; the state is ``run.result.state``."""
+        mode = "anakin" if hasattr(self.result, "compile_seconds") else "sebulba"
+        last = self.result.history[-1] if self.result is not None and self.result.history else {}
+        figures = ", ".join(
+            f"{name} {_figure(last[name])}"
+            for name in ("episode_return", "eval_return", "greedy_return")
+            if name in last and last[name] is not None
+        )
+        lines = [
+            f"Trained(podracer.train({mode!r}): {self.config.agent_name} on {self.config.env}, status {self.status}",
+            f"  env steps: {last.get('env_steps', 0):,.0f}" + (f"; last record: {figures}" if figures else ""),
+            f"  log_dir: {self.log_dir}",
+            f"  checkpoint_dir: {self.checkpoint_dir}",
+            "  (the trained state: .result.state; every record: .result.history)",
+            ")",
+        ]
+        return "\n".join(lines)
+
+
+def _figure(value) -> str:
+    """A record's figure as the closing line prints it (a list of per-seed figures: its range)."""
+    if isinstance(value, (list, tuple)):
+        finite = [float(v) for v in value if v is not None]
+        return f"{min(finite):.3g} to {max(finite):.3g} over {len(value)} seeds" if finite else "none"
+    return f"{float(value):.3g}"
+
 
 def argv_of(settings: dict[str, Any]) -> list[str]:
     """Keyword settings as command-line tokens: ``num_updates=100`` -> ``--num-updates 100``."""
