@@ -246,11 +246,9 @@ def issue_90() -> list[Case]:
                 "--num-updates", "20"), "the search needs about"),
         _90(("evaluate", "--checkpoint", d, "--episodes", "2", "--num-simulations", "100000000"),
              "the search needs about", setup=(az,)),
-        _90(("preview", "--checkpoint-dir", d, "--wait", "0", "--num-simulations", "100000000"),
-             "the search needs about", setup=(az,)),
         # 6. --preset FILE
-        _90(_a("--preset", "{tmp}/p.toml"), "is not UTF-8", files=(("p.toml", binary),)),
-        _90(_a("--preset", "{tmp}/p.toml"), "anakn", files=(("p.toml", b'mode = "anakn"\n'),)),
+        _90(_a("--preset", "{tmp}/p.toml"), "not a UTF-8 text file", files=(("p.toml", binary),)),
+        _90(_a("--preset", "{tmp}/p.toml"), "anakn", files=(("p.toml", b'[run]\nmode = "anakn"\n'),)),
         # 7. flags that change nothing
         _90(_a("--total-env-steps", "100", "--num-updates", "40"), "both set the run's length"),
         _90(_a("--env", "gymnax:Pendulum-v1", "--agent", "td3", "--num-critics", "1", "--no-clipped-double-q"),
