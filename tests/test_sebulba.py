@@ -537,8 +537,8 @@ def test_sigterm_stops_joins_saves_and_resume_auto_continues(tmp_path):
     first = checkpoint.steps(str(directory))
     assert first, "no checkpoint"
     assert (
-        f"stopped by SIGTERM; every thread stopped; saved the last completed update ({directory}/step_{first[-1]})."
-        in err
+        f"stopped by SIGTERM; every thread stopped; saved the last completed update ({directory}/step_{first[-1]}); "
+        "to go on: the same command with --resume auto." in err
     )
 
     status, out, err = preempted(len((logs / "metrics.jsonl").read_text().splitlines()))  # the requeued attempt
@@ -616,3 +616,49 @@ def test_recurrent_agents_ship_their_start_state_once_per_trajectory_to_several_
         )
         result = train(config)
         assert result.updates == 4 and np.isfinite(result.history[-1]["loss"]), result.history
+
+
+@pytest.mark.slow
+def test_ctrl_c_before_the_first_update_says_nothing_was_saved(tmp_path):
+    """--preset pong on the CPU compiles its learner step for minutes: Ctrl-C then abandons the step in flight, and
+    the last line says that no update had completed, so nothing was saved (it said "stopped by Ctrl-C." and left a
+    checkpoint directory with no steps, having first said it was saving the last completed update)."""
+    import signal
+    import subprocess
+    import sys
+
+    from podracer.run import checkpoint
+
+    pytest.importorskip("envpool")
+    directory = tmp_path / "ck"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "podracer.sebulba",
+            "--preset",
+            "pong",
+            "--actor-threads",
+            "1",
+            "--envpool-threads",
+            "0",
+            "--checkpoint-dir",
+            str(directory),
+            "--no-log-dir",
+        ],  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+    )
+    for line in proc.stdout:
+        if line.startswith("["):  # the first heartbeat: the learner step compiles, no update has completed
+            break
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)  # a hang guard, not a latency bound
+    assert proc.returncode == 130, err
+    assert "| env steps 0 |" in line, line
+    assert checkpoint.steps(str(directory)) == []
+    assert err.splitlines()[-1] == (
+        "podracer.sebulba: stopped by Ctrl-C; no update had completed: nothing saved (the same command starts afresh)."
+    ), err

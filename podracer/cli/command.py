@@ -126,9 +126,10 @@ def train(
 
             done = checkpoint.steps(cfg.checkpoint_dir)
             saved = (
-                f"; saved the last completed update ({checkpoint.describe_newest(cfg.checkpoint_dir)})"
+                f"; saved the last completed update ({checkpoint.describe_newest(cfg.checkpoint_dir)}); "
+                f"{lifetime.RESUME_HINT}"
                 if done
-                else "; no update had completed: nothing to save"
+                else "; no update had completed: nothing saved (the same command starts afresh)"
             )
         how = "interrupted" if lifetime.stop_signal() == signal.SIGINT else f"stopped by {lifetime.stop_reason()}"
         print(f"{name}: {how}{stopped}{saved}.", file=sys.stderr, flush=True)

@@ -160,12 +160,26 @@ def _abandon(program: str) -> None:
                 flush=True,
             )
             _exit(exit_status())
-    print(
-        f"{program}: stopped by {stop_reason()}" + ("; saved the last completed update." if save else "."),
-        file=sys.stderr,
-        flush=True,
-    )
+    print(f"{program}: stopped by {stop_reason()}{saved_line(save is not None)}.", file=sys.stderr, flush=True)
     _exit(exit_status())
+
+
+RESUME_HINT = "to go on: the same command with --resume auto"
+
+
+def saved_line(saved: bool) -> str:
+    """What a stopped run's last line says it saved (after ``stopped by SIGNAL``): the checkpoint and how to go on
+    from it; that no update had completed, so nothing was saved (and the newest checkpoint of an earlier attempt,
+    where there is one); or that it saves nothing (no ``--checkpoint-dir``)."""
+    if _run.newest is None:
+        return "; nothing saved (no --checkpoint-dir)"
+    newest = _newest()
+    kept = newest if newest and not newest.startswith("none") else None
+    if saved:
+        return f"; saved the last completed update ({kept or 'kept'}); {RESUME_HINT}"
+    if kept:
+        return f"; no update had completed: nothing saved; the newest checkpoint is still {kept} ({RESUME_HINT})"
+    return "; no update had completed: nothing saved (the same command starts afresh)"
 
 
 def _newest() -> str | None:
