@@ -52,6 +52,18 @@ def _resumed_metadata(cfg) -> dict | None:
     return None
 
 
+def _not_in_use(cfg) -> None:
+    """The one-line refusal of :func:`podracer.run.runlock.hold` when another run holds ``--checkpoint-dir`` or an
+    existing ``--log-dir`` (the lock is taken and let go at once; the run takes it for good later): a live run's
+    record runs past its newest checkpoint, and a second command line on it is refused as the lock refuses it, not
+    as a record past its checkpoint."""
+    from podracer.run import runlock
+
+    log_dir = cfg.log_dir if cfg.log_dir and os.path.isdir(cfg.log_dir) else None
+    with runlock.hold({"--checkpoint-dir": cfg.checkpoint_dir, "--log-dir": log_dir}):
+        pass
+
+
 def resumed_log_dir(cfg) -> tuple[str | None, str | None]:
     """``(log directory, why another)``: the record that ``--resume`` (yes or auto) continues from
     ``--checkpoint-dir``, as its newest checkpoint records it, where that directory is still there, the checkpoint
@@ -109,10 +121,13 @@ def settle_log_dir(cfg):
         if metadata is not None and metadata.get("env_steps") is not None:  # before anything starts: one line
             from podracer.run import logging
 
+            _not_in_use(cfg)  # a live run's record goes past its checkpoint: its lock's line, not this one
             logging.check_no_records_after(cfg.log_dir, metadata["env_steps"], metadata.get("updates"))
         return cfg, None
     if cfg.no_log_dir:
         return cfg, None
+    if _resumed_metadata(cfg) is not None:
+        _not_in_use(cfg)
     resumed, elsewhere = resumed_log_dir(cfg)
     if resumed:  # a requeued job keeps one record: the directory of the run it resumes
         return dataclasses.replace(cfg, log_dir=resumed), f"logging to {resumed}, the record of the run it resumes"
