@@ -439,6 +439,7 @@ def test_the_search_trees_size_is_known_from_the_settings_alone():
     assert tree_bytes(simulations, batch, actions, per_node) == held
 
 
+@pytest.mark.suite("pgx")
 def test_a_search_too_large_for_memory_is_refused_before_it_is_traced(capsys):
     """AlphaZero with 10^8 simulations: training says what its trees need in one line (tracing such a search would
     take minutes: mctx lays out its visit schedule in Python)."""
