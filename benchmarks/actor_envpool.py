@@ -153,7 +153,7 @@ def main(argv=None) -> int:
     from podracer.run import plan as plans
     from podracer.run.compose import normalization
     from podracer.run.config import SebulbaConfig
-    from podracer.run.hostenvs.envpool import is_atari, resolve_task_id
+    from podracer.run.hostenvs.envpool import atari_options, is_atari, resolve_task_id
 
     cfg = cli_parser.parse(SebulbaConfig, ["--preset", args.preset], prog="actor_envpool.py")
     num_envs = args.num_envs or cfg.envs_per_actor(1)
@@ -174,22 +174,8 @@ def main(argv=None) -> int:
             f"benchmarks/actor_envpool.py: error: --preset {args.preset}: the forms here drive discrete actions "
             "without a mask."
         )
-    atari = is_atari(task_id)
-    # the keyword arguments EnvpoolEnv gives envpool for Atari (read back from one), so the forms step the same game
-    atari_kwargs = (
-        dict(
-            repeat_action_probability=cfg.sticky_actions,
-            episodic_life=False,
-            reward_clip=False,
-            stack_num=4,
-            frame_skip=4,
-            img_height=84,
-            img_width=84,
-            gray_scale=True,
-        )
-        if atari
-        else {}
-    )
+    # the keyword arguments EnvpoolEnv gives envpool for Atari, so that the forms step the same game
+    atari_kwargs = atari_options(cfg.sticky_actions) if is_atari(task_id) else {}
     plan = plans.sebulba_plan(
         num_envs_per_actor=num_envs,
         rollout_length=length,

@@ -64,7 +64,7 @@ def _not_in_use(cfg) -> None:
         pass
 
 
-def resumed_log_dir(cfg) -> tuple[str | None, str | None]:
+def resumed_log_dir(cfg, metadata: dict | None = None) -> tuple[str | None, str | None]:
     """``(log directory, why another)``: the record that ``--resume`` (yes or auto) continues from
     ``--checkpoint-dir``, as its newest checkpoint records it, where that directory is still there, the checkpoint
     was written in this very checkpoint directory (a record has one owner: the run whose checkpoint directory wrote
@@ -72,7 +72,7 @@ def resumed_log_dir(cfg) -> tuple[str | None, str | None]:
     write those steps again); else None, and, for those two cases, why the record is left alone, in words."""
     from podracer.run import checkpoint, logging
 
-    metadata = _resumed_metadata(cfg)
+    metadata = metadata or _resumed_metadata(cfg)  # given: the caller read it already
     if metadata is None:
         return None, None
     recorded, written = metadata.get("log_dir"), metadata.get("written_in")
@@ -126,9 +126,10 @@ def settle_log_dir(cfg):
         return cfg, None
     if cfg.no_log_dir:
         return cfg, None
-    if _resumed_metadata(cfg) is not None:
+    metadata = _resumed_metadata(cfg)
+    if metadata is not None:
         _not_in_use(cfg)
-    resumed, elsewhere = resumed_log_dir(cfg)
+    resumed, elsewhere = resumed_log_dir(cfg, metadata)
     if resumed:  # a requeued job keeps one record: the directory of the run it resumes
         return dataclasses.replace(cfg, log_dir=resumed), f"logging to {resumed}, the record of the run it resumes"
     path = default_log_dir(cfg.env, cfg.agent_name, cfg.seed)

@@ -170,6 +170,22 @@ def observation_of(space, task_id: str):
     return (sum(sizes.values()),), np.dtype(np.float32), None, flatten
 
 
+def atari_options(sticky_action_probability: float = 0.25, full_action_space: bool = False) -> dict:
+    """The keyword arguments ``envpool.make`` gets for an Atari game here (the preprocessing of the module
+    docstring); rewards stay unclipped in envpool, so that raw returns stay available."""
+    return dict(
+        repeat_action_probability=sticky_action_probability,
+        full_action_space=full_action_space,
+        episodic_life=False,
+        reward_clip=False,  # clipped by EnvpoolEnv, so that raw rewards stay available
+        stack_num=4,
+        frame_skip=4,
+        img_height=84,
+        img_width=84,
+        gray_scale=True,
+    )
+
+
 class XlaStep(NamedTuple):
     """An envpool batch stepped from inside a compiled program (envpool's XLA interface, ``env.xla()``): its
     ``recv`` and ``send`` are custom calls that XLA runs where the program runs, ordered by the ``handle`` they
@@ -223,17 +239,7 @@ class EnvpoolEnv:
         if max_episode_steps is not None:
             kwargs["max_episode_steps"] = max_episode_steps
         if self.atari:
-            kwargs.update(
-                repeat_action_probability=sticky_action_probability,
-                full_action_space=full_action_space,
-                episodic_life=False,
-                reward_clip=False,  # clipped here, so that raw rewards stay available
-                stack_num=4,
-                frame_skip=4,
-                img_height=84,
-                img_width=84,
-                gray_scale=True,
-            )
+            kwargs.update(atari_options(sticky_action_probability, full_action_space))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # gymnasium's Box precision warnings
             self._pool = envpool.make(self.task_id, env_type="gymnasium", **kwargs)
