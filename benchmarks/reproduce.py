@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -717,12 +718,24 @@ def _scaled_updates(num_updates: int, updates_per_call: int, scale: float) -> in
     return max(1, round(num_updates * scale / updates_per_call)) * updates_per_call
 
 
+# Rows trained since 2026-12-02 evaluate each seed on its own episodes (its run alone's); before, every seed of a row
+# played the first seed's evaluation episodes (issue 91): such rows are marked in the table until rerun.
+EVALUATION_KEYS = "per seed"
 REPORT_SEED = 100  # the table's first seed: presets were tuned, and tests run, on seeds 0-4
 
 
 def row_config(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_SEED):
     """The Anakin config a row trains: its preset, ``seeds`` seeds from ``seed``, the budget scaled (``full``: at
-    least the published budget)."""
+    least the published budget), and its env steps per update."""
+    from podracer.cli import parser
+    from podracer.run.config import AnakinConfig
+
+    argv, per_update = row_argv(row, seeds, scale, full, seed)
+    return parser.parse(AnakinConfig, argv, prog="reproduce.py"), per_update
+
+
+def row_argv(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_SEED) -> tuple[list[str], int]:
+    """``podracer anakin``'s arguments for :func:`row_config`, and the env steps per update."""
     from podracer.cli import parser
     from podracer.run import parallel
     from podracer.run.config import AnakinConfig
@@ -739,7 +752,18 @@ def row_config(row: Row, seeds: int, scale: float, full: bool, seed: int = REPOR
     argv = [*settings, "--seed", str(seed), "--num-seeds", str(seeds), "--num-updates", str(updates)]
     if base.eval_every is not None:
         argv += ["--eval-every", str(updates)]
-    return parser.parse(AnakinConfig, argv, prog="reproduce.py"), per_update
+    return argv, per_update
+
+
+def one_seed_command(argv: list[str]) -> str:
+    """The command line that trains one seed of an Anakin row alone (``SEED`` to fill in) from :func:`row_argv`'s
+    arguments, as its lane trained and was evaluated among the row's seeds (the same training and evaluation keys:
+    :func:`podracer.run.play.periodic_evaluation`)."""
+    argv = list(argv)
+    at = argv.index("--num-seeds")
+    del argv[at : at + 2]
+    argv[argv.index("--seed") + 1] = "SEED"
+    return shlex.join(["podracer", "anakin", *argv])
 
 
 def random_play(env_name: str, episodes: int = 256, seed: int = 0) -> float:
@@ -959,6 +983,8 @@ def run_row(row: Row, seeds: int, scale: float, full: bool, seed: int = REPORT_S
     finals, what = sweep.final_returns(result.history, 1, cfg.eval_policy)
     return {
         **_anakin_fields(row, cfg, cfg.num_updates * per_update, seed, what, finals[0]),
+        "one_seed": one_seed_command(row_argv(row, seeds, scale, full, seed)[0]),
+        "evaluation_keys": EVALUATION_KEYS if cfg.eval_every else None,
         "wall_s": wall,
         "compile_s": result.compile_seconds,
         "env_steps_per_s": result.env_steps_per_second,
@@ -1114,6 +1140,21 @@ def reach_count(rows: list[dict]) -> tuple[int, int]:
     return sum(verdicts), len(verdicts)
 
 
+SHARED_MARK = "†"
+
+
+def shared_evaluation(row: dict) -> bool:
+    """Whether a saved row's seeds all played one evaluation draw (an evaluation row of several seeds trained before
+    :data:`EVALUATION_KEYS`)."""
+    return _measure(row).endswith("evaluation") and row["seeds"] > 1 and row.get("evaluation_keys") != EVALUATION_KEYS
+
+
+def _per_seed_line(row: dict) -> str:
+    figures = ", ".join(_number(x, max(map(abs, row["per_seed"]))) for x in row["per_seed"])
+    again = f"; one seed: `{row['one_seed']}`" if row.get("one_seed") else ""
+    return f"- {row['key']} (seeds {_seeds(row)}): {figures}{again}"
+
+
 def _at_once(row: dict) -> str:
     """`` (2 seeds at once)`` where a Sebulba row trained its seeds side by side (``--jobs``), else nothing."""
     jobs = row.get("jobs", 1)
@@ -1152,7 +1193,8 @@ def table(rows: list[dict], source_runs: list[dict] | None = None) -> str:
         scale = max(abs(v) for v in (r["iqm"], r["ci_low"], r["ci_high"]) if v == v)  # the returns' size
         lines.append(
             f"| {r['key']} | {r['task']} | {r['agent']} | "
-            f"{_number(r['iqm'], scale)} [{_number(r['ci_low'], scale)}, {_number(r['ci_high'], scale)}] | "
+            f"{_number(r['iqm'], scale)} [{_number(r['ci_low'], scale)}, {_number(r['ci_high'], scale)}]"
+            f"{SHARED_MARK if shared_evaluation(r) else ''} | "
             f"{_number(r['published'], scale)}{budget} | {_number(r['random'], scale)} | "
             f"{'-' if score is None else shown(score)} | {said} |"
         )
@@ -1179,7 +1221,16 @@ def table(rows: list[dict], source_runs: list[dict] | None = None) -> str:
             "on the row's seeds and budget and was scored as the source scored its figure: its IQM (normalised) "
             "(`benchmarks/source_runs.py`, results in `source_runs.md`)."
         )
+    if any(map(shared_evaluation, rows)):
+        rule += (
+            f" {SHARED_MARK}: trained before 2026-12-02, when every seed of a row played its first seed's evaluation "
+            "episodes (one draw for all seeds: the interval leaves the evaluation's noise out); not yet rerun."
+        )
     text = "\n".join(lines) + f"\n\n{rule}\n\nHow each row ran:\n\n" + "\n".join(ran)
+    text += (
+        "\n\nEach seed's figure, and the command that trains one seed alone as it trained among the row's seeds:\n\n"
+    )
+    text += "\n".join(_per_seed_line(r) for r in rows if r.get("per_seed"))
     text += "\n\nPublished figures:\n\n" + "\n".join(sources)
     return text + ("\n\nNotes:\n\n" + "\n".join(noted) if noted else "")
 

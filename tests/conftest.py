@@ -51,6 +51,7 @@ TIERS = ("fast", "slow", "all")
 SLOW_BY_MEASUREMENT = {
     # 12.5-15 s each in the same run: the fast tier took 8.1 min in CI after the first move (oldest stack)
     "tests/test_anakin.py::test_run_trains_seeds_together_on_two_devices_as_it_trains_each_alone",
+    "tests/test_anakin.py::test_a_lane_of_a_run_of_seeds_closes_on_the_evaluation_of_its_seed_alone",  # 13 s
     "tests/test_adapters.py::test_playground_spec_and_episode_ends",
     "tests/test_anakin.py::test_parameters_stay_identical_on_every_device_while_environments_differ",
     "tests/test_adapters.py::test_jumanji_vectors_discrete_and_multi_discrete_actions_and_episode_ends",

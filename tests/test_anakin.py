@@ -496,6 +496,44 @@ def test_an_evaluation_plays_the_greedy_or_the_sampled_action_as_asked():
     assert not np.array_equal(returns(left_sampled, False), returns(left_sampled, True))
 
 
+def test_each_seed_is_evaluated_on_its_own_episodes_as_it_is_alone():
+    """Lane ``s`` of ``--seed 5 --num-seeds 3`` plays the episodes of ``--seed 5 + s`` alone (Catch's starts and the
+    sampled policy's actions both come from the key: equal returns episode by episode), and two lanes play different
+    ones; a sweep's settings of one seed play that seed's episodes, a population's lanes each their own."""
+    from podracer.run import play
+
+    env = envs.make("catch")
+    agent = agents.make(A2CConfig(), env.spec())
+    params = anakin.init_state(env, agent, agent.optimizer, jax.random.key(0), 4).learner.params
+    stacked = jax.tree.map(lambda x: jnp.stack([x] * 3), params)  # the same parameters in every lane
+    lanes = play.periodic_evaluation(env, agent, 32, seed=5, num_seeds=3, greedy=False)(stacked)
+    assert lanes.shape == (3, 32)
+    for s in (0, 2):
+        alone = play.periodic_evaluation(env, agent, 32, seed=5 + s, greedy=False)(params)
+        np.testing.assert_array_equal(lanes[s], alone)
+    assert not np.array_equal(lanes[0], lanes[1]) and not np.array_equal(lanes[1], lanes[2])
+
+    values = {"learning_rate": jnp.asarray([1e-3, 1e-3, 1e-2, 1e-2])}  # 2 settings x seeds 5, 6
+    build = lambda v: (agent, agent.optimizer)  # noqa: E731 (acting does not read the learning rate)
+    stacked = jax.tree.map(lambda x: jnp.stack([x] * 4), params)
+    sweep = play.periodic_evaluation(env, agent, 32, 5, 2, (values, build), greedy=False)(stacked)
+    np.testing.assert_array_equal(sweep[[0, 1, 2, 3]], lanes[[0, 1, 0, 1]])
+    population = play.periodic_evaluation(env, agent, 32, 5, 1, (values, build), False, population=True)(stacked)
+    assert len({tuple(lane) for lane in population}) == 4
+
+
+def test_a_lane_of_a_run_of_seeds_closes_on_the_evaluation_of_its_seed_alone():
+    """Through the composition root: seed 6 trained and evaluated among seeds 5-6 scores what ``--seed 6`` scores
+    alone (its training and evaluation keys are its own), the other lane its own figure."""
+    small = dict(env="catch", num_envs=8, rollout_length=8, num_updates=4, updates_per_call=4, cpu_devices=None)
+    options = dict(small, eval_every=4, eval_episodes=64, eval_policy="sampled")
+    together = compose.train_anakin(AnakinConfig(**options, seed=5, num_seeds=2)).history[-1]
+    alone = compose.train_anakin(AnakinConfig(**options, seed=6)).history[-1]
+    assert together["eval_return_per_seed"][1] == pytest.approx(alone["eval_return"], abs=1e-6)
+    first = compose.train_anakin(AnakinConfig(**options, seed=5)).history[-1]
+    assert together["eval_return_per_seed"][0] == pytest.approx(first["eval_return"], abs=1e-6)
+
+
 def test_evaluation_uses_fixed_seeds_and_a_target_return_stops_the_run_with_a_checkpoint(tmp_path, capfd):
     env = envs.make("catch")
     agent = agents.make(A2CConfig(), env.spec())

@@ -363,7 +363,7 @@ def test_own_env_and_own_agent_train_in_sebulba_and_the_env_in_anakin(tmp_path):
         cwd=ROOT,
     )
     assert run.returncode == 0, run.stderr
-    assert "done: " in run.stdout
+    assert " updates; steady state " in run.stdout
     play = subprocess.run(
         [
             sys.executable,

@@ -115,3 +115,27 @@ def test_the_closing_line_gives_the_greedy_evaluation_beside_the_training_return
         -300.0,
     )
     assert logging_lib.closing([{"env_steps": 1, "episode_return": nan}])[0].endswith("(no episode ended in the run)")
+
+
+def test_a_games_closing_line_names_what_each_figure_played_against_and_compares_no_unlike_figures():
+    """AlphaZero in self-play closed on "final greedy evaluation return 0.938; training return 0.785 (they disagree
+    by 0.153 ...)": wins minus losses against random moves beside self-play games. A game against a fixed opponent
+    names it on both figures, which are alike and may disagree."""
+    from podracer.run import logging as logging_lib
+
+    last = [{"env_steps": 100, "episode_return": 0.785, "eval_return": 0.938}]
+    text, value = logging_lib.closing(last, "greedy", "itself (self-play)", self_play=True)
+    assert (text, value) == (
+        "final greedy evaluation return 0.938 against random legal moves (wins minus losses); self-play training "
+        "return 0.785",
+        0.938,
+    )
+    text, _ = logging_lib.closing(last, "greedy", "random legal moves")
+    assert text.startswith(
+        "final greedy evaluation return 0.938 against random legal moves; training return 0.785 against random legal "
+        "moves (they disagree by 0.153"
+    )
+    trained = [{"env_steps": 100, "episode_return": 0.2, "episodes": 8.0}]
+    assert logging_lib.closing(trained, opponent="itself (self-play)", self_play=True)[0] == (
+        "final self-play training return 0.200 over 8 episodes"
+    )

@@ -420,7 +420,7 @@ def test_cli_help_bad_layout_and_a_short_logged_run(tmp_path):
     assert (
         out.returncode == 2
         and len(lines) == 1
-        and lines[0].startswith("podracer.sebulba: error: this run needs about ")
+        and lines[0].startswith("podracer sebulba: error: this run needs about ")
     ), lines
     assert "(1,000,000,000 envs per actor thread (--num-envs-per-actor, --num-envs) x 1 thread(s)" in lines[0]
     out = _cli(
@@ -660,5 +660,5 @@ def test_ctrl_c_before_the_first_update_says_nothing_was_saved(tmp_path):
     assert "| env steps 0 |" in line, line
     assert checkpoint.steps(str(directory)) == []
     assert err.splitlines()[-1] == (
-        "podracer.sebulba: stopped by Ctrl-C; no update had completed: nothing saved (the same command starts afresh)."
+        "podracer sebulba: stopped by Ctrl-C; no update had completed: nothing saved (the same command starts afresh)."
     ), err

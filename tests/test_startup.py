@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from podracer.run import checkpoint, lifetime
+from podracer.run import checkpoint, lifetime, startup
 from podracer.run.multihost import CLUSTER_VARIABLES
 from podracer.run.logging import ConsoleSink
 from children import child_env  # tests/children.py
@@ -62,17 +62,27 @@ def test_a_preset_run_compiles_each_program_once_and_says_its_start_up_once(pres
     assert figures == [lines[first - 1]], figures
 
 
-def test_sebulbas_heartbeat_counts_the_env_steps_of_the_updates_done_between_progress_lines():
+def test_sebulbas_heartbeat_counts_the_env_steps_of_the_updates_done_between_progress_lines(monkeypatch):
     """Before the first progress line Sebulba's learner has done updates: the heartbeat says their env steps (it
-    said "env steps 0" at update 7)."""
+    said "env steps 0" at update 7); its eta is the progress lines' (the pace since the first of them, in the same
+    words), not one of its own (they said ``eta 28m31s`` and ``ETA 2,034 s`` at the same moment)."""
     from podracer.run import progress
 
+    now = [100.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
     done = {"updates": 0}
     progress = progress.Progress(100_000, 0, False, describe=lambda: [f"learner: update {done['updates']}"],
                                done=lambda: done["updates"] * 128)  # fmt: skip
     assert progress.status() == "env steps 0 | learner: update 0"
     done["updates"] = 7
-    assert progress.status().startswith("env steps 896 | learner: update 7 | ETA ")
+    assert progress.status() == "env steps 896 | learner: update 7"  # no pace yet: no eta
+    progress.advanced(1_000)  # the first progress line
+    sink = ConsoleSink(100_000, stream=io.StringIO(), clock=lambda: now[0])
+    sink.write({"env_steps": 1_000})
+    now[0], done["updates"] = 130.0, 20  # 30 s later, 1,560 env steps more
+    progress.advanced(2_560)
+    assert progress.status() == "env steps 2,560 | learner: update 20 | eta 31m14s"
+    assert sink.eta(2_560, now[0]) == ", eta 31m14s"
 
 
 def test_resume_auto_of_a_finished_run_says_so_exits_0_and_compiles_nothing(tmp_path, capsys):
@@ -232,3 +242,33 @@ def test_the_start_up_line_names_the_programs_whose_compilation_took_long():
         ), line
     finally:
         startup.reset()
+
+
+def test_status_and_progress_lines_count_seconds_on_one_clock_from_the_launch():
+    """The heartbeat's status lines and the progress lines interleaved: one clock, the launch's (they counted from
+    starts about 60 s apart, ``[ 276.7s]`` then ``[ 214.8s]``), so the seconds never go back."""
+    import threading
+    import time
+
+    stream = io.StringIO()
+    sink = ConsoleSink(1_000, stream=stream, started=startup.LAUNCH)
+    ticks = threading.Event()
+    with lifetime.Heartbeat(lambda: ticks.set() or "status", interval=0.05, stream=stream):
+        for steps in (100, 200, 300):
+            ticks.clear()
+            assert ticks.wait(10)
+            sink.write({"env_steps": steps})
+            time.sleep(0.06)
+    shown = [float(line[1:].split("s]")[0]) for line in stream.getvalue().splitlines()]
+    assert len(shown) >= 6 and shown == sorted(shown), stream.getvalue()
+    assert shown[0] >= startup.seconds() - 60  # counted from the launch, not from the heartbeat's start
+
+
+def test_a_command_a_shell_execs_after_other_work_counts_from_its_own_start():
+    """``bash -c 'work && exec python ...'`` keeps the shell's process (its start): the seconds the shell spent
+    before the exec are not billed to the program (``started in 115.4 s: imports 93.9 s`` after pip ran)."""
+    code = "from podracer.run import startup; print(startup.seconds())"
+    shell = f"sleep {startup.LAUNCH_SECONDS + 1}; exec {sys.executable} -c '{code}'"
+    out = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=120, env=_env(), cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout) < 2.0, out.stdout

@@ -258,9 +258,10 @@ def _train_anakin(cfg, stop):
 
 def _report_anakin(cfg, result) -> int:
     from podracer.core.stats import interquartile_mean
-    from podracer.run import logging, parallel, nonfinite
+    from podracer.run import compose, logging, parallel, nonfinite
 
-    said, final = logging.closing(result.history, cfg.eval_policy)
+    self_play = getattr(cfg, "opponent", "random") == "self"
+    said, final = logging.closing(result.history, cfg.eval_policy, compose.opponent_name(cfg), self_play)
     if cfg.sweep or cfg.population:  # their figures are per setting, or per lane, above: no average of them here
         said = f"final returns: {'per setting, in the table' if cfg.sweep else 'the best lane'} above"
     if parallel.is_main_process():
@@ -331,13 +332,24 @@ def _train_sebulba(cfg, stop):
 
 
 def _report_sebulba(cfg, result) -> int:
+    """Sebulba's closing line, in Anakin's form: the closing figure (the policy it played named), what was discarded,
+    the updates, the steady state (the median of the progress lines' env steps/s after the first, which holds the
+    start-up) and the XLA programs."""
+    import statistics
+
     from podracer.run import logging, parallel, nonfinite
 
     ended = [h for h in result.history if h.get("episodes", 1) > 0 or "eval_return" in h]
     discarded, most = nonfinite.nonfinite_said(cfg.on_nonfinite, result.nonfinite)
     if parallel.is_main_process():
-        said = logging.closing(ended)[0] if ended else "no episode ended"
-        print(f"done: {result.updates} updates; {said}{'; ' + discarded if discarded else ''}", flush=True)
+        said = logging.closing(ended, cfg.eval_policy)[0] if ended else "no episode ended"
+        paces = [h["sps"] for h in result.history[1:] if math.isfinite(h.get("sps", math.nan))]
+        steady = f"; steady state {statistics.median(paces):,.0f} env steps/s" if paces else ""
+        print(
+            f"{said}{'; ' + discarded if discarded else ''}; {result.updates:,} updates{steady}; "
+            f"{startup.programs_said()}",
+            flush=True,
+        )
     return _most_not_finite(cfg, most)
 
 

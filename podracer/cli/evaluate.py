@@ -48,11 +48,29 @@ def main(argv=None, *, prog: str = "python -m podracer.cli.evaluate", name: str 
     from podracer.run import checkpoint
 
     step = checkpoint.restored_step(args.checkpoint)  # the checkpoint played: the newest intact one
-    print(f"mean return {np.nanmean(returns):.2f} over {len(returns)} episodes (checkpoint step_{step})")
+    print(
+        f"mean return {np.nanmean(returns):.2f} over {len(returns)} episodes of the {policy_said(args.greedy)} "
+        f"(checkpoint step_{step}){_run_played(checkpoint.read_metadata(args.checkpoint, step), args.greedy)}"
+    )
     if args.gif:
         evaluate_lib.write_gif(frames, args.gif)
         print(f"wrote {args.gif} ({len(frames)} frames)")
     return 0
+
+
+def policy_said(greedy: bool) -> str:
+    """The policy an evaluation plays, in the words of the run's closing line (``--eval-policy``)."""
+    return "greedy policy" if greedy else "behaviour policy (sampled)"
+
+
+def _run_played(metadata: dict, greedy: bool) -> str:
+    """``; its run's evaluations played the greedy policy: --greedy plays that`` where the checkpoint's run closed on
+    another policy than this one, else nothing."""
+    closed_on = metadata.get("eval_policy")
+    if closed_on is None or (closed_on == "greedy") == greedy:
+        return ""
+    flag = "--greedy plays that" if closed_on == "greedy" else "this command without --greedy plays that"
+    return f"; its run's evaluations played the {policy_said(closed_on == 'greedy')}: {flag}"
 
 
 if __name__ == "__main__":

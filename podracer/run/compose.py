@@ -181,6 +181,14 @@ def make_env(config) -> envs.Environment:
     return env_against(config.env, getattr(config, "opponent", "random"))
 
 
+def opponent_name(config) -> str | None:
+    """What a two-player game's run plays against, as its environment names it (``"random legal moves"``,
+    ``"itself (self-play)"``); None for every other environment (no game is made for them)."""
+    if not str(config.env).startswith("pgx:"):
+        return None
+    return getattr(make_env(config), "opponent_name", None)
+
+
 def env_against(name: str, opponent: str) -> envs.Environment:
     """The JAX environment ``name`` with ``opponent`` making a two-player game's other moves (pgx's games;
     ``"random"``: the environment as it is made; a one-line error naming ``--opponent`` elsewhere). Runs and
@@ -209,6 +217,7 @@ def run_metadata(config, mode: str, env: str, run: RunFacts, counts: dict | None
         "opponent": getattr(config, "opponent", "random"),
         "sticky_actions": getattr(config, "sticky_actions", None),  # Sebulba's envpool Atari games
         "log_dir": os.path.abspath(config.log_dir) if config.log_dir else None,  # where a resume keeps logging
+        "eval_policy": config.eval_policy if config.eval_every else None,  # the policy the run's figure played
         **agent_metadata(config.agent, run),
         "resume_identity": resume_identity(config, mode, env, counts or {}),
     }
@@ -435,7 +444,9 @@ def _anakin_evaluation(config: AnakinConfig, env, agent, sweep: anakin_core.Entr
     if not config.eval_every:
         return None
     greedy, entries = config.eval_policy == "greedy", sweep and (sweep.values(config.num_seeds), sweep.build)
-    return play.periodic_evaluation(env, agent, config.eval_episodes, config.seed, config.num_seeds, entries, greedy)
+    return play.periodic_evaluation(
+        env, agent, config.eval_episodes, config.seed, config.num_seeds, entries, greedy, bool(config.population)
+    )
 
 
 def _sebulba_evaluation(config: SebulbaConfig, make_env, agent):

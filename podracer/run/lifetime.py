@@ -331,16 +331,19 @@ HEARTBEAT_SECONDS = 30.0  # a status line at least this often while no progress 
 
 
 class Heartbeat:
-    """Never silent: a daemon thread that prints ``[elapsed] | status()`` whenever ``interval`` seconds have
+    """Never silent: a daemon thread that prints ``[elapsed] | status()`` (seconds since the launch, as the progress
+    lines count them: :data:`podracer.run.startup.LAUNCH`) whenever ``interval`` seconds have
     passed without a progress line (:meth:`beat` marks one), and runs ``check()`` every second (it may set a
     stop event, for example when an actor is stuck). A context manager; ``enabled=False`` prints nothing
     (processes other than the main one) but still checks."""
 
     def __init__(self, status, *, interval: float | None = None, check=None, enabled: bool = True, stream=None):
+        from podracer.run import startup
+
         self.status, self.check, self.enabled = status, check, enabled
         self.interval = HEARTBEAT_SECONDS if interval is None else interval
         self.stream = stream
-        self.start = self.last = time.monotonic()
+        self.start, self.last = startup.LAUNCH, time.monotonic()  # the progress lines' clock: one per run
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
 

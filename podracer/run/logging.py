@@ -126,18 +126,35 @@ def episodes_said(count, per_seed: bool = False) -> str:
     return f" over {shown} episode{'' if count == 1 else 's'}{' per seed' if per_seed else ''}"
 
 
-def closing(history: Sequence[Mapping[str, float]], policy: str = "greedy") -> tuple[str, float]:
+def closing(
+    history: Sequence[Mapping[str, float]], policy: str = "greedy", opponent: str | None = None, self_play: bool = False
+) -> tuple[str, float]:
     """The run's closing figure and its words: the evaluation at the end when the run made one (of the ``policy``
     that ``--eval-policy`` names), with the training return beside it (and whether they disagree), else the training
-    return, named as such with the episodes it averages; never a ``nan`` where an earlier window had a value."""
+    return, named as such with the episodes it averages; never a ``nan`` where an earlier window had a value.
+
+    A two-player game names what each figure played against (``opponent``: the environment's ``opponent_name``);
+    ``self_play``: the training episodes are self-play games and its evaluations play random legal moves, two kinds
+    of figure that are not compared."""
     window, note = training_window(history)
     trained = window.get("episode_return", float("nan"))
     last = history[-1]
+    trained_against = f" against {opponent}" if opponent and not self_play else ""
     if "eval_return" not in last:
         over = episodes_said(window.get("episodes"), "episode_return_per_seed" in window)
-        return f"final training return {trained:.3f}{over}{note}", trained
+        kind = "self-play training return" if self_play else "training return"
+        return f"final {kind} {trained:.3f}{over}{trained_against}{note}", trained
     evaluated = last["eval_return"]
-    text = f"final {policy} evaluation return {evaluated:.3f}; training return {trained:.3f}{note}"
+    if self_play:
+        text = (
+            f"final {policy} evaluation return {evaluated:.3f} against random legal moves (wins minus losses); "
+            f"self-play training return {trained:.3f}{note}"
+        )
+        return text, evaluated
+    text = (
+        f"final {policy} evaluation return {evaluated:.3f}{trained_against}; training return {trained:.3f}"
+        f"{trained_against}{note}"
+    )
     if math.isfinite(evaluated) and math.isfinite(trained):
         gap = abs(evaluated - trained)
         if gap > max(DISAGREE * max(abs(evaluated), abs(trained)), DISAGREE_FLOOR):

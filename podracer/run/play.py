@@ -242,6 +242,12 @@ def make_evaluate(env: Environment, agent: Agent, num_episodes: int, *, max_step
 EVAL_SEED_OFFSET = 1_000_003  # evaluation environments: seeds apart from the training ones
 
 
+def evaluation_seeds(seed: int, num_seeds: int = 1, points: int = 1) -> np.ndarray:
+    """The run seed of every lane of an Anakin run (uint32 ``[points x num_seeds]``): lane ``p * S + s`` trains (and
+    is evaluated as) seed ``seed + s``, whatever its setting ``p`` (:class:`~podracer.core.anakin.Sweep`'s layout)."""
+    return np.tile(np.arange(seed, seed + num_seeds, dtype=np.uint32), points)
+
+
 def periodic_evaluation(
     env: Environment,
     agent: Agent,
@@ -250,29 +256,51 @@ def periodic_evaluation(
     num_seeds: int = 1,
     sweep_entries=None,
     greedy: bool = True,
+    population: bool = False,
 ):
     """``evaluate(params) -> returns`` for evaluations during an Anakin run: greedy episodes (``greedy=False``: the
     sampled policy's) compiled on the device (:func:`make_evaluate`), with the same environment seeds at every
     evaluation (so equal parameters score equally); per seed when ``num_seeds > 1`` (parameters ``[S, ...]``); with
-    ``sweep_entries``, ``(values, build)`` of a sweep, per entry (``build(values) -> (agent, optimizer)``)."""
-    seed = seed + EVAL_SEED_OFFSET  # the key is made inside the program: no computation of its own to compile
-    if sweep_entries is not None:
-        values, build = sweep_entries
+    ``sweep_entries``, ``(values, build)`` of a sweep, per entry (``build(values) -> (agent, optimizer)``).
 
-        def evaluate_entry(params, entry_values):
-            return make_evaluate(env, build(entry_values)[0], episodes, greedy=greedy)(params, jax.random.key(seed))
+    Every lane plays its own episodes: seed ``s``'s evaluation key is ``jax.random.key(s + EVAL_SEED_OFFSET)``, as
+    in a run of seed ``s`` alone, so a lane's evaluation is its solo run's (the same starts, rewards and sampled
+    actions for the same parameters) and two seeds' are independent draws. A sweep's settings of one seed play that
+    seed's episodes; ``population``: the lanes share one seed, and lane ``i`` folds ``i`` into its key."""
+    if sweep_entries is None and num_seeds == 1:
+        evaluate = make_evaluate(env, agent, episodes, greedy=greedy)
 
         def evaluation(params):  # (the program's name in JAX's compile log)
-            return jax.vmap(evaluate_entry)(params, values)
+            return evaluate(params, jax.random.key(seed + EVAL_SEED_OFFSET))  # made inside the program
 
         compiled = jax.jit(evaluation)
         return lambda params: jax.device_get(compiled(params))
-    evaluate = make_evaluate(env, agent, episodes, greedy=greedy)
-    if num_seeds > 1:
-        evaluate = jax.vmap(evaluate, in_axes=(0, None))
+    if sweep_entries is None:
+        lane_seeds = evaluation_seeds(seed, num_seeds)
+        evaluate = make_evaluate(env, agent, episodes, greedy=greedy)
+
+        def evaluate_lanes(params, keys):
+            return jax.vmap(evaluate)(params, keys)
+
+    else:
+        values, build = sweep_entries
+        size = len(next(iter(values.values())))
+        points = size // num_seeds
+        lane_seeds = np.full(size, seed, np.uint32) if population else evaluation_seeds(seed, num_seeds, points)
+
+        def evaluate_entry(params, key, entry_values):
+            return make_evaluate(env, build(entry_values)[0], episodes, greedy=greedy)(params, key)
+
+        def evaluate_lanes(params, keys):
+            return jax.vmap(evaluate_entry)(params, keys, values)
+
+    lane_seeds = lane_seeds + np.uint32(EVAL_SEED_OFFSET)  # below 2**32: --seed is at most 2**31 - 1
 
     def evaluation(params):  # (the program's name in JAX's compile log)
-        return evaluate(params, jax.random.key(seed))
+        keys = jax.vmap(jax.random.key)(jnp.asarray(lane_seeds))  # seed s's key, as jax.random.key(s) alone makes it
+        if population:
+            keys = jax.vmap(jax.random.fold_in)(keys, jnp.arange(len(lane_seeds)))
+        return evaluate_lanes(params, keys)
 
     compiled = jax.jit(evaluation)
     return lambda params: jax.device_get(compiled(params))

@@ -1,4 +1,4 @@
-"""What a run says while it runs: the heartbeat's status line (env steps, phase, ETA), the warning of a run that
+"""What a run says while it runs: the heartbeat's status line (env steps, phase, eta), the warning of a run that
 needs more than a day, and the beat of every progress line (:class:`Progress`).
 """
 
@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 
-from podracer.run import lifetime, startup
+from podracer.run import lifetime, logging, startup
 
 
 SLOW_RUN_SECONDS = 86_400  # a run whose ETA is longer than this is said to be slow, once
@@ -35,25 +35,26 @@ class Progress:
         self.total, self.steps, self.main, self.what, self.describe = total_steps, steps, main, what, describe
         self.done = done
         self.first = first  # the start-up's last phase: until the first progress line
-        self.phase, self.start, self.first_steps = "starting", time.monotonic(), steps
+        self.phase = "starting"
+        self.first_line: tuple[float, float] | None = None  # (env steps, time) of the first progress line
         self.heartbeat: lifetime.Heartbeat | None = None
         self.warned = False
 
     def event(self, text: str) -> None:
-        """A feeder's progress: ``"compiling"`` (said), then ``"compiled in S s"`` (the clock of the ETA starts
-        there; not said: the start-up line that comes with the first progress line gives the run's one compile
-        figure)."""
+        """A feeder's progress: ``"compiling"`` (said), then ``"compiled in S s"`` (not said: the start-up line that
+        comes with the first progress line gives the run's one compile figure)."""
         compiling = text == "compiling"
         self.phase = "compiling" if compiling else "training"
         if not compiling:
             startup.mark("compile")
         if self.main and compiling:
             print("podracer: compiling ...", flush=True)
-        self.start, self.first_steps = time.monotonic(), self.steps
 
     def advanced(self, steps: float) -> None:
         """A progress line: ``steps`` env steps done. Beats the heartbeat; warns once of a run longer than a day."""
         self.steps, self.phase = steps, "training"
+        if self.first_line is None:
+            self.first_line = (steps, time.monotonic())
         if self.heartbeat is not None:
             self.heartbeat.beat()
         eta = self.eta()
@@ -79,10 +80,12 @@ class Progress:
         return write
 
     def eta(self) -> float | None:
-        done = self.steps - self.first_steps
-        if done <= 0:
+        """Seconds the rest of the run takes at the pace since the first progress line, as that line's own ``eta``
+        counts it (:meth:`podracer.run.logging.ConsoleSink.eta`): one ETA per run; None before a pace is known."""
+        if self.first_line is None or not self.steps > self.first_line[0]:
             return None
-        return (self.total - self.steps) * (time.monotonic() - self.start) / done
+        steps, since = self.first_line
+        return max(self.total - self.steps, 0.0) * (time.monotonic() - since) / (self.steps - steps)
 
     def status(self) -> str:
         if self.done is not None:
@@ -93,7 +96,7 @@ class Progress:
         else:
             parts = [f"env steps {self.steps:,.0f}/{self.total:,.0f}", self.phase]
         if eta is not None:
-            parts.append(f"ETA {eta:,.0f} s")
+            parts.append(f"eta {logging.duration(eta)}")
         return " | ".join(parts)
 
 

@@ -10,15 +10,23 @@ import threading
 import time
 
 
+# Python starts and reaches its first import of podracer well within this many seconds; a process older than that at
+# the import did other work first: a shell that ran pip and then exec'd the command (``bash -c 'pip ... && podracer
+# anakin'``, ``srun bash -c``, a Dockerfile's ``sh -c``: the same process, its start the shell's), a notebook's kernel.
+LAUNCH_SECONDS = 5.0
+
+
 def _launched() -> float:
-    """``time.monotonic()`` at this process's launch (Linux: from ``/proc``), else now (this module's import)."""
+    """``time.monotonic()`` at this interpreter's launch (Linux: the process's start, from ``/proc``), or now (this
+    module's import) where that start is older than :data:`LAUNCH_SECONDS` (the process did other work before this
+    program: its clock starts at this program's imports) or cannot be read."""
     try:
         with open("/proc/self/stat", encoding="ascii") as f:
             ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22: start time, in clock ticks after boot
         with open("/proc/uptime", encoding="ascii") as f:
             uptime = float(f.read().split()[0])
         age = uptime - ticks / os.sysconf("SC_CLK_TCK")
-        return time.monotonic() - age if 0 <= age < 3600 else time.monotonic()
+        return time.monotonic() - age if 0 <= age < LAUNCH_SECONDS else time.monotonic()
     except (OSError, ValueError, IndexError):
         return time.monotonic()
 

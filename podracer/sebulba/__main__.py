@@ -9,7 +9,7 @@ from podracer.cli import command as cli
 
 
 def main(argv=None) -> int:
-    return cli.sebulba(argv, prog="python -m podracer.sebulba", name="podracer.sebulba")
+    return cli.sebulba(argv, prog="python -m podracer.sebulba", name="podracer sebulba")
 
 
 if __name__ == "__main__":
