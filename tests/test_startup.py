@@ -272,3 +272,17 @@ def test_a_command_a_shell_execs_after_other_work_counts_from_its_own_start():
     out = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=120, env=_env(), cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert float(out.stdout) < 2.0, out.stdout
+
+
+@pytest.mark.parametrize("argv", [["--preset", "pong"], ["--env", "Pong"], ["--env", "CartPole", "--agent", "r2d2"]])
+def test_what_a_run_says_before_it_starts_comes_in_lines_of_at_most_120_characters(argv):
+    """The settings line was one line of about 620 characters (an agent's settings in full): it breaks between
+    clauses and before flags, and says every word it said."""
+    from podracer.cli import command, parser
+    from podracer.run import banner
+    from podracer.run.config import SebulbaConfig
+
+    said = f"podracer sebulba: {command.settings_line(parser.parse(SebulbaConfig, argv, prog='podracer sebulba'))}"
+    shown = banner.in_lines(said).splitlines()
+    assert len(said) > 300 and len(shown) >= 3 and max(map(len, shown)) <= banner.LINE_WIDTH, shown
+    assert " ".join(line.strip() for line in shown) == said

@@ -59,7 +59,7 @@ def train(
     the outcome in the main process and returns the exit status; ``stopped`` is what a run stopped by a signal
     adds to its last line.
     """
-    from podracer.run import compile_cache, lifetime, multihost, parallel
+    from podracer.run import banner, compile_cache, lifetime, multihost, parallel
     from podracer.cli import parser
 
     cfg = parser.parse(default, argv, prog=prog, description=description)
@@ -73,7 +73,7 @@ def train(
             print(f"{name}: error: {error}", file=sys.stderr, flush=True)
             return 2
     if cfg.process_id in (None, 0):
-        print(f"{name}: {settings_line(cfg)}", flush=True)
+        print(banner.in_lines(f"{name}: {settings_line(cfg)}"), flush=True)
     lifetime.quiet_dependencies()
     stop, interrupted = lifetime.stop_on_signals(name, saving=bool(cfg.checkpoint_dir))
     parallel.set_cpu_device_count(cfg.cpu_devices or parallel.available_cores())

@@ -4,9 +4,32 @@ two-player game plays against.
 
 from __future__ import annotations
 
+import re
+
 import jax
 
 from podracer.run import parallel
+
+
+LINE_WIDTH = 120  # what a run says before it starts, in lines of at most this many characters
+_BREAKS = re.compile(r"(?<=; )|(?<=, )|(?<=: )|(?= --)")  # where a line may break: after a clause, before a flag
+
+
+def in_lines(text: str, width: int = LINE_WIDTH, indent: str = "  ") -> str:
+    """``text`` (one line or several) broken into lines of at most ``width`` characters where that can be done
+    between its clauses (after ``; ``, ``, `` or ``: ``, before `` --FLAG``), the lines after the first of each
+    indented by ``indent``; a clause longer than a line is kept whole."""
+    out = []
+    for line in text.split("\n"):
+        current = ""
+        for piece in _BREAKS.split(line):
+            if current and len(current.rstrip()) + len(piece.rstrip()) > width:
+                out.append(current.rstrip())
+                current = indent + piece.lstrip()
+            else:
+                current += piece
+        out.append(current.rstrip())
+    return "\n".join(out)
 
 
 def opponent_field(env) -> dict:
@@ -44,7 +67,7 @@ def anakin_banner(config, plan, resume_step: int | None, opponent: str | None = 
             f" (--total-env-steps {config.total_env_steps:,} + {steps - config.total_env_steps:,}: whole calls of "
             f"--updates-per-call {config.updates_per_call})"
         )
-    return (
+    return in_lines(
         f"podracer anakin: {config.agent_name} on {config.env}{against(opponent)}, {num_global} device(s) in "
         f"{parallel.process_count()} "
         f"process(es) [{jax.default_backend()}], {per_device} envs per device, rollout {config.rollout_length}, "
@@ -83,7 +106,7 @@ def sebulba_banner(
             f"podracer sebulba: {config.env} with this command's defaults; --preset pong is a recipe made to reach "
             "18+ on Pong within 10M env steps on a GPU box (PPO at CleanRL's envpool settings; --preset list)"
         )
-    return "\n".join(lines)
+    return in_lines("\n".join(lines))
 
 
-__all__ = ["against", "anakin_banner", "opponent_field", "sebulba_banner"]
+__all__ = ["LINE_WIDTH", "against", "anakin_banner", "in_lines", "opponent_field", "sebulba_banner"]
