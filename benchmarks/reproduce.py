@@ -17,6 +17,7 @@ compared". A compared row runs at least 5 seeds (MinAtar's at 10M env steps too:
     python benchmarks/reproduce.py --save     # also writes benchmarks/results/reproduce.{md,json} and PNGs
     python benchmarks/reproduce.py --render   # rewrites reproduce.md from reproduce.json (today's rules)
     python benchmarks/reproduce.py --check    # exit 1 if a saved comparison does not count (budget, seeds, source)
+    python benchmarks/reproduce.py --rows cartpole --check-set --save   # a second seed set (300-304) beside the row's
 
 Rows train seeds 100 ... 104 (``--seed``, ``--seeds``), or 100 ... 119 where five seeds train in minutes
 (``MANY_SEEDS``): the presets were tuned, and the tests run, on seeds 0-4; the table records the seeds each row ran
@@ -29,8 +30,13 @@ last host call; the table's "measured by" column says which. Settings come from 
 (``podracer/cli/presets``), then the row's own flags (``Row.flags``: the source's settings where the preset's differ);
 ``--full`` trains at least the published budget; ``--budget-scale`` scales the updates (in whole host calls).
 ``--check`` reads the saved table and exits 1 when a row with a published figure ran more than 5 % from its source's
-budget, or with fewer than 5 seeds, or a row lacks its source or its seeds; it prints
-how many compared rows reach their figure.
+budget, or with fewer than 5 seeds, or was judged on one seed set only, or a row lacks its source or its seeds; it
+prints how many compared rows reach their figure.
+
+A row is judged on more than the seeds it reports: ``--check-set`` trains it on a second set (5 seeds from 300 by
+default, disjoint from the reported ones and from the tuning seeds 0-4) and records that set beside the row, whose
+reported figures it leaves as they are; a compared row reaches its figure when every one of its sets does, and the
+"reached" column gives each set's normalised IQM.
 """
 
 from __future__ import annotations
@@ -721,6 +727,8 @@ def _scaled_updates(num_updates: int, updates_per_call: int, scale: float) -> in
 # Rows trained since 2026-12-02 evaluate each seed on its own episodes (its run alone's); before, every seed of a row
 # played the first seed's evaluation episodes (issue 91): such rows are marked in the table until rerun.
 EVALUATION_KEYS = "per seed"
+CHECK_SEED = 300  # the first seed of a row's second seed set (--check-set): apart from 0-4 and the reported ones
+TUNING_SEEDS = frozenset(range(5))  # the presets were tuned, and the tests run, on these
 REPORT_SEED = 100  # the table's first seed: presets were tuned, and tests run, on seeds 0-4
 
 
@@ -1127,17 +1135,63 @@ def check(rows: list[dict]) -> list[str]:
             )
         elif r.get("seeds", 0) < MIN_SEEDS:
             problems.append(f"{r['key']}: compared over {r.get('seeds')} seeds (at least {MIN_SEEDS})")
+        elif not check_sets(r):
+            problems.append(
+                f"{r['key']}: judged on one seed set ({_seeds(r)}); train a second, disjoint one: --rows {r['key']} "
+                f"--seed {CHECK_SEED} --check-set --save"
+            )
     return problems
 
 
+def _set_verdict(row: dict, figures: dict) -> bool | None:
+    """Whether one seed set of ``row`` (the row itself, or one of its ``check_sets``) reaches the row's figure."""
+    return reached(row["published"], row["published_env_steps"], row["env_steps"], figures["iqm"], row["random"])
+
+
 def _verdict(row: dict) -> bool | None:
-    return reached(row["published"], row["published_env_steps"], row["env_steps"], row["iqm"], row["random"])
+    """A row's verdict on every seed set it was trained on: it reaches when the reported set and each check set
+    (:func:`check_sets`) do; None where it is not compared."""
+    verdict = _set_verdict(row, row)
+    if verdict is None:
+        return None
+    return verdict and all(_set_verdict(row, other) for other in check_sets(row))
 
 
-def reach_count(rows: list[dict]) -> tuple[int, int]:
-    """``(rows that reach, rows compared)`` by today's rule."""
-    verdicts = [v for v in map(_verdict, rows) if v is not None]
-    return sum(verdicts), len(verdicts)
+def check_sets(row: dict) -> list[dict]:
+    """The row's other seed sets that count: disjoint from its reported seeds and from the tuning seeds 0-4, of at
+    least :data:`MIN_SEEDS` seeds, at the row's budget."""
+    reported = set(range(row.get("seed", 0), row.get("seed", 0) + row["seeds"]))
+    counted = []
+    for other in row.get("check_sets", ()):
+        seeds = set(range(other["seed"], other["seed"] + other["seeds"]))
+        if (
+            other["seeds"] >= MIN_SEEDS
+            and not seeds & (reported | TUNING_SEEDS)
+            and other["env_steps"] == row["env_steps"]
+        ):
+            counted.append(other)
+    return counted
+
+
+def reach_count(rows: list[dict]) -> tuple[int, int, int]:
+    """``(rows that reach, rows compared, compared rows judged on two or more seed sets)`` by today's rule."""
+    verdicts = [(v, bool(check_sets(r))) for r in rows if (v := _verdict(r)) is not None]
+    return sum(v for v, _ in verdicts), len(verdicts), sum(two for _, two in verdicts)
+
+
+def _sets_said(row: dict) -> str:
+    """``; seeds 300-304: 0.97`` for each check set (its normalised IQM), or ``; one seed set`` without one."""
+    others = check_sets(row)
+    if not others:
+        return "; one seed set"
+    parts = []
+    for other in others:
+        score = normalized(other["iqm"], row["random"], row["published"])
+        mark = SHARED_MARK if shared_evaluation(other) else ""
+        parts.append(
+            f"; seeds {_seeds(other)}: {_number(other['iqm'])}{mark} ({'-' if score is None else shown(score)})"
+        )
+    return "".join(parts)
 
 
 SHARED_MARK = "†"
@@ -1189,6 +1243,8 @@ def table(rows: list[dict], source_runs: list[dict] | None = None) -> str:
             count = len(here[r["key"]]["returns"])
             seeds = f" ({count} seeds)" if count < r["seeds"] else ""
             said += f"; the source's code here{seeds}: {here[r['key']]['iqm']:,.1f} ({shown(source)})"
+        if verdict is not None:
+            said += _sets_said(r)
         score = normalized(r["iqm"], r["random"], r["published"])
         scale = max(abs(v) for v in (r["iqm"], r["ci_low"], r["ci_high"]) if v == v)  # the returns' size
         lines.append(
@@ -1207,13 +1263,16 @@ def table(rows: list[dict], source_runs: list[dict] | None = None) -> str:
     noted = [
         f"- {r['key']}: {notes.get(r['key']) or r.get('note')}" for r in rows if notes.get(r["key"]) or r.get("note")
     ]
-    reach, compared = reach_count(rows)
+    reach, compared, two = reach_count(rows)
     rule = (
         f"A row is compared with a published figure only at that figure's budget (budget ratio within "
         f'{BUDGET_TOLERANCE:.0%}; "not compared" rows ran another budget), over at least {MIN_SEEDS} seeds. It '
         f"reaches the figure when its interquartile mean went at least {REACH_FRACTION} of the way from random play "
         f"to it: normalised IQM = (IQM - random) / (published - random) >= {REACH_FRACTION} (0 is random play, 1 the "
-        f"figure). {reach} of {compared} compared rows reach."
+        f"figure), on the seeds it reports and on every other set of at least {MIN_SEEDS} seeds it was trained on "
+        f'(disjoint from those and from the tuning seeds 0-4: `--check-set`; the "reached" column gives each set\'s '
+        f"normalised IQM). {reach} of {compared} compared rows reach; {two} of the {compared} were judged on two seed "
+        f"sets, the other {compared - two} on their reported set alone so far."
     )
     if here:
         rule += (
@@ -1318,6 +1377,13 @@ def main(argv=None) -> int:
         "--render", action="store_true", help="rewrite reproduce.md from reproduce.json by today's rules; train nothing"
     )
     parser.add_argument(
+        "--check-set",
+        action="store_true",
+        help=f"train the rows on a second seed set (--seed, default {CHECK_SEED}; disjoint from the reported seeds "
+        "and the tuning seeds 0-4) and record it beside the saved row's reported set (with --save or --out), which "
+        "it leaves as it is; a row reaches when every set does",
+    )
+    parser.add_argument(
         "--check",
         action="store_true",
         help="check the saved table (--out, else benchmarks/results): every row with a published figure ran its "
@@ -1331,8 +1397,11 @@ def main(argv=None) -> int:
         problems = check(data)
         for problem in problems:
             print(f"reproduce.py --check: {problem}", file=sys.stderr)
-        reach, compared = reach_count(data)
-        print(f"{reach} of {compared} compared rows reach their figure (normalised IQM >= {REACH_FRACTION})")
+        reach, compared, two = reach_count(data)
+        print(
+            f"{reach} of {compared} compared rows reach their figure (normalised IQM >= {REACH_FRACTION} on every "
+            f"seed set); {two} of the {compared} judged on two disjoint seed sets"
+        )
         print(f"{saved}: {'1 problem' if len(problems) == 1 else f'{len(problems)} problems' if problems else 'ok'}")
         return 1 if problems else 0
     if args.render:
@@ -1359,6 +1428,12 @@ def main(argv=None) -> int:
         )
     if not args.budget_scale > 0:
         parser.error(f"--budget-scale must be > 0, got {args.budget_scale}.")
+    if args.check_set:
+        if args.seed == REPORT_SEED:
+            args.seed = CHECK_SEED
+        if TUNING_SEEDS & set(range(args.seed, args.seed + (args.seeds or MIN_SEEDS))):
+            parser.error(f"--check-set: --seed {args.seed} overlaps the tuning seeds 0-4.")
+        args.merge = True
 
     from podracer.run import lifetime, parallel
 
@@ -1378,17 +1453,38 @@ def main(argv=None) -> int:
     rows = []
     for key in chosen:
         chosen_row = next(r for r in ROWS if r.key == key)
-        row = run_row(chosen_row, args.seeds or chosen_row.seeds, args.budget_scale, args.full, args.seed, args.jobs)
-        rows.append({**row, "machine": machine, "jax": jax.__version__})
+        seeds = args.seeds or (MIN_SEEDS if args.check_set else chosen_row.seeds)
+        if args.check_set:
+            reported = next((r for r in saved + rows if r["key"] == key), None)
+            if reported is None:
+                parser.error(f"--check-set: {key} has no saved row to check (train it first, without --check-set).")
+            overlap = set(range(args.seed, args.seed + seeds)) & set(
+                range(reported["seed"], reported["seed"] + reported["seeds"])
+            )
+            if overlap:
+                parser.error(
+                    f"--check-set: {key} reports seeds {_seeds(reported)}; --seed {args.seed} --seeds {seeds} "
+                    "overlaps them (a check set is a disjoint one)."
+                )
+        trained = run_row(chosen_row, seeds, args.budget_scale, args.full, args.seed, args.jobs)
+        trained = {**trained, "machine": machine, "jax": jax.__version__}
+        row = trained
+        if args.check_set:
+            try:
+                row = with_check_set(reported, trained)
+            except ValueError as error:
+                parser.error(str(error))
+        rows.append(row)
         print(
-            f"{key}: IQM {row['iqm']:.1f} [{row['ci_low']:.1f}, {row['ci_high']:.1f}], random {row['random']:.1f}, "
-            f"published {_number(row['published'])}; {row['wall_s']:.0f} s",
+            f"{key}{' (check set)' if args.check_set else ''}: seeds {_seeds(trained)}, IQM {trained['iqm']:.1f} "
+            f"[{trained['ci_low']:.1f}, {trained['ci_high']:.1f}], random {trained['random']:.1f}, published "
+            f"{_number(trained['published'])}; {trained['wall_s']:.0f} s",
             flush=True,
         )
         # Written after every row, so that a long run stopped part-way keeps the rows it finished.
         data = merged(saved, rows, keys)
         _report.save(out, render(data, sources_here), data)  # a list of rows
-        if out is not None:
+        if out is not None and not args.check_set:  # (the curves drawn are the reported set's)
             try:
                 plot(row, out.parent / f"{out.name}_{row['key']}.png")
             except ImportError:
@@ -1419,6 +1515,24 @@ def _take_from_accelerator(args, keys: list[str]) -> int:
     _report.save(out, text, data)
     print(text + f"\ntook {', '.join(r['key'] for r in rows) or 'no row'} from {path}")
     return 0
+
+
+CHECK_SET_FIELDS = ("seed", "seeds", "env_steps", "per_seed", "iqm", "ci_low", "ci_high", "final", "evaluation_keys",
+                    "one_seed", "wall_s", "machine", "jax")  # fmt: skip
+
+
+def with_check_set(reported: dict, trained: dict) -> dict:
+    """The saved row ``reported`` with the row just trained on another seed set recorded among its ``check_sets``
+    (replacing one from the same first seed); a one-line ``ValueError`` where the two ran different budgets."""
+    if trained["env_steps"] != reported["env_steps"]:
+        raise ValueError(
+            f"--check-set: {reported['key']} ran {trained['env_steps']:,} env steps per seed, its saved row "
+            f"{reported['env_steps']:,}: a check set runs the row's budget (drop --budget-scale and --full, or "
+            "retrain the row)."
+        )
+    figures = {k: trained.get(k) for k in CHECK_SET_FIELDS}
+    others = [c for c in reported.get("check_sets", ()) if c["seed"] != trained["seed"]]
+    return {**reported, "check_sets": sorted([*others, figures], key=lambda c: c["seed"])}
 
 
 def merged(saved: list[dict], fresh: list[dict], keys: list[str]) -> list[dict]:

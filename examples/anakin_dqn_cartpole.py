@@ -22,7 +22,7 @@ import sys
 
 from podracer import config, envs, parallel
 from podracer.cli import command as cli
-from podracer.run import evaluate
+from podracer.run import evaluate, startup
 from podracer.agents import DQNConfig
 
 DEFAULTS = config.AnakinConfig(
@@ -55,7 +55,7 @@ def report(cfg, result) -> int:
     print(
         f"training return (all actors of the ladder) {final['episode_return']:.1f}; replay ratio "
         f"{final['replay_ratio']:.2f}; "
-        f"steady state {result.env_steps_per_second:,.0f} env steps/s; compile {result.compile_seconds:.1f} s",
+        f"steady state {result.env_steps_per_second:,.0f} env steps/s; {startup.programs_said()}",
         flush=True,
     )
     if cfg.num_seeds > 1:  # the last evaluation, seed by seed

@@ -61,8 +61,30 @@ def test_a_quick_row_trains_measures_random_play_and_writes_only_when_asked(tmp_
     if importlib.util.find_spec("matplotlib") is not None:
         assert (tmp_path / "reproduce_cartpole.png").stat().st_size > 0
     check = [sys.executable, str(BENCHMARKS / "reproduce.py"), "--check", "--out", str(out)]
+    one_set = subprocess.run(check, capture_output=True, text=True, timeout=60)
+    assert one_set.returncode == 1 and one_set.stderr.strip() == (
+        "reproduce.py --check: cartpole: judged on one seed set (100-104); train a second, disjoint one: --rows "
+        "cartpole --seed 300 --check-set --save"
+    ), one_set.stderr
+    # the second set, 300-304, beside the reported one, which it leaves as it is
+    second = [sys.executable, str(BENCHMARKS / "reproduce.py"), "--rows", "cartpole", "--check-set", "--out", str(out)]
+    run = subprocess.run(second, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert "cartpole (check set): seeds 300-304, IQM " in run.stdout
+    (checked,) = json.loads(out.with_suffix(".json").read_text())
+    assert {k: v for k, v in checked.items() if k != "check_sets"} == row
+    (other,) = checked["check_sets"]
+    assert (other["seed"], other["seeds"], other["env_steps"], len(other["per_seed"])) == (300, 5, row["env_steps"], 5)
+    assert other["per_seed"] != row["per_seed"]
+    assert "| 300-304 |" not in out.with_suffix(".md").read_text() and "; seeds 300-304: " in run.stdout
     passed = subprocess.run(check, capture_output=True, text=True, timeout=60)
     assert passed.returncode == 0 and passed.stdout.strip().endswith("reproduce.json: ok"), passed.stderr
+    assert "judged on two disjoint seed sets" in passed.stdout
+    overlap = subprocess.run([*second[:-2], "--seed", "102", "--out", str(out)], capture_output=True, text=True)
+    assert overlap.returncode == 2 and overlap.stderr.strip().endswith(
+        "error: --check-set: cartpole reports seeds 100-104; --seed 102 --seeds 5 overlaps them (a check set is a "
+        "disjoint one)."
+    ), overlap.stderr
     out.with_suffix(".json").write_text(json.dumps([{**row, "env_steps": 25_600}]))  # 0.17x the source's budget
     failed = subprocess.run(check, capture_output=True, text=True, timeout=60)
     assert failed.returncode == 1
@@ -85,8 +107,16 @@ def test_check_names_each_row_that_cannot_be_counted():
     reproduce = _reproduce()
     good = {"key": "a", "published": 1.0, "published_env_steps": 1000, "env_steps": 1040, "seed": 100, "seeds": 5}
     good["published_source"] = "somewhere (1k env steps)"
+    good["check_sets"] = [{"seed": 300, "seeds": 5, "env_steps": 1040, "iqm": 1.0}]
     no_figure = {**good, "key": "b", "published": None, "published_env_steps": None, "env_steps": 5}
     assert reproduce.check([good, no_figure]) == []
+    # judged on more than the seeds it reports: a second set of 5, disjoint from them and from the tuning seeds 0-4
+    one_set = (
+        "a: judged on one seed set (100-104); train a second, disjoint one: --rows a --seed 300 --check-set --save"
+    )
+    for sets in ([], [{**good["check_sets"][0], "seed": 102}], [{**good["check_sets"][0], "seed": 0}],
+                 [{**good["check_sets"][0], "seeds": 3}], [{**good["check_sets"][0], "env_steps": 500}]):  # fmt: skip
+        assert reproduce.check([{**good, "check_sets": sets}]) == [one_set], sets
     assert reproduce.check([{**good, "env_steps": 1060}]) == [
         "a: ran 1,060 env steps per seed, 1.06x its source's 1,000 (more than 5% apart)"
     ]
@@ -114,6 +144,17 @@ def test_a_compared_row_reaches_when_its_iqm_went_95_percent_of_the_way_from_ran
     assert reproduce.reached(1.1, 150_000, 149_760, 1.1, 1.02) is True
     assert reproduce.normalized(5.0, 5.0, 5.0) is None  # the figure is random play's: reached at or above it
     assert reproduce.reached(5.0, 100, 100, 5.0, 5.0) is True and reproduce.reached(5.0, 100, 100, 4.9, 5.0) is False
+    # on every seed set: cartpole-dqn-zoo reached on seeds 100-104 (IQM 500) and not on 300-304 (IQM 281.2)
+    row = {"key": "cartpole-dqn-zoo", "published": 500.0, "published_env_steps": 50_000, "env_steps": 50_000,
+           "random": 22.6, "seed": 100, "seeds": 5, "iqm": 500.0, "final": "greedy evaluation return at the end",
+           "evaluation_keys": reproduce.EVALUATION_KEYS}  # fmt: skip
+    fresh = {"seed": 300, "seeds": 5, "env_steps": 50_000, "iqm": 281.2, "final": row["final"],
+             "evaluation_keys": reproduce.EVALUATION_KEYS}  # fmt: skip
+    assert reproduce._verdict(row) is True and reproduce.reach_count([row]) == (1, 1, 0)
+    assert reproduce._verdict({**row, "check_sets": [fresh]}) is False
+    assert reproduce.reach_count([{**row, "check_sets": [fresh]}]) == (0, 1, 1)
+    assert reproduce._sets_said({**row, "check_sets": [fresh]}) == "; seeds 300-304: 281.2 (0.54)"
+    assert reproduce._verdict({**row, "check_sets": [{**fresh, "iqm": 490.0}]}) is True
 
 
 def test_a_rows_flags_come_in_name_value_pairs():
@@ -261,17 +302,17 @@ def test_a_source_run_is_read_from_its_own_records_and_scored_as_the_table_score
         "wall_s": 24.0,
         "env_steps_per_s": 1.0,
     }
-    verdict = "| 0.93 | no; the source's code here: -120.8 (0.88) |"  # each rounded down: 0.9399, 0.8839
+    verdict = "| 0.93 | no; the source's code here: -120.8 (0.88); one seed set |"  # each rounded down: 0.9399, 0.8839
     assert verdict in _reproduce().table([row], [summary])
     fewer = source_runs.summarize("mountaincar-zoo", runs[:2], saved, "the zoo")  # a run stopped after two seeds
     assert (fewer["spread"], fewer["ci_low"], fewer["ci_high"], fewer["difference"]) == ("range", -126.5, -115.8, None)
-    assert "| no; the source's code here (2 seeds): -121.2 (0.88) |" in _reproduce().table([row], [fewer])
+    assert "| no; the source's code here (2 seeds): -121.2 (0.88); one seed set |" in _reproduce().table([row], [fewer])
     source_runs.write(tmp_path / "runs", [summary])  # written after each seed: the latest replaces its row's
     source_runs.write(tmp_path / "runs", [fewer])
     written = json.loads((tmp_path / "runs.json").read_text())
     assert [(r["key"], len(r["returns"])) for r in written] == [("mountaincar-zoo", 2)]
     assert "| -121.2 [-126.5, -115.8] (range, 2 seeds) |" in (tmp_path / "runs.md").read_text()
-    assert "| 0.93 | no |" in _reproduce().table([row])
+    assert "| 0.93 | no; one seed set |" in _reproduce().table([row])
     assert [_reproduce().shown(x) for x in (0.9466, 0.95, 1.0, 1.0 - 1e-12, 42.14)] == [
         "0.94",
         "0.95",
