@@ -464,7 +464,10 @@ def test_resume_falls_back_past_a_damaged_newest_checkpoint(tmp_path, capfd):
         assert evaluate_command.main(["--checkpoint", str(directory), "--episodes", "2"]) == 0, damage
         assert preview_command.main(["--checkpoint-dir", str(directory)]) == 0, damage
         out, err = capfd.readouterr()
-        assert "over 2 episodes (checkpoint step_40)" in out and "checkpoint step_40: return" in out, (damage, out)
+        assert (
+            "over 2 episodes of the behaviour policy (sampled) (checkpoint step_40)" in out
+            and "checkpoint step_40: return" in out
+        ), (damage, out)
         assert "Traceback" not in err, err
     # The whole run resumes from update 40 and saves over the damaged checkpoint.
     directory = tmp_path / "truncated_data_file"

@@ -12,7 +12,7 @@ import podracer
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_readmes_train_and_load_lines_run_as_written(tmp_path, monkeypatch):
+def test_the_readmes_train_and_load_lines_run_as_written(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PODRACER_RUNS_DIR", str(tmp_path / "runs"))
     block = next(
         b for b in re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S) if "podracer.train(" in b
@@ -21,6 +21,13 @@ def test_the_readmes_train_and_load_lines_run_as_written(tmp_path, monkeypatch):
     exec(compile(block, "README.md", "exec"), scope)  # noqa: S102 - the README's own lines
     run, policy, actions = scope["run"], scope["policy"], scope["actions"]
     assert run.status == 0 and run.log_dir.startswith(str(tmp_path / "runs"))
+    said = capsys.readouterr().out.splitlines()  # the command line's start and closing lines
+    assert said[0] == (
+        f"podracer.train('anakin'): logging to {run.log_dir} (metrics.jsonl, TensorBoard; no_log_dir=True: none)"
+    )
+    assert any(line.startswith("podracer anakin: ") and " on catch, " in line for line in said), said  # the banner
+    (closing,) = [line for line in said if line.startswith("final ")]
+    assert re.search(r"; \d+ XLA programs?(, \d+ from the cache)?$", closing), closing
     assert run.checkpoint_dir == f"{run.log_dir}/checkpoint" and (Path(run.log_dir) / "run.toml").exists()
     shown = repr(run).splitlines()  # what a notebook shows for a bare `run`: a few lines, not the trained state
     assert (

@@ -216,5 +216,12 @@ def test_a_playground_run_saves_resumes_and_plays_back(tmp_path, capfd):
     assert checkpoint.steps(directory) == [4, 6]
     assert evaluate_command.main(["--checkpoint", directory, "--episodes", "2"]) == 0
     out, err = capfd.readouterr()
-    assert "final greedy evaluation return" in out and "over 2 episodes (checkpoint step_6)" in out, out
+    assert (
+        "final greedy evaluation return" in out
+        and (
+            "over 2 episodes of the behaviour policy (sampled) (checkpoint step_6); its run's evaluations played the "
+            "greedy policy: --greedy plays that"
+        )
+        in out
+    ), out
     assert "Traceback" not in err, err

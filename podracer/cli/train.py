@@ -102,6 +102,10 @@ def train(mode: str = "anakin", **settings) -> Trained:
                 settings["checkpoint_dir"] = os.path.join(settings["log_dir"], "checkpoint")
     except SystemExit:
         raise ValueError(error.getvalue().strip().splitlines()[-1]) from None
+    if settings.get("log_dir") and not parsed.log_dir:  # the command line's line for the directory it makes
+        print(
+            f"{prog}: logging to {settings['log_dir']} (metrics.jsonl, TensorBoard; no_log_dir=True: none)", flush=True
+        )
     kept: dict[str, Any] = {}
     said = cli._report_anakin if mode == "anakin" else cli._report_sebulba
 
