@@ -1287,7 +1287,8 @@ def table(rows: list[dict], source_runs: list[dict] | None = None) -> str:
         )
     text = "\n".join(lines) + f"\n\n{rule}\n\nHow each row ran:\n\n" + "\n".join(ran)
     text += (
-        "\n\nEach seed's figure, and the command that trains one seed alone as it trained among the row's seeds:\n\n"
+        "\n\nEach seed's figure, and the command that trains one seed alone as it trained among the row's seeds (on a "
+        "machine with as many cores as the row's, which set its CPU devices):\n\n"
     )
     text += "\n".join(_per_seed_line(r) for r in rows if r.get("per_seed"))
     text += "\n\nPublished figures:\n\n" + "\n".join(sources)
