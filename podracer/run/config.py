@@ -303,7 +303,8 @@ class AnakinConfig(RunConfig, _ChoosesAnAgent):
     # updates scanned on the device per host call; one log line per call
     updates_per_call: Annotated[int, Flag(group=HOW_LONG, low=1)] = 20
     # seeds trained together in one compiled program, vmapped on every device: --seed S --num-seeds N trains seeds S ...
-    # S + N - 1, each with the training and evaluation keys of --seed S + i alone (its figures equal to float rounding)
+    # S + N - 1, each with the training and evaluation keys of --seed S + i alone (vmapped arithmetic rounds otherwise,
+    # and training can amplify that: a seed's figures can differ from its run alone's)
     num_seeds: Annotated[int, Flag(group=SEEDS, low=1)] = 1
     # environments stepped on each device
     num_envs_per_device: Annotated[int, Flag(group=ENVS, low=1)] = 64
