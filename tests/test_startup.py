@@ -286,3 +286,14 @@ def test_what_a_run_says_before_it_starts_comes_in_lines_of_at_most_120_characte
     shown = banner.in_lines(said).splitlines()
     assert len(said) > 300 and len(shown) >= 3 and max(map(len, shown)) <= banner.LINE_WIDTH, shown
     assert " ".join(line.strip() for line in shown) == said
+
+
+def test_a_line_breaks_between_clauses_never_inside_brackets():
+    """``learner devices [1, 2049] in 2 process(es)`` stays whole (a test of the two-process run once found it cut)."""
+    from podracer.run import banner
+
+    said = "podracer sebulba: impala on fake; actor devices [0] x 1 thread(s) x 8 envs (1 group(s)); learner devices "
+    said += "[1, 2049] in 2 process(es), a clause, another one"
+    shown = banner.in_lines(said).splitlines()
+    assert len(shown) == 2 and max(map(len, shown)) <= banner.LINE_WIDTH, shown
+    assert shown[1] == "  learner devices [1, 2049] in 2 process(es), a clause, another one"

@@ -4,25 +4,39 @@ two-player game plays against.
 
 from __future__ import annotations
 
-import re
-
 import jax
 
 from podracer.run import parallel
 
 
 LINE_WIDTH = 120  # what a run says before it starts, in lines of at most this many characters
-_BREAKS = re.compile(r"(?<=; )|(?<=, )|(?<=: )|(?= --)")  # where a line may break: after a clause, before a flag
+
+
+def _pieces(line: str) -> list[str]:
+    """``line`` cut where it may break: after ``; ``, ``, `` or ``: ``, and before `` --FLAG``, outside brackets
+    and parentheses (``learner devices [1, 2049]`` stays whole)."""
+    pieces, start, depth = [], 0, 0
+    for i, char in enumerate(line):
+        depth += (char in "([{") - (char in ")]}")
+        if depth:
+            continue
+        if line[i : i + 2] in ("; ", ", ", ": "):
+            pieces.append(line[start : i + 2])
+            start = i + 2
+        elif line[i : i + 3] == " --" and i > start:
+            pieces.append(line[start:i])
+            start = i
+    return [*pieces, line[start:]]
 
 
 def in_lines(text: str, width: int = LINE_WIDTH, indent: str = "  ") -> str:
     """``text`` (one line or several) broken into lines of at most ``width`` characters where that can be done
-    between its clauses (after ``; ``, ``, `` or ``: ``, before `` --FLAG``), the lines after the first of each
-    indented by ``indent``; a clause longer than a line is kept whole."""
+    between its clauses (after ``; ``, ``, `` or ``: ``, before `` --FLAG``, never inside brackets), the lines after
+    the first of each indented by ``indent``; a clause longer than a line is kept whole."""
     out = []
     for line in text.split("\n"):
         current = ""
-        for piece in _BREAKS.split(line):
+        for piece in _pieces(line):
             if current and len(current.rstrip()) + len(piece.rstrip()) > width:
                 out.append(current.rstrip())
                 current = indent + piece.lstrip()
