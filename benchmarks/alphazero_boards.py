@@ -107,7 +107,7 @@ def main(argv=None) -> int:
 
     from podracer.core import agents
     from podracer.core.envs.pgx import PgxEnv
-    from podracer.run.play import EVAL_SEED_OFFSET, evaluation_seeds, make_evaluate
+    from podracer.run.play import evaluation_keys, make_evaluate
 
     agent, state, compile_seconds, train_seconds, env_steps = train_self_play(args)
     searches = args.eval_simulations or args.num_simulations
@@ -123,9 +123,7 @@ def main(argv=None) -> int:
     results = {}
     for name in baselines:
         evaluate = make_evaluate(PgxEnv(args.game, opponent=name), player, args.games)
-        keys = jax.vmap(jax.random.key)(
-            evaluation_seeds(args.seed, args.seeds) + np.uint32(EVAL_SEED_OFFSET)
-        )  # each seed its own
+        keys = evaluation_keys(args.seed, args.seeds)  # each seed its own games, as its run's evaluations
         returns = np.asarray(jax.jit(jax.vmap(evaluate))(state.learner.params, keys))
         results[name] = [[int((r > 0).sum()), int((r == 0).sum()), int((r < 0).sum())] for r in returns]
 

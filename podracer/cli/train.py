@@ -103,9 +103,7 @@ def train(mode: str = "anakin", **settings) -> Trained:
     except SystemExit:
         raise ValueError(error.getvalue().strip().splitlines()[-1]) from None
     if settings.get("log_dir") and not parsed.log_dir:  # the command line's line for the directory it makes
-        print(
-            f"{prog}: logging to {settings['log_dir']} (metrics.jsonl, TensorBoard; no_log_dir=True: none)", flush=True
-        )
+        print(f"{prog}: {rundir.logging_to(settings['log_dir'], off='no_log_dir=True')}", flush=True)
     kept: dict[str, Any] = {}
     said = cli._report_anakin if mode == "anakin" else cli._report_sebulba
 

@@ -67,13 +67,20 @@ class ConsoleSink:
     def eta(self, steps: float, now: float) -> str:
         """``, eta 1m05s``: the time the rest of the run takes at the pace since the first line (compilation and
         start-up left out); "" before a pace is known."""
-        if self.first is None or not steps > self.first[0] or not now > self.first[1]:
-            return ""
-        left = max(self.total - steps, 0.0) * (now - self.first[1]) / (steps - self.first[0])
-        return f", eta {duration(left)}"
+        left = time_left(self.total, self.first, steps, now)
+        return "" if left is None else f", eta {duration(left)}"
 
     def close(self) -> None:
         pass
+
+
+def time_left(total: float, first: tuple[float, float] | None, steps: float, now: float) -> float | None:
+    """Seconds until ``total`` env steps at the pace since ``first`` (``(env steps, time)`` of the first progress
+    line) with ``steps`` done at ``now``: the one eta of a run, its progress lines' and its heartbeat's; None before
+    a pace is known."""
+    if first is None or not steps > first[0] or not now > first[1]:
+        return None
+    return max(total - steps, 0.0) * (now - first[1]) / (steps - first[0])
 
 
 def duration(seconds: float) -> str:

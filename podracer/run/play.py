@@ -242,10 +242,13 @@ def make_evaluate(env: Environment, agent: Agent, num_episodes: int, *, max_step
 EVAL_SEED_OFFSET = 1_000_003  # evaluation environments: seeds apart from the training ones
 
 
-def evaluation_seeds(seed: int, num_seeds: int = 1, points: int = 1) -> np.ndarray:
-    """The run seed of every lane of an Anakin run (uint32 ``[points x num_seeds]``): lane ``p * S + s`` trains (and
-    is evaluated as) seed ``seed + s``, whatever its setting ``p`` (:class:`~podracer.core.anakin.Sweep`'s layout)."""
-    return np.tile(np.arange(seed, seed + num_seeds, dtype=np.uint32), points)
+def evaluation_keys(seed: int, num_seeds: int = 1, points: int = 1) -> jax.Array:
+    """The evaluation key of every lane of an Anakin run (``[points x num_seeds]``): lane ``p * S + s`` trains (and
+    is evaluated as) seed ``seed + s``, whatever its setting ``p`` (:class:`~podracer.core.anakin.Sweep`'s layout),
+    and its key is ``jax.random.key(seed + s + EVAL_SEED_OFFSET)``, a run of that seed alone's (made from uint32
+    seeds: below 2**32, as ``--seed`` is at most 2**31 - 1). Traced inside a program, the seeds are its constants."""
+    seeds = np.tile(np.arange(seed, seed + num_seeds, dtype=np.uint32), points) + np.uint32(EVAL_SEED_OFFSET)
+    return jax.vmap(jax.random.key)(jnp.asarray(seeds))
 
 
 def periodic_evaluation(
@@ -271,12 +274,12 @@ def periodic_evaluation(
         evaluate = make_evaluate(env, agent, episodes, greedy=greedy)
 
         def evaluation(params):  # (the program's name in JAX's compile log)
-            return evaluate(params, jax.random.key(seed + EVAL_SEED_OFFSET))  # made inside the program
+            return evaluate(params, evaluation_keys(seed)[0])  # made inside the program
 
         compiled = jax.jit(evaluation)
         return lambda params: jax.device_get(compiled(params))
     if sweep_entries is None:
-        lane_seeds = evaluation_seeds(seed, num_seeds)
+        lanes = dict(num_seeds=num_seeds)
         evaluate = make_evaluate(env, agent, episodes, greedy=greedy)
 
         def evaluate_lanes(params, keys):
@@ -285,8 +288,7 @@ def periodic_evaluation(
     else:
         values, build = sweep_entries
         size = len(next(iter(values.values())))
-        points = size // num_seeds
-        lane_seeds = np.full(size, seed, np.uint32) if population else evaluation_seeds(seed, num_seeds, points)
+        lanes = dict(points=size) if population else dict(num_seeds=num_seeds, points=size // num_seeds)
 
         def evaluate_entry(params, key, entry_values):
             return make_evaluate(env, build(entry_values)[0], episodes, greedy=greedy)(params, key)
@@ -294,12 +296,10 @@ def periodic_evaluation(
         def evaluate_lanes(params, keys):
             return jax.vmap(evaluate_entry)(params, keys, values)
 
-    lane_seeds = lane_seeds + np.uint32(EVAL_SEED_OFFSET)  # below 2**32: --seed is at most 2**31 - 1
-
     def evaluation(params):  # (the program's name in JAX's compile log)
-        keys = jax.vmap(jax.random.key)(jnp.asarray(lane_seeds))  # seed s's key, as jax.random.key(s) alone makes it
+        keys = evaluation_keys(seed, **lanes)
         if population:
-            keys = jax.vmap(jax.random.fold_in)(keys, jnp.arange(len(lane_seeds)))
+            keys = jax.vmap(jax.random.fold_in)(keys, jnp.arange(len(keys)))
         return evaluate_lanes(params, keys)
 
     compiled = jax.jit(evaluation)

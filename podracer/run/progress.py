@@ -82,10 +82,7 @@ class Progress:
     def eta(self) -> float | None:
         """Seconds the rest of the run takes at the pace since the first progress line, as that line's own ``eta``
         counts it (:meth:`podracer.run.logging.ConsoleSink.eta`): one ETA per run; None before a pace is known."""
-        if self.first_line is None or not self.steps > self.first_line[0]:
-            return None
-        steps, since = self.first_line
-        return max(self.total - self.steps, 0.0) * (time.monotonic() - since) / (self.steps - steps)
+        return logging.time_left(self.total, self.first_line, self.steps, time.monotonic())
 
     def status(self) -> str:
         if self.done is not None:

@@ -135,7 +135,12 @@ def settle_log_dir(cfg):
     path = default_log_dir(cfg.env, cfg.agent_name, cfg.seed)
     if elsewhere:  # a fork, or a record past the checkpoint: the resume starts a record of its own
         return dataclasses.replace(cfg, log_dir=path), f"logging to {path}: {elsewhere} (--log-dir chooses another)"
-    return dataclasses.replace(cfg, log_dir=path), f"logging to {path} (metrics.jsonl, TensorBoard; --no-log-dir: none)"
+    return dataclasses.replace(cfg, log_dir=path), logging_to(path)
 
 
-__all__ = ["RUNS_DIR", "default_log_dir", "discard_if_untrained", "resumed_log_dir", "settle_log_dir"]
+def logging_to(path: str, off: str = "--no-log-dir") -> str:
+    """What a run says of the run directory made for it (``off``: how its caller asks for none)."""
+    return f"logging to {path} (metrics.jsonl, TensorBoard; {off}: none)"
+
+
+__all__ = ["RUNS_DIR", "default_log_dir", "discard_if_untrained", "logging_to", "resumed_log_dir", "settle_log_dir"]
